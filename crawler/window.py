@@ -1,0 +1,403 @@
+"""The rolling, self-adjusting concurrency window over a list of work items.
+
+``run_window`` starts items the moment a slot frees up (no waiting for a whole
+batch), keeps the number in flight between a floor and a cap that move with the
+health of recent results (halve on trouble, grow by one after a run of clean
+ones, the AIMD rule TCP uses), limits how many run at once per host, spaces
+starts per host for a requests-per-second rate or a robots.txt Crawl-delay, and
+stops starting new items at a soft deadline, handing back the ones it never
+started.
+
+Results go to a *sink* in sub-batches while work goes on: one consumer task
+calls the sink, so sink calls never overlap and keep arrival order; the queue
+in front of it is bounded, so a slow sink pauses new starts (back-pressure)
+instead of letting results pile up in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from crawler.types import FetchError, FetchResult
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+HEALTH_OK = "ok"
+HEALTH_SLOW = "slow"
+HEALTH_ERROR = "error"
+HEALTH_THROTTLED = "throttled"
+
+# Full batches that may wait for the sink before new starts pause. Two lets
+# the next batch be ready the moment the sink returns, without letting a slow
+# sink make memory grow with the crawl.
+_SINK_QUEUE_BATCHES = 2
+
+# Fetch outcomes that say something about the server's load or reachability.
+# Refusals decided on our side (robots, SSRF, traps, bad URLs) say nothing
+# about how the server copes, so they count as clean for the window.
+_LOAD_ERRORS = frozenset(
+    {
+        FetchError.DNS_FAILURE,
+        FetchError.CONNECT_FAILED,
+        FetchError.CONNECT_TIMEOUT,
+        FetchError.READ_TIMEOUT,
+        FetchError.DEADLINE_EXCEEDED,
+        FetchError.TLS_ERROR,
+        FetchError.PROTOCOL_ERROR,
+        FetchError.INCOMPLETE_BODY,
+        FetchError.UNKNOWN,
+    }
+)
+
+
+@dataclass(frozen=True)
+class WindowPolicy:
+    """How the window moves. ``rate`` and ``crawl_delay`` space starts per host."""
+
+    floor: int = 2
+    start: int = 4
+    cap: int = 16
+    per_host: int = 8
+    rate: float | None = None  # requests per second per host
+    crawl_delay: float = 0.0  # seconds between starts on one host
+    slow_seconds: float = 2.0
+    large_bytes: int = 2_000_000
+    # Consecutive clean results needed before the window grows by one.
+    grow_after: int = 4
+
+    def __post_init__(self) -> None:
+        if self.floor < 1 or self.cap < self.floor:
+            raise ValueError(f"window needs 1 <= floor <= cap, got {self.floor}..{self.cap}")
+        if self.per_host < 1:
+            raise ValueError("per_host must be at least 1")
+        if self.rate is not None and self.rate <= 0:
+            raise ValueError("rate must be positive when set")
+        if self.crawl_delay < 0:
+            raise ValueError("crawl_delay cannot be negative")
+
+    @property
+    def spacing(self) -> float:
+        """Minimum seconds between two starts on one host."""
+        by_rate = 1.0 / self.rate if self.rate else 0.0
+        return max(by_rate, self.crawl_delay)
+
+
+@dataclass
+class WindowReport(Generic[T]):
+    """What a run did: ``unfinished`` holds the items never started, in input order."""
+
+    done: int
+    unfinished: list[T]
+    peak: int  # the largest window size reached
+    final: int  # the window size when the run ended
+    max_in_flight: int = 0
+    shrinks: int = 0
+    health: dict[str, int] = field(default_factory=dict)
+
+
+def fetch_health(result: FetchResult, policy: WindowPolicy) -> str:
+    """Classify one fetch for the window: throttled, error, slow or ok.
+
+    4xx answers are the site's content, not its load, so they are clean; 5xx
+    and network failures mean the server is struggling; 429 and 503 (or a
+    retry budget spent on them) mean it asked us to slow down.
+    """
+    if result.error is FetchError.RATE_LIMITED or result.status in (429, 503):
+        return HEALTH_THROTTLED
+    if result.error in _LOAD_ERRORS or (result.status is not None and result.status >= 500):
+        return HEALTH_ERROR
+    if result.elapsed > policy.slow_seconds or result.size > policy.large_bytes:
+        return HEALTH_SLOW
+    return HEALTH_OK
+
+
+class _Window:
+    """The AIMD size: halve on trouble, +1 after ``grow_after`` clean results.
+
+    A shrink only counts for work started after the previous shrink, so one
+    burst of failures already in flight halves the window once, not once per
+    failure (TCP's one-reduction-per-round-trip rule).
+    """
+
+    def __init__(self, policy: WindowPolicy) -> None:
+        self.policy = policy
+        self.size = min(max(policy.start, policy.floor), policy.cap)
+        self.peak = self.size
+        self.streak = 0
+        self.shrinks = 0
+        self.epoch = 0  # bumped on every shrink
+
+    def record(self, health: str, started_epoch: int) -> None:
+        if health == HEALTH_OK:
+            self.streak += 1
+            if self.streak >= self.policy.grow_after and self.size < self.policy.cap:
+                self.size += 1
+                self.peak = max(self.peak, self.size)
+                self.streak = 0
+            return
+        self.streak = 0
+        if started_epoch == self.epoch:
+            smaller = max(self.policy.floor, self.size // 2)
+            self.shrinks += smaller < self.size
+            self.size = smaller
+            self.epoch += 1
+
+
+_DONE = object()  # tells the sink consumer that no more batches come
+
+
+async def _consume(
+    queue: asyncio.Queue, sink: Callable[[list], Awaitable[None]], wake: asyncio.Event
+) -> None:
+    """Feed batches to the sink one at a time, in order, until told to stop."""
+    while True:
+        batch = await queue.get()
+        if batch is _DONE:
+            return
+        # The scheduler may be paused on a full queue; a get frees a place.
+        wake.set()
+        await sink(batch)
+        wake.set()
+
+
+async def run_window(
+    items: Sequence[T],
+    work: Callable[[T], Awaitable[R]],
+    sink: Callable[[list[R]], Awaitable[None]],
+    *,
+    policy: WindowPolicy,
+    host_of: Callable[[T], str],
+    health_of: Callable[[R], str],
+    soft_deadline: float | None = None,
+    batch_size: int = 50,
+    max_batch_wait: float | None = 1.0,
+) -> WindowReport[T]:
+    """Run ``work`` over ``items`` through the window and feed results to ``sink``.
+
+    1. Items queue per host, in input order. A start needs a free window slot,
+       a free per-host slot, the host's spacing elapsed, no back-pressure from
+       the sink and the soft deadline (a ``time.monotonic()`` value) not passed.
+    2. Each settled item feeds the window's health and joins the pending
+       batch; a batch goes to the sink when it holds ``batch_size`` results or
+       its oldest result has waited ``max_batch_wait`` seconds (None: size only).
+    3. After the deadline nothing new starts; work in flight finishes (it has
+       its own per-request deadline), the last partial batch is flushed, and
+       the unstarted items come back in ``unfinished``.
+
+    ``work`` is expected not to raise for anything the site does (the fetcher
+    turns faults into results). If it or the sink raises, work in flight is
+    cancelled and awaited, then the exception propagates; completed results
+    still queued are handed to the sink first when the failure was in work.
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    window = _Window(policy)
+    spacing = policy.spacing
+
+    # Per-host queues of (input index, item); dict order gives round-robin.
+    waiting: dict[str, deque[tuple[int, T]]] = {}
+    for index, item in enumerate(items):
+        waiting.setdefault(host_of(item), deque()).append((index, item))
+    host_running: dict[str, int] = {}
+    host_next_start: dict[str, float] = {}
+
+    wake = asyncio.Event()
+    settled: deque[tuple[asyncio.Task, int, str]] = deque()
+    running: set[asyncio.Task] = set()
+    queue: asyncio.Queue = asyncio.Queue(maxsize=_SINK_QUEUE_BATCHES)
+    consumer = asyncio.create_task(_consume(queue, sink, wake))
+    # The consumer ending (a sink exception) must wake the scheduler too.
+    consumer.add_done_callback(lambda _task: wake.set())
+    batch: list[R] = []
+    batch_started = 0.0
+    done = 0
+    max_in_flight = 0
+    health_counts: dict[str, int] = {}
+    unfinished_indexed: list[tuple[int, T]] = []
+
+    def start(host: str, item: T) -> None:
+        task = asyncio.ensure_future(work(item))
+        epoch = window.epoch
+        running.add(task)
+        host_running[host] = host_running.get(host, 0) + 1
+
+        def settle(t: asyncio.Task) -> None:
+            settled.append((t, epoch, host))
+            wake.set()
+
+        task.add_done_callback(settle)
+
+    def flush(force: bool) -> bool:
+        """Move the batch into the sink queue if due; False when the queue is full."""
+        nonlocal batch
+        if not batch:
+            return True
+        due = (
+            force
+            or len(batch) >= batch_size
+            or (max_batch_wait is not None and time.monotonic() - batch_started >= max_batch_wait)
+        )
+        if not due:
+            return True
+        if queue.full():
+            return False
+        queue.put_nowait(batch[:batch_size])
+        batch = batch[batch_size:]
+        return True
+
+    async def cancel_running() -> None:
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+        running.clear()
+
+    failure: BaseException | None = None
+    try:
+        while True:
+            if consumer.done():
+                # The sink raised (it only returns early on _DONE, never sent yet).
+                await cancel_running()
+                consumer.result()
+                raise RuntimeError("sink consumer stopped unexpectedly")
+
+            # 1. Account for settled work.
+            while settled:
+                task, epoch, host = settled.popleft()
+                running.discard(task)
+                host_running[host] -= 1
+                if task.cancelled():
+                    continue
+                exc = task.exception()
+                if exc is not None:
+                    failure = failure or exc
+                    continue
+                result = task.result()
+                health = health_of(result)
+                health_counts[health] = health_counts.get(health, 0) + 1
+                window.record(health, epoch)
+                if not batch:
+                    batch_started = time.monotonic()
+                batch.append(result)
+                done += 1
+            if failure is not None:
+                break
+
+            # 2. Hand due batches to the sink; a full queue is back-pressure.
+            while len(batch) >= batch_size and flush(False):
+                pass
+            pressured = len(batch) >= batch_size
+            if not pressured:
+                flush(False)
+
+            # 3. Start what the window, hosts, spacing and deadline allow.
+            now = time.monotonic()
+            past_deadline = soft_deadline is not None and now >= soft_deadline
+            next_timer: float | None = None
+            if past_deadline:
+                for queued in waiting.values():
+                    unfinished_indexed.extend(queued)
+                waiting.clear()
+            elif not pressured:
+                for host in list(waiting):
+                    if len(running) >= window.size:
+                        break
+                    queued = waiting[host]
+                    while queued and len(running) < window.size:
+                        if host_running.get(host, 0) >= policy.per_host:
+                            break
+                        not_before = host_next_start.get(host, 0.0)
+                        if not_before > now:
+                            next_timer = (
+                                not_before if next_timer is None else min(next_timer, not_before)
+                            )
+                            break
+                        _, item = queued.popleft()
+                        start(host, item)
+                        if spacing:
+                            host_next_start[host] = now + spacing
+                    if not queued:
+                        del waiting[host]
+                max_in_flight = max(max_in_flight, len(running))
+
+            # 4. Finished when nothing runs and nothing is left to start.
+            if not running and not waiting:
+                while batch:
+                    if not flush(True):
+                        await _wait(wake, None, consumer)
+                        if consumer.done():
+                            break
+                if not batch:
+                    break
+                continue
+
+            # 5. Sleep until something settles, the sink frees a place, a
+            # host's spacing elapses, a batch gets old or the deadline passes.
+            timers = [next_timer]
+            if soft_deadline is not None and waiting:
+                timers.append(soft_deadline)
+            if batch and max_batch_wait is not None:
+                timers.append(batch_started + max_batch_wait)
+            wake_at = min((t for t in timers if t is not None), default=None)
+            await _wait(wake, wake_at, consumer)
+
+        if failure is not None:
+            # A bug in work: keep the results that did complete, then raise.
+            await cancel_running()
+            while batch and not consumer.done():
+                if not flush(True):
+                    await _wait(wake, None, consumer)
+            await _finish(queue, consumer, wake)
+            raise failure
+
+        await _finish(queue, consumer, wake)
+    finally:
+        if running:
+            await cancel_running()
+        if not consumer.done():
+            consumer.cancel()
+            await asyncio.gather(consumer, return_exceptions=True)
+
+    unfinished_indexed.sort(key=lambda pair: pair[0])
+    return WindowReport(
+        done=done,
+        unfinished=[item for _, item in unfinished_indexed],
+        peak=window.peak,
+        final=window.size,
+        max_in_flight=max_in_flight,
+        shrinks=window.shrinks,
+        health=health_counts,
+    )
+
+
+async def _wait(wake: asyncio.Event, wake_at: float | None, consumer: asyncio.Task) -> None:
+    """Wait for the wake event, at most until ``wake_at`` (monotonic seconds)."""
+    if wake.is_set() or consumer.done():
+        wake.clear()
+        return
+    handle = None
+    if wake_at is not None:
+        delay = max(0.0, wake_at - time.monotonic())
+        handle = asyncio.get_running_loop().call_later(delay, wake.set)
+    try:
+        await wake.wait()
+    finally:
+        wake.clear()
+        if handle is not None:
+            handle.cancel()
+
+
+async def _finish(queue: asyncio.Queue, consumer: asyncio.Task, wake: asyncio.Event) -> None:
+    """Tell the consumer to stop once the queued batches are through; re-raise its error."""
+    while not consumer.done():
+        if not queue.full():
+            queue.put_nowait(_DONE)
+            break
+        await _wait(wake, None, consumer)
+    await consumer
