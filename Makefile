@@ -1,0 +1,43 @@
+# Siteward: `make run` sets everything up and starts it; `make test` runs the whole suite.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test install install-dev migrate lint clean-db
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
+		{ echo "Siteward needs Python 3.11 or newer (set PYTHON=python3.11)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	@touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+# A secret key generated once per checkout, kept out of git (var/ is ignored).
+var/secret_key:
+	@mkdir -p var
+	@umask 077 && $(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))' > $@
+
+migrate: install var/secret_key
+	SECRET_KEY="$$(cat var/secret_key)" $(BIN)/python manage.py migrate --noinput
+
+run: migrate
+	SECRET_KEY="$$(cat var/secret_key)" $(BIN)/python manage.py runall --host $(HOST) --port $(PORT)
+
+test: install-dev
+	@command -v chromium >/dev/null 2>&1 || ./.ci/ensure-chromium
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install-dev
+	$(BIN)/ruff check .

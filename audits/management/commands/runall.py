@@ -1,0 +1,71 @@
+"""Run the web server and the django-q2 worker cluster together, and stop both on Ctrl-C.
+
+``make run`` ends here. Each child runs in its own process group so one signal
+stops everything it started (qcluster's sentinel and workers included).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Start the web server and the worker cluster; Ctrl-C stops both."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default=os.environ.get("SITEWARD_HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("SITEWARD_PORT", "8000")))
+        parser.add_argument("--no-login", action="store_true", help="Skip creating the admin login")
+
+    def handle(self, *args, host, port, no_login, **options):
+        if not no_login:
+            call_command("ensure_login", stdout=self.stdout)
+        manage = [sys.executable, os.path.abspath(sys.argv[0])]
+        # runserver --insecure serves static files with DEBUG off: fine for the
+        # local, single-user `make run`; the README says how to deploy behind a real server.
+        children = {
+            "web": subprocess.Popen(manage + ["runserver", "--noreload", "--insecure", f"{host}:{port}"],
+                                    start_new_session=True),
+            "worker cluster": subprocess.Popen(manage + ["qcluster"], start_new_session=True),
+        }
+        self.stdout.write(self.style.SUCCESS(f"Siteward is running at http://{host}:{port}/  (Ctrl-C stops it)"))
+        self.stdout.flush()
+
+        stopping = False
+
+        def stop(signum, frame):
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while not stopping:
+                for name, child in children.items():
+                    if child.poll() is not None:
+                        self.stderr.write(f"The {name} exited with code {child.returncode}; stopping.")
+                        stopping = True
+                time.sleep(0.3)
+        finally:
+            self._stop_all(children)
+
+    def _stop_all(self, children):
+        for child in children.values():
+            if child.poll() is None:
+                try:
+                    os.killpg(child.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 15
+        for child in children.values():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+        self.stdout.write("Stopped the web server and the worker cluster.")

@@ -1,0 +1,432 @@
+"""Siteward's data: audits, the pages and issues they found, and the crawl's lease tables.
+
+State changes are model methods built on conditional UPDATEs (``WHERE status IN
+…``) so two processes racing to make the same transition change the row once;
+the loser sees ``False`` and does nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import Now
+from django.urls import reverse
+from django.utils import timezone
+
+from crawler.catalogue import CATALOGUE
+from crawler.types import FetchError as CrawlFetchError
+from crawler.types import Severity as CrawlSeverity
+
+
+class Severity(models.TextChoices):
+    CRITICAL = CrawlSeverity.CRITICAL.value, "Critical"
+    WARNING = CrawlSeverity.WARNING.value, "Warning"
+    NOTICE = CrawlSeverity.NOTICE.value, "Notice"
+
+
+# The issue vocabulary is the crawler's catalogue, so there is exactly one list.
+IssueCode = models.TextChoices("IssueCode", [(code.upper(), (code, t.title)) for code, t in CATALOGUE.items()])
+FetchErrorCode = models.TextChoices("FetchErrorCode", [(e.name, (e.value, e.label)) for e in CrawlFetchError])
+
+
+class Audit(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        FINALIZING = "finalizing", "Finalizing"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    class Phase(models.TextChoices):
+        QUEUED = "queued", "Waiting for a worker"
+        STARTING = "starting", "Resolving the start URL, robots.txt and sitemaps"
+        CRAWLING = "crawling", "Crawling"
+        FINALIZING = "finalizing", "Cross-page checks"
+        DONE = "done", "Done"
+
+    class ErrorCode(models.TextChoices):
+        START_URL_INVALID = "start_url_invalid", "Start URL is not a valid http(s) URL"
+        START_URL_UNRESOLVABLE = "start_url_unresolvable", "Start URL's host does not resolve"
+        START_URL_UNREACHABLE = "start_url_unreachable", "Start URL could not be fetched"
+        SSRF_BLOCKED = "ssrf_blocked", "Start URL points at a refused (private or reserved) address"
+        ROBOTS_UNREACHABLE = "robots_unreachable", "robots.txt is unreachable, so nothing may be crawled"
+        SITE_UNAVAILABLE = "site_unavailable", "The start page never answered successfully"
+        WORKER_LOST = "worker_lost", "The worker crawling it died repeatedly"
+        STALLED = "stalled", "No progress for too long"
+        DB_UNAVAILABLE = "db_unavailable", "The database was unavailable"
+        STORAGE_FULL = "storage_full", "The database or disk is full"
+        TIMEOUT = "timeout", "A task ran past its time limit"
+        CANCELLED = "cancelled", "Cancelled by a person"
+        INTERNAL_ERROR = "internal_error", "Internal error"
+        UNKNOWN = "unknown", "Unknown failure"
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.FINALIZING)
+    ENDED = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="audits")
+    start_url = models.CharField(max_length=2048)
+    origin = models.CharField(max_length=300, blank=True, help_text="Scheme and host after the start URL's redirects")
+
+    # Limits the audit runs with.
+    max_pages = models.PositiveIntegerField(default=500)
+    max_depth = models.PositiveSmallIntegerField(default=10)
+    concurrency = models.PositiveSmallIntegerField(default=8)
+    rate = models.FloatField(null=True, blank=True, help_text="Requests per second; empty for no limit")
+    include_patterns = models.TextField(blank=True, help_text="Regular expressions, one per line")
+    exclude_patterns = models.TextField(blank=True, help_text="Regular expressions, one per line")
+    user_agent = models.CharField(max_length=300, blank=True)
+    respect_robots = models.BooleanField(default=True)
+    check_external = models.BooleanField(default=True)
+    allow_private = models.BooleanField(default=False, help_text="Allow private and loopback addresses")
+
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.QUEUED)
+
+    # Progress counters, bumped with F() by the chunk that did the work.
+    pages_crawled = models.PositiveIntegerField(default=0)
+    pages_discovered = models.PositiveIntegerField(default=0)
+    pages_failed = models.PositiveIntegerField(default=0)
+    issues_critical = models.PositiveIntegerField(default=0)
+    issues_warning = models.PositiveIntegerField(default=0)
+    issues_notice = models.PositiveIntegerField(default=0)
+    current_window = models.PositiveSmallIntegerField(default=0)
+    chunks_done = models.PositiveIntegerField(default=0)
+
+    # What start learnt, kept so every chunk (in any process) makes the same decisions.
+    robots_status = models.CharField(max_length=16, blank=True)
+    robots_http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    robots_body = models.TextField(blank=True)
+    sitemap_found = models.BooleanField(null=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    # Failure columns: filled on every failure path, including the ones only the watchdog sees.
+    error_code = models.CharField(max_length=32, choices=ErrorCode.choices, blank=True)
+    error_detail = models.TextField(blank=True)
+    failed_phase = models.CharField(max_length=16, choices=Phase.choices, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # The audit list: a person's audits, newest first.
+            models.Index(fields=["owner", "-created_at"], name="audit_owner_created"),
+            # The watchdog and the running-audit quota scan active audits.
+            models.Index(fields=["status", "heartbeat_at"], name="audit_status_heartbeat"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(max_pages__gte=1), name="audit_max_pages_positive"),
+            models.CheckConstraint(condition=Q(concurrency__gte=1), name="audit_concurrency_positive"),
+        ]
+
+    def __str__(self):
+        return f"Audit {self.pk} of {self.start_url}"
+
+    def get_absolute_url(self):
+        return reverse("audit-detail", args=[self.pk])
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE
+
+    @property
+    def issues_total(self) -> int:
+        return self.issues_critical + self.issues_warning + self.issues_notice
+
+    def patterns(self, which: str) -> list[str]:
+        text = self.include_patterns if which == "include" else self.exclude_patterns
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+    # --- state transitions -------------------------------------------------
+
+    def _transition(self, allowed_from, **changes) -> bool:
+        """Apply ``changes`` only if the row is still in one of ``allowed_from``.
+
+        The WHERE clause is the guard: of two processes racing, exactly one
+        UPDATE matches. The instance is refreshed so callers see the outcome.
+        """
+        updated = Audit.objects.filter(pk=self.pk, status__in=list(allowed_from)).update(**changes)
+        self.refresh_from_db()
+        return updated == 1
+
+    def start(self) -> bool:
+        now = timezone.now()
+        return self._transition(
+            [self.Status.QUEUED], status=self.Status.RUNNING, phase=self.Phase.STARTING,
+            started_at=now, heartbeat_at=now,
+        )
+
+    def begin_crawl(self, origin: str) -> bool:
+        return self._transition(
+            [self.Status.RUNNING], phase=self.Phase.CRAWLING, origin=origin, heartbeat_at=timezone.now()
+        )
+
+    def begin_finalize(self) -> bool:
+        return self._transition(
+            [self.Status.RUNNING], status=self.Status.FINALIZING, phase=self.Phase.FINALIZING,
+            heartbeat_at=timezone.now(),
+        )
+
+    def finish(self) -> bool:
+        return self._transition(
+            [self.Status.FINALIZING], status=self.Status.COMPLETED, phase=self.Phase.DONE,
+            finished_at=timezone.now(),
+        )
+
+    def fail(self, code: str, detail: str = "", phase: str | None = None) -> bool:
+        """Mark the audit failed with a code from ErrorCode; keeps everything crawled so far."""
+        code = code if code in self.ErrorCode.values else self.ErrorCode.UNKNOWN
+        current = Audit.objects.filter(pk=self.pk).values_list("phase", flat=True).first()
+        return self._transition(
+            self.ACTIVE, status=self.Status.FAILED, error_code=code, error_detail=detail[:4000],
+            failed_phase=phase or current or self.Phase.QUEUED, finished_at=timezone.now(),
+        )
+
+    def cancel(self, detail: str = "Cancelled by a person.") -> bool:
+        current = Audit.objects.filter(pk=self.pk).values_list("phase", flat=True).first()
+        return self._transition(
+            self.ACTIVE, status=self.Status.CANCELLED, error_code=self.ErrorCode.CANCELLED,
+            error_detail=detail, failed_phase=current or self.Phase.QUEUED, finished_at=timezone.now(),
+        )
+
+    def reopen_for_resume(self) -> bool:
+        """A failed or cancelled audit goes back to the queue, keeping its frontier and results."""
+        return self._transition(
+            [self.Status.FAILED, self.Status.CANCELLED], status=self.Status.QUEUED,
+            phase=self.Phase.QUEUED, error_code="", error_detail="", failed_phase="",
+            finished_at=None, heartbeat_at=timezone.now(),
+        )
+
+    def beat(self, **counters) -> None:
+        """Heartbeat plus counter increments (F expressions, so concurrent chunks add up)."""
+        changes = {name: F(name) + value for name, value in counters.items() if value}
+        Audit.objects.filter(pk=self.pk).update(heartbeat_at=timezone.now(), **changes)
+
+    def settings_copy(self) -> dict:
+        """The limits of this audit, for re-running it as a fresh audit."""
+        fields = [
+            "start_url", "max_pages", "max_depth", "concurrency", "rate", "include_patterns",
+            "exclude_patterns", "user_agent", "respect_robots", "check_external", "allow_private",
+        ]
+        return {name: getattr(self, name) for name in fields}
+
+
+class Page(models.Model):
+    """One URL the audit fetched: a page, an internal resource, or a checked external link."""
+
+    class Kind(models.TextChoices):
+        PAGE = "page", "Page"
+        RESOURCE = "resource", "Resource"
+        EXTERNAL = "external", "External link"
+
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="pages")
+    url_hash = models.CharField(max_length=32)
+    url = models.TextField()
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PAGE)
+    final_url = models.TextField(blank=True)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    redirect_chain = models.JSONField(default=list, blank=True)  # [[url, status, location], …]
+    content_type = models.CharField(max_length=100, blank=True)
+    size_bytes = models.PositiveIntegerField(default=0)
+    ttfb_ms = models.PositiveIntegerField(default=0)
+    total_ms = models.PositiveIntegerField(default=0)
+    depth = models.PositiveSmallIntegerField(default=0)
+    title = models.CharField(max_length=1000, blank=True)
+    description = models.TextField(blank=True)
+    canonical = models.TextField(blank=True)
+    h1_count = models.PositiveSmallIntegerField(default=0)
+    word_count = models.PositiveIntegerField(default=0)
+    robots = models.CharField(max_length=200, blank=True)
+    indexable = models.BooleanField(default=False)
+    in_sitemap = models.BooleanField(default=False)
+    content_hash = models.CharField(max_length=32, blank=True)
+    inlinks = models.PositiveIntegerField(default=0)
+    outlinks = models.PositiveIntegerField(default=0)
+    fetch_error = models.CharField(max_length=32, choices=FetchErrorCode.choices, blank=True)
+    fetch_error_detail = models.CharField(max_length=500, blank=True)
+    crawled_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["depth", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["audit", "url_hash"], name="page_unique_url_per_audit"),
+        ]
+        indexes = [
+            # Page table filters and the status-code chart.
+            models.Index(fields=["audit", "kind", "status_code"], name="page_audit_kind_status"),
+            # Depth filter, depth chart and the deep_page finalize check.
+            models.Index(fields=["audit", "kind", "depth"], name="page_audit_kind_depth"),
+            # Duplicate title / content finalize checks group by these.
+            models.Index(fields=["audit", "title"], name="page_audit_title"),
+            models.Index(fields=["audit", "content_hash"], name="page_audit_content_hash"),
+        ]
+
+    def __str__(self):
+        return self.url
+
+    def get_absolute_url(self):
+        return reverse("page-detail", args=[self.audit_id, self.pk])
+
+    @property
+    def status_class(self) -> str:
+        if self.fetch_error:
+            return "error"
+        return f"{self.status_code // 100}xx" if self.status_code else "none"
+
+
+class Issue(models.Model):
+    class Review(models.TextChoices):
+        OPEN = "open", "Open"
+        REVIEWED = "reviewed", "Reviewed"
+        IGNORED = "ignored", "Ignored"
+
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="issues")
+    page = models.ForeignKey(Page, on_delete=models.CASCADE, null=True, blank=True, related_name="issues")
+    url = models.TextField(help_text="The page the issue is on (the source page for link issues)")
+    code = models.CharField(max_length=40, choices=IssueCode.choices)
+    severity = models.CharField(max_length=10, choices=Severity.choices)
+    message = models.TextField()
+    target_url = models.TextField(blank=True)
+    key = models.CharField(max_length=32, help_text="Stable hash of what makes the issue unique")
+    review = models.CharField(max_length=10, choices=Review.choices, default=Review.OPEN)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            # Re-inserting the same issue (a retried chunk, a re-run finalize) is harmless.
+            models.UniqueConstraint(fields=["audit", "key"], name="issue_unique_key_per_audit"),
+        ]
+        indexes = [
+            # Issue table filters and the summary by severity and code.
+            models.Index(fields=["audit", "severity", "code"], name="issue_audit_severity_code"),
+            models.Index(fields=["audit", "code"], name="issue_audit_code"),
+        ]
+
+    def __str__(self):
+        return f"{self.code} on {self.url}"
+
+    @property
+    def issue_type(self):
+        return CATALOGUE.get(self.code)
+
+
+# --- lease tables: the crawl's scratch state -----------------------------------
+
+
+class FrontierURL(models.Model):
+    """A URL the crawl will fetch, is fetching, or has fetched (the dedup set)."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        LEASED = "leased", "Leased"
+        DONE = "done", "Done"
+
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="frontier")
+    url_hash = models.CharField(max_length=32)
+    url = models.TextField()
+    kind = models.CharField(max_length=10, choices=Page.Kind.choices, default=Page.Kind.PAGE)
+    depth = models.PositiveSmallIntegerField(default=0)
+    found_on = models.TextField(blank=True)
+    template_key = models.CharField(max_length=32, blank=True)
+    in_sitemap = models.BooleanField(default=False)
+    linked = models.BooleanField(default=False, help_text="Reached through an internal link")
+    state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
+    chunk = models.PositiveIntegerField(null=True, blank=True)
+    skip_reason = models.CharField(max_length=32, blank=True, help_text="Why it was not fetched")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["audit", "url_hash"], name="frontier_unique_url_per_audit"),
+        ]
+        indexes = [
+            # Leasing the next chunk: pending URLs of an audit, shallowest first.
+            models.Index(fields=["audit", "state", "depth", "id"], name="frontier_lease_order"),
+            # A retried chunk re-receives exactly the URLs it held.
+            models.Index(fields=["audit", "chunk"], name="frontier_audit_chunk"),
+            # Trap budget: variants queued per path template.
+            models.Index(fields=["audit", "template_key"], name="frontier_audit_template"),
+        ]
+
+    def __str__(self):
+        return f"{self.url} ({self.state})"
+
+
+class LinkEdge(models.Model):
+    """A link from a crawled page to a URL; one row per (source, target, tag, anchor text)."""
+
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="links")
+    key = models.CharField(max_length=32)
+    source_hash = models.CharField(max_length=32)
+    source_url = models.TextField()
+    target_hash = models.CharField(max_length=32)
+    target_url = models.TextField()
+    tag = models.CharField(max_length=10, default="a")
+    anchor_text = models.CharField(max_length=200, blank=True)
+    nofollow = models.BooleanField(default=False)
+    internal = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["audit", "key"], name="link_unique_key_per_audit"),
+        ]
+        indexes = [
+            # Inlinks of a URL (broken-link sources, a page's "linked from" list).
+            models.Index(fields=["audit", "target_hash"], name="link_audit_target"),
+            # Outlinks of a page.
+            models.Index(fields=["audit", "source_hash"], name="link_audit_source"),
+        ]
+
+    def __str__(self):
+        return f"{self.source_url} -> {self.target_url}"
+
+
+class ChunkLease(models.Model):
+    """Who is crawling chunk ``number`` of an audit, until when, and how many tries it took."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        LEASED = "leased", "Leased"
+        DONE = "done", "Done"
+        ABANDONED = "abandoned", "Abandoned"
+
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="chunks")
+    number = models.PositiveIntegerField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    token = models.UUIDField(null=True, blank=True)
+    leased_until = models.DateTimeField(null=True, blank=True)
+    worker_pid = models.PositiveIntegerField(null=True, blank=True)
+    url_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["audit", "number"], name="chunk_unique_number_per_audit"),
+        ]
+        indexes = [
+            # The watchdog looks for expired leases.
+            models.Index(fields=["state", "leased_until"], name="chunk_state_leased_until"),
+        ]
+
+    def __str__(self):
+        return f"chunk {self.number} of audit {self.audit_id} ({self.state})"
+
+    @staticmethod
+    def new_token() -> uuid.UUID:
+        return uuid.uuid4()
+
+    def extend(self, seconds: int) -> bool:
+        """Heartbeat: push the expiry out, fenced by the owner token."""
+        return ChunkLease.objects.filter(pk=self.pk, token=self.token, state=self.State.LEASED).update(
+            leased_until=Now() + timedelta(seconds=seconds)
+        ) == 1

@@ -1,0 +1,38 @@
+"""A start-up check that refuses a django-q2 configuration that re-runs tasks.
+
+django-q2 only warns when ``retry`` is not larger than ``timeout`` (and not at all
+when they are equal). With the ORM broker a task becomes visible again ``retry``
+seconds after it was taken, so ``retry <= timeout`` means a slow chunk is handed
+to a second worker while the first is still crawling it.
+"""
+
+from django.conf import settings
+from django.core.checks import Error, register
+
+
+@register()
+def check_q_cluster_timing(app_configs=None, **kwargs):
+    conf = getattr(settings, "Q_CLUSTER", {})
+    timeout, retry = conf.get("timeout"), conf.get("retry")
+    if not timeout:
+        return [Error(
+            "Q_CLUSTER has no timeout, so a hung crawl chunk would hold a worker forever.",
+            hint="Set Q_CLUSTER['timeout'] (Q_TIMEOUT) to a few minutes, below 'retry'.",
+            id="siteward.E001",
+        )]
+    if retry is None or retry <= timeout:
+        return [Error(
+            f"Q_CLUSTER retry ({retry}) must be larger than timeout ({timeout}): otherwise a task "
+            "still running is delivered to a second worker.",
+            hint="Set Q_RETRY well above Q_TIMEOUT (e.g. timeout 300, retry 420).",
+            id="siteward.E002",
+        )]
+    deadline = settings.SITEWARD.get("CHUNK_SOFT_DEADLINE", 0)
+    if deadline >= timeout:
+        return [Error(
+            f"The chunk soft deadline ({deadline}s) must be below Q_CLUSTER timeout ({timeout}s), "
+            "or every long chunk is killed instead of ending cleanly.",
+            hint="Lower SITEWARD_CHUNK_SECONDS or raise Q_TIMEOUT.",
+            id="siteward.E003",
+        )]
+    return []

@@ -1,0 +1,47 @@
+"""What `make run` starts (runall: web server + worker cluster) comes up and stops cleanly."""
+
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from .conftest import MANAGE, ROOT, free_port, subprocess_env
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.cluster
+def test_runall_serves_the_login_page_runs_the_worker_cluster_and_stops_on_ctrl_c():
+    from django_q.models import Success
+    from django_q.tasks import async_task
+
+    port = free_port()
+    proc = subprocess.Popen(
+        MANAGE + ["runall", "--port", str(port), "--no-login"], cwd=ROOT, env=subprocess_env(Q_POLL=0.2),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        body = None
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and body is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2) as resp:
+                    body = resp.read().decode()
+            except OSError:
+                time.sleep(0.3)
+        assert body is not None and 'name="password"' in body
+
+        # The cluster is alive when it picks a task off the ORM broker and saves its result.
+        async_task("math.floor", 2.5, task_name="smoke-ping")
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and not Success.objects.filter(name="smoke-ping").exists():
+            time.sleep(0.3)
+        assert Success.objects.get(name="smoke-ping").result == 2
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert f"running at http://127.0.0.1:{port}/" in out
+    assert "Stopped the web server and the worker cluster." in out
