@@ -1,0 +1,205 @@
+"""robots.txt under RFC 9309, with the status rules Protego leaves to us.
+
+Protego parses rules; it does not know what an HTTP status means. RFC 9309
+section 2.3.1 does, and this module applies it:
+
+* 2xx: parse the first 512,000 bytes, cut back to the last complete line,
+  decoded as UTF-8 (BOM dropped, invalid bytes replaced). An HTML page served
+  with 200 is parsed leniently too: it normally holds no rules, so all is allowed.
+* 4xx, including 401 and 403 ("unavailable" in the RFC, ``missing`` here):
+  every URL is allowed. The RFC allows this for every 4xx and we follow it;
+  the audit reports ``robots_txt_missing``. 429 is the exception: it is the
+  server asking us to slow down, so it counts as a server error (as Google does).
+* 5xx, 429, timeouts and network errors ("unreachable" in the RFC,
+  ``unavailable`` here): nothing is allowed. The error page is never handed to
+  Protego, which would read an HTML 503 page as allow-all.
+* Redirects: the Fetcher follows them; a file reached through more than five
+  of them, or not reached because the chain loops, is too long or leaves http(s),
+  is treated as RFC "unavailable", i.e. ``missing`` (allow all), which is what
+  RFC 9309 section 2.3.1.2 permits and what Google documents doing.
+
+``Robots`` is a frozen value rebuilt from three database columns by
+``Robots.from_stored`` in another process, with the same decisions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from protego import Protego
+
+from .types import FetchError, FetchResult
+from .urls import origin_of
+
+if TYPE_CHECKING:
+    from .fetch import Fetcher
+
+__all__ = [
+    "MAX_REDIRECTS",
+    "MAX_ROBOTS_BYTES",
+    "Robots",
+    "load_robots",
+    "robots_from_result",
+]
+
+# RFC 9309 section 2.5: parse at least 500 KiB; 512,000 bytes is Google's figure.
+MAX_ROBOTS_BYTES = 512_000
+# RFC 9309 section 2.3.1.2: follow at least five consecutive redirects.
+MAX_REDIRECTS = 5
+CRAWL_DELAY_CAP = 30.0
+
+STATUSES = ("ok", "missing", "unavailable", "ignored")
+
+# Fetch outcomes that mean "the redirects never led to a file", as opposed to
+# "the server could not be reached".
+_REDIRECT_FAILURES = frozenset(
+    {
+        FetchError.TOO_MANY_REDIRECTS,
+        FetchError.REDIRECT_LOOP,
+        FetchError.REDIRECT_BLOCKED_SCHEME,
+        FetchError.INVALID_URL,
+    }
+)
+# The body was cut at the cap; its first 512,000 bytes are still the rules.
+_TRUNCATED = frozenset({FetchError.BODY_TOO_LARGE, FetchError.DECOMPRESSION_LIMIT})
+
+
+@dataclass(frozen=True)
+class Robots:
+    """One origin's robots.txt decision.
+
+    ``status`` is ``ok`` (rules in ``body``), ``missing`` (4xx: allow all),
+    ``unavailable`` (5xx or unreachable: allow nothing) or ``ignored`` (the
+    audit owner switched robots.txt off: allow all; ``body`` still lists
+    sitemaps). ``body`` is the decoded text actually parsed, already cut to the
+    size cap, so storing it and calling ``from_stored`` gives the same answers.
+    """
+
+    status: str
+    http_status: int | None
+    body: str = ""
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown robots status {self.status!r}")
+
+    @classmethod
+    def from_stored(cls, status: str, http_status: int | None, body: str | None) -> Robots:
+        """Rebuild from the stored columns, with no network."""
+        return cls(status, http_status, body or "", _describe(status, http_status))
+
+    @cached_property
+    def _parser(self) -> Any:
+        # Only an "ok" or "ignored" body is ever parsed; an error page is not rules.
+        if self.status in ("ok", "ignored") and self.body:
+            return Protego.parse(self.body)
+        return None
+
+    def allowed(self, url: str, user_agent: str) -> bool:
+        if self.status == "unavailable":
+            return False
+        if self.status != "ok" or self._parser is None:
+            return True
+        return bool(self._parser.can_fetch(url, user_agent))
+
+    def crawl_delay(self, user_agent: str, cap: float = CRAWL_DELAY_CAP) -> float | None:
+        """Crawl-delay for ``user_agent`` in seconds, at most ``cap`` (a site
+        asking for 86400 s would otherwise stop the audit for a day)."""
+        if self.status != "ok" or self._parser is None:
+            return None
+        delay = self._parser.crawl_delay(user_agent)
+        return None if delay is None else min(float(delay), cap)
+
+    @property
+    def sitemaps(self) -> tuple[str, ...]:
+        """``Sitemap:`` lines in file order, duplicates dropped."""
+        if self._parser is None:
+            return ()
+        return tuple(dict.fromkeys(self._parser.sitemaps))
+
+
+def robots_from_result(result: FetchResult) -> Robots:
+    """Turn the fetch of ``/robots.txt`` into a decision (pure; see module doc)."""
+    status = result.status
+    hops = len(result.redirects)
+    if result.error in _REDIRECT_FAILURES or (result.error is None and hops > MAX_REDIRECTS):
+        why = result.error_detail or (result.error.label if result.error else f"{hops} redirects")
+        return Robots(
+            "missing",
+            status,
+            "",
+            f"robots.txt was not reached within {MAX_REDIRECTS} redirects ({why}); "
+            "treated as absent, so every URL is allowed (RFC 9309 section 2.3.1.2)",
+        )
+    truncated = result.error in _TRUNCATED and bool(result.body)
+    if result.error is not None and not truncated:
+        why = result.error_detail or result.error.label
+        return Robots(
+            "unavailable",
+            status,
+            "",
+            f"robots.txt could not be fetched ({why}); nothing is crawled (RFC 9309 section 2.3.1.4)",
+        )
+    if status is None or status == 429 or status >= 500 or status < 200:
+        return Robots(
+            "unavailable",
+            status,
+            "",
+            f"robots.txt answered {status}; nothing is crawled (RFC 9309 section 2.3.1.4)",
+        )
+    if status >= 300:
+        return Robots("missing", status, "", _describe("missing", status))
+    raw = result.body or b""
+    text = decode_robots(raw, truncated=truncated)
+    detail = f"robots.txt read ({len(raw)} bytes)"
+    if truncated or len(raw) > MAX_ROBOTS_BYTES:
+        detail = f"robots.txt is larger than {MAX_ROBOTS_BYTES} bytes; only its first {MAX_ROBOTS_BYTES} bytes were read"
+    if result.is_html:
+        detail += "; it is served as HTML, so it probably holds no rules"
+    return Robots("ok", status, text, detail)
+
+
+def decode_robots(raw: bytes, *, truncated: bool = False) -> str:
+    """The text Protego gets: the first 512,000 bytes up to the last full line,
+    as UTF-8 with the BOM dropped and bad bytes replaced. NUL becomes U+FFFD
+    because the text is stored, and PostgreSQL refuses NUL in text columns."""
+    data = raw[:MAX_ROBOTS_BYTES]
+    if truncated or len(raw) > MAX_ROBOTS_BYTES:
+        # A line cut in the middle could turn "Disallow: /private" into
+        # "Disallow: /", so the partial last line is dropped.
+        end = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        data = data[: end + 1]
+    return data.decode("utf-8-sig", errors="replace").replace("\x00", "\ufffd")
+
+
+async def load_robots(fetcher: Fetcher, origin: str, *, ignore: bool = False) -> Robots:
+    """Fetch ``origin``'s robots.txt once and decide.
+
+    With ``ignore`` the file is still fetched (its Sitemap lines are useful) but
+    the result allows everything; ``detail`` says what the file would have said.
+    """
+    url = origin_of(origin) + "/robots.txt"
+    result = await fetcher.fetch(url, keep_body=True, max_bytes=MAX_ROBOTS_BYTES)
+    robots = robots_from_result(result)
+    if ignore:
+        return Robots(
+            "ignored",
+            robots.http_status,
+            robots.body,
+            f"robots.txt is ignored for this audit ({robots.detail})",
+        )
+    return robots
+
+
+def _describe(status: str, http_status: int | None) -> str:
+    answered = f"answered {http_status}" if http_status is not None else "could not be fetched"
+    if status == "ok":
+        return "robots.txt read"
+    if status == "missing":
+        return f"robots.txt {answered}; every URL is allowed (RFC 9309 section 2.3.1.3)"
+    if status == "unavailable":
+        return f"robots.txt {answered}; nothing is crawled (RFC 9309 section 2.3.1.4)"
+    return "robots.txt is ignored for this audit"

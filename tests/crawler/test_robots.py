@@ -1,0 +1,306 @@
+"""robots.txt decisions under RFC 9309.
+
+The decision (``robots_from_result``) is pure, so most behaviour is proven on
+byte fixtures; ``load_robots`` is then run against real servers on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from crawler.robots import MAX_ROBOTS_BYTES, Robots, decode_robots, robots_from_result
+from crawler.types import FetchError, FetchResult, Hop
+
+UA = "SitewardBot/0.1 (+self-hosted site audit)"
+ROBOTS_URL = "https://example.com/robots.txt"
+
+
+def fetched(status=200, body=b"", content_type="text/plain", **kw) -> FetchResult:
+    return FetchResult(
+        url=ROBOTS_URL,
+        final_url=kw.pop("final_url", ROBOTS_URL),
+        status=status,
+        body=body,
+        content_type=content_type,
+        **kw,
+    )
+
+
+def allowed(robots: Robots, path: str) -> bool:
+    return robots.allowed("https://example.com" + path, UA)
+
+
+# ---------------------------------------------------------------- 2xx bodies
+
+
+def test_rules_of_a_plain_robots_txt_are_applied_to_our_user_agent():
+    body = (
+        b"User-agent: *\nDisallow: /private\n\n"
+        b"User-agent: SitewardBot\nDisallow: /no-audit/\nAllow: /no-audit/ok\n"
+    )
+    robots = robots_from_result(fetched(body=body))
+    assert robots.status == "ok"
+    assert not allowed(robots, "/no-audit/x")
+    assert allowed(robots, "/no-audit/ok")
+    # Our own group replaces the * group (RFC 9309 section 2.2.1).
+    assert allowed(robots, "/private")
+    assert not robots.allowed("https://example.com/private", "OtherBot/1.0")
+
+
+def test_a_utf8_bom_does_not_hide_the_first_line():
+    robots = robots_from_result(fetched(body=b"\xef\xbb\xbfUser-agent: *\nDisallow: /x\n"))
+    assert not allowed(robots, "/x")
+    assert not robots.body.startswith("\ufeff")
+
+
+def test_crlf_and_bare_cr_line_endings_are_read():
+    crlf = robots_from_result(fetched(body=b"User-agent: *\r\nDisallow: /a\r\nDisallow: /b\r\n"))
+    cr = robots_from_result(fetched(body=b"User-agent: *\rDisallow: /a\rDisallow: /b\r"))
+    for robots in (crlf, cr):
+        assert not allowed(robots, "/a")
+        assert not allowed(robots, "/b")
+        assert allowed(robots, "/c")
+
+
+def test_invalid_utf8_is_replaced_and_the_other_rules_still_apply():
+    body = b"User-agent: *\nDisallow: /caf\xe9\xff\nDisallow: /admin\n"
+    robots = robots_from_result(fetched(body=body))
+    assert robots.status == "ok"
+    assert "\ufffd" in robots.body
+    assert not allowed(robots, "/admin/users")
+    assert allowed(robots, "/public")
+
+
+def test_nul_bytes_never_reach_the_stored_text():
+    robots = robots_from_result(fetched(body=b"User-agent: *\x00\nDisallow: /a\n"))
+    assert "\x00" not in robots.body
+
+
+def test_an_html_page_served_with_200_holds_no_rules_and_allows_everything():
+    body = (
+        b"<!doctype html><html><head><title>Home</title></head><body><p>Welcome</p></body></html>"
+    )
+    robots = robots_from_result(fetched(body=body, content_type="text/html"))
+    assert robots.status == "ok"
+    assert allowed(robots, "/")
+    assert allowed(robots, "/anything")
+    assert "HTML" in robots.detail
+
+
+def test_an_empty_robots_txt_allows_everything():
+    robots = robots_from_result(fetched(body=b""))
+    assert robots.status == "ok"
+    assert allowed(robots, "/x")
+
+
+def test_crawl_delay_of_a_day_is_capped():
+    robots = robots_from_result(fetched(body=b"User-agent: *\nCrawl-delay: 86400\n"))
+    assert robots.crawl_delay(UA) == 30.0
+    assert robots.crawl_delay(UA, cap=5.0) == 5.0
+
+
+def test_a_small_crawl_delay_is_kept_and_a_bad_one_ignored():
+    assert robots_from_result(fetched(body=b"User-agent: *\nCrawl-delay: 1.5\n")).crawl_delay(
+        UA
+    ) == pytest.approx(1.5)
+    assert (
+        robots_from_result(fetched(body=b"User-agent: *\nCrawl-delay: soon\n")).crawl_delay(UA)
+        is None
+    )
+    assert robots_from_result(fetched(body=b"User-agent: *\nDisallow:\n")).crawl_delay(UA) is None
+
+
+def test_sitemap_lines_are_listed_in_order_without_duplicates():
+    body = (
+        b"Sitemap: https://example.com/a.xml\nUser-agent: *\nDisallow:\n"
+        b"sitemap: https://example.com/b.xml.gz\nSitemap: https://example.com/a.xml\n"
+    )
+    assert robots_from_result(fetched(body=body)).sitemaps == (
+        "https://example.com/a.xml",
+        "https://example.com/b.xml.gz",
+    )
+
+
+def test_robots_txt_itself_is_always_allowed():
+    robots = robots_from_result(fetched(body=b"User-agent: *\nDisallow: /\n"))
+    assert not allowed(robots, "/page")
+    assert allowed(robots, "/robots.txt")
+
+
+def test_only_the_first_512000_bytes_are_read_up_to_the_last_full_line():
+    head = b"User-agent: *\nDisallow: /early\n"
+    padding = b"# padding line\n" * ((600 * 1024) // 15)
+    body = head + padding + b"Disallow: /late\n"
+    robots = robots_from_result(fetched(body=body))
+    assert not allowed(robots, "/early")
+    assert allowed(robots, "/late")
+    assert len(robots.body.encode()) <= MAX_ROBOTS_BYTES
+    assert robots.body.endswith("\n")
+    assert "512000" in robots.detail
+
+
+def test_a_line_cut_by_the_size_cap_is_dropped_not_half_read():
+    # "Disallow: /private-area" cut after "Disallow: /" would block the whole site.
+    head = b"User-agent: *\n" + b"#" * (MAX_ROBOTS_BYTES - 14 - 12) + b"\n"
+    body = head + b"Disallow: /private-area\n"
+    assert len(head) + len(b"Disallow: /") == MAX_ROBOTS_BYTES
+    robots = robots_from_result(fetched(body=body))
+    assert allowed(robots, "/")
+    assert allowed(robots, "/private-area")
+
+
+def test_a_body_cut_by_the_fetcher_at_the_cap_keeps_its_complete_lines():
+    body = b"User-agent: *\nDisallow: /a\nDisallow: /bb"
+    robots = robots_from_result(fetched(body=body, error=FetchError.BODY_TOO_LARGE))
+    assert robots.status == "ok"
+    assert not allowed(robots, "/a")
+    assert allowed(robots, "/b")
+    assert decode_robots(body, truncated=True) == "User-agent: *\nDisallow: /a\n"
+
+
+# ---------------------------------------------------------------- error statuses
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 451])
+def test_a_4xx_robots_txt_allows_everything(status):
+    robots = robots_from_result(fetched(status=status, body=b"User-agent: *\nDisallow: /\n"))
+    assert robots.status == "missing"
+    assert robots.body == ""
+    assert allowed(robots, "/")
+    assert allowed(robots, "/private")
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 429])
+def test_a_5xx_or_429_robots_txt_allows_nothing(status):
+    # Protego alone reads this HTML error page as allow-all.
+    page = b"<html><body><h1>503 Service Unavailable</h1></body></html>"
+    robots = robots_from_result(fetched(status=status, body=page, content_type="text/html"))
+    assert robots.status == "unavailable"
+    assert robots.body == ""
+    assert not allowed(robots, "/")
+    assert not allowed(robots, "/index.html")
+    assert robots.crawl_delay(UA) is None
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        FetchError.CONNECT_TIMEOUT,
+        FetchError.READ_TIMEOUT,
+        FetchError.DEADLINE_EXCEEDED,
+        FetchError.CONNECT_FAILED,
+        FetchError.DNS_FAILURE,
+        FetchError.TLS_ERROR,
+        FetchError.PROTOCOL_ERROR,
+        FetchError.INCOMPLETE_BODY,
+        FetchError.SSRF_BLOCKED,
+        FetchError.RATE_LIMITED,
+    ],
+)
+def test_a_robots_txt_that_cannot_be_fetched_allows_nothing(error):
+    robots = robots_from_result(
+        FetchResult(url=ROBOTS_URL, final_url=ROBOTS_URL, error=error, error_detail="boom")
+    )
+    assert robots.status == "unavailable"
+    assert not allowed(robots, "/")
+    assert "boom" in robots.detail
+
+
+def hops(n: int) -> tuple[Hop, ...]:
+    return tuple(
+        Hop(f"https://example.com/r{i}", 301, f"https://example.com/r{i + 1}") for i in range(n)
+    )
+
+
+def test_a_robots_txt_reached_within_five_redirects_is_obeyed():
+    robots = robots_from_result(fetched(body=b"User-agent: *\nDisallow: /x\n", redirects=hops(5)))
+    assert robots.status == "ok"
+    assert not allowed(robots, "/x")
+
+
+def test_a_robots_txt_behind_six_redirects_is_treated_as_absent():
+    # Documented choice: RFC 9309 section 2.3.1.2 lets a crawler treat it as
+    # "unavailable" (its 4xx case), i.e. allow all, as Google does.
+    robots = robots_from_result(fetched(body=b"User-agent: *\nDisallow: /\n", redirects=hops(6)))
+    assert robots.status == "missing"
+    assert allowed(robots, "/x")
+    assert "redirects" in robots.detail
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        FetchError.TOO_MANY_REDIRECTS,
+        FetchError.REDIRECT_LOOP,
+        FetchError.REDIRECT_BLOCKED_SCHEME,
+    ],
+)
+def test_redirects_that_never_reach_a_file_are_treated_as_absent(error):
+    robots = robots_from_result(
+        FetchResult(url=ROBOTS_URL, final_url=ROBOTS_URL, status=301, error=error)
+    )
+    assert robots.status == "missing"
+    assert allowed(robots, "/")
+
+
+# ---------------------------------------------------------------- stored form
+
+
+def test_from_stored_gives_the_same_decisions_as_the_original():
+    body = b"\xef\xbb\xbfUser-agent: *\r\nDisallow: /a\r\nAllow: /a/ok\r\nCrawl-delay: 99\r\nSitemap: https://example.com/s.xml\r\n"
+    original = robots_from_result(fetched(body=body))
+    stored = Robots.from_stored(original.status, original.http_status, original.body)
+    for path in ("/", "/a", "/a/ok", "/a/no", "/b"):
+        assert allowed(stored, path) == allowed(original, path)
+    assert stored.crawl_delay(UA) == original.crawl_delay(UA) == 30.0
+    assert stored.sitemaps == original.sitemaps
+
+
+@pytest.mark.parametrize(
+    ("status", "http_status", "expected"),
+    [("missing", 404, True), ("unavailable", 503, False), ("ignored", 200, True)],
+)
+def test_from_stored_statuses_decide_without_rules(status, http_status, expected):
+    robots = Robots.from_stored(status, http_status, None)
+    assert allowed(robots, "/anything") is expected
+    assert robots.detail
+
+
+def test_an_ignored_robots_txt_allows_everything_but_still_lists_sitemaps():
+    body = "User-agent: *\nDisallow: /\nCrawl-delay: 10\nSitemap: https://example.com/s.xml\n"
+    robots = Robots.from_stored("ignored", 200, body)
+    assert allowed(robots, "/")
+    assert robots.crawl_delay(UA) is None
+    assert robots.sitemaps == ("https://example.com/s.xml",)
+
+
+def test_an_unknown_status_is_refused():
+    with pytest.raises(ValueError, match="status"):
+        Robots.from_stored("maybe", 200, "")
+
+
+def test_from_stored_decides_the_same_in_another_process():
+    body = robots_from_result(fetched(body=b"User-agent: *\nDisallow: /a\nCrawl-delay: 7\n")).body
+    paths = ["/", "/a", "/a/b", "/b"]
+    script = (
+        "import json, sys\n"
+        "from crawler.robots import Robots\n"
+        "args = json.loads(sys.stdin.read())\n"
+        "r = Robots.from_stored('ok', 200, args['body'])\n"
+        "print(json.dumps([[r.allowed('https://example.com' + p, args['ua']) for p in args['paths']],"
+        " r.crawl_delay(args['ua'])]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        input=json.dumps({"body": body, "ua": UA, "paths": paths}),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    here = Robots.from_stored("ok", 200, body)
+    assert json.loads(out.stdout) == [[allowed(here, p) for p in paths], 7.0]
