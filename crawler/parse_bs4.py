@@ -1,0 +1,192 @@
+"""The reference extraction: the same PageFacts as ``parse.parse_html``, via BeautifulSoup.
+
+Written to be obviously right rather than fast: build the whole tree, then ask
+it one question per fact. The parity test holds the one-pass parser to this
+answer, and the benchmark measures the parser against it. It shares with
+``parse`` only the leaf rules (decoding, URL resolution, clipping, robots
+directives, the text hash), which have their own tests.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from bs4 import BeautifulSoup, XMLParsedAsHTMLWarning
+from bs4.element import PreformattedString, Tag
+
+from .parse import (
+    ALT_MAX,
+    ANCHOR_MAX,
+    DESCRIPTION_MAX,
+    FOREIGN_TAGS,
+    HEADING_LEVELS,
+    HIDDEN_TEXT_TAGS,
+    LANG_MAX,
+    MAX_CANONICALS,
+    MAX_DESCRIPTIONS,
+    MAX_HEADINGS,
+    MAX_HREFLANG,
+    MAX_IMAGES,
+    MAX_RAW_REFS,
+    META_MAX,
+    RESOURCE_ATTRS,
+    TITLE_MAX,
+    URL_MAX,
+    Resolver,
+    clip,
+    content_hash,
+    decode_html,
+    rel_tokens,
+    resolve_url,
+    robots_directives,
+)
+from .types import Canonical, Image, Link, PageFacts
+
+
+def _strings(tag: Tag) -> list[str]:
+    """Every text node under ``tag`` (comments and doctypes are not text)."""
+    return [s for s in tag.find_all(string=True) if not isinstance(s, PreformattedString)]
+
+
+def _text(tag: Tag) -> str:
+    return " ".join(_strings(tag))
+
+
+def _rel(tag: Tag) -> tuple[str, ...]:
+    rel = tag.get("rel")
+    if isinstance(rel, list):
+        rel = " ".join(rel)
+    return rel_tokens(rel)
+
+
+def _in_head(tag: Tag) -> bool:
+    return tag.find_parent("head") is not None
+
+
+def _in_foreign(tag: Tag) -> bool:
+    return any(parent.name in FOREIGN_TAGS for parent in tag.parents)
+
+
+def _meta_name(tag: Tag) -> str:
+    return (tag.get("name") or "").strip().lower()
+
+
+def parse_html_bs4(
+    body: bytes, url: str, *, http_charset: str | None = None, max_links: int = 2000
+) -> PageFacts:
+    text, charset = decode_html(body, http_charset)
+    with warnings.catch_warnings():
+        # Pages that start with <?xml ...> are still parsed as HTML, on purpose.
+        warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
+        soup = BeautifulSoup(text, "lxml")
+    tags = soup.find_all(True)
+
+    base = url
+    for tag in soup.find_all("base"):
+        if tag.get("href") is not None:
+            base = resolve_url(url, tag["href"]) or url
+            break
+
+    resolve = Resolver(base)
+    # References in document order, before resolution, as (raw url, tag, text, rel).
+    refs: list[tuple[str, str, str, tuple[str, ...]]] = []
+    for tag in tags:
+        if tag.name == "a" and tag.get("href") is not None:
+            anchor_text = clip(_text(tag), ANCHOR_MAX)
+            if not anchor_text:
+                for img in tag.find_all("img"):
+                    alt = clip(img.get("alt") or "", ANCHOR_MAX)
+                    if alt:
+                        anchor_text = alt
+                        break
+            refs.append((tag["href"], "a", anchor_text, _rel(tag)))
+        elif tag.name == "area" and tag.get("href") is not None:
+            refs.append((tag["href"], "area", clip(tag.get("alt") or "", ANCHOR_MAX), _rel(tag)))
+        elif tag.name == "link" and tag.get("href") is not None and "stylesheet" in _rel(tag):
+            refs.append((tag["href"], "link", "", _rel(tag)))
+        elif tag.name in RESOURCE_ATTRS and tag.get(RESOURCE_ATTRS[tag.name]) is not None:
+            refs.append((tag[RESOURCE_ATTRS[tag.name]], tag.name, "", ()))
+    dropped = max(0, len(refs) - MAX_RAW_REFS)
+    links: list[Link] = []
+    seen: set[tuple[str, str]] = set()
+    for raw, name, anchor_text, rel in refs[:MAX_RAW_REFS]:
+        target = resolve(raw)
+        if target is None or (target, name) in seen:
+            continue
+        seen.add((target, name))
+        if len(links) < max_links:
+            links.append(Link(target, name, anchor_text, rel, "nofollow" in rel))
+        else:
+            dropped += 1
+
+    images: list[Image] = []
+    for img in soup.find_all("img"):
+        if img.get("src") is None or len(images) >= MAX_IMAGES:
+            continue
+        target = resolve(img["src"])
+        alt = None if img.get("alt") is None else clip(img["alt"], ALT_MAX)
+        if target is not None and Image(target, alt) not in images:
+            images.append(Image(target, alt))
+
+    titles = [t for t in soup.find_all("title") if not _in_foreign(t)]
+    metas = soup.find_all("meta")
+    descriptions = [m for m in metas if _meta_name(m) == "description"]
+    robots_metas = [m for m in metas if _meta_name(m) in ("robots", "googlebot")]
+    robots: set[str] = set()
+    for meta in robots_metas:
+        robots |= robots_directives(meta.get("content"))
+    refreshes = [m for m in metas if (m.get("http-equiv") or "").strip().lower() == "refresh"]
+
+    link_tags = soup.find_all("link")
+    canonicals = [
+        Canonical(t["href"].strip(" \t\n\r\x0c")[:URL_MAX], _in_head(t))
+        for t in link_tags
+        if "canonical" in _rel(t) and t.get("href") is not None
+    ]
+    alternates = [
+        (t["hreflang"], t["href"])
+        for t in link_tags
+        if "alternate" in _rel(t) and t.get("hreflang") is not None and t.get("href") is not None
+    ]
+    hreflang = []
+    for lang, raw in alternates[:MAX_HREFLANG]:
+        target = resolve(raw)
+        if target is not None:
+            hreflang.append((clip(lang, LANG_MAX), target))
+
+    html = soup.find("html")
+    lang = clip(html.get("lang") or "", LANG_MAX) if html is not None else ""
+
+    visible = [
+        s
+        for s in soup.find_all(string=True)
+        if not isinstance(s, PreformattedString)
+        and not any(parent.name in HIDDEN_TEXT_TAGS for parent in s.parents)
+    ]
+    words = " ".join(visible).split()
+
+    return PageFacts(
+        title=clip(_text(titles[0]), TITLE_MAX) if titles else None,
+        title_count=len(titles),
+        descriptions=tuple(clip(m.get("content") or "", DESCRIPTION_MAX) for m in descriptions)[
+            :MAX_DESCRIPTIONS
+        ],
+        robots=frozenset(robots),
+        canonicals=tuple(canonicals[:MAX_CANONICALS]),
+        h1_count=sum(1 for h in soup.find_all("h1") if _text(h).strip()),
+        headings=tuple(HEADING_LEVELS[h.name] for h in soup.find_all(list(HEADING_LEVELS)))[
+            :MAX_HEADINGS
+        ],
+        links=tuple(links),
+        links_dropped=dropped,
+        images=tuple(images),
+        hreflang=tuple(hreflang),
+        charset=charset,
+        lang=lang or None,
+        word_count=len(words),
+        content_hash=content_hash(words),
+        meta_refresh=clip(refreshes[0].get("content") or "", META_MAX) if refreshes else None,
+        head_tags_in_body=any(not _in_head(t) for t in titles + descriptions + robots_metas),
+        viewport=any(_meta_name(m) == "viewport" for m in metas),
+        base_url=base,
+    )
