@@ -1,20 +1,63 @@
-from django.contrib import admin
+"""The admin: staff review every audit, its pages and issues.
+
+Actions go through ``audits.services`` (the same code the screens use), so the
+admin cannot put an audit in a state the dashboard could not. django-q2's own
+admin is limited to superusers: a Schedule can run any importable function.
+"""
+
+from django.conf import settings
+from django.contrib import admin, messages
 
 from .models import Audit, Issue, Page
+from .services import QuotaExceeded, cancel_audit, rerun_audit, resume_audit
 
 
 @admin.register(Audit)
 class AuditAdmin(admin.ModelAdmin):
-    list_display = ["id", "start_url", "owner", "status", "phase", "pages_crawled", "issues_critical",
+    list_display = ["id", "start_url", "owner", "status", "phase", "progress", "issues_critical",
                     "error_code", "created_at"]
     list_filter = ["status", "error_code", "created_at"]
     search_fields = ["start_url", "origin", "owner__username"]
     list_select_related = ["owner"]
     readonly_fields = ["status", "phase", "error_code", "error_detail", "failed_phase", "origin",
                        "pages_crawled", "pages_discovered", "pages_failed", "issues_critical",
-                       "issues_warning", "issues_notice", "created_at", "started_at", "finished_at",
-                       "heartbeat_at", "robots_status", "robots_http_status", "sitemap_found"]
+                       "issues_warning", "issues_notice", "current_window", "chunks_done",
+                       "created_at", "started_at", "finished_at", "heartbeat_at", "robots_status",
+                       "robots_http_status", "sitemap_found"]
     exclude = ["robots_body"]
+    raw_id_fields = ["owner"]
+    actions = ["cancel_audits", "resume_audits", "rerun_audits"]
+
+    @admin.display(description="Progress")
+    def progress(self, audit):
+        return f"{audit.pages_crawled} / {audit.pages_discovered} pages"
+
+    @admin.action(description="Cancel the selected audits")
+    def cancel_audits(self, request, queryset):
+        done = sum(1 for audit in queryset if cancel_audit(audit))
+        self.message_user(request, f"Cancelled {done} audit(s); audits already ended were left alone.")
+
+    @admin.action(description="Resume the selected failed or cancelled audits")
+    def resume_audits(self, request, queryset):
+        done = sum(1 for audit in queryset if resume_audit(audit))
+        self.message_user(request, f"Resumed {done} audit(s); only failed or cancelled ones can resume.")
+
+    @admin.action(description="Re-run the selected audits as new audits")
+    def rerun_audits(self, request, queryset):
+        started, refused = 0, []
+        allow_private = settings.SITEWARD["ALLOW_PRIVATE_TARGETS"]
+        for audit in queryset:
+            if audit.allow_private and not allow_private:
+                refused.append(f"audit {audit.pk}: private targets are no longer allowed")
+                continue
+            try:
+                rerun_audit(audit)
+                started += 1
+            except QuotaExceeded as exc:
+                refused.append(f"audit {audit.pk}: {exc}")
+        self.message_user(request, f"Started {started} new audit(s).")
+        for reason in refused:
+            self.message_user(request, reason, level=messages.WARNING)
 
 
 @admin.register(Page)
@@ -33,3 +76,57 @@ class IssueAdmin(admin.ModelAdmin):
     search_fields = ["url", "target_url", "message"]
     list_select_related = ["audit"]
     raw_id_fields = ["audit", "page"]
+    actions = ["mark_reviewed", "mark_ignored", "mark_open"]
+
+    def _mark(self, request, queryset, review):
+        count = queryset.update(review=review)
+        self.message_user(request, f"Marked {count} issue(s) as {Issue.Review(review).label.lower()}.")
+
+    @admin.action(description="Mark the selected issues as reviewed")
+    def mark_reviewed(self, request, queryset):
+        self._mark(request, queryset, Issue.Review.REVIEWED)
+
+    @admin.action(description="Mark the selected issues as ignored")
+    def mark_ignored(self, request, queryset):
+        self._mark(request, queryset, Issue.Review.IGNORED)
+
+    @admin.action(description="Re-open the selected issues")
+    def mark_open(self, request, queryset):
+        self._mark(request, queryset, Issue.Review.OPEN)
+
+
+# --- django-q2's admin, for superusers only ---------------------------------------
+
+
+class SuperuserOnly:
+    """Hides a model admin from everyone but superusers, whatever their model permissions."""
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_add_permission(self, request, *args):
+        return request.user.is_active and request.user.is_superuser and super().has_add_permission(request, *args)
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser and super().has_delete_permission(request, obj)
+
+
+def _restrict_django_q_admin(site=admin.site):
+    """Re-register every django_q model admin with the superuser-only checks mixed in."""
+    import django_q.admin  # noqa: F401  (registers django-q2's admins before we wrap them)
+
+    for model, model_admin in list(site._registry.items()):
+        if model._meta.app_label != "django_q" or isinstance(model_admin, SuperuserOnly):
+            continue
+        restricted = type(f"SuperuserOnly{type(model_admin).__name__}", (SuperuserOnly, type(model_admin)), {})
+        site.unregister(model)
+        site.register(model, restricted)
+
+
+_restrict_django_q_admin()

@@ -1,0 +1,125 @@
+"""CSV reports of an audit's pages, issues and links, streamed row by row.
+
+Memory stays flat however big the audit is: rows come from ``.iterator()`` in
+chunks and each is written to the response as soon as it is formatted (the
+``Echo`` pattern from Django's "Outputting CSV" how-to). Column names are part
+of the contract with whoever imports these files, so they only ever grow at the
+end.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator
+
+from django.db.models import OuterRef, Subquery
+from django.http import StreamingHttpResponse
+
+from crawler.catalogue import CATALOGUE
+
+from .models import Audit, Issue, LinkEdge, Page
+
+CHUNK_SIZE = 2000
+
+# A spreadsheet treats a cell starting with one of these as a formula, so a
+# crawled title like =HYPERLINK(...) would run on the reader's machine (OWASP
+# "CSV Injection"). Prefixing a quote makes it plain text.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+class Echo:
+    """A file-like object whose write() hands back what it was given."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def neutralise(value) -> str | int | float:
+    """One CSV cell: None becomes empty, booleans 0/1, formula-like text gets a leading '."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float):
+        return value
+    text = str(value)
+    return "'" + text if text.startswith(_FORMULA_STARTS) else text
+
+
+def _stream(header: list[str], rows: Iterable[Iterable]) -> Iterator[str]:
+    writer = csv.writer(Echo())
+    yield writer.writerow(header)
+    for row in rows:
+        yield writer.writerow([neutralise(cell) for cell in row])
+
+
+def csv_response(filename: str, header: list[str], rows: Iterable[Iterable]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(_stream(header, rows), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    # A report is personal data about someone's site: never cache it on the way.
+    response["Cache-Control"] = "private, no-store"
+    return response
+
+
+PAGE_COLUMNS = [
+    "url", "final_url", "kind", "status_code", "fetch_error", "fetch_error_detail", "content_type",
+    "depth", "title", "description", "canonical", "h1_count", "word_count", "indexable", "in_sitemap",
+    "robots", "inlinks", "outlinks", "size_bytes", "ttfb_ms", "total_ms", "redirect_chain", "crawled_at",
+]
+
+
+def page_rows(audit: Audit) -> Iterator[list]:
+    fields = [c for c in PAGE_COLUMNS if c != "redirect_chain"] + ["redirect_chain"]
+    rows = Page.objects.filter(audit=audit).order_by("id").values_list(*fields)
+    position = PAGE_COLUMNS.index("redirect_chain")
+    for values in rows.iterator(chunk_size=CHUNK_SIZE):
+        row = list(values[:-1])
+        # The chain is stored as [[url, status, location], ...]; a compact
+        # "status url -> location" list is what a spreadsheet reader can use.
+        chain = values[-1] or []
+        row.insert(position, " | ".join(_hop_text(hop) for hop in chain))
+        yield row
+
+
+def _hop_text(hop) -> str:
+    if isinstance(hop, list | tuple) and len(hop) >= 3:
+        return f"{hop[1]} {hop[0]} -> {hop[2]}"
+    return json.dumps(hop)
+
+
+# For link issues (a broken link, a link to a redirect) "page_url" is the page
+# the link is on and "target_url" the URL it points at.
+ISSUE_COLUMNS = [
+    "severity", "code", "title", "page_url", "target_url", "message", "review", "page_status_code",
+]
+
+
+def issue_rows(audit: Audit) -> Iterator[list]:
+    rows = (
+        Issue.objects.filter(audit=audit).order_by("id")
+        .values_list("severity", "code", "url", "target_url", "message", "review", "page__status_code")
+    )
+    for severity, code, url, target, message, review, status in rows.iterator(chunk_size=CHUNK_SIZE):
+        issue_type = CATALOGUE.get(code)
+        yield [severity, code, issue_type.title if issue_type else code, url, target, message, review, status]
+
+
+LINK_COLUMNS = ["source_url", "target_url", "tag", "anchor_text", "nofollow", "internal", "target_status_code",
+                "target_fetch_error"]
+
+
+def link_rows(audit: Audit) -> Iterator[list]:
+    # The target's status comes from its Page row through the (audit, url_hash)
+    # unique index, one indexed lookup per link; targets never fetched stay empty.
+    target = Page.objects.filter(audit=audit, url_hash=OuterRef("target_hash"))
+    rows = (
+        LinkEdge.objects.filter(audit=audit).order_by("id")
+        .annotate(
+            target_status=Subquery(target.values("status_code")[:1]),
+            target_error=Subquery(target.values("fetch_error")[:1]),
+        )
+        .values_list("source_url", "target_url", "tag", "anchor_text", "nofollow", "internal",
+                     "target_status", "target_error")
+    )
+    yield from rows.iterator(chunk_size=CHUNK_SIZE)

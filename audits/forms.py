@@ -1,0 +1,165 @@
+"""The new-audit form: one start URL and the limits the crawl runs with.
+
+Everything a person can get wrong is caught here, with a message next to the
+field, before any row exists: a URL that does not parse, a scheme other than
+http(s), a host that does not resolve, an address the SSRF guard refuses,
+limits out of range, a pattern that is not a regular expression.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from django import forms
+from django.conf import settings
+
+from crawler.urls import InvalidURL, compile_patterns, normalize
+
+# Bounds on what one audit may ask for. They keep a typo (max pages 10000000)
+# from turning into a week-long crawl and match what the crawler is sized for.
+MAX_PAGES = 100_000
+MAX_DEPTH = 100
+MAX_CONCURRENCY = 32
+MIN_RATE, MAX_RATE = 0.1, 100.0
+
+# Tests swap this for a stub so no test ever asks a real DNS server anything.
+resolver = None
+
+
+def address_guard(*, allow_private: bool):
+    """The crawler's SSRF guard, configured the way the crawl will be."""
+    from crawler.net import AddressGuard
+
+    if resolver is not None:
+        return AddressGuard(allow_private=allow_private, resolver=resolver)
+    return AddressGuard(allow_private=allow_private)
+
+
+# Schemes written without "//" that people paste by mistake.
+_OTHER_SCHEMES = frozenset({"javascript", "data", "mailto", "file", "tel", "about", "blob", "view-source"})
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+class AuditForm(forms.Form):
+    start_url = forms.CharField(
+        label="Start URL", max_length=2048,
+        widget=forms.TextInput(attrs={"placeholder": "https://example.com/", "autofocus": True}),
+    )
+    max_pages = forms.IntegerField(label="Max pages", min_value=1, max_value=MAX_PAGES, initial=500)
+    max_depth = forms.IntegerField(label="Max click depth", min_value=0, max_value=MAX_DEPTH, initial=10)
+    concurrency = forms.IntegerField(
+        label="Concurrency", min_value=1, max_value=MAX_CONCURRENCY, initial=8,
+        help_text="Requests in flight at most; the crawl adapts below this when the site slows down.",
+    )
+    rate = forms.FloatField(
+        label="Rate limit (requests per second)", required=False, min_value=MIN_RATE, max_value=MAX_RATE,
+        help_text="Leave empty for no limit beyond the concurrency.",
+    )
+    include_patterns = forms.CharField(
+        label="Include patterns", required=False, widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Regular expressions, one per line; only matching URLs are crawled.",
+    )
+    exclude_patterns = forms.CharField(
+        label="Exclude patterns", required=False, widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Regular expressions, one per line; matching URLs are skipped.",
+    )
+    respect_robots = forms.BooleanField(label="Obey robots.txt", required=False, initial=True)
+    check_external = forms.BooleanField(label="Check external links", required=False, initial=True)
+    user_agent = forms.CharField(
+        label="User agent", required=False, max_length=300,
+        help_text="Leave empty for Siteward's own.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.allow_private = bool(settings.SITEWARD["ALLOW_PRIVATE_TARGETS"])
+        self.fields["user_agent"].widget.attrs["placeholder"] = settings.SITEWARD["USER_AGENT"]
+
+    def clean_start_url(self) -> str:
+        raw = self.cleaned_data["start_url"].strip()
+        scheme = raw.split("://", 1)[0].lower() if "://" in raw else ""
+        if not scheme and raw.split(":", 1)[0].lower() in _OTHER_SCHEMES:
+            scheme = raw.split(":", 1)[0].lower()
+        if scheme and scheme not in ("http", "https"):
+            raise forms.ValidationError(
+                f"Only http:// and https:// addresses can be audited, not {scheme}:.", code="scheme"
+            )
+        if not scheme:
+            raise forms.ValidationError(
+                "Write the full address including http:// or https://, e.g. https://example.com/.",
+                code="no_scheme",
+            )
+        try:
+            url = normalize(raw)
+        except InvalidURL as exc:
+            raise forms.ValidationError(f"This is not a valid web address: {exc}.", code="invalid") from None
+        self._check_address(url)
+        return url
+
+    def _check_address(self, url: str) -> None:
+        """Resolve the host now so a typo or a refused address is reported here, not as a failed audit.
+
+        The crawl resolves and checks again at every connection (an answer can
+        change between now and then); this is only the early, friendly check.
+        """
+        from crawler.errors import DnsFailure, UnsafeAddress
+
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            address_guard(allow_private=self.allow_private).resolve_sync(host, port)
+        except UnsafeAddress as exc:
+            what = f"{exc.address}, a {exc.reason} address" if exc.address else "a refused address"
+            raise forms.ValidationError(
+                f"{host} points at {what}. Siteward refuses private, loopback and reserved "
+                "addresses so that audits cannot reach internal services; to audit such sites, "
+                "the administrator can set SITEWARD_ALLOW_PRIVATE=1.",
+                code="ssrf",
+            ) from None
+        except DnsFailure as exc:
+            raise forms.ValidationError(
+                f"The host {host} does not resolve ({exc}). Check the spelling.", code="dns"
+            ) from None
+
+    def _clean_patterns(self, name: str) -> str:
+        text = self.cleaned_data.get(name, "")
+        try:
+            compile_patterns(_lines(text))
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not a usable regular expression: {exc}.", code="pattern") from None
+        return "\n".join(_lines(text))
+
+    def clean_include_patterns(self) -> str:
+        return self._clean_patterns("include_patterns")
+
+    def clean_exclude_patterns(self) -> str:
+        return self._clean_patterns("exclude_patterns")
+
+    def clean_user_agent(self) -> str:
+        value = self.cleaned_data.get("user_agent", "").strip()
+        # A header value with a control character would be refused (or worse,
+        # split into two headers) when the crawler sends it.
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            raise forms.ValidationError("The user agent may not contain control characters.", code="ua")
+        return value
+
+    def audit_fields(self) -> dict:
+        """The cleaned values as Audit field values, for services.create_audit."""
+        data = self.cleaned_data
+        return {
+            "start_url": data["start_url"],
+            "max_pages": data["max_pages"],
+            "max_depth": data["max_depth"],
+            "concurrency": data["concurrency"],
+            "rate": data["rate"],
+            "include_patterns": data["include_patterns"],
+            "exclude_patterns": data["exclude_patterns"],
+            "respect_robots": data["respect_robots"],
+            "check_external": data["check_external"],
+            "user_agent": data["user_agent"],
+            "allow_private": self.allow_private,
+        }

@@ -1,0 +1,37 @@
+"""Dashboard test fixtures: a DNS stub (no test ever asks a real resolver) and settings helpers."""
+
+import socket
+
+import pytest
+
+import audits.forms
+
+# Names the stub resolver knows; everything else does not exist.
+PUBLIC_IP = "93.184.215.14"
+KNOWN_HOSTS = {
+    "www.example.com": [PUBLIC_IP],
+    "intranet.example.com": ["10.1.2.3"],
+}
+
+
+def stub_resolver(host, port):
+    try:
+        return list(KNOWN_HOSTS[host])
+    except KeyError:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known") from None
+
+
+@pytest.fixture(autouse=True)
+def no_real_dns(monkeypatch):
+    monkeypatch.setattr(audits.forms, "resolver", stub_resolver)
+
+
+@pytest.fixture
+def allow_private(settings):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+
+
+@pytest.fixture
+def stranger_client(client, stranger):
+    client.force_login(stranger)
+    return client
