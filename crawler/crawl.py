@@ -1,0 +1,358 @@
+"""An in-memory breadth-first crawl of one site: the library end to end, no database.
+
+Used by tests and by the library benchmark; the Django side runs the same
+pieces (fetcher, robots, sitemaps, window, page pipeline) over its own
+frontier tables instead.
+
+1. The start URL is fetched with its redirects followed; the crawl is anchored
+   on the origin it ends on, and that fetch is the depth-0 page (when robots
+   allow it) so the start is not fetched twice.
+2. robots.txt is read once, then the sitemaps (robots.txt ``Sitemap:`` lines,
+   else ``/sitemap.xml``).
+3. Pages are crawled a depth level at a time through the rolling window. A URL
+   is deduplicated when it is first seen, so its depth is its true click depth;
+   before it is queued it must be in scope, pass the trap guard, be allowed by
+   robots.txt, be within ``max_depth`` and fit in ``max_pages``.
+4. When links lead nowhere new, sitemap URLs never reached through links (the
+   orphans) are crawled as new seeds at depth 0, links from them continuing
+   the same way.
+5. External links are checked once per distinct URL (HEAD, then GET on
+   405/501) when ``check_external`` is on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from urllib.parse import urlsplit
+
+from crawler.checks import CheckSettings, PageContext
+from crawler.fetch import Fetcher, FetchPolicy
+from crawler.net import AddressGuard
+from crawler.page import PageOutcome, build_outcome, process_page
+from crawler.robots import Robots, load_robots
+from crawler.sitemap import SitemapReport, discover_sitemaps
+from crawler.types import FetchResult
+from crawler.urls import InvalidURL, Scope, TrapGuard, normalize, origin_of
+from crawler.window import WindowPolicy, fetch_health, run_window
+
+# Tags whose targets are pages to crawl; the rest (img, script, stylesheet...)
+# are resources, which this crawl only checks when they are external.
+NAVIGATIONAL = frozenset({"a", "area"})
+# Statuses that say "you may not look", not "this is gone": reported as
+# unverified rather than broken for external links (CHECKS.md #5).
+UNVERIFIED_STATUSES = frozenset({401, 403, 429, 999})
+# How many skipped URLs of each kind the report lists (the counts are exact).
+_LISTED = 1000
+# At most this many checks run at once against one external host.
+_EXTERNAL_PER_HOST = 2
+
+
+@dataclass(frozen=True)
+class CrawlLimits:
+    max_pages: int = 500
+    max_depth: int = 10
+    concurrency: int = 16
+    rate: float | None = None  # requests per second per host
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    respect_robots: bool = True
+    check_external: bool = True
+    allow_private: bool = False
+    user_agent: str = FetchPolicy.user_agent
+    trap_variants: int = 50  # distinct URLs allowed per path template
+    time_budget: float | None = None  # seconds; after it nothing new starts
+    max_external: int = 5000  # distinct external URLs checked at most
+
+
+@dataclass(frozen=True)
+class CrawlReport:
+    """Counters and the few lists a caller asserts on; pages go to ``on_page``."""
+
+    pages: int  # URLs fetched as pages (any outcome)
+    origin: str
+    robots: Robots
+    sitemap: SitemapReport
+    start_url: str = ""
+    status_counts: dict[str, int] = field(default_factory=dict)  # "200", "404", "read_timeout"...
+    max_depth_reached: int = 0
+    blocked_by_robots: tuple[str, ...] = ()
+    trapped: tuple[tuple[str, str], ...] = ()  # (url, reason)
+    skipped_depth: int = 0
+    skipped_budget: int = 0
+    out_of_scope: int = 0  # same-origin links excluded by include/exclude patterns
+    invalid_links: int = 0
+    external: dict[str, FetchResult] = field(default_factory=dict)
+    external_broken: tuple[str, ...] = ()
+    external_unverified: tuple[str, ...] = ()
+    external_skipped: int = 0
+    unfinished: int = 0  # queued URLs never started because the time budget ran out
+    elapsed: float = 0.0
+    window_peak: int = 0
+    stopped: str = ""  # why the crawl ended early: "", "start_unreachable", "time_budget"
+
+
+class _Frontier:
+    """The crawl's memory: what was seen, what comes next, and the counters."""
+
+    def __init__(self, limits: CrawlLimits, scope: Scope, robots: Robots) -> None:
+        self.limits = limits
+        self.scope = scope
+        self.robots = robots
+        self.origin = scope.origin
+        self.traps = TrapGuard(limits.trap_variants)
+        self.seen: set[str] = set()
+        self.queued = 0  # pages fetched or waiting to be
+        self.next_level: list[str] = []
+        self.blocked: list[str] = []
+        self.blocked_count = 0
+        self.trapped: list[tuple[str, str]] = []
+        self.skipped_depth = 0
+        self.skipped_budget = 0
+        self.out_of_scope = 0
+        self.external: dict[str, None] = {}
+        self.external_skipped = 0
+
+    def admit(self, url: str, depth: int) -> bool:
+        """Queue ``url`` for ``depth`` if it passes every gate; first sighting decides."""
+        if url in self.seen:
+            return False
+        self.seen.add(url)
+        if not self.scope.contains(url):
+            self.out_of_scope += 1
+            return False
+        if depth > self.limits.max_depth:
+            self.skipped_depth += 1
+            return False
+        reason = self.traps.check(url)
+        if reason:
+            if len(self.trapped) < _LISTED:
+                self.trapped.append((url, reason))
+            return False
+        if not self.robots.allowed(url, self.limits.user_agent):
+            self.blocked_count += 1
+            if len(self.blocked) < _LISTED:
+                self.blocked.append(url)
+            return False
+        if self.queued >= self.limits.max_pages:
+            self.skipped_budget += 1
+            return False
+        self.queued += 1
+        self.next_level.append(url)
+        return True
+
+    def follow(self, outcome: PageOutcome) -> None:
+        """Take the links of a crawled page: internal pages to the next level,
+        external targets to the check list."""
+        depth = outcome.depth + 1
+        for link in outcome.outlinks:
+            url = link.url
+            if url.startswith(self.origin) and url[len(self.origin) : len(self.origin) + 1] in (
+                "/",
+                "",
+            ):
+                if link.tag in NAVIGATIONAL:
+                    self.admit(url, depth)
+            elif self.limits.check_external and url not in self.external:
+                if len(self.external) < self.limits.max_external:
+                    self.external[url] = None
+                else:
+                    self.external_skipped += 1
+
+
+async def crawl_site(
+    start_url: str,
+    limits: CrawlLimits,
+    *,
+    on_page: Callable[[PageOutcome], None] | None = None,
+    guard: AddressGuard | None = None,
+    policy: FetchPolicy | None = None,
+    settings: CheckSettings | None = None,
+) -> CrawlReport:
+    """Crawl the site at ``start_url`` breadth-first; see the module doc for the steps."""
+    began = time.monotonic()
+    deadline = began + limits.time_budget if limits.time_budget is not None else None
+    policy = policy or FetchPolicy(user_agent=limits.user_agent)
+    guard = guard or AddressGuard(allow_private=limits.allow_private)
+    settings = settings or CheckSettings()
+    statuses: Counter[str] = Counter()
+    pages = 0
+    invalid_links = 0
+    max_depth_reached = 0
+    unfinished = 0
+    window_peak = 0
+    stopped = ""
+
+    async with Fetcher(policy, guard, concurrency=limits.concurrency) as fetcher:
+        # 1. The start URL, its redirects, and the origin the crawl is anchored on.
+        try:
+            start = normalize(start_url)
+        except InvalidURL as exc:
+            raise ValueError(f"start URL refused: {exc}") from None
+        first = await fetcher.fetch(start)
+        try:
+            origin = origin_of(first.final_url)
+        except InvalidURL:
+            origin = origin_of(start)
+        scope = Scope(origin, limits.include, limits.exclude)
+
+        # 2. robots.txt and sitemaps of that origin, unless the start itself
+        # failed (refused address, DNS, connection): then there is no site to read.
+        if first.error is not None:
+            stopped = "start_unreachable"
+            robots = Robots("unavailable", None, "", "not fetched: the start URL failed")
+            sitemap = SitemapReport((), (), False)
+        else:
+            robots = await load_robots(fetcher, origin, ignore=not limits.respect_robots)
+            sitemap = await discover_sitemaps(fetcher, origin, robots.sitemaps)
+        in_sitemap = frozenset(sitemap.urls)
+        base_ctx = PageContext(settings=settings, is_internal=scope.contains)
+        in_sitemap_ctx = replace(base_ctx, in_sitemap=True)
+
+        def ctx_for(url: str) -> PageContext:
+            return in_sitemap_ctx if url in in_sitemap else base_ctx
+
+        frontier = _Frontier(limits, scope, robots)
+        delay = robots.crawl_delay(limits.user_agent) or 0.0
+        concurrency = max(1, limits.concurrency)
+        window_policy = WindowPolicy(
+            floor=min(2, concurrency),
+            start=min(4, concurrency),
+            cap=concurrency,
+            per_host=concurrency,
+            rate=limits.rate,
+            crawl_delay=delay,
+        )
+
+        def record(outcome: PageOutcome) -> None:
+            nonlocal pages, invalid_links, max_depth_reached
+            pages += 1
+            invalid_links += outcome.invalid_links
+            result = outcome.result
+            statuses[str(result.error) if result.error else str(result.status)] += 1
+            max_depth_reached = max(max_depth_reached, outcome.depth)
+            frontier.follow(outcome)
+            if on_page is not None:
+                on_page(outcome)
+
+        # The start page: reuse its fetch when robots allow it.
+        frontier.seen.update({start, first.final_url})
+        start_blocked = not stopped and not (
+            robots.allowed(start, limits.user_agent)
+            and robots.allowed(first.final_url, limits.user_agent)
+        )
+        if start_blocked:
+            frontier.blocked.append(start)
+            frontier.blocked_count += 1
+        else:
+            frontier.queued += 1
+            record(build_outcome(first, start, 0, ctx_for(start), source="start"))
+
+        # 3 and 4. Level by level from the start, then from the sitemap orphans.
+        depth = 1
+        source = "link"
+        seeded_orphans = False
+        while True:
+            if not frontier.next_level:
+                if seeded_orphans or stopped:
+                    break
+                seeded_orphans = True
+                for url in sitemap.urls:
+                    frontier.admit(url, 0)
+                depth, source = 0, "sitemap"
+                continue
+            level, frontier.next_level = frontier.next_level, []
+            if deadline is not None and time.monotonic() >= deadline:
+                unfinished += len(level)
+                stopped = "time_budget"
+                break
+
+            async def work(url: str, depth: int = depth, source: str = source) -> PageOutcome:
+                return await process_page(fetcher, url, depth, ctx_for(url), source=source)
+
+            async def sink(batch: list[PageOutcome]) -> None:
+                for outcome in batch:
+                    record(outcome)
+
+            report = await run_window(
+                level,
+                work,
+                sink,
+                policy=window_policy,
+                host_of=_host,
+                health_of=lambda outcome: fetch_health(outcome.result, window_policy),
+                soft_deadline=deadline,
+                batch_size=50,
+            )
+            window_peak = max(window_peak, report.peak)
+            if report.unfinished:
+                unfinished += len(report.unfinished)
+                stopped = "time_budget"
+                break
+            # Only a seed level has a source of its own; what it links to is "link".
+            depth, source = depth + 1, "link"
+
+        # 5. External links, each distinct URL once.
+        external: dict[str, FetchResult] = {}
+        if limits.check_external and frontier.external and not stopped:
+
+            async def check(url: str) -> FetchResult:
+                return await fetcher.check(url)
+
+            async def keep(batch: list[FetchResult]) -> None:
+                for result in batch:
+                    external[result.url] = result
+
+            await run_window(
+                list(frontier.external),
+                check,
+                keep,
+                policy=WindowPolicy(
+                    floor=min(2, concurrency),
+                    start=min(4, concurrency),
+                    cap=concurrency,
+                    per_host=_EXTERNAL_PER_HOST,
+                ),
+                host_of=_host,
+                health_of=lambda result: fetch_health(result, window_policy),
+                soft_deadline=deadline,
+            )
+
+    broken = tuple(
+        url
+        for url, result in external.items()
+        if result.broken and result.status not in UNVERIFIED_STATUSES
+    )
+    unverified = tuple(
+        url for url, result in external.items() if result.status in UNVERIFIED_STATUSES
+    )
+    return CrawlReport(
+        pages=pages,
+        origin=origin,
+        robots=robots,
+        sitemap=sitemap,
+        start_url=first.final_url,
+        status_counts=dict(statuses),
+        max_depth_reached=max_depth_reached,
+        blocked_by_robots=tuple(frontier.blocked),
+        trapped=tuple(frontier.trapped),
+        skipped_depth=frontier.skipped_depth,
+        skipped_budget=frontier.skipped_budget,
+        out_of_scope=frontier.out_of_scope,
+        invalid_links=invalid_links,
+        external=external,
+        external_broken=broken,
+        external_unverified=unverified,
+        external_skipped=frontier.external_skipped,
+        unfinished=unfinished,
+        elapsed=time.monotonic() - began,
+        window_peak=window_peak,
+        stopped=stopped,
+    )
+
+
+def _host(item: str | PageOutcome) -> str:
+    url = item if isinstance(item, str) else item.url
+    return urlsplit(url).netloc

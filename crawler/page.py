@@ -1,0 +1,117 @@
+"""The per-page pipeline: fetch one URL, parse it if it is HTML, run the page
+checks, and normalise its outgoing links.
+
+It never raises for anything a site does: fetch failures come back inside the
+result, bad links are dropped and counted, and a parser or check that breaks
+on a hostile page is logged and recorded on the outcome instead of ending the
+crawl.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from crawler.checks import PageContext, run_page_checks
+from crawler.parse import parse_html
+from crawler.types import FetchResult, Finding, Link, PageFacts
+from crawler.urls import InvalidURL, normalize
+
+if TYPE_CHECKING:
+    from crawler.fetch import Fetcher
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PageOutcome:
+    """Everything learnt about one crawled URL.
+
+    ``outlinks`` are normalised absolute URLs without fragments, one per
+    (URL, tag), in document order; ``invalid_links`` counts the ones dropped
+    because they were not crawlable web addresses (mailto:, javascript:,
+    malformed hosts...). ``problem`` is set only when our own parser or a check
+    failed on this page, so the page still counts and the crawl goes on.
+    """
+
+    url: str
+    depth: int
+    result: FetchResult
+    facts: PageFacts | None
+    findings: tuple[Finding, ...]
+    outlinks: tuple[Link, ...]
+    invalid_links: int = 0
+    problem: str = ""
+    source: str = "link"  # how the URL entered the crawl: start, link or sitemap
+
+
+# Links repeat across a site (navigation, footers), and the parser already hands
+# them over absolute, so normalising each distinct absolute URL once per process
+# saves most of the per-link cost. normalize is pure, so caching it is safe.
+@lru_cache(maxsize=65_536)
+def _normalize_absolute(url: str) -> str:
+    return normalize(url)
+
+
+def normalize_link(url: str, base: str) -> str:
+    """``normalize(url, base)``, cached for the absolute URLs the parser emits."""
+    if url.startswith(("http://", "https://")):
+        return _normalize_absolute(url)
+    return normalize(url, base)
+
+
+def outlinks_of(facts: PageFacts, page_url: str) -> tuple[tuple[Link, ...], int]:
+    """Normalised, deduplicated links of a page and how many were invalid."""
+    base = facts.base_url or page_url
+    seen: set[tuple[str, str]] = set()
+    links: list[Link] = []
+    invalid = 0
+    for link in facts.links:
+        try:
+            url = normalize_link(link.url, base)
+        except InvalidURL:
+            invalid += 1
+            continue
+        key = (url, link.tag)
+        if key in seen:
+            continue
+        seen.add(key)
+        links.append(
+            link if url == link.url else Link(url, link.tag, link.text, link.rel, link.nofollow)
+        )
+    return tuple(links), invalid
+
+
+def build_outcome(
+    result: FetchResult, url: str, depth: int, ctx: PageContext, *, source: str = "link"
+) -> PageOutcome:
+    """The outcome of an already fetched URL: parse (HTML bodies only), checks, links."""
+    facts: PageFacts | None = None
+    problem = ""
+    if result.ok and result.is_html and result.body is not None:
+        try:
+            facts = parse_html(result.body, result.final_url, http_charset=result.charset)
+        except Exception as exc:  # a parser bug must not end the crawl; it is logged and kept
+            logger.exception("parsing %s failed", result.final_url)
+            problem = f"parser failed: {type(exc).__name__}: {exc}"[:300]
+    try:
+        findings = tuple(run_page_checks(result, facts, ctx))
+    except Exception as exc:  # same for a check that breaks on an odd page
+        logger.exception("page checks on %s failed", result.final_url)
+        findings = ()
+        problem = problem or f"page checks failed: {type(exc).__name__}: {exc}"[:300]
+    outlinks: tuple[Link, ...] = ()
+    invalid = 0
+    if facts is not None:
+        outlinks, invalid = outlinks_of(facts, result.final_url)
+    return PageOutcome(url, depth, result, facts, findings, outlinks, invalid, problem, source)
+
+
+async def process_page(
+    fetcher: Fetcher, url: str, depth: int, ctx: PageContext, *, source: str = "link"
+) -> PageOutcome:
+    """Fetch ``url`` and build its outcome; never raises for site faults."""
+    result = await fetcher.fetch(url)
+    return build_outcome(result, url, depth, ctx, source=source)
