@@ -124,21 +124,26 @@ class Resolver:
             return None
         if "\t" in value or "\n" in value or "\r" in value:
             value = value.translate(_URL_NOISE)
-        if value.startswith(("http://", "https://")):
+        first = value[0]
+        if first in "/?#" or first == ".":
+            # Cannot carry a scheme.
+            if self.scheme is None or first == "." or "/." in value:
+                url = self._join(value)
+            elif first == "/":
+                url = (self.scheme + ":" + value) if value[1:2] == "/" else self.origin + value
+            elif first == "?":
+                url = self.no_query + value
+            else:
+                url = self.no_fragment + value
+        elif value.startswith(("http://", "https://")):
             url = value
         elif scheme := _HAS_SCHEME.match(value):
             # Schemes are case-insensitive; urljoin only lower-cases them when
             # it recognises the base's scheme, so do it first.
             value = value[: scheme.end()].lower() + value[scheme.end():]
             url = value if value.startswith(("http://", "https://")) else self._join(value)
-        elif self.scheme is None or "/." in value or value[0] == ".":
+        elif self.scheme is None or "/." in value:
             url = self._join(value)
-        elif value[0] == "/":
-            url = (self.scheme + ":" + value) if value[1:2] == "/" else self.origin + value
-        elif value[0] == "?":
-            url = self.no_query + value
-        elif value[0] == "#":
-            url = self.no_fragment + value
         else:
             url = self.directory + value
         if url is None or not url.startswith(("http://", "https://")):
@@ -599,20 +604,22 @@ class _Collector:
         cache: dict[str, str | None] = {}
 
         def resolve(raw: str) -> str | None:
-            try:
-                return cache[raw]
-            except KeyError:
+            url = cache.get(raw, "")
+            if url == "":
                 url = cache[raw] = resolver(raw)
-                return url
+            return url
 
         links: list[Link] = []
         seen: set[tuple[str, str]] = set()
         dropped = self.refs_over
         for record in self.refs:
-            url = resolve(record[0])
+            raw, tag = record[0], record[1]
+            url = cache.get(raw, "")
+            if url == "":
+                url = cache[raw] = resolver(raw)
             if url is None:
                 continue
-            key = (url, record[1])
+            key = (url, tag)
             if key in seen:
                 continue
             seen.add(key)
@@ -620,10 +627,10 @@ class _Collector:
                 dropped += 1
                 continue
             text = record[2]
-            if record[1] == "a":
+            if tag == "a":
                 text = text.value() or record[4] or ""
             rel = record[3]
-            links.append(Link(url, record[1], text, rel, "nofollow" in rel))
+            links.append(Link(url, tag, text, rel, "nofollow" in rel))
 
         images: list[Image] = []
         seen_images: set[tuple[str, str | None]] = set()
