@@ -230,7 +230,7 @@ def _charts(audit: Audit) -> dict:
 def _bucket_label(low: int, high: int | None) -> str:
     if high is None:
         return f"≥{low // 1000}s"
-    if high <= 1000:
+    if high < 1000:
         return f"<{high}"
     return f"<{high // 1000}s"
 

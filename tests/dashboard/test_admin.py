@@ -1,0 +1,78 @@
+"""The admin: review actions on issues, audit actions, and django-q2's admin for superusers only."""
+
+import pytest
+from django.urls import reverse
+
+from audits.models import Audit, Issue
+
+from .factories import make_finished_audit
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff_client(client, django_user_model):
+    user = django_user_model.objects.create_user("reviewer", password="reviewer-pass-1", is_staff=True)
+    from django.contrib.auth.models import Permission
+
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label__in=["audits", "django_q"]))
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def superuser_client(client, django_user_model):
+    client.force_login(django_user_model.objects.create_superuser("boss", password="boss-pass-123"))
+    return client
+
+
+def test_marking_issues_reviewed_and_ignored_shows_in_the_dashboard(superuser_client, owner):
+    audit = make_finished_audit(owner)
+    broken = list(Issue.objects.filter(code="broken_link_internal").values_list("pk", flat=True))
+    notice = Issue.objects.get(code="title_length")
+    url = reverse("admin:audits_issue_changelist")
+    superuser_client.post(url, {"action": "mark_reviewed", "_selected_action": broken})
+    superuser_client.post(url, {"action": "mark_ignored", "_selected_action": [notice.pk]})
+    assert set(Issue.objects.filter(review="reviewed").values_list("pk", flat=True)) == set(broken)
+    assert Issue.objects.get(pk=notice.pk).review == "ignored"
+
+    superuser_client.force_login(owner)
+    body = superuser_client.get(reverse("issue-list", args=[audit.pk])).content.decode()
+    assert body.count('class="review review-reviewed"') == 2 and body.count('class="review review-ignored"') == 1
+    reviewed = superuser_client.get(reverse("issue-list", args=[audit.pk]), {"review": "reviewed"})
+    assert reviewed.content.decode().count('class="issue"') == 2
+
+
+def test_admin_actions_cancel_resume_and_rerun_audits(superuser_client, owner):
+    running = make_finished_audit(owner, status=Audit.Status.RUNNING)
+    failed = make_finished_audit(owner, status=Audit.Status.FAILED, error_code="stalled")
+    url = reverse("admin:audits_audit_changelist")
+    superuser_client.post(url, {"action": "cancel_audits", "_selected_action": [running.pk]})
+    superuser_client.post(url, {"action": "resume_audits", "_selected_action": [failed.pk]})
+    running.refresh_from_db()
+    failed.refresh_from_db()
+    assert running.status == Audit.Status.CANCELLED and failed.status == Audit.Status.QUEUED
+    superuser_client.post(url, {"action": "rerun_audits", "_selected_action": [running.pk]})
+    assert Audit.objects.count() == 3
+
+
+def test_the_audit_changelist_filters_by_status_and_error_code(superuser_client, owner):
+    make_finished_audit(owner, status=Audit.Status.FAILED, error_code="stalled", start_url="https://a.example/")
+    make_finished_audit(owner, start_url="https://b.example/")
+    body = superuser_client.get(reverse("admin:audits_audit_changelist"), {"error_code": "stalled"}).content.decode()
+    assert "a.example" in body and "b.example" not in body
+    body = superuser_client.get(reverse("admin:audits_audit_changelist"), {"q": "b.example"}).content.decode()
+    assert "b.example" in body and "7 / 7 pages" in body
+
+
+def test_django_q_admin_is_hidden_from_staff_without_superuser(staff_client):
+    assert staff_client.get(reverse("admin:audits_issue_changelist")).status_code == 200
+    index = staff_client.get(reverse("admin:index")).content.decode()
+    assert "django_q" not in index and "Scheduled tasks" not in index
+    for model in ("schedule", "success", "failure", "ormq"):
+        assert staff_client.get(reverse(f"admin:django_q_{model}_changelist")).status_code == 403
+
+
+def test_django_q_admin_is_open_to_superusers(superuser_client):
+    for model in ("schedule", "success", "failure", "ormq"):
+        assert superuser_client.get(reverse(f"admin:django_q_{model}_changelist")).status_code == 200

@@ -1,0 +1,109 @@
+"""CSV downloads: streamed, UTF-8, stable headers, formula injection neutralised."""
+
+import csv
+import io
+
+import pytest
+from django.http import StreamingHttpResponse
+from django.urls import reverse
+
+from audits import exports
+
+from .factories import SITE, make_finished_audit, make_issue, make_link, make_page
+
+pytestmark = pytest.mark.django_db
+
+HOSTILE = ['=HYPERLINK("http://x","click")', "@SUM(1)", "+1", "-1", "\tTabbed", "\rReturned"]
+
+
+def download(client, audit, name):
+    response = client.get(reverse(name, args=[audit.pk]))
+    assert response.status_code == 200
+    assert isinstance(response, StreamingHttpResponse)
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert response["Content-Disposition"].startswith("attachment;")
+    text = b"".join(response.streaming_content).decode("utf-8")
+    return list(csv.reader(io.StringIO(text, newline="")))
+
+
+def test_every_formula_like_cell_gets_a_leading_quote(owner_client, owner):
+    audit = make_finished_audit(owner)
+    for n, text in enumerate(HOSTILE):
+        page = make_page(audit, f"{SITE}/evil/{n}", title=text, description=text)
+        make_issue(audit, "title_length", page.url, page=page, message=text)
+        make_link(audit, page.url, f"{SITE}/", anchor=text)
+
+    pages = download(owner_client, audit, "export-pages")
+    title, description = pages[0].index("title"), pages[0].index("description")
+    evil = [row for row in pages[1:] if "/evil/" in row[0]]
+    assert len(evil) == len(HOSTILE)
+    for row, text in zip(sorted(evil), HOSTILE, strict=True):
+        assert row[title] == "'" + text and row[description] == "'" + text
+
+    issues = download(owner_client, audit, "export-issues")
+    message = issues[0].index("message")
+    assert sorted(r[message] for r in issues[1:] if r[message].startswith("'")) == sorted("'" + t for t in HOSTILE)
+
+    links = download(owner_client, audit, "export-links")
+    anchor = links[0].index("anchor_text")
+    assert sorted(r[anchor] for r in links[1:] if r[anchor].startswith("'")) == sorted("'" + t for t in HOSTILE)
+
+
+def test_the_csvs_have_stable_headers(owner_client, owner):
+    audit = make_finished_audit(owner)
+    assert download(owner_client, audit, "export-pages")[0] == exports.PAGE_COLUMNS
+    assert download(owner_client, audit, "export-issues")[0] == [
+        "severity", "code", "title", "page_url", "target_url", "message", "review", "page_status_code",
+    ]
+    assert download(owner_client, audit, "export-links")[0] == [
+        "source_url", "target_url", "tag", "anchor_text", "nofollow", "internal", "target_status_code",
+        "target_fetch_error",
+    ]
+
+
+def test_link_issue_rows_carry_the_source_page(owner_client, owner):
+    audit = make_finished_audit(owner)
+    rows = download(owner_client, audit, "export-issues")
+    header = rows[0]
+    broken = [dict(zip(header, row, strict=True)) for row in rows[1:] if row[1] == "broken_link_internal"]
+    assert {(r["page_url"], r["target_url"]) for r in broken} == {
+        (f"{SITE}/", f"{SITE}/gone"), (f"{SITE}/about", f"{SITE}/gone"),
+    }
+    assert all(r["title"] == "Broken internal link" for r in broken)
+
+
+def test_pages_and_links_rows_hold_what_was_crawled(owner_client, owner):
+    audit = make_finished_audit(owner)
+    pages = download(owner_client, audit, "export-pages")
+    by_url = {row[0]: dict(zip(pages[0], row, strict=True)) for row in pages[1:]}
+    assert len(by_url) == 7
+    assert by_url[f"{SITE}/gone"]["status_code"] == "404"
+    assert by_url[f"{SITE}/old"]["redirect_chain"] == f"301 {SITE}/old -> {SITE}/about"
+    assert by_url["https://elsewhere.example/dead"]["fetch_error"] == "dns_failure"
+    links = download(owner_client, audit, "export-links")
+    to_gone = [dict(zip(links[0], r, strict=True)) for r in links[1:] if r[1] == f"{SITE}/gone"]
+    assert len(to_gone) == 2 and all(r["target_status_code"] == "404" for r in to_gone)
+
+
+def test_unicode_text_survives_as_utf8(owner_client, owner):
+    audit = make_finished_audit(owner)
+    make_page(audit, f"{SITE}/ünïcode", title="Crème brûlée — 東京")
+    rows = download(owner_client, audit, "export-pages")
+    assert any(row[rows[0].index("title")] == "Crème brûlée — 東京" for row in rows)
+
+
+def test_the_export_reads_rows_in_chunks_with_a_constant_number_of_queries(
+        owner_client, owner, django_assert_max_num_queries):
+    audit = make_finished_audit(owner)
+    for n in range(300):
+        make_page(audit, f"{SITE}/bulk/{n}")
+    with django_assert_max_num_queries(6):
+        rows = download(owner_client, audit, "export-pages")
+    assert len(rows) == 1 + 7 + 300
+
+
+def test_neutralise_leaves_numbers_and_plain_text_alone():
+    assert exports.neutralise(-1) == -1 and exports.neutralise(404) == 404
+    assert exports.neutralise(None) == "" and exports.neutralise(True) == 1
+    assert exports.neutralise("plain") == "plain" and exports.neutralise("a=b") == "a=b"
+    assert exports.neutralise("-5") == "'-5"

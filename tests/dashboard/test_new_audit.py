@@ -1,0 +1,116 @@
+"""The new-audit form: clear messages for bad input, nothing created, and a quota that holds under a race."""
+
+import threading
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.urls import reverse
+
+from audits.models import Audit
+
+pytestmark = pytest.mark.django_db
+
+GOOD = {
+    "start_url": "https://www.example.com/", "max_pages": "500", "max_depth": "10", "concurrency": "8",
+    "rate": "", "include_patterns": "", "exclude_patterns": "", "respect_robots": "on",
+    "check_external": "on", "user_agent": "",
+}
+
+
+def post(client, **changes):
+    return client.post(reverse("audit-new"), {**GOOD, **changes})
+
+
+def field_error(response, field):
+    return " ".join(response.context["form"].errors.get(field, []))
+
+
+def test_it_shows_the_form_with_defaults(owner_client):
+    response = owner_client.get(reverse("audit-new"))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert 'name="start_url"' in body and 'value="500"' in body and "csrfmiddlewaretoken" in body
+
+
+def test_it_creates_a_queued_audit_and_goes_to_its_page(owner_client, owner):
+    response = post(owner_client, include_patterns="^https://www\\.example\\.com/blog/\n\n", rate="2.5")
+    audit = Audit.objects.get()
+    assert response.status_code == 302 and response["Location"] == audit.get_absolute_url()
+    assert audit.owner == owner and audit.status == Audit.Status.QUEUED
+    assert audit.start_url == "https://www.example.com/"
+    assert audit.include_patterns == "^https://www\\.example\\.com/blog/" and audit.rate == 2.5
+    assert audit.respect_robots and audit.check_external and not audit.allow_private
+
+
+@pytest.mark.parametrize(("changes", "field", "words"), [
+    ({"start_url": "http://exa mple.com/"}, "start_url", "not a valid web address"),
+    ({"start_url": "https://example.com:99999/"}, "start_url", "not a valid web address"),
+    ({"start_url": "ftp://www.example.com/"}, "start_url", "Only http:// and https://"),
+    ({"start_url": "javascript:alert(1)"}, "start_url", "Only http:// and https://"),
+    ({"start_url": "www.example.com"}, "start_url", "including http:// or https://"),
+    ({"start_url": "https://nosuchhost.invalid/"}, "start_url", "does not resolve"),
+    ({"start_url": "http://127.0.0.1:8000/admin/"}, "start_url", "SITEWARD_ALLOW_PRIVATE"),
+    ({"start_url": "http://localhost/"}, "start_url", "loopback"),
+    ({"start_url": "https://intranet.example.com/"}, "start_url", "private"),
+    ({"start_url": "http://169.254.169.254/latest/meta-data/"}, "start_url", "SITEWARD_ALLOW_PRIVATE"),
+    ({"max_pages": "0"}, "max_pages", "greater than or equal to 1"),
+    ({"max_pages": "100000000"}, "max_pages", "less than or equal to 100000"),
+    ({"max_depth": "-1"}, "max_depth", "greater than or equal to 0"),
+    ({"concurrency": "500"}, "concurrency", "less than or equal to 32"),
+    ({"rate": "0"}, "rate", "greater than or equal to 0.1"),
+    ({"include_patterns": "blog/(unclosed"}, "include_patterns", "blog/(unclosed"),
+    ({"exclude_patterns": "ok\n*bad"}, "exclude_patterns", "*bad"),
+    ({"user_agent": "Bot\r\nX-Injected: 1"}, "user_agent", "control characters"),
+])
+def test_it_refuses_bad_input_with_a_message_next_to_the_field(owner_client, changes, field, words):
+    response = post(owner_client, **changes)
+    assert response.status_code == 400
+    assert words in field_error(response, field)
+    # The message is rendered next to its field, and nothing was created.
+    assert f'id="error-{field}"' in response.content.decode()
+    assert Audit.objects.count() == 0
+
+
+def test_it_accepts_loopback_targets_when_private_targets_are_allowed(owner_client, allow_private):
+    response = post(owner_client, start_url="http://127.0.0.1:8123/")
+    assert response.status_code == 302
+    audit = Audit.objects.get()
+    assert audit.allow_private and audit.start_url == "http://127.0.0.1:8123/"
+
+
+def test_it_refuses_past_the_running_audit_quota_with_429(owner_client, owner, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "MAX_RUNNING_AUDITS_PER_USER": 2}
+    assert post(owner_client).status_code == 302
+    assert post(owner_client).status_code == 302
+    response = post(owner_client)
+    assert response.status_code == 429
+    assert "already have 2 audits queued or running" in response.content.decode()
+    assert Audit.objects.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_accepts_exactly_the_quota_from_twenty_concurrent_submissions(owner, allow_private, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "MAX_RUNNING_AUDITS_PER_USER": 3}
+    clients = []
+    for _ in range(20):
+        client = Client()
+        client.force_login(owner)
+        clients.append(client)
+    barrier = threading.Barrier(20)
+    statuses = []
+
+    def submit(client):
+        try:
+            barrier.wait(timeout=10)
+            statuses.append(post(client, start_url="http://127.0.0.1:9/").status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=submit, args=(c,)) for c in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(statuses) == [302] * 3 + [429] * 17
+    assert Audit.objects.filter(owner=owner).count() == 3
