@@ -168,6 +168,13 @@ class Audit(models.Model):
             [self.Status.RUNNING], phase=self.Phase.CRAWLING, origin=origin, heartbeat_at=timezone.now()
         )
 
+    def resume_crawl(self) -> bool:
+        """Queued again after a failure or cancel: crawl on from the frontier."""
+        return self._transition(
+            [self.Status.QUEUED], status=self.Status.RUNNING, phase=self.Phase.CRAWLING,
+            heartbeat_at=timezone.now(),
+        )
+
     def begin_finalize(self) -> bool:
         return self._transition(
             [self.Status.RUNNING], status=self.Status.FINALIZING, phase=self.Phase.FINALIZING,
@@ -233,6 +240,7 @@ class Page(models.Model):
     final_url = models.TextField(blank=True)
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     redirect_chain = models.JSONField(default=list, blank=True)  # [[url, status, location], …]
+    redirect_count = models.PositiveSmallIntegerField(default=0)
     content_type = models.CharField(max_length=100, blank=True)
     size_bytes = models.PositiveIntegerField(default=0)
     ttfb_ms = models.PositiveIntegerField(default=0)
@@ -240,7 +248,8 @@ class Page(models.Model):
     depth = models.PositiveSmallIntegerField(default=0)
     title = models.CharField(max_length=1000, blank=True)
     description = models.TextField(blank=True)
-    canonical = models.TextField(blank=True)
+    canonical = models.TextField(blank=True, help_text="Absolute, normalised canonical URL")
+    canonical_hash = models.CharField(max_length=32, blank=True)
     h1_count = models.PositiveSmallIntegerField(default=0)
     word_count = models.PositiveIntegerField(default=0)
     robots = models.CharField(max_length=200, blank=True)
@@ -341,6 +350,9 @@ class FrontierURL(models.Model):
     state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
     chunk = models.PositiveIntegerField(null=True, blank=True)
     skip_reason = models.CharField(max_length=32, blank=True, help_text="Why it was not fetched")
+    # Set before the URL is fetched when its chunk is on a retry after a worker
+    # death: a URL that is still marked on the next try is the one killing workers.
+    tries = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         constraints = [

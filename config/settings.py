@@ -141,7 +141,10 @@ SITEWARD = {
     "CHUNK_SOFT_DEADLINE": env_float("SITEWARD_CHUNK_SECONDS", 120.0, minimum=1.0),
     "LEASE_SECONDS": env_int("SITEWARD_LEASE_SECONDS", 180, minimum=5),
     "MAX_CHUNK_ATTEMPTS": env_int("SITEWARD_MAX_CHUNK_ATTEMPTS", 3, minimum=1),
-    "STALL_SECONDS": env_int("SITEWARD_STALL_SECONDS", 900, minimum=30),
+    "STALL_SECONDS": env_int("SITEWARD_STALL_SECONDS", 900, minimum=5),
+    # How long a queued/starting/finalizing audit may sit with no task before
+    # the watchdog enqueues it again.
+    "WATCHDOG_GRACE_SECONDS": env_int("SITEWARD_WATCHDOG_GRACE", 120, minimum=1),
     "FETCH_DEADLINE": env_float("SITEWARD_FETCH_DEADLINE", 30.0, minimum=1.0),
     "USER_AGENT": env_str("SITEWARD_USER_AGENT", "SitewardBot/0.1 (+self-hosted site audit)"),
 }

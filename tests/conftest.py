@@ -1,8 +1,13 @@
 """Fixtures shared by the whole suite: people, logged-in clients, subprocess helpers."""
 
+from __future__ import annotations
+
 import os
+import signal
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -58,3 +63,89 @@ def subprocess_env(**extra) -> dict:
 
 
 MANAGE = [sys.executable, str(ROOT / "manage.py")]
+
+
+# Small numbers so leases expire and tasks are redelivered within seconds.
+FAST = {
+    "Q_TIMEOUT": 8, "Q_RETRY": 12, "Q_POLL": 0.1, "Q_WORKERS": 2, "Q_SCHEDULER": 0,
+    "SITEWARD_CHUNK_SIZE": 10, "SITEWARD_CHUNK_SECONDS": 5, "SITEWARD_LEASE_SECONDS": 4,
+    "SITEWARD_MAX_CHUNK_ATTEMPTS": 3, "SITEWARD_FETCH_DEADLINE": 5, "SITEWARD_WATCHDOG_GRACE": 2,
+    "SITEWARD_ALLOW_PRIVATE": 1,
+}
+
+
+@pytest.fixture
+def fast_settings(settings):
+    settings.SITEWARD = {
+        **settings.SITEWARD, "CHUNK_SIZE": 10, "CHUNK_SOFT_DEADLINE": 5.0, "LEASE_SECONDS": 4,
+        "MAX_CHUNK_ATTEMPTS": 3, "FETCH_DEADLINE": 5.0, "WATCHDOG_GRACE_SECONDS": 2, "STALL_SECONDS": 900,
+        "ALLOW_PRIVATE_TARGETS": True,
+    }
+    return settings
+
+
+class Cluster:
+    """A `manage.py qcluster` subprocess in its own session, so one signal reaches all of it."""
+
+    def __init__(self, env: dict, log_path: Path):
+        self.env = env
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Cluster:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen(MANAGE + ["qcluster"], cwd=ROOT, env=self.env, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL the whole cluster: sentinel, pusher, monitor and workers."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.proc:
+            try:  # reap stragglers of the group (workers) so no test leaves processes behind
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+
+@pytest.fixture
+def cluster_factory(transactional_db, tmp_path, fast_settings):
+    clusters: list[Cluster] = []
+
+    def make(**extra) -> Cluster:
+        env = subprocess_env(**{**FAST, **extra})
+        cluster = Cluster(env, tmp_path / f"qcluster-{len(clusters)}.log")
+        clusters.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in clusters:
+        cluster.stop()
+
+
+@pytest.fixture
+def running_cluster(cluster_factory):
+    return cluster_factory().start()
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.2, message: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")

@@ -1,0 +1,844 @@
+"""Turning the crawl library into an audit: start, one chunk at a time, then finalize.
+
+The functions here are what the django-q2 tasks (``tasks.py``) and the ``audit``
+command both run; only the way the next step is scheduled differs (a
+``Dispatcher``). Every function is safe to run twice: django-q2 delivers at
+least once and the watchdog may re-enqueue.
+
+The lease protocol, in short:
+
+1. ``claim_chunk`` takes chunk *n* with one conditional UPDATE that counts the
+   attempt, sets a fresh owner token and an expiry from the database clock.
+   A finished chunk, a live lease or a spent attempt budget refuses the claim.
+2. The chunk leases up to CHUNK_SIZE pending URLs by marking them with its
+   number; a retry of *n* re-receives exactly the URLs still marked.
+3. Every write of the chunk happens in a transaction that first extends the
+   lease *by token*; when the token no longer matches (the lease was reclaimed
+   from a zombie), nothing is written and the chunk stops.
+4. At its soft deadline the chunk hands back what it did not start, marks itself
+   done and schedules chunk *n+1* or finalize.
+
+No network I/O happens inside a transaction and no lock is held across a fetch:
+fetching runs in the event loop, writes run in one database thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F, Max, Q
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from crawler.checks import CheckSettings, PageContext, run_page_checks
+from crawler.fetch import Fetcher, FetchPolicy
+from crawler.net import AddressGuard
+from crawler.page import PageOutcome, process_page
+from crawler.robots import Robots, load_robots
+from crawler.sitemap import discover_sitemaps
+from crawler.types import FetchError, FetchResult, Finding
+from crawler.urls import (
+    InvalidURL,
+    Scope,
+    normalize,
+    origin_of,
+    template_key,
+    trap_reason,
+    url_hash,
+)
+from crawler.window import WindowPolicy, fetch_health, run_window
+
+from .models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge, Page
+
+log = logging.getLogger(__name__)
+
+NAV_TAGS = frozenset({"a", "area"})
+RESOURCE_TAGS = frozenset({"img", "script", "link", "iframe", "source", "video", "audio", "embed", "object"})
+# Distinct URLs allowed per path template (``/cal?month={n}``): generous enough
+# for a shop's product pages, small enough that an endless calendar stops.
+TEMPLATE_BUDGET = 500
+SUB_BATCH = 25
+WORKER_LOST_DETAIL = "The worker crawling this URL died on every try"
+
+
+class LeaseLost(Exception):
+    """Our lease was reclaimed (we are a zombie): write nothing more."""
+
+
+class AuditStopped(Exception):
+    """The audit was cancelled or failed while this chunk ran."""
+
+
+def knob(name: str):
+    return settings.SITEWARD[name]
+
+
+# --- scheduling the next step -------------------------------------------------------
+
+
+class Dispatcher:
+    """How the next step runs. The task dispatcher enqueues it after commit."""
+
+    def chunk(self, audit_id: int, number: int) -> None:
+        from .services import enqueue
+
+        enqueue("audits.tasks.crawl_chunk", audit_id, number, name=f"audit-{audit_id}-chunk-{number}")
+
+    def finalize(self, audit_id: int) -> None:
+        from .services import enqueue
+
+        enqueue("audits.tasks.finalize", audit_id, name=f"audit-{audit_id}-finalize")
+
+
+@dataclass
+class InlineDispatcher(Dispatcher):
+    """For the ``audit`` command: remember the next step; the command's loop runs it.
+
+    Steps run only after the call that scheduled them has returned, and so after
+    its transaction committed; a step whose transaction rolled back finds its
+    chunk row missing or its audit in another state and does nothing.
+    """
+
+    steps: list[tuple[str, int, int]] = field(default_factory=list)
+
+    def chunk(self, audit_id: int, number: int) -> None:
+        self.steps.append(("chunk", audit_id, number))
+
+    def finalize(self, audit_id: int) -> None:
+        self.steps.append(("finalize", audit_id, 0))
+
+
+# --- what an audit's settings mean to the crawler ------------------------------------
+
+
+@dataclass(frozen=True)
+class CrawlSetup:
+    guard: AddressGuard
+    policy: FetchPolicy
+    scope: Scope | None
+    robots: Robots
+    window: WindowPolicy
+    checks: CheckSettings
+    user_agent: str
+
+
+def fault_injection_marker() -> str:
+    """Test-only fault injection: a URL containing this string kills its worker.
+
+    Used by the orchestration tests to prove a poison URL cannot kill workers
+    forever; unset (the default) it does nothing.
+    """
+    return os.environ.get("SITEWARD_FAULT_KILL_WORKER_ON", "")
+
+
+def crawl_setup(audit: Audit) -> CrawlSetup:
+    user_agent = audit.user_agent or knob("USER_AGENT")
+    allow_private = audit.allow_private or knob("ALLOW_PRIVATE_TARGETS")
+    policy = FetchPolicy(user_agent=user_agent, deadline=knob("FETCH_DEADLINE"))
+    robots = Robots.from_stored(audit.robots_status or "ignored", audit.robots_http_status, audit.robots_body)
+    delay = robots.crawl_delay(user_agent) if audit.respect_robots else None
+    cap = max(1, audit.concurrency)
+    window = WindowPolicy(
+        floor=1, start=min(4, cap), cap=cap, per_host=cap, rate=audit.rate, crawl_delay=delay or 0.0
+    )
+    scope = None
+    if audit.origin:
+        scope = Scope(audit.origin, tuple(audit.patterns("include")), tuple(audit.patterns("exclude")))
+    return CrawlSetup(AddressGuard(allow_private=allow_private), policy, scope, robots, window,
+                      CheckSettings(), user_agent)
+
+
+def issue_key(code: str, url: str, target: str | None = None, extra: str = "") -> str:
+    raw = "\x1f".join((code, url, target or "", extra))
+    return hashlib.blake2b(raw.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def issue_row(audit_id: int, page_id: int | None, url: str, finding: Finding) -> Issue:
+    return Issue(
+        audit_id=audit_id, page_id=page_id, url=url, code=finding.code, severity=finding.severity.value,
+        message=finding.message[:2000], target_url=finding.target_url or "",
+        key=issue_key(finding.code, url, finding.target_url, finding.message if not finding.target_url else ""),
+    )
+
+
+def clean(text: str | None, limit: int) -> str:
+    """Crawled text on its way into the database: no NULs (PostgreSQL refuses them), capped."""
+    if not text:
+        return ""
+    return text.replace("\x00", "")[:limit]
+
+
+# --- start -------------------------------------------------------------------------
+
+
+def run_start(audit_id: int, dispatcher: Dispatcher | None = None) -> None:
+    """Resolve the start URL, read robots.txt and sitemaps, seed the frontier, schedule chunk 1."""
+    dispatcher = dispatcher or Dispatcher()
+    audit = Audit.objects.get(pk=audit_id)
+    if audit.status == Audit.Status.QUEUED:
+        audit.start()
+    elif not (audit.status == Audit.Status.RUNNING and audit.phase == Audit.Phase.STARTING):
+        return  # a duplicate delivery after start already finished, or an ended audit
+    if audit.status != Audit.Status.RUNNING:
+        return
+
+    try:
+        start_url = normalize(audit.start_url)
+    except InvalidURL as exc:
+        audit.fail(Audit.ErrorCode.START_URL_INVALID, str(exc), Audit.Phase.STARTING)
+        return
+
+    setup = crawl_setup(audit)
+    outcome = asyncio.run(_start_async(audit, start_url, setup))
+    if outcome.error_code:
+        audit.fail(outcome.error_code, outcome.error_detail, Audit.Phase.STARTING)
+        return
+
+    with transaction.atomic():
+        if not Audit.objects.filter(pk=audit.pk, status=Audit.Status.RUNNING,
+                                    phase=Audit.Phase.STARTING).exists():
+            return
+        robots = outcome.robots
+        Audit.objects.filter(pk=audit.pk).update(
+            robots_status=robots.status, robots_http_status=robots.http_status, robots_body=robots.body,
+            sitemap_found=outcome.sitemap_found,
+        )
+        audit.begin_crawl(outcome.origin)
+        scope = Scope(outcome.origin, tuple(audit.patterns("include")), tuple(audit.patterns("exclude")))
+        _write_site_issues(audit, outcome)
+        seeds = [FrontierURL(audit=audit, url=outcome.start_url, url_hash=url_hash(outcome.start_url),
+                             depth=0, linked=True, template_key=_tkey(outcome.start_url))]
+        for url in outcome.sitemap_urls:
+            if not scope.contains(url) or trap_reason(url):
+                continue
+            if audit.respect_robots and not robots.allowed(url, setup.user_agent):
+                continue
+            # Sitemap-only URLs queue behind everything reached by links (depth =
+            # max_depth); a link that reaches one later gives it its click depth.
+            seeds.append(FrontierURL(audit=audit, url=url, url_hash=url_hash(url), depth=audit.max_depth,
+                                     in_sitemap=True, template_key=_tkey(url)))
+        FrontierURL.objects.bulk_create(seeds, ignore_conflicts=True, batch_size=1000)
+        FrontierURL.objects.filter(audit=audit, url_hash=url_hash(outcome.start_url)).update(
+            depth=0, linked=True
+        )
+        discovered = FrontierURL.objects.filter(audit=audit).count()
+        Audit.objects.filter(pk=audit.pk).update(pages_discovered=discovered, heartbeat_at=timezone.now())
+        _schedule_chunk(audit, 1, dispatcher)
+
+
+@dataclass
+class StartOutcome:
+    start_url: str = ""
+    origin: str = ""
+    robots: Robots | None = None
+    sitemap_urls: tuple[str, ...] = ()
+    sitemap_found: bool | None = None
+    sitemap_problems: list[tuple[str, str]] = field(default_factory=list)  # (url, problem)
+    error_code: str = ""
+    error_detail: str = ""
+
+
+async def _start_async(audit: Audit, start_url: str, setup: CrawlSetup) -> StartOutcome:
+    async with Fetcher(setup.policy, setup.guard, concurrency=4) as fetcher:
+        first = await fetcher.fetch(start_url)
+        if first.error is not None and first.status is None:
+            code = {
+                FetchError.SSRF_BLOCKED: Audit.ErrorCode.SSRF_BLOCKED,
+                FetchError.DNS_FAILURE: Audit.ErrorCode.START_URL_UNRESOLVABLE,
+                FetchError.INVALID_URL: Audit.ErrorCode.START_URL_INVALID,
+            }.get(first.error, Audit.ErrorCode.START_URL_UNREACHABLE)
+            return StartOutcome(error_code=code, error_detail=f"{first.error.label}: {first.error_detail}".strip(": "))
+        # Anchor the crawl on where the start URL really lives (apex -> www,
+        # http -> https), so a host-changing redirect doesn't end the crawl.
+        final = normalize(first.final_url or start_url)
+        origin = origin_of(final)
+        robots = await load_robots(fetcher, origin, ignore=not audit.respect_robots)
+        if robots.status == "unavailable":
+            return StartOutcome(
+                error_code=Audit.ErrorCode.ROBOTS_UNREACHABLE,
+                error_detail=f"{origin}/robots.txt: {robots.detail} Search engines treat this as "
+                             "'disallow everything', so Siteward crawls nothing (RFC 9309). Fix robots.txt "
+                             "or untick 'respect robots.txt' to audit a site you own.",
+            )
+        report = await discover_sitemaps(fetcher, origin, robots.sitemaps)
+    problems = [(f.url, f.problem) for f in report.files if f.problem]
+    return StartOutcome(
+        start_url=final, origin=origin, robots=robots, sitemap_urls=tuple(report.urls),
+        sitemap_found=report.found, sitemap_problems=problems,
+    )
+
+
+def _write_site_issues(audit: Audit, outcome: StartOutcome) -> None:
+    """Site-level findings from start: robots.txt and sitemap problems."""
+    from crawler.catalogue import finding
+
+    robots_url = f"{outcome.origin}/robots.txt"
+    found: list[tuple[str, Finding]] = []
+    if outcome.robots.status == "missing":
+        found.append((robots_url, finding(
+            "robots_txt_missing", f"robots.txt answered {outcome.robots.http_status}; crawlers may fetch everything.")))
+    if not outcome.sitemap_found:
+        found.append((f"{outcome.origin}/sitemap.xml", finding(
+            "sitemap_missing", "No Sitemap: line in robots.txt and nothing at /sitemap.xml.")))
+    for url, problem in outcome.sitemap_problems:
+        found.append((url, finding("sitemap_invalid", problem)))
+    Issue.objects.bulk_create([issue_row(audit.pk, None, url, f) for url, f in found], ignore_conflicts=True)
+
+
+def _tkey(url: str) -> str:
+    return hashlib.blake2b(template_key(url).encode(), digest_size=16).hexdigest()
+
+
+def _schedule_chunk(audit: Audit, number: int, dispatcher: Dispatcher) -> None:
+    """Create chunk ``number``'s lease row and schedule it, once (the row is the guard)."""
+    _, created = ChunkLease.objects.get_or_create(audit=audit, number=number)
+    if created:
+        dispatcher.chunk(audit.pk, number)
+
+
+# --- one chunk ---------------------------------------------------------------------
+
+
+@dataclass
+class Claim:
+    lease: ChunkLease
+    serial: bool  # a retry after a worker death: one URL at a time, each marked first
+
+
+def claim_chunk(audit_id: int, number: int) -> Claim | None:
+    """Take chunk ``number`` or refuse (done, leased by a live worker, or out of attempts)."""
+    token = ChunkLease.new_token()
+    ttl = timedelta(seconds=knob("LEASE_SECONDS"))
+    claimable = Q(state=ChunkLease.State.QUEUED) | Q(state=ChunkLease.State.LEASED, leased_until__lt=Now())
+    updated = ChunkLease.objects.filter(
+        claimable, audit_id=audit_id, number=number, attempts__lt=knob("MAX_CHUNK_ATTEMPTS")
+    ).update(
+        state=ChunkLease.State.LEASED, token=token, attempts=F("attempts") + 1,
+        leased_until=Now() + ttl, worker_pid=os.getpid(), started_at=Now(),
+    )
+    if not updated:
+        return None
+    lease = ChunkLease.objects.get(audit_id=audit_id, number=number)
+    return Claim(lease, serial=lease.attempts > 1)
+
+
+def run_chunk(audit_id: int, number: int, dispatcher: Dispatcher | None = None,
+              on_batch: Callable[[list[PageOutcome], list[Issue]], None] | None = None) -> str:
+    """Crawl chunk ``number`` of an audit. Returns what happened, for logs and tests."""
+    dispatcher = dispatcher or Dispatcher()
+    audit = Audit.objects.get(pk=audit_id)
+    if audit.status != Audit.Status.RUNNING or audit.phase != Audit.Phase.CRAWLING:
+        ChunkLease.objects.filter(audit=audit, number=number).exclude(state=ChunkLease.State.DONE).update(
+            state=ChunkLease.State.ABANDONED)
+        return "audit-not-running"
+    claim = claim_chunk(audit_id, number)
+    if claim is None:
+        lease = ChunkLease.objects.filter(audit=audit, number=number).first()
+        if lease and lease.state == ChunkLease.State.LEASED and lease.attempts >= knob("MAX_CHUNK_ATTEMPTS") \
+                and ChunkLease.objects.filter(pk=lease.pk, leased_until__lt=Now()).exists():
+            abandon_chunk(lease, dispatcher)
+            return "abandoned"
+        return "refused"
+    lease = claim.lease
+    items = _lease_urls(audit, lease)
+    setup = crawl_setup(audit)
+    writer = ChunkWriter(audit, lease, setup, on_batch=on_batch)
+    try:
+        if claim.serial:
+            items = writer.drop_poison(items)
+        report = run_with_db_here(lambda db: _crawl_items(items, setup, writer, db, serial=claim.serial))
+    except LeaseLost:
+        log.warning("audit %s chunk %s: lease reclaimed by another worker; stopping", audit_id, number)
+        return "lease-lost"
+    except AuditStopped:
+        _release(lease)
+        _finish_chunk(lease)
+        return "stopped"
+    with transaction.atomic():
+        if not _finish_chunk(lease, unfinished=[item.id for item in report.unfinished]):
+            return "lease-lost"
+        Audit.objects.filter(pk=audit_id).update(current_window=report.final, chunks_done=F("chunks_done") + 1)
+        advance(audit, number, dispatcher)
+    return "done"
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    id: int
+    url: str
+    url_hash: str
+    kind: str
+    depth: int
+    in_sitemap: bool
+    tries: int
+
+
+def _lease_urls(audit: Audit, lease: ChunkLease) -> list[Item]:
+    """The URLs of this chunk: the ones a previous try held, or up to CHUNK_SIZE fresh ones."""
+    fields = ("id", "url", "url_hash", "kind", "depth", "in_sitemap", "tries")
+    held = FrontierURL.objects.filter(audit=audit, chunk=lease.number, state=FrontierURL.State.LEASED)
+    if not held.exists():
+        pending = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING)
+        budget = audit.max_pages - FrontierURL.objects.filter(
+            audit=audit, kind=Page.Kind.PAGE).exclude(state=FrontierURL.State.PENDING).exclude(
+            skip_reason__gt="").count()
+        if budget <= 0:
+            # Out of pages: resources and external links of crawled pages still go.
+            pending = pending.exclude(kind=Page.Kind.PAGE)
+        elif pending.filter(kind=Page.Kind.PAGE, linked=True).exists():
+            # Pages reached through links go first, so a page that is both in
+            # the sitemap and linked is crawled at its click depth; sitemap-only
+            # pages (orphan candidates) wait until links have nothing more to give.
+            pending = pending.exclude(kind=Page.Kind.PAGE, linked=False)
+        rows = pending.order_by("depth", "id").values_list("id", "kind")[: knob("CHUNK_SIZE")]
+        ids, pages = [], 0
+        for row_id, kind in rows:
+            if kind == Page.Kind.PAGE:
+                pages += 1
+                if pages > budget:  # keep the page budget; resources and external links still go
+                    continue
+            ids.append(row_id)
+        # `state=pending` in the WHERE: of two chunks racing for a row, one gets it.
+        FrontierURL.objects.filter(id__in=ids, state=FrontierURL.State.PENDING).update(
+            state=FrontierURL.State.LEASED, chunk=lease.number)
+    rows = held.order_by("depth", "id").values_list(*fields)
+    items = [Item(*row) for row in rows]
+    ChunkLease.objects.filter(pk=lease.pk, token=lease.token).update(url_count=len(items))
+    return items
+
+
+def run_with_db_here(make_coroutine):
+    """Run an async crawl in a helper thread while every database call runs on this thread.
+
+    Django connections belong to the thread that opened them; keeping the
+    writes on the caller's thread means one connection, the caller's
+    transaction semantics, and no second SQLite writer competing for the lock.
+    The coroutine gets ``db(fn, *args)``, an awaitable that runs ``fn`` here.
+    """
+    requests: queue.SimpleQueue = queue.SimpleQueue()
+    outcome: dict = {}
+
+    async def db(fn, *args):
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        requests.put((fn, args, future, loop))
+        return await future
+
+    def crawl_thread():
+        try:
+            outcome["value"] = asyncio.run(make_coroutine(db))
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome["error"] = exc
+        finally:
+            requests.put(None)
+
+    thread = threading.Thread(target=crawl_thread, name="crawl-loop", daemon=True)
+    thread.start()
+    while (request := requests.get()) is not None:
+        fn, args, future, loop = request
+        try:
+            value = fn(*args)
+        except BaseException as exc:
+            loop.call_soon_threadsafe(_settle, future, None, exc)
+        else:
+            loop.call_soon_threadsafe(_settle, future, value, None)
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _settle(future: asyncio.Future, value, error) -> None:
+    if future.done():  # the awaiting task was cancelled meanwhile
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+
+
+async def _crawl_items(items, setup: CrawlSetup, writer: ChunkWriter, db, *, serial: bool):
+    deadline = time.monotonic() + knob("CHUNK_SOFT_DEADLINE")
+    marker = fault_injection_marker()
+    context = PageContext(setup.checks, is_internal=_internal_test(setup.scope))
+    window = setup.window
+    if serial:
+        window = WindowPolicy(floor=1, start=1, cap=1, per_host=1, rate=window.rate,
+                              crawl_delay=window.crawl_delay)
+
+    async with Fetcher(setup.policy, setup.guard, concurrency=window.cap) as fetcher:
+
+        async def work(item: Item) -> PageOutcome:
+            if serial:
+                await db(writer.mark_try, item)
+            if marker and marker in item.url:
+                os._exit(137)  # fault injection (tests only): die like an OOM-killed worker
+            if item.kind == Page.Kind.PAGE:
+                ctx = PageContext(context.settings, context.is_internal, in_sitemap=item.in_sitemap)
+                return await process_page(fetcher, item.url, item.depth, ctx)
+            result = await fetcher.check(item.url)
+            findings = run_page_checks(result, None, context) if item.kind == Page.Kind.RESOURCE else []
+            return PageOutcome(item.url, item.depth, result, None, tuple(findings), ())
+
+        async def sink(outcomes: list[PageOutcome]) -> None:
+            await db(writer.write, outcomes)
+
+        return await run_window(
+            items, work, sink, policy=window, host_of=lambda item: "",
+            health_of=lambda outcome: fetch_health(outcome.result, window),
+            soft_deadline=deadline, batch_size=1 if serial else SUB_BATCH, max_batch_wait=1.0,
+        )
+
+
+def _internal_test(scope: Scope | None) -> Callable[[str], bool]:
+    origin = scope.origin if scope else ""
+
+    def is_internal(url: str) -> bool:
+        try:
+            return origin_of(url) == origin
+        except InvalidURL:
+            return False
+
+    return is_internal
+
+
+def _release(lease: ChunkLease, ids: list[int] | None = None) -> None:
+    """Hand URLs this chunk holds back to the frontier (fenced by the token)."""
+    with transaction.atomic():
+        if not ChunkLease.objects.filter(pk=lease.pk, token=lease.token).exists():
+            return
+        rows = FrontierURL.objects.filter(audit_id=lease.audit_id, chunk=lease.number,
+                                          state=FrontierURL.State.LEASED)
+        if ids is not None:
+            rows = rows.filter(id__in=ids)
+        rows.update(state=FrontierURL.State.PENDING, chunk=None)
+
+
+def _finish_chunk(lease: ChunkLease, unfinished: list[int] | None = None) -> bool:
+    """Release unstarted URLs and mark the chunk done; False if we no longer own it."""
+    with transaction.atomic():
+        done = ChunkLease.objects.filter(pk=lease.pk, token=lease.token, state=ChunkLease.State.LEASED).update(
+            state=ChunkLease.State.DONE, finished_at=Now())
+        if not done:
+            return False
+        if unfinished:
+            FrontierURL.objects.filter(id__in=unfinished, chunk=lease.number, state=FrontierURL.State.LEASED
+                                       ).update(state=FrontierURL.State.PENDING, chunk=None)
+    return True
+
+
+def abandon_chunk(lease: ChunkLease, dispatcher: Dispatcher) -> bool:
+    """A chunk out of attempts: its remaining URLs are recorded as lost and the crawl goes on.
+
+    If the start page itself is among them the audit fails (``worker_lost``):
+    nothing else can be found without it.
+    """
+    with transaction.atomic():
+        updated = ChunkLease.objects.filter(pk=lease.pk, state=ChunkLease.State.LEASED,
+                                            leased_until__lt=Now()).update(
+            state=ChunkLease.State.ABANDONED, token=None, finished_at=Now())
+        if not updated:
+            return False
+        audit = Audit.objects.get(pk=lease.audit_id)
+        lost = list(FrontierURL.objects.filter(audit=audit, chunk=lease.number, state=FrontierURL.State.LEASED))
+        _record_lost(audit, lost)
+        if any(row.depth == 0 and row.linked for row in lost) and not Page.objects.filter(
+                audit=audit, depth=0, fetch_error="").exists():
+            audit.fail(Audit.ErrorCode.WORKER_LOST,
+                       f"The start page killed its worker {lease.attempts} times.", Audit.Phase.CRAWLING)
+            return True
+        advance(audit, lease.number, dispatcher)
+    return True
+
+
+def _record_lost(audit: Audit, rows: list[FrontierURL]) -> None:
+    Page.objects.bulk_create([
+        Page(audit=audit, url=row.url, url_hash=row.url_hash, kind=row.kind, depth=row.depth,
+             final_url=row.url, fetch_error=FetchError.WORKER_LOST.value, fetch_error_detail=WORKER_LOST_DETAIL,
+             in_sitemap=row.in_sitemap)
+        for row in rows
+    ], ignore_conflicts=True)
+    FrontierURL.objects.filter(id__in=[row.id for row in rows]).update(state=FrontierURL.State.DONE)
+    audit.beat(pages_failed=sum(1 for row in rows if row.kind == Page.Kind.PAGE))
+
+
+def advance(audit: Audit, after: int, dispatcher: Dispatcher) -> None:
+    """After chunk ``after``: schedule the next chunk, or finalize when nothing is left."""
+    if not Audit.objects.filter(pk=audit.pk, status=Audit.Status.RUNNING).exists():
+        return
+    if _has_work(audit):
+        _schedule_chunk(audit, after + 1, dispatcher)
+        return
+    if audit.begin_finalize():
+        dispatcher.finalize(audit.pk)
+
+
+def _has_work(audit: Audit) -> bool:
+    pending = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING)
+    if pending.exclude(kind=Page.Kind.PAGE).exists():
+        return True
+    crawled = FrontierURL.objects.filter(audit=audit, kind=Page.Kind.PAGE).exclude(
+        state=FrontierURL.State.PENDING).exclude(skip_reason__gt="").count()
+    return crawled < audit.max_pages and pending.exists()
+
+
+# --- writing a sub-batch -------------------------------------------------------------
+
+
+class ChunkWriter:
+    """Writes one sub-batch of results in one fenced transaction (runs in the DB thread)."""
+
+    def __init__(self, audit: Audit, lease: ChunkLease, setup: CrawlSetup, on_batch=None):
+        self.audit = audit
+        self.lease = lease
+        self.setup = setup
+        self.on_batch = on_batch
+        self.max_variants = TEMPLATE_BUDGET
+
+    # Serial (retry) mode: a URL is marked before it is fetched; one still marked
+    # on the next try is the URL that killed the worker.
+    def drop_poison(self, items: list[Item]) -> list[Item]:
+        poison = [item for item in items if item.tries > 0]
+        if poison:
+            with transaction.atomic():
+                self._fence()
+                _record_lost(self.audit, list(FrontierURL.objects.filter(id__in=[i.id for i in poison])))
+        return [item for item in items if item.tries == 0]
+
+    def mark_try(self, item: Item) -> None:
+        with transaction.atomic():
+            self._fence()
+            FrontierURL.objects.filter(id=item.id).update(tries=F("tries") + 1)
+
+    def _fence(self) -> None:
+        ttl = timedelta(seconds=knob("LEASE_SECONDS"))
+        extended = ChunkLease.objects.filter(
+            pk=self.lease.pk, token=self.lease.token, state=ChunkLease.State.LEASED
+        ).update(leased_until=Now() + ttl)
+        if not extended:
+            raise LeaseLost()
+
+    def write(self, outcomes: list[PageOutcome]) -> None:
+        with transaction.atomic():
+            self._fence()
+            pages = self._write_pages(outcomes)
+            issues = self._write_issues(outcomes, pages)
+            discovered = self._write_links(outcomes)
+            FrontierURL.objects.filter(
+                audit=self.audit, chunk=self.lease.number, state=FrontierURL.State.LEASED,
+                url_hash__in=[url_hash(o.url) for o in outcomes],
+            ).update(state=FrontierURL.State.DONE)
+            crawled = sum(1 for o in outcomes if _kind_of(o, pages) == Page.Kind.PAGE)
+            failed = sum(1 for o in outcomes if o.result.error is not None and _kind_of(o, pages) == Page.Kind.PAGE)
+            severities = [i.severity for i in issues]
+            self.audit.beat(
+                pages_crawled=crawled, pages_failed=failed, pages_discovered=discovered,
+                issues_critical=severities.count("critical"), issues_warning=severities.count("warning"),
+                issues_notice=severities.count("notice"),
+            )
+            status = Audit.objects.filter(pk=self.audit.pk).values_list("status", flat=True).first()
+        if self.on_batch:
+            self.on_batch(outcomes, issues)
+        if status != Audit.Status.RUNNING:
+            raise AuditStopped()
+
+    def _write_pages(self, outcomes: list[PageOutcome]) -> dict[str, tuple[int, str]]:
+        kinds = dict(FrontierURL.objects.filter(
+            audit=self.audit, url_hash__in=[url_hash(o.url) for o in outcomes]).values_list("url_hash", "kind"))
+        rows = []
+        for o in outcomes:
+            digest = url_hash(o.url)
+            rows.append(page_row(self.audit, o, digest, kinds.get(digest, Page.Kind.PAGE)))
+        Page.objects.bulk_create(
+            rows, update_conflicts=True, unique_fields=["audit", "url_hash"],
+            update_fields=[f for f in PAGE_UPDATE_FIELDS],
+        )
+        found = Page.objects.filter(audit=self.audit, url_hash__in=[r.url_hash for r in rows])
+        return {digest: (pk, kind) for digest, pk, kind in found.values_list("url_hash", "id", "kind")}
+
+    def _write_issues(self, outcomes, pages) -> list[Issue]:
+        rows = []
+        for o in outcomes:
+            page_id = pages.get(url_hash(o.url), (None, ""))[0]
+            rows.extend(issue_row(self.audit.pk, page_id, o.url, f) for f in o.findings)
+        Issue.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
+        return rows
+
+    def _write_links(self, outcomes: list[PageOutcome]) -> int:
+        """Link edges for every outlink; new frontier rows for what the crawl should fetch."""
+        audit, setup = self.audit, self.setup
+        scope = setup.scope
+        edges: list[LinkEdge] = []
+        candidates: dict[str, FrontierURL] = {}
+        blocked: dict[str, tuple[str, str]] = {}
+        for o in outcomes:
+            if o.facts is None:
+                continue
+            try:
+                page_internal = scope is not None and origin_of(o.result.final_url or o.url) == scope.origin
+            except InvalidURL:
+                page_internal = False
+            source_hash = url_hash(o.url)
+            for link in o.outlinks:
+                target_hash = url_hash(link.url)
+                internal = _same_origin(link.url, scope)
+                edges.append(LinkEdge(
+                    audit=audit, source_hash=source_hash, source_url=o.url, target_hash=target_hash,
+                    target_url=link.url, tag=link.tag, anchor_text=clean(link.text, 200), nofollow=link.nofollow,
+                    internal=internal,
+                    key=issue_key("edge", source_hash, target_hash, f"{link.tag}\x1f{link.text[:200]}"),
+                ))
+                if not page_internal or target_hash in candidates or link.tag == "form":
+                    continue
+                if link.tag in NAV_TAGS and internal:
+                    if not scope.contains(link.url) or o.depth + 1 > audit.max_depth or trap_reason(link.url):
+                        continue
+                    if audit.respect_robots and not setup.robots.allowed(link.url, setup.user_agent):
+                        blocked.setdefault(target_hash, (link.url, o.url))
+                        continue
+                    candidates[target_hash] = FrontierURL(
+                        audit=audit, url=link.url, url_hash=target_hash, depth=o.depth + 1, found_on=o.url,
+                        linked=True, template_key=_tkey(link.url), kind=Page.Kind.PAGE)
+                elif internal and link.tag in RESOURCE_TAGS:
+                    if audit.respect_robots and not setup.robots.allowed(link.url, setup.user_agent):
+                        continue
+                    candidates[target_hash] = FrontierURL(
+                        audit=audit, url=link.url, url_hash=target_hash, depth=o.depth + 1, found_on=o.url,
+                        kind=Page.Kind.RESOURCE)
+                elif not internal and audit.check_external and (link.tag in NAV_TAGS or link.tag in RESOURCE_TAGS):
+                    candidates[target_hash] = FrontierURL(
+                        audit=audit, url=link.url, url_hash=target_hash, depth=o.depth + 1, found_on=o.url,
+                        kind=Page.Kind.EXTERNAL)
+        LinkEdge.objects.bulk_create(edges, ignore_conflicts=True, batch_size=1000)
+        return self._queue(candidates, blocked)
+
+    def _queue(self, candidates: dict[str, FrontierURL], blocked: dict[str, tuple[str, str]]) -> int:
+        audit = self.audit
+        all_hashes = list(candidates) + list(blocked)
+        existing = dict(FrontierURL.objects.filter(audit=audit, url_hash__in=all_hashes).values_list(
+            "url_hash", "linked"))
+        # A sitemap-only URL reached by a link now gets its click depth.
+        relink = [h for h, linked in existing.items() if not linked and h in candidates]
+        for depth in {candidates[h].depth for h in relink}:
+            hashes = [h for h in relink if candidates[h].depth == depth]
+            FrontierURL.objects.filter(audit=audit, url_hash__in=hashes).update(linked=True, depth=depth)
+            Page.objects.filter(audit=audit, url_hash__in=hashes, depth__gt=depth).update(depth=depth)
+        fresh = [row for h, row in candidates.items() if h not in existing]
+        # Trap budget per path template, counted in the database so every chunk agrees.
+        keys = {row.template_key for row in fresh if row.kind == Page.Kind.PAGE}
+        counts = dict(FrontierURL.objects.filter(audit=audit, template_key__in=keys).values(
+            "template_key").annotate(n=Count("id")).values_list("template_key", "n")) if keys else {}
+        admitted = []
+        for row in fresh:
+            if row.kind == Page.Kind.PAGE:
+                seen = counts.get(row.template_key, 0)
+                if seen >= self.max_variants:
+                    continue
+                counts[row.template_key] = seen + 1
+            admitted.append(row)
+        from crawler.catalogue import finding
+
+        skipped = []
+        for h, (url, found_on) in blocked.items():
+            if h in existing:
+                continue
+            skipped.append(FrontierURL(audit=audit, url=url, url_hash=h, found_on=found_on, linked=True,
+                                       state=FrontierURL.State.DONE, skip_reason=FetchError.BLOCKED_BY_ROBOTS.value))
+        FrontierURL.objects.bulk_create(admitted + skipped, ignore_conflicts=True, batch_size=1000)
+        if skipped:
+            Issue.objects.bulk_create([
+                issue_row(audit.pk, None, row.url, finding(
+                    "blocked_by_robots", f"Disallowed by robots.txt; linked from {row.found_on}"))
+                for row in skipped
+            ], ignore_conflicts=True)
+        return len(admitted)
+
+
+def _same_origin(url: str, scope: Scope | None) -> bool:
+    if scope is None:
+        return False
+    try:
+        return origin_of(url) == scope.origin
+    except InvalidURL:
+        return False
+
+
+def _kind_of(outcome: PageOutcome, pages: dict[str, tuple[int, str]]) -> str:
+    return pages.get(url_hash(outcome.url), (None, Page.Kind.PAGE))[1]
+
+
+PAGE_UPDATE_FIELDS = [
+    "final_url", "status_code", "redirect_chain", "redirect_count", "content_type", "size_bytes", "ttfb_ms",
+    "total_ms", "title", "description", "canonical", "canonical_hash", "h1_count", "word_count", "robots",
+    "indexable", "content_hash", "outlinks", "fetch_error", "fetch_error_detail", "crawled_at",
+]
+
+
+def page_row(audit: Audit, outcome: PageOutcome, digest: str, kind: str) -> Page:
+    result: FetchResult = outcome.result
+    facts = outcome.facts
+    robots = set()
+    canonical = ""
+    title = description = content_hash = ""
+    h1 = words = 0
+    if facts is not None:
+        from crawler.parse import canonical_from_link_header, robots_directives
+
+        robots = set(facts.robots) | set(robots_directives(result.headers.get("x-robots-tag")))
+        raw = [c.url for c in facts.canonicals] or list(canonical_from_link_header(result.headers.get("link")))
+        if raw:
+            try:
+                canonical = normalize(raw[0], base=result.final_url or outcome.url)
+            except InvalidURL:
+                canonical = ""
+        title = facts.title or ""
+        description = facts.descriptions[0] if facts.descriptions else ""
+        h1, words, content_hash = facts.h1_count, facts.word_count, facts.content_hash[:32]
+    indexable = bool(facts is not None and result.status == 200 and "noindex" not in robots and "none" not in robots)
+    return Page(
+        audit=audit, url=outcome.url, url_hash=digest, kind=kind, depth=outcome.depth,
+        final_url=clean(result.final_url, 8000), status_code=result.status,
+        redirect_chain=[[clean(h.url, 2000), h.status, clean(h.location, 2000)] for h in result.redirects],
+        redirect_count=len(result.redirects), content_type=clean(result.content_type, 100),
+        size_bytes=min(result.size, 2**31 - 1), ttfb_ms=int(result.ttfb * 1000), total_ms=int(result.elapsed * 1000),
+        title=clean(title, 1000), description=clean(description, 2000), canonical=clean(canonical, 8000),
+        canonical_hash=url_hash(canonical) if canonical else "", h1_count=min(h1, 32767), word_count=words,
+        robots=clean(",".join(sorted(robots)), 200), indexable=indexable, content_hash=content_hash,
+        outlinks=len(outcome.outlinks), fetch_error=result.error.value if result.error else "",
+        fetch_error_detail=clean(result.error_detail, 500), crawled_at=timezone.now(),
+    )
+
+
+# --- resume ----------------------------------------------------------------------------
+
+
+def run_resume(audit_id: int, dispatcher: Dispatcher | None = None) -> None:
+    """Continue a failed or cancelled audit (already re-queued) from its frontier."""
+    dispatcher = dispatcher or Dispatcher()
+    audit = Audit.objects.get(pk=audit_id)
+    if audit.status != Audit.Status.QUEUED:
+        return
+    if not audit.origin:  # it never got past start: start again
+        run_start(audit_id, dispatcher)
+        return
+    with transaction.atomic():
+        if not audit.resume_crawl():
+            return
+        # The dead run's leases are void; their URLs go back to the frontier.
+        ChunkLease.objects.filter(audit=audit).exclude(state=ChunkLease.State.DONE).update(
+            state=ChunkLease.State.ABANDONED, token=None)
+        FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.LEASED).update(
+            state=FrontierURL.State.PENDING, chunk=None)
+        last = ChunkLease.objects.filter(audit=audit).aggregate(n=Max("number"))["n"] or 0
+        advance(audit, last, dispatcher)

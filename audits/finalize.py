@@ -1,0 +1,255 @@
+"""Cross-page checks, run once the crawl is over, as set-based SQL over pages and links.
+
+Each check is one query that returns the rows to report; issues are written in
+batches with insert-or-ignore on their stable key, so running finalize twice
+(django-q2 redelivers, the watchdog re-enqueues) reports everything once. The SQL
+is plain enough to run unchanged on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+
+from django.db import connection, transaction
+from django.db.models import Count
+
+from crawler.catalogue import finding
+from crawler.types import FetchError
+
+from .crawling import issue_key, issue_row
+from .models import Audit, ChunkLease, FrontierURL, Issue, Page
+
+log = logging.getLogger(__name__)
+
+DEEP_PAGE_DEPTH = 4
+UNVERIFIED_EXTERNAL = (401, 403, 429, 999)  # the server refuses robots: not evidence the link is dead
+# Our own failures say nothing about the site, so they never make a link "broken".
+NOT_SITE_FAULTS = (FetchError.WORKER_LOST.value, FetchError.SSRF_BLOCKED.value)
+BATCH = 1000
+
+
+def run_finalize(audit_id: int) -> bool:
+    audit = Audit.objects.get(pk=audit_id)
+    if audit.status != Audit.Status.FINALIZING:
+        return False
+    audit.beat()
+    with transaction.atomic():
+        _update_page_columns(audit)
+    for check in CHECKS:
+        with transaction.atomic():
+            _insert(audit, check(audit.pk))
+        audit.beat()
+    with transaction.atomic():
+        recount(audit)
+        # Scratch state no screen needs; link edges stay (inlinks, links.csv).
+        FrontierURL.objects.filter(audit=audit).delete()
+        ChunkLease.objects.filter(audit=audit).delete()
+        return audit.finish()
+
+
+def recount(audit: Audit) -> None:
+    """Exact counters from the rows (chunk-time counters can double count retries)."""
+    by_severity = dict(audit.issues.values("severity").annotate(n=Count("id")).values_list("severity", "n"))
+    pages = audit.pages.filter(kind=Page.Kind.PAGE)
+    Audit.objects.filter(pk=audit.pk).update(
+        issues_critical=by_severity.get("critical", 0), issues_warning=by_severity.get("warning", 0),
+        issues_notice=by_severity.get("notice", 0), pages_crawled=pages.count(),
+        pages_failed=pages.exclude(fetch_error="").count(),
+    )
+
+
+def _insert(audit: Audit, rows: Iterable[Issue]) -> None:
+    batch: list[Issue] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= BATCH:
+            Issue.objects.bulk_create(batch, ignore_conflicts=True)
+            batch = []
+    if batch:
+        Issue.objects.bulk_create(batch, ignore_conflicts=True)
+
+
+def _rows(sql: str, params: list) -> Iterator[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        while True:
+            chunk = cursor.fetchmany(BATCH)
+            if not chunk:
+                return
+            yield from chunk
+
+
+def _update_page_columns(audit: Audit) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE audits_page SET in_sitemap = TRUE WHERE audit_id = %s AND url_hash IN "
+            "(SELECT url_hash FROM audits_frontierurl WHERE audit_id = %s AND in_sitemap)",
+            [audit.pk, audit.pk],
+        )
+        cursor.execute(
+            "UPDATE audits_page SET inlinks = (SELECT COUNT(*) FROM audits_linkedge e WHERE e.audit_id = %s "
+            "AND e.target_hash = audits_page.url_hash AND e.tag IN ('a', 'area')) WHERE audit_id = %s",
+            [audit.pk, audit.pk],
+        )
+
+
+def _why_broken(status: int | None, error: str) -> str:
+    if error:
+        try:
+            return f"failed: {FetchError(error).label}"
+        except ValueError:
+            return f"failed: {error}"
+    return f"answered {status}"
+
+
+# --- the checks ----------------------------------------------------------------------
+
+
+def broken_links(audit_id: int) -> Iterator[Issue]:
+    """Links and resources whose target's final result is 4xx, 5xx or a failure."""
+    sql = """
+        SELECT e.source_url, s.id, e.target_url, e.tag, e.anchor_text, e.internal, t.status_code, t.fetch_error
+        FROM audits_linkedge e
+        JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
+        LEFT JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
+        WHERE e.audit_id = %s AND e.tag <> 'form'
+          AND (t.status_code >= 400 OR (t.fetch_error <> '' AND t.fetch_error NOT IN (%s, %s)))
+    """
+    for source, source_id, target, tag, anchor, internal, status, error in _rows(sql, [audit_id, *NOT_SITE_FAULTS]):
+        why = _why_broken(status, error)
+        if tag in ("a", "area"):
+            if internal:
+                f = finding("broken_link_internal", f"Link “{anchor or target}” {why}", target)
+            else:
+                if not error and status in UNVERIFIED_EXTERNAL:
+                    continue  # recorded on the external URL's row as unverified, not reported broken
+                f = finding("broken_link_external", f"External link “{anchor or target}” {why}", target)
+        else:
+            f = finding("broken_resource", f"{tag} resource {why}", target)
+        row = issue_row(audit_id, source_id, source, f)
+        # One row per (source, target, anchor text): the anchor is part of the key.
+        row.key = issue_key(f.code, source, target, anchor)
+        yield row
+
+
+def links_to_redirects(audit_id: int) -> Iterator[Issue]:
+    sql = """
+        SELECT DISTINCT e.source_url, s.id, e.target_url, t.final_url
+        FROM audits_linkedge e
+        JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
+        LEFT JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
+        WHERE e.audit_id = %s AND e.internal AND e.tag IN ('a', 'area') AND t.redirect_count > 0
+          AND t.fetch_error = '' AND t.status_code < 400
+    """
+    for source, source_id, target, final in _rows(sql, [audit_id]):
+        yield issue_row(audit_id, source_id, source,
+                        finding("redirect_internal_link", f"Links to {target}, which redirects to {final}", target))
+
+
+def redirects_to_broken(audit_id: int) -> Iterator[Issue]:
+    sql = """
+        SELECT id, url, final_url, status_code, fetch_error FROM audits_page
+        WHERE audit_id = %s AND redirect_count > 0 AND kind <> 'external'
+          AND (status_code >= 400 OR fetch_error <> '')
+    """
+    for page_id, url, final, status, error in _rows(sql, [audit_id]):
+        yield issue_row(audit_id, page_id, url,
+                        finding("redirect_broken_target", f"Redirects to {final}, which {_why_broken(status, error)}"))
+
+
+def bad_canonicals(audit_id: int) -> Iterator[Issue]:
+    sql = """
+        SELECT p.id, p.url, p.canonical, t.status_code, t.redirect_count, t.fetch_error, t.indexable, t.kind, f.skip_reason
+        FROM audits_page p
+        LEFT JOIN audits_page t ON t.audit_id = p.audit_id AND t.url_hash = p.canonical_hash
+        LEFT JOIN audits_frontierurl f ON f.audit_id = p.audit_id AND f.url_hash = p.canonical_hash
+        WHERE p.audit_id = %s AND p.kind = 'page' AND p.canonical_hash <> '' AND p.canonical_hash <> p.url_hash
+    """
+    for page_id, url, canonical, status, redirects, error, indexable, kind, skip in _rows(sql, [audit_id]):
+        if skip == FetchError.BLOCKED_BY_ROBOTS.value:
+            why = "is blocked by robots.txt"
+        elif status is None and not error:
+            continue  # the target was never fetched (out of scope or past the limits): nothing to say
+        elif error or (status and status >= 400):
+            why = _why_broken(status, error)
+        elif redirects:
+            why = "redirects"
+        elif kind == "page" and status == 200 and not indexable:
+            why = "is noindex"
+        else:
+            continue
+        yield issue_row(audit_id, page_id, url, finding("canonical_bad_target", f"Canonical {canonical} {why}", canonical))
+
+
+def sitemap_problems(audit_id: int) -> Iterator[Issue]:
+    """Orphans (in the sitemap, never linked) and sitemap URLs that fail, redirect or are not indexable."""
+    sql = """
+        SELECT p.id, p.url, f.linked, p.status_code, p.redirect_count, p.fetch_error, p.indexable,
+               p.canonical_hash, p.url_hash, p.content_type
+        FROM audits_frontierurl f
+        JOIN audits_page p ON p.audit_id = f.audit_id AND p.url_hash = f.url_hash
+        WHERE f.audit_id = %s AND f.in_sitemap
+    """
+    for page_id, url, linked, status, redirects, error, indexable, canonical_hash, digest, ctype in _rows(sql, [audit_id]):
+        if not linked:
+            yield issue_row(audit_id, page_id, url, finding(
+                "orphan_page", "Listed in the sitemap but no crawled page links to it"))
+        problem = None
+        if error and error not in NOT_SITE_FAULTS:
+            problem = _why_broken(status, error)
+        elif redirects:
+            problem = "redirects"
+        elif status is not None and status != 200:
+            problem = f"answers {status}"
+        elif status == 200 and ctype in ("text/html", "application/xhtml+xml") and not indexable:
+            problem = "is noindex"
+        elif canonical_hash and canonical_hash != digest:
+            problem = "is canonicalised to another URL"
+        if problem:
+            yield issue_row(audit_id, page_id, url, finding("sitemap_bad_url", f"Sitemap lists this URL, which {problem}"))
+
+
+def _duplicates(audit_id: int, column: str, code: str, label: str) -> Iterator[Issue]:
+    # `column` is one of our own column names, never user input.
+    sql = f"""
+        SELECT p.id, p.url, p.{column}, g.n
+        FROM audits_page p
+        JOIN (SELECT {column} AS value, COUNT(*) AS n FROM audits_page
+              WHERE audit_id = %s AND kind = 'page' AND indexable AND {column} <> ''
+              GROUP BY {column} HAVING COUNT(*) > 1) g ON g.value = p.{column}
+        WHERE p.audit_id = %s AND p.kind = 'page' AND p.indexable
+    """
+    for page_id, url, value, count in _rows(sql, [audit_id, audit_id]):
+        shown = value if column != "content_hash" else "identical body text"
+        yield issue_row(audit_id, page_id, url, finding(
+            code, f"{label} shared with {count - 1} other page{'s' if count > 2 else ''}: {shown[:120]}"))
+
+
+def duplicate_titles(audit_id: int) -> Iterator[Issue]:
+    return _duplicates(audit_id, "title", "title_duplicate", "Title")
+
+
+def duplicate_descriptions(audit_id: int) -> Iterator[Issue]:
+    return _duplicates(audit_id, "description", "meta_description_duplicate", "Description")
+
+
+def duplicate_content(audit_id: int) -> Iterator[Issue]:
+    return _duplicates(audit_id, "content_hash", "duplicate_content", "Content")
+
+
+def deep_pages(audit_id: int) -> Iterator[Issue]:
+    sql = """
+        SELECT p.id, p.url, p.depth FROM audits_page p
+        JOIN audits_frontierurl f ON f.audit_id = p.audit_id AND f.url_hash = p.url_hash
+        WHERE p.audit_id = %s AND p.kind = 'page' AND f.linked AND p.depth > %s
+    """
+    for page_id, url, depth in _rows(sql, [audit_id, DEEP_PAGE_DEPTH]):
+        yield issue_row(audit_id, page_id, url, finding(
+            "deep_page", f"{depth} clicks from the start page (more than {DEEP_PAGE_DEPTH})"))
+
+
+CHECKS = [
+    broken_links, links_to_redirects, redirects_to_broken, bad_canonicals, sitemap_problems,
+    duplicate_titles, duplicate_descriptions, duplicate_content, deep_pages,
+]

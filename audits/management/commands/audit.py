@@ -1,0 +1,232 @@
+"""Audit a site from the command line, in-process, for CI pipelines and scripts.
+
+It runs the same start / chunk / finalize code as the worker cluster (only the
+scheduling differs), stores the audit like any other, streams a JSON Lines report
+as results arrive, prints a short summary and exits with:
+
+    0  no issue at the --fail-on level
+    1  issues at that level
+    2  usage error, or the audit could not start or failed
+    130 interrupted (Ctrl-C): partial results written, audit marked cancelled
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from django.db.models import Max
+
+from crawler.errors import CrawlError
+from crawler.net import AddressGuard
+from crawler.urls import InvalidURL, compile_patterns, normalize
+
+from ...crawling import InlineDispatcher, run_chunk, run_start
+from ...finalize import run_finalize
+from ...models import Audit, Issue, Page
+from ...services import create_audit
+
+SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
+
+
+class Command(BaseCommand):
+    help = "Crawl and audit a site in-process; exit 1 when issues at --fail-on level are found."
+
+    def add_arguments(self, parser):
+        parser.add_argument("url", help="Start URL (http or https)")
+        parser.add_argument("--max-pages", type=int, default=500)
+        parser.add_argument("--max-depth", type=int, default=10)
+        parser.add_argument("--concurrency", type=int, default=8)
+        parser.add_argument("--rate", type=float, default=None, help="Requests per second (default: no limit)")
+        parser.add_argument("--include", action="append", default=[], help="Regex a URL must match (repeatable)")
+        parser.add_argument("--exclude", action="append", default=[], help="Regex that excludes a URL (repeatable)")
+        parser.add_argument("--user-agent", default="")
+        parser.add_argument("--ignore-robots", action="store_true", help="Ignore robots.txt (sites you own)")
+        parser.add_argument("--no-external", action="store_true", help="Do not check external links")
+        parser.add_argument("--allow-private", action="store_true",
+                            help="Allow private and loopback addresses (your own local or staging sites)")
+        parser.add_argument("--out", help="Write a JSON Lines report here ('-' for standard output)")
+        parser.add_argument("--fail-on", choices=["critical", "warning", "notice"], default="critical")
+        parser.add_argument("--enqueue", action="store_true",
+                            help="Hand the audit to the worker cluster, print its id and return")
+        parser.add_argument("--owner", help="Username that owns the audit (default: admin, else a 'cli' user)")
+
+    def handle(self, *args, **opts):
+        limits = self._limits(opts)
+        owner = self._owner(opts.get("owner"))
+        if opts["enqueue"]:
+            audit = create_audit(owner, enforce_quota=False, **limits)
+            self.stdout.write(str(audit.pk))
+            return
+        out = self._open_out(opts.get("out"))
+        console = self.stderr if out is sys.stdout else self.stdout
+        audit = Audit.objects.create(owner=owner, **limits)
+        console.write(f"Audit {audit.pk}: crawling {audit.start_url}")
+        report = Report(out)
+        try:
+            code = self._crawl(audit, report, opts["fail_on"])
+        except KeyboardInterrupt:
+            audit.refresh_from_db()
+            audit.cancel("Interrupted from the command line.")
+            code = 130
+        audit.refresh_from_db()
+        report.summary(audit, code)
+        if out not in (None, sys.stdout):
+            out.close()
+        self._print_summary(console, audit, code)
+        if code:
+            raise SystemExit(code)
+
+    # --- running --------------------------------------------------------------
+
+    def _crawl(self, audit: Audit, report: Report, fail_on: str) -> int:
+        dispatcher = InlineDispatcher()
+        run_start(audit.pk, dispatcher)
+        guard = 0
+        while dispatcher.steps:
+            guard += 1
+            if guard > 1_000_000:  # every loop has a cap; this one is never reached by a real crawl
+                break
+            step, audit_id, number = dispatcher.steps.pop(0)
+            if step == "chunk":
+                run_chunk(audit_id, number, dispatcher, on_batch=report.batch)
+            else:
+                before = Issue.objects.filter(audit_id=audit_id).aggregate(n=Max("id"))["n"] or 0
+                run_finalize(audit_id)
+                report.issues(Issue.objects.filter(audit_id=audit_id, id__gt=before).order_by("id"))
+        audit.refresh_from_db()
+        if audit.status != Audit.Status.COMPLETED:
+            return 2
+        worst = SEVERITY_RANK[fail_on]
+        levels = [s for s, rank in SEVERITY_RANK.items() if rank <= worst]
+        return 1 if audit.issues.filter(severity__in=levels).exists() else 0
+
+    # --- input ------------------------------------------------------------------
+
+    def _limits(self, opts) -> dict:
+        try:
+            url = normalize(opts["url"])
+        except InvalidURL as exc:
+            raise CommandError(f"Not a usable start URL: {exc}", returncode=2) from None
+        for name, low, high in (("max_pages", 1, 1_000_000), ("max_depth", 0, 1000), ("concurrency", 1, 64)):
+            if not low <= opts[name] <= high:
+                raise CommandError(f"--{name.replace('_', '-')} must be between {low} and {high}", returncode=2)
+        if opts["rate"] is not None and opts["rate"] <= 0:
+            raise CommandError("--rate must be positive", returncode=2)
+        try:
+            compile_patterns(opts["include"] + opts["exclude"])
+        except ValueError as exc:
+            raise CommandError(str(exc), returncode=2) from None
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            AddressGuard(allow_private=opts["allow_private"]).resolve_sync(parts.hostname, port)
+        except CrawlError as exc:
+            hint = " (use --allow-private for your own local or staging sites)" if "private" in str(
+                exc).lower() or "loopback" in str(exc).lower() or "refused" in str(exc).lower() else ""
+            raise CommandError(f"Cannot audit {url}: {exc}{hint}", returncode=2) from None
+        return {
+            "start_url": url, "max_pages": opts["max_pages"], "max_depth": opts["max_depth"],
+            "concurrency": opts["concurrency"], "rate": opts["rate"],
+            "include_patterns": "\n".join(opts["include"]), "exclude_patterns": "\n".join(opts["exclude"]),
+            "user_agent": opts["user_agent"], "respect_robots": not opts["ignore_robots"],
+            "check_external": not opts["no_external"], "allow_private": opts["allow_private"],
+        }
+
+    def _owner(self, username: str | None):
+        User = get_user_model()
+        if username:
+            user = User.objects.filter(username=username).first()
+            if user is None:
+                raise CommandError(f"No user named {username!r}", returncode=2)
+            return user
+        with transaction.atomic():
+            user = User.objects.filter(username="admin").first()
+            if user is None:
+                user, created = User.objects.get_or_create(username="cli")
+                if created:
+                    user.set_unusable_password()
+                    user.save(update_fields=["password"])
+        return user
+
+    def _open_out(self, path: str | None):
+        if not path:
+            return None
+        if path == "-":
+            return sys.stdout
+        try:
+            return open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in handle()
+        except OSError as exc:
+            raise CommandError(f"Cannot write {path}: {exc}", returncode=2) from None
+
+    # --- output -------------------------------------------------------------------
+
+    def _print_summary(self, console, audit: Audit, code: int) -> None:
+        pages = Page.objects.filter(audit=audit, kind=Page.Kind.PAGE)
+        classes = Counter(p.status_class for p in pages.only("status_code", "fetch_error").iterator())
+        console.write("")
+        console.write(f"Audit {audit.pk} {audit.get_status_display().lower()}: {audit.pages_crawled} pages")
+        if audit.error_code:
+            console.write(f"  stopped: {audit.get_error_code_display()} — {audit.error_detail}")
+        console.write("  pages by status: " + (", ".join(f"{k}: {v}" for k, v in sorted(classes.items())) or "none"))
+        console.write(f"  issues: {audit.issues_critical} critical, {audit.issues_warning} warnings, "
+                      f"{audit.issues_notice} notices")
+        slow = pages.filter(fetch_error="").order_by("-ttfb_ms")[:5]
+        if slow:
+            console.write("  slowest pages:")
+            for page in slow:
+                console.write(f"    {page.ttfb_ms:>6} ms  {page.url}")
+        broken = Issue.objects.filter(audit=audit, code__in=["broken_link_internal", "broken_link_external"])
+        total = broken.count()
+        if total:
+            console.write(f"  broken links ({total}):")
+            for issue in broken.order_by("id")[:10]:
+                console.write(f"    {issue.url} -> {issue.target_url}: {issue.message}")
+        console.write(f"  exit code {code}")
+
+
+class Report:
+    """The JSON Lines report, written as results arrive (one object per line, each with a type)."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def _write(self, record: dict) -> None:
+        if self.out is None:
+            return
+        self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    def batch(self, outcomes, issues) -> None:
+        by_url: dict[str, list] = {}
+        for issue in issues:
+            by_url.setdefault(issue.url, []).append(issue)
+        for outcome in outcomes:
+            result = outcome.result
+            self._write({
+                "type": "page", "url": outcome.url, "final_url": result.final_url, "status": result.status,
+                "depth": outcome.depth, "title": outcome.facts.title if outcome.facts else None,
+                "error": result.error.value if result.error else None,
+                "issues": [i.code for i in by_url.get(outcome.url, [])],
+            })
+        self.issues(issues)
+
+    def issues(self, issues) -> None:
+        for issue in issues:
+            self._write({"type": "issue", "code": issue.code, "severity": issue.severity, "url": issue.url,
+                         "target": issue.target_url or None, "message": issue.message})
+
+    def summary(self, audit: Audit, code: int) -> None:
+        self._write({
+            "type": "summary", "audit_id": audit.pk, "status": audit.status, "error_code": audit.error_code or None,
+            "error_detail": audit.error_detail or None, "pages": audit.pages_crawled,
+            "issues": {"critical": audit.issues_critical, "warning": audit.issues_warning,
+                       "notice": audit.issues_notice},
+            "exit_code": code,
+        })

@@ -1,0 +1,67 @@
+"""What the screens, the admin and the CLI do to audits: create, cancel, resume, re-run.
+
+Each one changes rows through the model's conditional transitions and enqueues
+work only after the transaction commits, so a worker never sees an id whose row
+is not there yet (and a rolled-back request enqueues nothing).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django_q.tasks import async_task
+
+from .models import Audit
+
+
+def enqueue(func: str, *args, name: str) -> None:
+    """Enqueue a task once the current transaction commits (immediately outside one)."""
+    transaction.on_commit(lambda: async_task(func, *args, task_name=name))
+
+
+class QuotaExceeded(Exception):
+    """The person already has as many audits running as they are allowed."""
+
+
+def create_audit(owner, *, enforce_quota: bool = True, **limits) -> Audit:
+    """Create a queued audit and enqueue its start, refusing past the running-audit quota.
+
+    The quota holds under concurrent submissions: on PostgreSQL the owner's user
+    row is locked for the transaction; on SQLite, IMMEDIATE transactions already
+    serialise writers, so the count and the insert cannot interleave.
+    """
+    with transaction.atomic():
+        if enforce_quota:
+            get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+            limit = settings.SITEWARD["MAX_RUNNING_AUDITS_PER_USER"]
+            if running_count(owner) >= limit:
+                raise QuotaExceeded(
+                    f"You already have {limit} audits queued or running; wait for one to finish or cancel one."
+                )
+        audit = Audit.objects.create(owner=owner, **limits)
+        enqueue("audits.tasks.start", audit.pk, name=f"audit-{audit.pk}-start")
+    return audit
+
+
+def cancel_audit(audit: Audit) -> bool:
+    """Cancel an active audit. Running chunks see the status between sub-batches and stop."""
+    return audit.cancel()
+
+
+def resume_audit(audit: Audit) -> bool:
+    """Continue a failed or cancelled audit from its frontier instead of starting over."""
+    with transaction.atomic():
+        if not audit.reopen_for_resume():
+            return False
+        enqueue("audits.tasks.resume", audit.pk, name=f"audit-{audit.pk}-resume")
+    return True
+
+
+def rerun_audit(audit: Audit) -> Audit:
+    """A fresh audit with the same settings and owner (subject to the same quota)."""
+    return create_audit(audit.owner, **audit.settings_copy())
+
+
+def running_count(owner) -> int:
+    return Audit.objects.filter(owner=owner, status__in=Audit.ACTIVE).count()

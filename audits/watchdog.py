@@ -1,0 +1,118 @@
+"""The watchdog: a django-q2 Schedule, every minute, that reconciles crawl state.
+
+It is the only place that re-enqueues work. It looks for what no exception handler
+can see: a worker killed mid-chunk (its lease expired), a task lost between a
+commit and its enqueue, a queue row dropped for a bad signature, an audit that
+made no progress for too long. Every action is a conditional UPDATE first, so two
+watchdogs running at once (two clusters) act once.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max
+from django.db.models.functions import Now
+from django.utils import timezone
+from django_q.models import OrmQ
+
+from .crawling import Dispatcher, abandon_chunk, advance
+from .models import Audit, ChunkLease
+
+log = logging.getLogger(__name__)
+
+
+def queued_task_names() -> set[str]:
+    """Names of tasks waiting in (or taken from, not yet acknowledged by) the ORM broker."""
+    return {row.name() for row in OrmQ.objects.all() if row.name()}
+
+
+def _claim_audit(audit: Audit) -> bool:
+    """Bump the heartbeat only if nobody else did since we read it: one watchdog acts."""
+    return Audit.objects.filter(pk=audit.pk, heartbeat_at=audit.heartbeat_at, status=audit.status).update(
+        heartbeat_at=timezone.now()) == 1
+
+
+def run_watchdog(now=None) -> str:
+    conf = settings.SITEWARD
+    now = now or timezone.now()
+    stall = timedelta(seconds=conf["STALL_SECONDS"])
+    grace = timedelta(seconds=conf["WATCHDOG_GRACE_SECONDS"])
+    names = queued_task_names()
+    dispatcher = Dispatcher()
+    actions: list[str] = []
+    for audit in Audit.objects.filter(status__in=Audit.ACTIVE).order_by("id"):
+        last = audit.heartbeat_at or audit.created_at
+        idle = now - last
+        if idle > stall:
+            if audit.fail(Audit.ErrorCode.STALLED,
+                          f"No progress for {int(idle.total_seconds())} s (limit {conf['STALL_SECONDS']} s)."):
+                actions.append(f"failed {audit.pk}: stalled")
+            continue
+        if audit.status == Audit.Status.RUNNING and audit.phase == Audit.Phase.CRAWLING:
+            actions.extend(_reconcile_chunks(audit, names, now, grace, dispatcher))
+            continue
+        if idle <= grace:
+            continue
+        # Queued, starting or finalizing with no task to carry it on: enqueue it again.
+        if audit.status == Audit.Status.QUEUED or audit.phase == Audit.Phase.STARTING:
+            kind = "resume" if audit.origin else "start"
+            if not ({f"audit-{audit.pk}-start", f"audit-{audit.pk}-resume"} & names) and _claim_audit(audit):
+                with transaction.atomic():
+                    dispatcher_enqueue(f"audits.tasks.{kind}", audit.pk, f"audit-{audit.pk}-{kind}")
+                actions.append(f"re-enqueued {kind} of {audit.pk}")
+        elif audit.status == Audit.Status.FINALIZING:
+            if f"audit-{audit.pk}-finalize" not in names and _claim_audit(audit):
+                with transaction.atomic():
+                    dispatcher.finalize(audit.pk)
+                actions.append(f"re-enqueued finalize of {audit.pk}")
+    if actions:
+        log.info("watchdog: %s", "; ".join(actions))
+    return "; ".join(actions) or "nothing to do"
+
+
+def dispatcher_enqueue(func: str, audit_id: int, name: str) -> None:
+    from .services import enqueue
+
+    enqueue(func, audit_id, name=name)
+
+
+def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dispatcher) -> list[str]:
+    actions = []
+    max_attempts = settings.SITEWARD["MAX_CHUNK_ATTEMPTS"]
+    # 1. Expired leases: a worker died (or hung past its lease). Re-enqueue while
+    #    attempts remain (the claim counts the attempt), else give the URLs up.
+    for lease in audit.chunks.filter(state=ChunkLease.State.LEASED, leased_until__lt=Now()):
+        if lease.attempts >= max_attempts:
+            if abandon_chunk(lease, dispatcher):
+                actions.append(f"abandoned chunk {lease.number} of {audit.pk} after {lease.attempts} attempts")
+            continue
+        with transaction.atomic():
+            reopened = ChunkLease.objects.filter(
+                pk=lease.pk, state=ChunkLease.State.LEASED, leased_until__lt=Now(), attempts=lease.attempts
+            ).update(state=ChunkLease.State.QUEUED, created_at=now)
+            if reopened:
+                dispatcher.chunk(audit.pk, lease.number)
+                actions.append(f"re-enqueued chunk {lease.number} of {audit.pk} (attempt {lease.attempts + 1})")
+    # 2. Chunks queued long ago whose task vanished (bad signature, lost enqueue).
+    for lease in audit.chunks.filter(state=ChunkLease.State.QUEUED, created_at__lt=now - grace):
+        if f"audit-{audit.pk}-chunk-{lease.number}" in names:
+            continue
+        with transaction.atomic():
+            if ChunkLease.objects.filter(pk=lease.pk, state=ChunkLease.State.QUEUED,
+                                         created_at=lease.created_at).update(created_at=now):
+                dispatcher.chunk(audit.pk, lease.number)
+                actions.append(f"re-enqueued lost chunk {lease.number} of {audit.pk}")
+    # 3. Every chunk finished but nothing scheduled the next step (a crash between
+    #    the commit and the enqueue): advance now.
+    open_chunks = audit.chunks.filter(state__in=[ChunkLease.State.QUEUED, ChunkLease.State.LEASED])
+    last_beat = audit.heartbeat_at or audit.created_at
+    if not open_chunks.exists() and now - last_beat > grace and _claim_audit(audit):
+        last = audit.chunks.aggregate(n=Max("number"))["n"] or 0
+        with transaction.atomic():
+            advance(audit, last, dispatcher)
+        actions.append(f"advanced {audit.pk} after chunk {last}")
+    return actions

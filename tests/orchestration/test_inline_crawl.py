@@ -1,0 +1,126 @@
+"""The start -> chunks -> finalize pipeline, run in-process (no cluster) against loopback sites."""
+
+import pytest
+
+from audits.crawling import InlineDispatcher, run_chunk, run_start
+from audits.finalize import run_finalize
+from audits.models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge
+from tests.crawler.fixture_site import (
+    BROKEN_INTERNAL,
+    DISALLOWED,
+    EXPECTED_DEPTHS,
+    NOINDEX,
+    SITEMAP_ONLY,
+    FixtureSite,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def crawl_inline(audit: Audit, max_steps: int = 500) -> InlineDispatcher:
+    dispatcher = InlineDispatcher()
+    run_start(audit.pk, dispatcher)
+    for _ in range(max_steps):
+        if not dispatcher.steps:
+            break
+        step, audit_id, number = dispatcher.steps.pop(0)
+        if step == "chunk":
+            run_chunk(audit_id, number, dispatcher)
+        else:
+            run_finalize(audit_id)
+    audit.refresh_from_db()
+    return dispatcher
+
+
+@pytest.fixture
+def site():
+    with FixtureSite() as fixture:
+        yield fixture
+
+
+def make(owner, url, **fields):
+    fields.setdefault("allow_private", True)
+    fields.setdefault("max_pages", 200)
+    fields.setdefault("max_depth", 5)
+    return Audit.objects.create(owner=owner, start_url=url, **fields)
+
+
+def test_a_fixture_site_is_crawled_end_to_end_with_true_click_depths(owner, site, fast_settings):
+    audit = make(owner, site.url("/"))
+    crawl_inline(audit)
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    pages = {p.url.removeprefix(site.url("")): p for p in audit.pages.filter(kind="page")}
+    for path, depth in EXPECTED_DEPTHS.items():
+        if path.startswith("/calendar/"):
+            continue
+        assert path in pages, f"{path} was not stored"
+        assert pages[path].depth == depth, f"{path}: depth {pages[path].depth}, expected {depth}"
+    # Each stored once, and the scratch state is gone after finalize.
+    assert audit.pages.count() == len({p.url_hash for p in audit.pages.all()})
+    assert not FrontierURL.objects.filter(audit=audit).exists()
+    assert not ChunkLease.objects.filter(audit=audit).exists()
+    assert site.hits(DISALLOWED) == 0
+    assert audit.pages_crawled == audit.pages.filter(kind="page").count()
+
+
+def test_broken_internal_links_are_reported_with_their_source_page(owner, site, fast_settings):
+    audit = make(owner, site.url("/"))
+    crawl_inline(audit)
+    broken = Issue.objects.filter(audit=audit, code="broken_link_internal")
+    targets = {i.target_url.removeprefix(site.url("")) for i in broken}
+    assert set(BROKEN_INTERNAL) <= targets
+    for issue in broken:
+        assert issue.page is not None and issue.page.url == issue.url
+        assert LinkEdge.objects.filter(audit=audit, source_url=issue.url, target_url=issue.target_url).exists()
+
+
+def test_site_level_and_cross_page_findings(owner, site, fast_settings):
+    audit = make(owner, site.url("/"))
+    crawl_inline(audit)
+    codes = set(audit.issues.values_list("code", flat=True))
+    assert {"blocked_by_robots", "redirect_internal_link", "noindex", "orphan_page", "http_4xx", "http_5xx"} <= codes
+    orphan = Issue.objects.get(audit=audit, code="orphan_page", url=site.url(SITEMAP_ONLY))
+    assert orphan.page.in_sitemap
+    assert Issue.objects.filter(audit=audit, code="noindex", url=site.url(NOINDEX)).exists()
+    blocked = Issue.objects.get(audit=audit, code="blocked_by_robots")
+    assert blocked.url == site.url(DISALLOWED)
+    # counters agree with the rows
+    assert audit.issues_total == audit.issues.count()
+
+
+def test_the_page_limit_is_respected(owner, site, fast_settings):
+    audit = make(owner, site.url("/"), max_pages=5)
+    crawl_inline(audit)
+    assert audit.status == Audit.Status.COMPLETED
+    assert audit.pages.filter(kind="page").count() == 5
+
+
+def test_a_redirecting_start_url_anchors_the_crawl_on_the_final_origin(owner, site, fast_settings):
+    from tests.crawler.fixture_site import START_REDIRECT
+
+    audit = make(owner, site.elsewhere + START_REDIRECT)
+    crawl_inline(audit)
+    assert audit.status == Audit.Status.COMPLETED
+    assert audit.origin == site.url("/").rstrip("/")
+    assert audit.pages.filter(kind="page").count() > 10
+
+
+def test_a_refused_start_address_fails_the_audit_with_ssrf_blocked(owner, site, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": False}
+    audit = make(owner, site.url("/"), allow_private=False)
+    crawl_inline(audit)
+    assert (audit.status, audit.error_code, audit.failed_phase) == ("failed", "ssrf_blocked", "starting")
+    assert site.hits("/") == 0
+
+
+def test_an_unreachable_start_url_fails_with_a_code(owner, fast_settings):
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    audit = make(owner, f"http://127.0.0.1:{port}/")
+    crawl_inline(audit)
+    assert (audit.status, audit.error_code) == ("failed", "start_url_unreachable")
+    assert "refused" in audit.error_detail.lower() or "connect" in audit.error_detail.lower()
