@@ -6,9 +6,13 @@ byte fixtures; ``load_robots`` is then run against real servers on 127.0.0.1.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 import subprocess
 import sys
+import time
+import tracemalloc
 
 import pytest
 
@@ -304,3 +308,201 @@ def test_from_stored_decides_the_same_in_another_process():
     )
     here = Robots.from_stored("ok", 200, body)
     assert json.loads(out.stdout) == [[allowed(here, p) for p in paths], 7.0]
+
+
+# ---------------------------------------------------------------- over loopback
+#
+# load_robots against pytest-httpserver on 127.0.0.1 through the real Fetcher
+# (its guard allows loopback only because the test says so).
+
+
+@pytest.fixture
+def server(httpserver_ipv4):
+    return httpserver_ipv4
+
+
+def fast_fetcher():
+    from crawler.fetch import Fetcher, FetchPolicy
+    from crawler.net import AddressGuard
+
+    policy = FetchPolicy(
+        connect_timeout=1.0,
+        read_timeout=0.5,
+        deadline=3.0,
+        max_retries=1,
+        backoff_base=0.01,
+        backoff_cap=0.05,
+        retry_after_cap=0.1,
+    )
+    return Fetcher(policy, AddressGuard(allow_private=True))
+
+
+def load(origin: str, **kwargs) -> Robots:
+    from crawler.robots import load_robots
+
+    async def go() -> Robots:
+        async with fast_fetcher() as fetcher:
+            return await load_robots(fetcher, origin, **kwargs)
+
+    return asyncio.run(go())
+
+
+def origin_of_server(server) -> str:
+    return server.url_for("/").rstrip("/")
+
+
+def requested_paths(server) -> list[str]:
+    return [request.path for request, _ in server.log]
+
+
+def test_loopback_503_html_robots_allows_nothing_and_no_page_is_requested(server):
+    page = "<html><body><h1>Service Unavailable</h1><p>User-agent: *</p></body></html>"
+    server.expect_request("/robots.txt").respond_with_data(
+        page, status=503, content_type="text/html"
+    )
+    origin = origin_of_server(server)
+    robots = load(origin)
+    assert robots.status == "unavailable"
+    assert robots.http_status == 503
+    assert not robots.allowed(origin + "/", UA)
+    assert not robots.allowed(origin + "/about", UA)
+    assert set(requested_paths(server)) == {"/robots.txt"}
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 410])
+def test_loopback_4xx_robots_allows_everything(server, status):
+    server.expect_request("/robots.txt").respond_with_data(
+        "User-agent: *\nDisallow: /\n", status=status
+    )
+    origin = origin_of_server(server)
+    robots = load(origin)
+    assert (robots.status, robots.http_status) == ("missing", status)
+    assert robots.allowed(origin + "/private", UA)
+
+
+def test_loopback_robots_is_fetched_once(server):
+    server.expect_request("/robots.txt").respond_with_data("User-agent: *\nDisallow: /x\n")
+    origin = origin_of_server(server)
+    robots = load(origin)
+    assert robots.status == "ok"
+    assert not robots.allowed(origin + "/x", UA)
+    assert requested_paths(server) == ["/robots.txt"]
+
+
+# A one-shot server in its own process, so tracemalloc sees only the client:
+# it declares 10 MiB, sends a rule at the top, 600 KiB of padding, a rule past
+# the parse limit, then padding up to 10 MiB (if the client is still reading).
+_BIG_ROBOTS_SERVER = r"""
+import socket
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(1)
+print(server.getsockname()[1], flush=True)
+conn, _ = server.accept()
+conn.recv(65536)
+total = 10 * 1024 * 1024
+head = b"User-agent: *\nDisallow: /early\n"
+line = b"# padding to push the next rule past the parse limit\n"
+padding = line * ((600 * 1024) // len(line) + 1)
+rule = b"Disallow: /private\n"
+sent = 0
+try:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % total)
+    for part in (head, padding, rule):
+        conn.sendall(part)
+        sent += len(part)
+    filler = line * 1200
+    while sent < total:
+        chunk = filler[: total - sent]
+        conn.sendall(chunk)
+        sent += len(chunk)
+except OSError:
+    pass
+conn.close()
+"""
+
+
+def test_loopback_ten_megabyte_robots_is_read_only_to_the_cap():
+    server = subprocess.Popen(
+        [sys.executable, "-c", _BIG_ROBOTS_SERVER], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        origin = f"http://127.0.0.1:{int(server.stdout.readline())}"
+        fast_fetcher()  # imports done before measuring
+        tracemalloc.start()
+        try:
+            robots = load(origin)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    finally:
+        server.kill()
+        server.wait(timeout=5)
+    assert robots.status == "ok"
+    assert not robots.allowed(origin + "/early", UA)
+    assert robots.allowed(origin + "/private", UA)
+    assert len(robots.body.encode()) <= MAX_ROBOTS_BYTES
+    # A few copies of the 512,000-byte prefix at most; the 10 MiB never arrives.
+    assert peak < 3 * 1024 * 1024
+
+
+def redirect_chain(server, length: int, final_body: str) -> None:
+    server.expect_request("/robots.txt").respond_with_data(
+        "", status=301, headers={"Location": "/r1"}
+    )
+    for i in range(1, length):
+        server.expect_request(f"/r{i}").respond_with_data(
+            "", status=302, headers={"Location": f"/r{i + 1}"}
+        )
+    server.expect_request(f"/r{length}").respond_with_data(final_body)
+
+
+def test_loopback_robots_reached_through_five_redirects_is_obeyed(server):
+    redirect_chain(server, 5, "User-agent: *\nDisallow: /x\n")
+    origin = origin_of_server(server)
+    robots = load(origin)
+    assert robots.status == "ok"
+    assert not robots.allowed(origin + "/x", UA)
+
+
+def test_loopback_robots_behind_six_redirects_is_treated_as_absent(server):
+    # Our documented choice (RFC 9309 section 2.3.1.2): past five redirects the
+    # file counts as "unavailable" in the RFC's sense, so every URL is allowed.
+    redirect_chain(server, 6, "User-agent: *\nDisallow: /\n")
+    origin = origin_of_server(server)
+    robots = load(origin)
+    assert robots.status == "missing"
+    assert robots.allowed(origin + "/anything", UA)
+
+
+def test_loopback_robots_that_hangs_allows_nothing(server):
+    def slow(request):
+        time.sleep(1.2)
+        return "User-agent: *\nDisallow:\n"
+
+    server.expect_request("/robots.txt").respond_with_handler(slow)
+    origin = origin_of_server(server)
+    robots = load(origin)
+    assert robots.status == "unavailable"
+    assert not robots.allowed(origin + "/", UA)
+
+
+def test_loopback_robots_on_a_closed_port_allows_nothing():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    origin = f"http://127.0.0.1:{port}"
+    robots = load(origin)
+    assert robots.status == "unavailable"
+    assert not robots.allowed(origin + "/", UA)
+
+
+def test_loopback_ignored_robots_allows_everything_and_keeps_sitemaps(server):
+    server.expect_request("/robots.txt").respond_with_data(
+        "User-agent: *\nDisallow: /\nSitemap: /s.xml\nSitemap: https://example.com/s.xml\n"
+    )
+    origin = origin_of_server(server)
+    robots = load(origin, ignore=True)
+    assert robots.status == "ignored"
+    assert robots.allowed(origin + "/", UA)
+    assert "https://example.com/s.xml" in robots.sitemaps
