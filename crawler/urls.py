@@ -13,7 +13,8 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urljoin, urlsplit
+from functools import lru_cache
+from urllib.parse import SplitResult, unquote, urlsplit
 
 import idna
 
@@ -75,20 +76,18 @@ def normalize(url: str, base: str | None = None) -> str:
     if len(url) > _MAX_INPUT:
         raise InvalidURL(f"URL longer than {_MAX_INPUT} characters")
     text = _clean(url)
-    if base is not None:
-        base_text = _clean(base)
-        if urlsplit(base_text).scheme.lower() not in _DEFAULT_PORTS:
-            raise InvalidURL("base URL is not an absolute http(s) URL")
-        try:
-            text = urljoin(base_text, text)
-        except ValueError as exc:
-            raise InvalidURL(f"cannot resolve against the base: {exc}") from None
     try:
         parts = urlsplit(text)
     except ValueError as exc:
         raise InvalidURL(f"unparsable URL: {exc}") from None
-
     scheme = parts.scheme.lower()
+    if base is not None:
+        base_parts = _base(base)
+        # "http:page" with an http base is relative too (RFC 3986 section 5.2.2
+        # lets parsers allow it, and browsers do).
+        if not scheme or (scheme == base_parts.scheme and not parts.netloc):
+            parts = _resolve(parts, text, base_parts)
+            scheme = parts.scheme
     if not scheme:
         raise InvalidURL("relative URL without a base")
     if scheme not in _DEFAULT_PORTS:
@@ -273,6 +272,39 @@ def _clean(text: str) -> str:
     return head.replace("\\", "/") + sep + tail
 
 
+@lru_cache(maxsize=256)
+def _base(base: str) -> SplitResult:
+    # One page resolves all its links against the same base: parse it once.
+    try:
+        parts = urlsplit(_clean(base))
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme.lower() not in _DEFAULT_PORTS or not parts.netloc:
+        raise InvalidURL("base URL is not an absolute http(s) URL")
+    return parts._replace(scheme=parts.scheme.lower(), fragment="")
+
+
+def _resolve(ref: SplitResult, text: str, base: SplitResult) -> SplitResult:
+    """RFC 3986 section 5.2.2 (dot segments are removed later, for every URL)."""
+    if ref.netloc:
+        return ref._replace(scheme=base.scheme)
+    if not ref.path:
+        has_query = "?" in text.partition("#")[0]
+        return SplitResult(
+            base.scheme, base.netloc, base.path, ref.query if has_query else base.query, ""
+        )
+    if ref.path.startswith("/"):
+        path = ref.path
+    elif not base.path:
+        path = "/" + ref.path
+    else:
+        path = base.path[: base.path.rfind("/") + 1] + ref.path
+    return SplitResult(base.scheme, base.netloc, path, ref.query, "")
+
+
+# Pages repeat a handful of hosts thousands of times; IDNA and IPv4 parsing are
+# the slow part of normalising, so remember the last few answers.
+@lru_cache(maxsize=1024)
 def _authority(netloc: str) -> tuple[str, int | None]:
     """Host (lower-case, punycode, IPv4 dotted, IPv6 bracketed) and port."""
     userinfo, at, hostport = netloc.rpartition("@")

@@ -148,6 +148,56 @@ def test_relative_references_resolve_against_the_base(ref, base, expected):
     assert normalize(ref, base) == expected
 
 
+# RFC 3986 section 5.4, base "http://a/b/c/d;p?q" (fragments dropped, empty
+# path as "/"; "http:g" takes the lenient reading the RFC allows).
+RFC3986_EXAMPLES = {
+    "g": "http://a/b/c/g",
+    "./g": "http://a/b/c/g",
+    "g/": "http://a/b/c/g/",
+    "/g": "http://a/g",
+    "//g": "http://g/",
+    "?y": "http://a/b/c/d;p?y",
+    "g?y": "http://a/b/c/g?y",
+    "#s": "http://a/b/c/d;p?q",
+    "g#s": "http://a/b/c/g",
+    "g?y#s": "http://a/b/c/g?y",
+    ";x": "http://a/b/c/;x",
+    "g;x": "http://a/b/c/g;x",
+    "g;x?y#s": "http://a/b/c/g;x?y",
+    "": "http://a/b/c/d;p?q",
+    ".": "http://a/b/c/",
+    "./": "http://a/b/c/",
+    "..": "http://a/b/",
+    "../": "http://a/b/",
+    "../g": "http://a/b/g",
+    "../..": "http://a/",
+    "../../": "http://a/",
+    "../../g": "http://a/g",
+    "../../../g": "http://a/g",
+    "../../../../g": "http://a/g",
+    "/./g": "http://a/g",
+    "/../g": "http://a/g",
+    "g.": "http://a/b/c/g.",
+    ".g": "http://a/b/c/.g",
+    "g..": "http://a/b/c/g..",
+    "..g": "http://a/b/c/..g",
+    "./../g": "http://a/b/g",
+    "./g/.": "http://a/b/c/g/",
+    "g/./h": "http://a/b/c/g/h",
+    "g/../h": "http://a/b/c/h",
+    "g;x=1/./y": "http://a/b/c/g;x=1/y",
+    "g;x=1/../y": "http://a/b/c/y",
+    "g?y/./x": "http://a/b/c/g?y/./x",
+    "g#s/../x": "http://a/b/c/g",
+    "http:g": "http://a/b/c/g",
+}
+
+
+@pytest.mark.parametrize(("ref", "expected"), sorted(RFC3986_EXAMPLES.items()))
+def test_rfc3986_reference_resolution_examples(ref, expected):
+    assert normalize(ref, "http://a/b/c/d;p?q") == expected
+
+
 def test_relative_reference_to_another_scheme_is_still_refused():
     with pytest.raises(InvalidURL, match="scheme"):
         normalize("javascript:void(0)", "http://example.com/")
