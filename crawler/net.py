@@ -1,0 +1,325 @@
+"""The SSRF guard: resolve a host once, refuse non-public addresses, dial only that one.
+
+Three pieces:
+
+* ``classify`` names why an address is not public, from an explicit table.
+  ``ipaddress.is_global`` alone is not enough: on Python 3.11 it calls
+  multicast, NAT64, 6to4 and IPv4-compatible forms of 127.0.0.1 global, and
+  its answers have changed between security releases (CVE-2024-4032).
+  Addresses that embed an IPv4 address are unwrapped and the IPv4 judged.
+* ``AddressGuard.resolve`` turns a host into the one address to connect to.
+  Numeric spellings (``2130706433``, ``0x7f.1``, ``127.1``) are parsed the way
+  the C library parses them, so the check sees the address the socket would.
+  If any answer is refused the whole answer is, since a mixed answer is how
+  DNS rebinding picks which address a later lookup returns.
+* ``GuardedBackend`` is the httpcore network backend the fetcher uses: its
+  ``connect_tcp`` asks the guard and dials the returned IP. httpx therefore
+  never resolves a name itself, and TLS still verifies the certificate against
+  the host name, which httpcore passes separately as ``server_hostname``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import ipaddress
+import socket
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import httpcore
+
+from .errors import DnsFailure, UnsafeAddress
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], "list[str] | Awaitable[list[str]]"]
+
+DNS_TIMEOUT = 5.0
+
+_V4 = ipaddress.IPv4Network
+_V6 = ipaddress.IPv6Network
+
+# Checked in order; the first match names the reason. Sources: the IANA IPv4
+# and IPv6 special-purpose address registries (RFC 6890 and successors).
+_IPV4_BLOCKS: tuple[tuple[ipaddress.IPv4Network, str], ...] = (
+    (_V4("255.255.255.255/32"), "broadcast"),
+    (_V4("0.0.0.0/8"), "unspecified"),  # "this network": Linux dials it as localhost
+    (_V4("10.0.0.0/8"), "private"),
+    (_V4("100.64.0.0/10"), "cgnat"),
+    (_V4("127.0.0.0/8"), "loopback"),
+    (_V4("169.254.0.0/16"), "link-local"),  # includes the cloud metadata address
+    (_V4("172.16.0.0/12"), "private"),
+    (_V4("192.0.0.0/24"), "reserved"),  # IETF protocol assignments
+    (_V4("192.0.2.0/24"), "documentation"),
+    (_V4("192.88.99.0/24"), "reserved"),  # deprecated 6to4 relay anycast
+    (_V4("192.168.0.0/16"), "private"),
+    (_V4("198.18.0.0/15"), "benchmarking"),
+    (_V4("198.51.100.0/24"), "documentation"),
+    (_V4("203.0.113.0/24"), "documentation"),
+    (_V4("224.0.0.0/4"), "multicast"),
+    (_V4("240.0.0.0/4"), "reserved"),
+)
+
+_IPV6_BLOCKS: tuple[tuple[ipaddress.IPv6Network, str], ...] = (
+    (_V6("::/128"), "unspecified"),
+    (_V6("::1/128"), "loopback"),
+    (_V6("64:ff9b::/96"), "nat64"),
+    (_V6("64:ff9b:1::/48"), "nat64"),
+    (_V6("100::/64"), "reserved"),  # discard-only
+    (_V6("2001::/32"), "teredo"),
+    (_V6("2001:2::/48"), "benchmarking"),
+    (_V6("2001:db8::/32"), "documentation"),
+    (_V6("2001::/23"), "reserved"),  # IETF protocol assignments (ORCHID and others)
+    (_V6("3fff::/20"), "documentation"),
+    (_V6("fc00::/7"), "private"),  # unique local addresses, IPv6's private range
+    (_V6("fe80::/10"), "link-local"),
+    (_V6("fec0::/10"), "site-local"),
+    (_V6("ff00::/8"), "multicast"),
+)
+
+# Only 2000::/3 is allocated as global unicast; anything else is not a website.
+_IPV6_GLOBAL_UNICAST = _V6("2000::/3")
+_IPV4_MAPPED = _V6("::ffff:0:0/96")
+_IPV4_COMPATIBLE = _V6("::/96")
+_SIX_TO_FOUR = _V6("2002::/16")
+
+# What ``allow_private`` unlocks: the ranges someone's own staging or local
+# site lives on. Link-local stays refused because it holds cloud metadata.
+PRIVATE_REASONS = frozenset({"private", "loopback"})
+
+
+def classify(ip: IPAddress) -> str | None:
+    """``None`` if ``ip`` is a public unicast address, else why it is not."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        for network, reason in _IPV4_BLOCKS:
+            if ip in network:
+                return reason
+        # Belt and braces: anything the table missed that Python still
+        # considers non-global (a registry update, say) is refused too.
+        return None if ip.is_global else "reserved"
+
+    ip = ipaddress.IPv6Address(ip.packed)  # drop any %scope; it does not change the class
+    if ip in _IPV4_MAPPED:
+        return "ipv4-mapped" if classify(ipaddress.IPv4Address(ip.packed[12:])) else None
+    for network, reason in _IPV6_BLOCKS[:2]:
+        if ip in network:
+            return reason
+    if ip in _IPV4_COMPATIBLE:
+        return "ipv4-compatible" if classify(ipaddress.IPv4Address(ip.packed[12:])) else None
+    if ip in _SIX_TO_FOUR:
+        # 2002:AABB:CCDD::/48 routes to the IPv4 address AA.BB.CC.DD.
+        return "6to4" if classify(ipaddress.IPv4Address(ip.packed[2:6])) else None
+    for network, reason in _IPV6_BLOCKS[2:]:
+        if ip in network:
+            return reason
+    if ip not in _IPV6_GLOBAL_UNICAST:
+        return "reserved"
+    return None
+
+
+def parse_numeric_host(host: str) -> IPAddress | None:
+    """The address a numeric host means to the C library, or ``None`` for a name.
+
+    ``getaddrinfo`` with ``AI_NUMERICHOST`` never touches DNS and accepts the
+    inet_aton spellings (``2130706433``, ``0x7f.1``, ``127.1``, ``0177.0.0.1``)
+    that ``ipaddress`` rejects, which is exactly why the check must use it.
+    """
+    literal = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        return ipaddress.ip_address(literal)
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(
+            literal, None, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST
+        )
+    except (socket.gaierror, UnicodeError, ValueError):
+        return None
+    return ipaddress.ip_address(infos[0][4][0])
+
+
+def _is_localhost_name(host: str) -> bool:
+    # RFC 6761: "localhost" and every name under it mean loopback, whatever DNS says.
+    name = host.rstrip(".").lower()
+    return name == "localhost" or name.endswith(".localhost")
+
+
+def _system_resolver(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [info[4][0] for info in infos]
+
+
+# resolve_sync needs a thread to put a timeout on a blocking getaddrinfo; a
+# small shared pool bounds how many hung lookups can pile up.
+_SYNC_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="dns")
+
+
+class AddressGuard:
+    """Resolves hosts and refuses any answer that is not entirely public.
+
+    ``allow_private`` allows private and loopback addresses (auditing one's own
+    staging or local site). ``allowed_targets`` allows exact ``(ip, port)``
+    pairs whatever their class, so tests can reach one loopback server and
+    nothing else. ``resolver(host, port)`` returns IP strings (sync or async);
+    the default is the system's ``getaddrinfo``.
+    """
+
+    def __init__(
+        self,
+        *,
+        allow_private: bool = False,
+        resolver: Resolver | None = None,
+        allowed_targets: Iterable[tuple[str, int]] = (),
+        dns_timeout: float = DNS_TIMEOUT,
+    ) -> None:
+        self.allow_private = allow_private
+        self._resolver = resolver
+        self._allowed = frozenset(
+            (str(ipaddress.ip_address(ip)), int(port)) for ip, port in allowed_targets
+        )
+        self.dns_timeout = dns_timeout
+
+    async def resolve(self, host: str, port: int) -> str:
+        """The one checked IP to connect to; raises UnsafeAddress or DnsFailure."""
+        early = self._precheck(host, port)
+        if early is not None:
+            return early
+        try:
+            async with asyncio.timeout(self.dns_timeout):
+                answers = await self._lookup(host, port)
+        except TimeoutError:
+            raise DnsFailure(f"DNS lookup for {host} timed out") from None
+        return self._choose(host, port, answers)
+
+    def resolve_sync(self, host: str, port: int) -> str:
+        """Same as ``resolve``, blocking (for form validation outside an event loop)."""
+        early = self._precheck(host, port)
+        if early is not None:
+            return early
+        resolver = self._resolver or _system_resolver
+        if inspect.iscoroutinefunction(resolver):
+            raise TypeError("resolve_sync needs a synchronous resolver")
+        future = _SYNC_POOL.submit(resolver, host, port)
+        try:
+            answers = future.result(timeout=self.dns_timeout)
+        except concurrent.futures.TimeoutError:
+            raise DnsFailure(f"DNS lookup for {host} timed out") from None
+        except (OSError, UnicodeError) as exc:
+            raise DnsFailure(_dns_message(host, exc)) from None
+        return self._choose(host, port, answers)
+
+    def check(self, ip: IPAddress, port: int) -> None:
+        """Raise UnsafeAddress unless connecting to ``ip:port`` is allowed."""
+        reason = classify(ip)
+        if reason is None or (str(ip), port) in self._allowed:
+            return
+        if self.allow_private and reason in PRIVATE_REASONS:
+            return
+        raise UnsafeAddress(
+            f"{ip} is a {reason} address; refused to connect",
+            address=str(ip),
+            reason=reason,
+        )
+
+    def _precheck(self, host: str, port: int) -> str | None:
+        """Decide literal addresses and localhost names without any lookup."""
+        if not host:
+            raise DnsFailure("The URL has no host name")
+        ip = parse_numeric_host(host)
+        if ip is not None:
+            self.check(ip, port)
+            return _dial_string(ip)
+        if ":" in host or "%" in host:
+            # Not a valid IPv6 literal, and certainly not a name worth asking DNS.
+            raise DnsFailure(f"{host!r} is not a valid host")
+        if _is_localhost_name(host):
+            loopback = ipaddress.IPv4Address("127.0.0.1")
+            self.check(loopback, port)
+            return str(loopback)
+        return None
+
+    async def _lookup(self, host: str, port: int) -> list[str]:
+        try:
+            if self._resolver is None:
+                loop = asyncio.get_running_loop()
+                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                return [info[4][0] for info in infos]
+            if inspect.iscoroutinefunction(self._resolver):
+                return list(await self._resolver(host, port))
+            answer: Any = await asyncio.to_thread(self._resolver, host, port)
+            return list(answer)
+        except (OSError, UnicodeError) as exc:
+            raise DnsFailure(_dns_message(host, exc)) from None
+
+    def _choose(self, host: str, port: int, answers: Iterable[str]) -> str:
+        addresses: list[IPAddress] = []
+        for answer in answers:
+            try:
+                ip = ipaddress.ip_address(answer)
+            except ValueError:
+                raise DnsFailure(f"DNS for {host} returned {answer!r}, not an address") from None
+            if ip not in addresses:
+                addresses.append(ip)
+        if not addresses:
+            raise DnsFailure(f"{host} has no address")
+        for ip in addresses:
+            try:
+                self.check(ip, port)
+            except UnsafeAddress as exc:
+                raise UnsafeAddress(
+                    f"{host} resolves to {exc.address}, a {exc.reason} address; refused to connect",
+                    address=exc.address,
+                    reason=exc.reason,
+                ) from None
+        return _dial_string(addresses[0])
+
+
+def _dial_string(ip: IPAddress) -> str:
+    # Without the scope a link-local address could not be dialled, but those
+    # are refused anyway unless explicitly allowed; keep the plain form.
+    return str(ipaddress.ip_address(ip.packed))
+
+
+def _dns_message(host: str, exc: BaseException) -> str:
+    if isinstance(exc, socket.gaierror) and exc.errno in (socket.EAI_NONAME, socket.EAI_NODATA):
+        return f"{host} does not exist (NXDOMAIN)"
+    return f"DNS lookup for {host} failed: {exc}"
+
+
+class GuardedBackend(httpcore.AsyncNetworkBackend):
+    """An httpcore network backend that dials only addresses the guard approved.
+
+    httpcore hands ``connect_tcp`` the URL's host; the guard resolves it once
+    and the inner backend dials the checked IP, so there is no second lookup
+    for a rebinding DNS server to answer differently.
+    """
+
+    def __init__(
+        self, guard: AddressGuard, inner: httpcore.AsyncNetworkBackend | None = None
+    ) -> None:
+        self.guard = guard
+        self.inner = inner or httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        ip = await self.guard.resolve(host, port)
+        return await self.inner.connect_tcp(
+            ip,
+            port,
+            timeout=timeout,
+            local_address=local_address,
+            socket_options=socket_options,
+        )
+
+    async def connect_unix_socket(self, path: str, timeout=None, socket_options=None):  # noqa: ANN001
+        raise UnsafeAddress("Unix sockets are never used for crawling")
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)

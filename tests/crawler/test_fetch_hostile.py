@@ -1,0 +1,368 @@
+"""Hostile servers (RELIABILITY.md rows 15-27 and 43): each fault ends in a
+named outcome, on time, without hammering the server or holding more memory
+than the caps allow."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+import tracemalloc
+import zlib
+
+import httpcore
+import pytest
+
+from crawler.fetch import Fetcher, FetchPolicy
+from crawler.net import AddressGuard
+from crawler.types import FetchError
+from tests.crawler.hostile_server import (
+    HostileServer,
+    Request,
+    SpyBackend,
+    StubResolver,
+    redirect_to,
+    respond,
+    static,
+)
+
+KiB = 1024
+MiB = 1024 * KiB
+POLICY = FetchPolicy(connect_timeout=1.0, read_timeout=1.0, deadline=2.0)
+
+
+class Sleeps:
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+
+
+@pytest.fixture
+def server():
+    with HostileServer() as running:
+        yield running
+
+
+def fetch(
+    server: HostileServer,
+    path: str,
+    *,
+    policy: FetchPolicy = POLICY,
+    sleep=None,
+    guard=None,
+    **kwargs,
+):
+    guard = guard or AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
+
+    async def run():
+        async with Fetcher(policy, guard, sleep=sleep or Sleeps()) as fetcher:
+            return await fetcher.fetch(server.url(path), **kwargs)
+
+    return asyncio.run(run())
+
+
+def timed_fetch(server: HostileServer, path: str, **kwargs):
+    started = time.monotonic()
+    result = fetch(server, path, **kwargs)
+    return result, time.monotonic() - started
+
+
+def traced_fetch(server: HostileServer, path: str, *, policy: FetchPolicy = POLICY, **kwargs):
+    """The result and the peak of Python memory allocated while fetching.
+
+    Measured inside the event loop: asyncio.run's teardown reprs the finished
+    task's result (several times the body's size), which is not the fetcher's.
+    """
+    guard = AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
+
+    async def run():
+        async with Fetcher(policy, guard, sleep=Sleeps()) as fetcher:
+            await fetcher.fetch(server.url("/ok"))  # imports and pools warmed up
+            tracemalloc.start()
+            try:
+                result = await fetcher.fetch(server.url(path), **kwargs)
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            return result, peak
+
+    return asyncio.run(run())
+
+
+def _zeros_compressed(size: int, wbits: int) -> bytes:
+    # Built in 1 MiB steps so the test itself never holds the expanded bomb.
+    compressor = zlib.compressobj(1, zlib.DEFLATED, wbits)
+    block = bytes(MiB)
+    parts = [compressor.compress(block) for _ in range(size // MiB)]
+    parts.append(compressor.flush())
+    return b"".join(parts)
+
+
+@pytest.fixture(scope="module")
+def bombs() -> dict[str, bytes]:
+    gzip_200 = _zeros_compressed(200 * MiB, 31)
+    return {
+        "gzip": _zeros_compressed(64 * MiB, 31),
+        "deflate": _zeros_compressed(64 * MiB, 15),
+        "gzip, gzip": _gzip(gzip_200),
+    }
+
+
+def _gzip(data: bytes) -> bytes:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return compressor.compress(data) + compressor.flush()
+
+
+# -- slow and silent servers (rows 15, 16, 17, 18) ---------------------------------------------
+
+
+def test_tarpit_is_cut_at_the_deadline(server):
+    # One byte every 0.3 s never trips the 1 s read timeout; only the 2 s
+    # total deadline stops it, and a tarpit is not worth a second attempt.
+    result, took = timed_fetch(server, "/drip?interval=0.3&size=5000")
+    assert result.error is FetchError.DEADLINE_EXCEEDED
+    assert POLICY.deadline - 1 <= took <= POLICY.deadline + 1
+    assert result.body is None
+    assert server.requests["/drip"] == 1
+
+
+def test_a_server_that_never_answers_is_a_read_timeout_retried_with_backoff(server):
+    sleeps = Sleeps()
+    policy = FetchPolicy(read_timeout=0.3, deadline=2.0, max_retries=2)
+    result, took = timed_fetch(server, "/hang", policy=policy, sleep=sleeps)
+    assert result.error is FetchError.READ_TIMEOUT
+    assert server.requests["/hang"] == 3 and result.attempts == 3
+    assert 0.9 <= took < 2.5
+    assert len(sleeps.calls) == 2 and sleeps.calls[0] < sleeps.calls[1] <= 1.0
+
+
+def test_a_refused_connection_fails_quickly():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # The port is closed now; connecting to it is refused at once.
+    guard = AddressGuard(allowed_targets=[("127.0.0.1", port)])
+    sleeps = Sleeps()
+
+    async def run():
+        async with Fetcher(POLICY, guard, sleep=sleeps) as fetcher:
+            return await fetcher.fetch(f"http://127.0.0.1:{port}/")
+
+    started = time.monotonic()
+    result = asyncio.run(run())
+    assert result.error is FetchError.CONNECT_FAILED
+    assert time.monotonic() - started < 1.0
+    assert result.attempts == 3 and len(sleeps.calls) == 2
+
+
+def test_a_black_holed_connect_is_a_connect_timeout():
+    class BlackHole(SpyBackend):
+        async def connect_tcp(
+            self, host, port, timeout=None, local_address=None, socket_options=None
+        ):
+            self.dialed.append((host, port))
+            await asyncio.sleep(timeout or 0)
+            raise httpcore.ConnectTimeout("SYN went nowhere")
+
+    hole = BlackHole()
+    guard = AddressGuard(resolver=StubResolver({"hole.test": [["93.184.216.34"]]}))
+    policy = FetchPolicy(connect_timeout=0.2, max_retries=1)
+
+    async def run():
+        async with Fetcher(policy, guard, sleep=Sleeps(), network_backend=hole) as fetcher:
+            return await fetcher.fetch("http://hole.test/")
+
+    result = asyncio.run(run())
+    assert result.error is FetchError.CONNECT_TIMEOUT
+    assert hole.dialed == [("93.184.216.34", 80)] * 2
+
+
+@pytest.mark.parametrize("path", ["/reset", "/short"])
+def test_a_body_cut_short_is_incomplete_and_never_kept(server, path):
+    # /reset sends half the declared body then a TCP RST, /short a clean FIN.
+    result = fetch(server, f"{path}?declared=4000&send=2000")
+    assert result.error is FetchError.INCOMPLETE_BODY
+    assert result.status == 200
+    assert result.body is None
+    assert result.size == 2000
+    assert server.requests[path] == 1 + POLICY.max_retries
+
+
+# -- too much data (rows 19, 21) ---------------------------------------------------------------------
+
+
+def test_a_declared_2gb_body_stops_right_after_the_headers(server):
+    result, took = timed_fetch(server, "/declared-huge")
+    assert result.error is FetchError.BODY_TOO_LARGE
+    assert "2147483648" in result.error_detail
+    assert result.size == 0 and result.body is None
+    assert took < 1.0
+
+
+def test_an_endless_chunked_body_stops_at_the_cap_in_bounded_memory(server):
+    cap = 2 * MiB
+    policy = FetchPolicy(read_timeout=1.0, deadline=5.0, max_body_bytes=cap, max_decoded_bytes=cap)
+    result, peak = traced_fetch(server, "/endless-chunked", policy=policy)
+    assert result.error is FetchError.BODY_TOO_LARGE
+    assert cap < result.size <= cap + 64 * KiB
+    assert result.body is None
+    assert peak < 3 * cap
+    assert server.requests["/endless-chunked"] == 1
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "gzip, gzip"])
+def test_a_compression_bomb_is_stopped_at_the_decoded_cap_in_bounded_memory(server, bombs, coding):
+    cap = 2 * MiB
+    server.route("/bomb", static(bombs[coding], headers={"Content-Encoding": coding}))
+    policy = FetchPolicy(
+        read_timeout=1.0, deadline=5.0, max_body_bytes=8 * MiB, max_decoded_bytes=cap
+    )
+    result, peak = traced_fetch(server, "/bomb", policy=policy)
+    assert result.error is FetchError.DECOMPRESSION_LIMIT
+    assert result.body is None
+    assert peak < 3 * cap
+    # The wire cap was never the limit: a few hundred KB of bomb did it.
+    assert result.size < policy.max_body_bytes
+
+
+def test_a_bomb_fetched_for_its_prefix_keeps_only_the_cap(server, bombs):
+    server.route(
+        "/bomb.txt",
+        static(bombs["gzip"], headers={"Content-Encoding": "gzip", "Content-Type": "text/plain"}),
+    )
+    result, peak = traced_fetch(server, "/bomb.txt", keep_body=True, max_bytes=512_000)
+    assert result.error is FetchError.DECOMPRESSION_LIMIT
+    assert result.body == bytes(512_000)
+    assert peak < 3 * 512_000
+
+
+@pytest.mark.parametrize("coding", ["br", "zstd", "compress", "gzip, br"])
+def test_an_unrequested_encoding_is_reported_and_not_parsed(server, coding):
+    result = fetch(server, f"/encoding?ce={coding}")
+    assert result.error is None and result.status == 200
+    assert result.body is None
+    assert coding.split(", ")[-1] in result.error_detail
+
+
+def test_too_many_stacked_encodings_are_not_decoded(server):
+    server.route("/stacked", static(b"x", headers={"Content-Encoding": "gzip, gzip, gzip, gzip"}))
+    result = fetch(server, "/stacked")
+    assert result.body is None and "stacks 4" in result.error_detail
+
+
+# -- redirects (rows 22, 23, 43) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("path", "served"), [("/loop", 1), ("/ping", 2)])
+def test_a_redirect_loop_is_detected_without_hammering(server, path, served):
+    result = fetch(server, path)
+    assert result.error is FetchError.REDIRECT_LOOP
+    assert sum(server.requests.values()) == served <= 10
+    assert len(result.redirects) == served
+
+
+def test_an_endless_chain_of_new_urls_stops_at_max_redirects(server):
+    result = fetch(server, "/chain?n=50")
+    assert result.error is FetchError.TOO_MANY_REDIRECTS
+    assert server.requests["/chain"] == POLICY.max_redirects + 1
+    assert len(result.redirects) == POLICY.max_redirects + 1
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "file:///etc/passwd",
+        "ftp://127.0.0.1/pub",
+        "javascript:alert(1)",
+        "data:text/html,<script>1</script>",
+        "gopher://127.0.0.1:70/",
+    ],
+)
+def test_a_redirect_to_another_scheme_is_refused_without_a_second_request(server, location):
+    server.route("/away", redirect_to(location))
+    result = fetch(server, "/away")
+    assert result.error is FetchError.REDIRECT_BLOCKED_SCHEME
+    assert sum(server.requests.values()) == 1 and server.connections == 1
+    assert result.status == 302
+    assert result.redirects[0].location == location
+
+
+def test_a_redirect_to_a_refused_address_never_connects_there(server):
+    with HostileServer() as admin:
+        server.route("/to-admin", redirect_to(admin.url("/admin/")))
+        result = fetch(server, "/to-admin")
+        assert result.error is FetchError.SSRF_BLOCKED
+        assert admin.connections == 0
+    assert result.final_url == admin.url("/admin/")
+    assert [hop.location for hop in result.redirects] == [admin.url("/admin/")]
+    assert result.status is None  # the refused hop never answered; the hop list keeps the rest
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "http://[::1]/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://2130706433/",
+        "http://internal.test/",
+    ],
+)
+def test_each_redirect_hop_goes_through_the_guard(server, location):
+    spy = SpyBackend()
+    guard = AddressGuard(
+        allowed_targets=[("127.0.0.1", server.port)],
+        resolver=StubResolver({"internal.test": [["10.1.2.3"]]}),
+    )
+    server.route("/hop", redirect_to(location))
+
+    async def run():
+        async with Fetcher(POLICY, guard, sleep=Sleeps(), network_backend=spy) as fetcher:
+            return await fetcher.fetch(server.url("/hop"))
+
+    result = asyncio.run(run())
+    assert result.error is FetchError.SSRF_BLOCKED
+    assert spy.dialed == [("127.0.0.1", server.port)]
+
+
+def test_a_slow_redirect_chain_is_bounded_by_the_total_budget(server):
+    async def slow_hop(request: Request, reader, writer, server) -> None:
+        await asyncio.sleep(0.4)
+        step = int(request.query.get("i", "0")) + 1
+        await respond(
+            request, writer, server, status=302, headers={"Location": f"/slow-hop?i={step}"}
+        )
+
+    server.route("/slow-hop", slow_hop)
+    policy = FetchPolicy(read_timeout=1.0, deadline=5.0, total_budget=1.0)
+    result, took = timed_fetch(server, "/slow-hop", policy=policy)
+    assert result.error is FetchError.DEADLINE_EXCEEDED
+    assert took < 2.0
+    assert server.requests["/slow-hop"] <= 3
+
+
+# -- malformed HTTP (rows 20, 26) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path", ["/bad-status-line", "/http09", "/huge-header", "/many-headers", "/bad-chunk"]
+)
+def test_malformed_http_is_a_protocol_error_without_a_hang(server, path):
+    result, took = timed_fetch(server, path)
+    assert result.error is FetchError.PROTOCOL_ERROR
+    assert result.body is None
+    assert took < 1.0
+    assert server.requests[path] == 1  # a broken server is not asked again
+
+
+def test_a_content_length_shorter_than_the_body_keeps_only_the_declared_bytes(server):
+    async def overlong(request: Request, reader, writer, server) -> None:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5\r\n\r\nhello, and more"
+        )
+        await writer.drain()
+
+    server.route("/overlong", overlong)
+    result = fetch(server, "/overlong")
+    assert result.error is None and result.body == b"hello" and result.size == 5
