@@ -113,9 +113,14 @@ class AuditForm(forms.Form):
         try:
             address_guard(allow_private=self.allow_private).resolve_sync(host, port)
         except UnsafeAddress as exc:
-            what = f"{exc.address}, a {exc.reason} address" if exc.address else "a refused address"
+            if exc.address and exc.address == host.strip("[]"):
+                what = f"{host} is a {exc.reason} address."
+            elif exc.address:
+                what = f"{host} points at {exc.address}, a {exc.reason} address."
+            else:
+                what = f"{host} points at a refused address."
             raise forms.ValidationError(
-                f"{host} points at {what}. Siteward refuses private, loopback and reserved "
+                f"{what} Siteward refuses private, loopback and reserved "
                 "addresses so that audits cannot reach internal services; to audit such sites, "
                 "the administrator can set SITEWARD_ALLOW_PRIVATE=1.",
                 code="ssrf",
