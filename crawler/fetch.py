@@ -31,6 +31,7 @@ import asyncio
 import base64
 import email.utils
 import math
+import os
 import random
 import re
 import ssl
@@ -39,6 +40,7 @@ import urllib.parse
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import httpcore
 import httpx
@@ -64,6 +66,7 @@ from .net import AddressGuard, GuardedBackend
 from .types import FetchError, FetchResult, Hop
 
 MiB = 1024 * 1024
+_E = TypeVar("_E", bound=BaseException)
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -144,8 +147,10 @@ class _Trail:
 class Fetcher:
     """One per crawl. Use ``async with Fetcher(...) as f`` or call ``aclose()``.
 
-    ``verify`` is passed to TLS as httpx takes it (an ``ssl.SSLContext`` to
-    trust a private CA; verification is never switched off by the crawler).
+    ``verify`` is passed to TLS as httpx takes it: ``True`` (the default)
+    verifies against certifi's CAs, an ``ssl.SSLContext`` can trust a private
+    CA. ``False`` turns verification off and exists only for someone auditing
+    their own staging site; nothing in the crawler sets it by itself.
     ``network_backend`` is the httpcore backend below the SSRF guard; tests
     pass a spy that records the addresses dialled.
     """
@@ -698,18 +703,27 @@ def _translate(exc: httpx.HTTPError, *, in_body: bool) -> CrawlError:
     if isinstance(exc, httpx.TimeoutException):
         return ReadTimeoutError("The server stopped sending data (read timeout)")
     if isinstance(exc, httpx.ConnectError):
-        tls = _ssl_cause(exc)
+        tls = _cause(exc, ssl.SSLError)
         if tls is not None:
             reason = (
                 getattr(tls, "verify_message", None) or getattr(tls, "reason", None) or str(tls)
             )
             return TLSFailure(f"TLS failed: {reason}")
+        # anyio wraps the socket error ("All connection attempts failed");
+        # the errno underneath says what actually happened.
+        os_error = _cause(exc, OSError, with_errno=True)
+        if os_error is not None:
+            return ConnectFailed(f"Could not connect: {os.strerror(os_error.errno)}")
         return ConnectFailed(f"Could not connect: {message}")
     if isinstance(exc, (httpx.ReadError, httpx.WriteError)):
         if in_body:
             return IncompleteBody("The connection broke before the body was complete")
         return ConnectFailed(f"The connection broke before a response: {message}")
     if isinstance(exc, httpx.RemoteProtocolError):
+        # h11 quotes the offending bytes as bytearray(b'...'); keep just the text.
+        message = re.sub(r"bytearray\(b(['\"])(.*?)\1\)", r"'\2'", message)
+        if "Receive buffer too long" in message:
+            return ProtocolFailure("Malformed HTTP response: the headers are larger than 100 KB")
         if "without sending complete message body" in message:
             return IncompleteBody("The server closed the connection before the body was complete")
         if "without sending a response" in message:
@@ -722,14 +736,15 @@ def _translate(exc: httpx.HTTPError, *, in_body: bool) -> CrawlError:
     return CrawlError(f"{type(exc).__name__}: {message}")
 
 
-def _ssl_cause(exc: BaseException) -> ssl.SSLError | None:
-    seen = 0
+def _cause(exc: BaseException, kind: type[_E], *, with_errno: bool = False) -> _E | None:
+    """The first exception of ``kind`` in ``exc``'s cause chain (bounded walk)."""
     current: BaseException | None = exc
-    while current is not None and seen < 10:
-        if isinstance(current, ssl.SSLError):
+    for _ in range(10):
+        if current is None:
+            return None
+        if isinstance(current, kind) and (not with_errno or getattr(current, "errno", None)):
             return current
         current = current.__cause__ or current.__context__
-        seen += 1
     return None
 
 

@@ -318,7 +318,9 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
             socket_options=socket_options,
         )
 
-    async def connect_unix_socket(self, path: str, timeout=None, socket_options=None):  # noqa: ANN001
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.AsyncNetworkStream:
         raise UnsafeAddress("Unix sockets are never used for crawling")
 
     async def sleep(self, seconds: float) -> None:

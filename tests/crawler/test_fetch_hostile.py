@@ -153,6 +153,7 @@ def test_a_refused_connection_fails_quickly():
     started = time.monotonic()
     result = asyncio.run(run())
     assert result.error is FetchError.CONNECT_FAILED
+    assert result.error_detail == "Could not connect: Connection refused"
     assert time.monotonic() - started < 1.0
     assert result.attempts == 3 and len(sleeps.calls) == 2
 
@@ -351,6 +352,8 @@ def test_a_slow_redirect_chain_is_bounded_by_the_total_budget(server):
 def test_malformed_http_is_a_protocol_error_without_a_hang(server, path):
     result, took = timed_fetch(server, path)
     assert result.error is FetchError.PROTOCOL_ERROR
+    assert result.error_detail.startswith("Malformed HTTP response: ")
+    assert "bytearray" not in result.error_detail
     assert result.body is None
     assert took < 1.0
     assert server.requests[path] == 1  # a broken server is not asked again
