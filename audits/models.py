@@ -184,7 +184,7 @@ class Audit(models.Model):
     def finish(self) -> bool:
         return self._transition(
             [self.Status.FINALIZING], status=self.Status.COMPLETED, phase=self.Phase.DONE,
-            finished_at=timezone.now(),
+            finished_at=timezone.now(), current_window=0,
         )
 
     def fail(self, code: str, detail: str = "", phase: str | None = None) -> bool:
@@ -193,7 +193,7 @@ class Audit(models.Model):
         current = Audit.objects.filter(pk=self.pk).values_list("phase", flat=True).first()
         return self._transition(
             self.ACTIVE, status=self.Status.FAILED, error_code=code, error_detail=detail[:4000],
-            failed_phase=phase or current or self.Phase.QUEUED, finished_at=timezone.now(),
+            failed_phase=phase or current or self.Phase.QUEUED, finished_at=timezone.now(), current_window=0,
         )
 
     def cancel(self, detail: str = "Cancelled by a person.") -> bool:
@@ -201,6 +201,7 @@ class Audit(models.Model):
         return self._transition(
             self.ACTIVE, status=self.Status.CANCELLED, error_code=self.ErrorCode.CANCELLED,
             error_detail=detail, failed_phase=current or self.Phase.QUEUED, finished_at=timezone.now(),
+            current_window=0,
         )
 
     def reopen_for_resume(self) -> bool:

@@ -59,8 +59,14 @@ def resume_audit(audit: Audit) -> bool:
 
 
 def rerun_audit(audit: Audit) -> Audit:
-    """A fresh audit with the same settings and owner (subject to the same quota)."""
-    return create_audit(audit.owner, **audit.settings_copy())
+    """A fresh audit with the same settings and owner (subject to the same quota).
+
+    Private targets stay allowed only while the deployment allows them: turning
+    SITEWARD_ALLOW_PRIVATE off must not leave old audits able to re-run against them.
+    """
+    limits = audit.settings_copy()
+    limits["allow_private"] = limits["allow_private"] and settings.SITEWARD["ALLOW_PRIVATE_TARGETS"]
+    return create_audit(audit.owner, **limits)
 
 
 def running_count(owner) -> int:

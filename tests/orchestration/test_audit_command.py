@@ -1,0 +1,129 @@
+"""`manage.py audit`: the CI gate. Exit codes, the streamed JSON Lines report, --enqueue, Ctrl-C."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from django.core.management import CommandError, call_command
+from django_q.models import OrmQ
+
+from audits.models import Audit
+from tests.conftest import MANAGE, ROOT, subprocess_env
+from tests.crawler.fixture_site import BROKEN_INTERNAL, FixtureSite
+
+pytestmark = pytest.mark.django_db
+
+
+def run_audit(*args) -> int:
+    """Run the command as `manage.py audit` would, returning its exit code."""
+    try:
+        call_command("audit", *args)
+    except SystemExit as exc:
+        return exc.code
+    except CommandError as exc:  # run_from_argv prints these and exits with returncode
+        sys.stderr.write(f"CommandError: {exc}\n")
+        return exc.returncode
+    return 0
+
+
+@pytest.fixture
+def site():
+    with FixtureSite() as fixture:
+        yield fixture
+
+
+def test_a_site_with_critical_issues_exits_1_and_writes_a_jsonl_report(site, tmp_path, fast_settings, capsys):
+    out = tmp_path / "report.jsonl"
+    code = run_audit(site.url("/"), "--allow-private", "--max-pages", "60", "--out", str(out))
+    assert code == 1
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    kinds = {r["type"] for r in records}
+    assert kinds == {"page", "issue", "summary"}
+    assert records[-1]["type"] == "summary" and records[-1]["exit_code"] == 1
+    pages = {r["url"]: r for r in records if r["type"] == "page"}
+    home = pages[site.url("/")]
+    assert home["status"] == 200 and home["depth"] == 0 and home["title"]
+    assert {"url", "final_url", "status", "depth", "title", "issues"} <= set(home)
+    broken = [r for r in records if r["type"] == "issue" and r["code"] == "broken_link_internal"]
+    assert {r["target"].removeprefix(site.url("")) for r in broken} >= set(BROKEN_INTERNAL)
+    assert all({"code", "severity", "url", "target", "message"} <= set(r) for r in broken)
+    console = capsys.readouterr().out
+    assert "pages by status" in console and "broken links" in console and "exit code 1" in console
+    audit = Audit.objects.get(pk=records[-1]["audit_id"])
+    assert audit.status == "completed"  # stored like any other audit
+
+
+def test_a_site_without_critical_issues_exits_0_and_fail_on_warning_is_stricter(tmp_path, fast_settings):
+    from .grid_site import GridSite
+
+    with GridSite(pages=3) as small:
+        # Three linked pages and no broken links: nothing critical, but warnings remain.
+        out = tmp_path / "r.jsonl"
+        assert run_audit(small.url("/"), "--allow-private", "--out", str(out)) == 0
+        severities = {json.loads(line).get("severity") for line in out.read_text().splitlines()}
+        assert "critical" not in severities and "warning" in severities
+        assert run_audit(small.url("/"), "--allow-private", "--fail-on", "warning") == 1
+
+
+def test_usage_errors_exit_2_with_a_message(fast_settings, capsys):
+    assert run_audit("ftp://example.com/") == 2
+    assert run_audit("http://127.0.0.1:9/", "--max-pages", "0", "--allow-private") == 2
+    assert run_audit("http://127.0.0.1:9/", "--include", "([unclosed", "--allow-private") == 2
+    assert Audit.objects.count() == 0
+
+
+def test_a_private_address_is_refused_without_allow_private(site, fast_settings, settings, capsys):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": False}
+    assert run_audit(site.url("/")) == 2
+    assert "--allow-private" in capsys.readouterr().err
+    assert site.hits("/") == 0
+
+
+def test_an_audit_that_cannot_start_exits_2(fast_settings, tmp_path):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = tmp_path / "r.jsonl"
+    assert run_audit(f"http://127.0.0.1:{port}/", "--allow-private", "--out", str(out)) == 2
+    summary = json.loads(out.read_text().splitlines()[-1])
+    assert summary["status"] == "failed" and summary["error_code"] == "start_url_unreachable"
+
+
+def test_enqueue_hands_the_audit_to_the_cluster_and_prints_its_id(site, fast_settings, capsys,
+                                                                    django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        assert run_audit(site.url("/"), "--allow-private", "--enqueue") == 0
+    audit_id = int(capsys.readouterr().out.strip())
+    audit = Audit.objects.get(pk=audit_id)
+    assert audit.status == "queued"
+    assert [row.name() for row in OrmQ.objects.all()] == [f"audit-{audit_id}-start"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ctrl_c_exits_130_keeps_partial_results_and_cancels_the_audit(tmp_path):
+    from .grid_site import GridSite
+
+    with GridSite(pages=200, delay=0.05) as slow:
+        out = tmp_path / "r.jsonl"
+        proc = subprocess.Popen(
+            MANAGE + ["audit", slow.url("/"), "--allow-private", "--concurrency", "2", "--out", str(out)],
+            cwd=ROOT, env=subprocess_env(SITEWARD_CHUNK_SIZE=20), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (not out.exists() or out.read_text().count('"page"') < 5):
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130, output
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert records[-1]["type"] == "summary" and records[-1]["status"] == "cancelled"
+    audit = Audit.objects.get(pk=records[-1]["audit_id"])
+    assert audit.status == "cancelled" and audit.pages.count() >= 5
+    assert os.path.getsize(out) > 0

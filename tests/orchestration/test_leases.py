@@ -1,0 +1,181 @@
+"""The lease protocol: claims counted at claim time, fenced writes, retries that keep their URLs."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from audits.crawling import (
+    ChunkWriter,
+    InlineDispatcher,
+    LeaseLost,
+    _lease_urls,
+    claim_chunk,
+    crawl_setup,
+    run_chunk,
+    run_resume,
+    run_start,
+)
+from audits.finalize import run_finalize
+from audits.models import Audit, ChunkLease, FrontierURL, Page
+from audits.services import cancel_audit
+from crawler.page import PageOutcome
+from crawler.types import FetchResult
+
+pytestmark = pytest.mark.django_db
+
+
+def started(owner, site, **fields) -> tuple[Audit, InlineDispatcher]:
+    audit = Audit.objects.create(owner=owner, start_url=site.url("/"), allow_private=True, **fields)
+    dispatcher = InlineDispatcher()
+    run_start(audit.pk, dispatcher)
+    audit.refresh_from_db()
+    assert audit.phase == Audit.Phase.CRAWLING, (audit.error_code, audit.error_detail)
+    return audit, dispatcher
+
+
+def expire(lease_number: int, audit: Audit) -> None:
+    ChunkLease.objects.filter(audit=audit, number=lease_number).update(
+        leased_until=timezone.now() - timedelta(seconds=1))
+
+
+def drain(audit, dispatcher, limit=200):
+    for _ in range(limit):
+        if not dispatcher.steps:
+            return
+        step, audit_id, number = dispatcher.steps.pop(0)
+        if step == "chunk":
+            run_chunk(audit_id, number, dispatcher)
+        else:
+            run_finalize(audit_id)
+
+
+def test_a_finished_chunk_refuses_a_new_claim(owner, grid_site, fast_settings):
+    audit, dispatcher = started(owner, grid_site)
+    assert run_chunk(audit.pk, 1, dispatcher) == "done"
+    assert claim_chunk(audit.pk, 1) is None
+    assert run_chunk(audit.pk, 1, dispatcher) == "refused"
+    assert grid_site.hits("/") == 1 and grid_site.hits("/p/2") == 1
+
+
+def test_a_live_lease_refuses_a_duplicate_delivery(owner, grid_site, fast_settings):
+    audit, _ = started(owner, grid_site)
+    first = claim_chunk(audit.pk, 1)
+    assert first is not None and first.lease.attempts == 1
+    assert claim_chunk(audit.pk, 1) is None
+
+
+def test_an_expired_lease_is_reclaimed_counting_the_attempt_and_keeping_its_urls(owner, grid_site, fast_settings):
+    audit, dispatcher = started(owner, grid_site)
+    assert run_chunk(audit.pk, 1, dispatcher) == "done"  # the start page; chunk 2 gets its links
+    first = claim_chunk(audit.pk, 2)
+    held = [item.url for item in _lease_urls(audit, first.lease)]
+    assert held
+    expire(2, audit)
+    second = claim_chunk(audit.pk, 2)
+    assert second.lease.attempts == 2 and second.lease.token != first.lease.token
+    assert second.serial is True  # a retry after a death runs one URL at a time
+    assert [item.url for item in _lease_urls(audit, second.lease)] == held
+
+
+def test_a_zombie_whose_lease_was_reclaimed_writes_nothing(owner, grid_site, fast_settings):
+    audit, dispatcher = started(owner, grid_site)
+    zombie = claim_chunk(audit.pk, 1)
+    items = _lease_urls(audit, zombie.lease)
+    expire(1, audit)
+    assert claim_chunk(audit.pk, 1) is not None  # B takes over
+    writer = ChunkWriter(audit, zombie.lease, crawl_setup(audit))
+    outcome = PageOutcome(items[0].url, 0, FetchResult(items[0].url, items[0].url, status=200), None, (), ())
+    with pytest.raises(LeaseLost):
+        writer.write([outcome])
+    assert not Page.objects.filter(audit=audit, url=items[0].url).exists()
+
+
+def test_a_chunk_out_of_attempts_records_its_urls_as_lost_and_the_crawl_goes_on(owner, grid_site, fast_settings):
+    audit, dispatcher = started(owner, grid_site)
+    run_chunk(audit.pk, 1, dispatcher)
+    dispatcher.steps.clear()
+    for _ in range(3):  # three workers die holding chunk 2
+        claim = claim_chunk(audit.pk, 2)
+        _lease_urls(audit, claim.lease)
+        expire(2, audit)
+    held = set(FrontierURL.objects.filter(audit=audit, chunk=2).values_list("url", flat=True))
+    assert run_chunk(audit.pk, 2, dispatcher) == "abandoned"
+    lost = Page.objects.filter(audit=audit, fetch_error="worker_lost")
+    assert set(lost.values_list("url", flat=True)) == held
+    assert dispatcher.steps  # the crawl goes on (here: nothing left, so finalize)
+    drain(audit, dispatcher)
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED
+
+
+def test_the_url_that_kills_its_worker_is_isolated_on_retry(owner, grid_site, fast_settings):
+    audit, dispatcher = started(owner, grid_site)
+    run_chunk(audit.pk, 1, dispatcher)
+    dispatcher.steps.clear()
+    claim_chunk(audit.pk, 2)  # attempt 1 dies
+    expire(2, audit)
+    first = claim_chunk(audit.pk, 2)
+    items = _lease_urls(audit, first.lease)
+    poison = items[-1]
+    # Attempt 2 ran serially: it marked the poison URL and died fetching it.
+    writer = ChunkWriter(audit, first.lease, crawl_setup(audit))
+    writer.mark_try(poison)
+    expire(2, audit)
+    assert run_chunk(audit.pk, 2, dispatcher) == "done"  # attempt 3
+    page = Page.objects.get(audit=audit, url=poison.url)
+    assert page.fetch_error == "worker_lost"
+    others = Page.objects.filter(audit=audit, url__in=[i.url for i in items[:-1]])
+    assert others.count() == len(items) - 1 and not others.exclude(fetch_error="").exists()
+    assert grid_site.hits(poison.url.removeprefix(grid_site.url("").rstrip("/"))) == 0
+
+
+def test_cancel_mid_chunk_stops_within_a_batch_and_resume_finishes_the_crawl(owner, grid_site, fast_settings):
+    audit, dispatcher = started(owner, grid_site, max_pages=100)
+    run_chunk(audit.pk, 1, dispatcher)
+    dispatcher.steps.clear()
+    cancelled = []
+
+    def cancel_on_first_batch(outcomes, issues):
+        if not cancelled:
+            cancelled.append(cancel_audit(Audit.objects.get(pk=audit.pk)))
+
+    assert run_chunk(audit.pk, 2, dispatcher, on_batch=cancel_on_first_batch) == "stopped"
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.CANCELLED and audit.error_code == "cancelled"
+    kept = audit.pages.count()
+    assert kept >= 2  # what was crawled before the cancel stays
+    assert not FrontierURL.objects.filter(audit=audit, state="leased").exists()
+    assert dispatcher.steps == []
+
+    assert audit.reopen_for_resume()
+    run_resume(audit.pk, dispatcher)
+    drain(audit, dispatcher)
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED
+    stored = set(audit.pages.values_list("url", flat=True))
+    assert {grid_site.url(p) for p in grid_site.page_paths()} <= stored
+    for path in grid_site.page_paths():  # nothing fetched twice across the cancel and resume
+        assert grid_site.hits(path) == 1, path
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_executions_of_one_chunk_at_once_fetch_and_store_each_url_once(owner, grid_site, fast_settings):
+    audit, dispatcher = started(owner, grid_site)
+    results, barrier = [], threading.Barrier(2)
+
+    def execute():
+        try:
+            barrier.wait()
+            results.append(run_chunk(audit.pk, 1, InlineDispatcher()))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=execute) for _ in range(2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert sorted(results) == ["done", "refused"]
+    assert (grid_site.hits("/p/2"), grid_site.hits("/p/3")) == (1, 1)
+    assert Page.objects.filter(audit=audit).count() == 3

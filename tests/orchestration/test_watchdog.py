@@ -1,0 +1,101 @@
+"""The watchdog finds what no exception handler sees, and acts once even when run twice at once."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from django_q.models import OrmQ
+
+from audits.crawling import InlineDispatcher, _lease_urls, claim_chunk, run_chunk, run_start
+from audits.models import Audit, ChunkLease
+from audits.watchdog import queued_task_names, run_watchdog
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def crawling_audit(owner, site) -> Audit:
+    audit = Audit.objects.create(owner=owner, start_url=site.url("/"), allow_private=True)
+    run_start(audit.pk, InlineDispatcher())
+    audit.refresh_from_db()
+    return audit
+
+
+def age(audit: Audit, seconds: int) -> None:
+    Audit.objects.filter(pk=audit.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=seconds))
+
+
+def test_a_live_audit_is_left_alone(owner, grid_site, fast_settings):
+    audit = crawling_audit(owner, grid_site)
+    claim_chunk(audit.pk, 1)
+    OrmQ.objects.all().delete()
+    assert run_watchdog() == "nothing to do"
+    audit.refresh_from_db()
+    assert audit.status == "running" and not OrmQ.objects.exists()
+
+
+def test_an_audit_without_progress_is_failed_as_stalled_keeping_its_pages(owner, grid_site, fast_settings):
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "STALL_SECONDS": 60}
+    audit = crawling_audit(owner, grid_site)
+    age(audit, 61)
+    run_watchdog()
+    audit.refresh_from_db()
+    assert (audit.status, audit.error_code, audit.failed_phase) == ("failed", "stalled", "crawling")
+    assert "No progress" in audit.error_detail
+    assert audit.pages.count() >= 1  # the start page crawled before it stalled is still there
+
+
+def test_an_expired_lease_is_re_enqueued_once_when_two_watchdogs_run_at_once(owner, grid_site, fast_settings):
+    audit = crawling_audit(owner, grid_site)
+    claim = claim_chunk(audit.pk, 1)  # a worker takes chunk 1 and dies
+    _lease_urls(audit, claim.lease)
+    ChunkLease.objects.filter(pk=claim.lease.pk).update(leased_until=timezone.now() - timedelta(seconds=5))
+    OrmQ.objects.all().delete()
+    barrier = threading.Barrier(2)
+    outputs = []
+
+    def watchdog():
+        try:
+            barrier.wait()
+            outputs.append(run_watchdog())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=watchdog) for _ in range(2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert sorted(queued_task_names()) == [f"audit-{audit.pk}-chunk-1"]
+    assert sum("re-enqueued chunk 1" in out for out in outputs) == 1
+    # The re-delivered chunk claims with the attempt counted and finishes the URLs it held.
+    assert run_chunk(audit.pk, 1, InlineDispatcher()) == "done"
+    assert ChunkLease.objects.get(audit=audit, number=1).attempts == 2
+
+
+def test_a_queued_audit_whose_task_vanished_is_started_again(owner, grid_site, fast_settings):
+    audit = Audit.objects.create(owner=owner, start_url=grid_site.url("/"), allow_private=True)
+    age(audit, 10)  # its start task was dropped (say, a rotated SECRET_KEY failed its signature)
+    assert not OrmQ.objects.exists()
+    run_watchdog()
+    assert queued_task_names() == {f"audit-{audit.pk}-start"}
+    run_watchdog()  # the task is queued now: no second copy
+    assert OrmQ.objects.count() == 1
+
+
+def test_a_finished_chunk_with_nothing_scheduled_after_it_is_advanced(owner, grid_site, fast_settings):
+    audit = crawling_audit(owner, grid_site)
+    run_chunk(audit.pk, 1, InlineDispatcher())
+    ChunkLease.objects.filter(audit=audit, number=2).delete()  # the enqueue of chunk 2 was lost in a crash
+    OrmQ.objects.all().delete()
+    age(audit, 10)
+    run_watchdog()
+    assert queued_task_names() == {f"audit-{audit.pk}-chunk-2"}
+
+
+def test_a_finalizing_audit_without_its_task_gets_finalize_again(owner, grid_site, fast_settings):
+    audit = crawling_audit(owner, grid_site)
+    Audit.objects.filter(pk=audit.pk).update(status="finalizing", phase="finalizing")
+    OrmQ.objects.all().delete()
+    age(audit, 10)
+    run_watchdog()
+    assert queued_task_names() == {f"audit-{audit.pk}-finalize"}
