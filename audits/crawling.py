@@ -25,6 +25,7 @@ fetching runs in the event loop, writes run in one database thread.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 import os
@@ -44,7 +45,7 @@ from django.utils import timezone
 from crawler.checks import CheckSettings, PageContext, run_page_checks
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.net import AddressGuard
-from crawler.page import PageOutcome, process_page
+from crawler.page import PageOutcome, build_outcome, process_page
 from crawler.robots import Robots, load_robots
 from crawler.sitemap import discover_sitemaps
 from crawler.types import FetchError, FetchResult, Finding
@@ -182,7 +183,7 @@ def clean(text: str | None, limit: int) -> str:
 # --- start -------------------------------------------------------------------------
 
 
-def run_start(audit_id: int, dispatcher: Dispatcher | None = None) -> None:
+def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None) -> None:
     """Resolve the start URL, read robots.txt and sitemaps, seed the frontier, schedule chunk 1."""
     dispatcher = dispatcher or Dispatcher()
     audit = Audit.objects.get(pk=audit_id)
@@ -229,12 +230,18 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None) -> None:
             seeds.append(FrontierURL(audit=audit, url=url, url_hash=url_hash(url), depth=audit.max_depth,
                                      in_sitemap=True, template_key=_tkey(url)))
         FrontierURL.objects.bulk_create(seeds, ignore_conflicts=True, batch_size=1000)
+        # The start page goes through the ordinary fenced writer as "chunk 0".
         FrontierURL.objects.filter(audit=audit, url_hash=url_hash(outcome.start_url)).update(
-            depth=0, linked=True
+            depth=0, linked=True, state=FrontierURL.State.LEASED, chunk=0
         )
-        discovered = FrontierURL.objects.filter(audit=audit).count()
+        discovered = FrontierURL.objects.filter(audit=audit, kind=Page.Kind.PAGE, skip_reason="").count()
         Audit.objects.filter(pk=audit.pk).update(pages_discovered=discovered, heartbeat_at=timezone.now())
-        _schedule_chunk(audit, 1, dispatcher)
+        ChunkLease.objects.get_or_create(audit=audit, number=0)
+        claim = claim_chunk(audit.pk, 0)
+        audit.refresh_from_db()
+        ChunkWriter(audit, claim.lease, crawl_setup(audit), on_batch=on_batch).write(outcome.pages)
+        _finish_chunk(claim.lease)
+        advance(audit, 0, dispatcher)
 
 
 @dataclass
@@ -245,6 +252,7 @@ class StartOutcome:
     sitemap_urls: tuple[str, ...] = ()
     sitemap_found: bool | None = None
     sitemap_problems: list[tuple[str, str]] = field(default_factory=list)  # (url, problem)
+    pages: list[PageOutcome] = field(default_factory=list)  # the start page, fetched once here
     error_code: str = ""
     error_detail: str = ""
 
@@ -273,9 +281,18 @@ async def _start_async(audit: Audit, start_url: str, setup: CrawlSetup) -> Start
             )
         report = await discover_sitemaps(fetcher, origin, robots.sitemaps)
     problems = [(f.url, f.problem) for f in report.files if f.problem]
+    # The start page was fetched above; record it instead of fetching it again.
+    # A typed URL that redirects is its own row (with its chain), as any
+    # redirecting URL is; the page it lands on is the crawl's depth-0 page.
+    ctx = PageContext(setup.checks, is_internal=_internal_test(Scope(origin)))
+    pages = []
+    if final != start_url:
+        pages.append(PageOutcome(start_url, 0, first, None, tuple(run_page_checks(first, None, ctx)), ()))
+        first = dataclasses.replace(first, url=final, redirects=())
+    pages.append(build_outcome(first, final, 0, ctx))
     return StartOutcome(
         start_url=final, origin=origin, robots=robots, sitemap_urls=tuple(report.urls),
-        sitemap_found=report.found, sitemap_problems=problems,
+        sitemap_found=report.found, sitemap_problems=problems, pages=pages,
     )
 
 
@@ -647,9 +664,11 @@ class ChunkWriter:
                 issues_critical=severities.count("critical"), issues_warning=severities.count("warning"),
                 issues_notice=severities.count("notice"),
             )
-            status = Audit.objects.filter(pk=self.audit.pk).values_list("status", flat=True).first()
         if self.on_batch:
             self.on_batch(outcomes, issues)
+        # A cancel (or a watchdog failure) is seen here, between sub-batches:
+        # within seconds, since a sub-batch is flushed at least every second.
+        status = Audit.objects.filter(pk=self.audit.pk).values_list("status", flat=True).first()
         if status != Audit.Status.RUNNING:
             raise AuditStopped()
 
@@ -762,7 +781,7 @@ class ChunkWriter:
                     "blocked_by_robots", f"Disallowed by robots.txt; linked from {row.found_on}"))
                 for row in skipped
             ], ignore_conflicts=True)
-        return len(admitted)
+        return sum(1 for row in admitted if row.kind == Page.Kind.PAGE)
 
 
 def _same_origin(url: str, scope: Scope | None) -> bool:

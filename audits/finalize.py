@@ -18,7 +18,7 @@ from crawler.catalogue import finding
 from crawler.types import FetchError
 
 from .crawling import issue_key, issue_row
-from .models import Audit, ChunkLease, FrontierURL, Issue, Page
+from .models import Audit, FrontierURL, Issue, Page
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +42,9 @@ def run_finalize(audit_id: int) -> bool:
         audit.beat()
     with transaction.atomic():
         recount(audit)
-        # Scratch state no screen needs; link edges stay (inlinks, links.csv).
+        # Scratch state no screen needs. Link edges stay (inlinks, links.csv), and
+        # so do the chunk rows: one per chunk, they are the record of its attempts.
         FrontierURL.objects.filter(audit=audit).delete()
-        ChunkLease.objects.filter(audit=audit).delete()
         return audit.finish()
 
 
@@ -52,9 +52,12 @@ def recount(audit: Audit) -> None:
     """Exact counters from the rows (chunk-time counters can double count retries)."""
     by_severity = dict(audit.issues.values("severity").annotate(n=Count("id")).values_list("severity", "n"))
     pages = audit.pages.filter(kind=Page.Kind.PAGE)
+    crawled = pages.count()
     Audit.objects.filter(pk=audit.pk).update(
+        pages_discovered=max(crawled, FrontierURL.objects.filter(
+            audit=audit, kind=Page.Kind.PAGE, skip_reason="").count()),
         issues_critical=by_severity.get("critical", 0), issues_warning=by_severity.get("warning", 0),
-        issues_notice=by_severity.get("notice", 0), pages_crawled=pages.count(),
+        issues_notice=by_severity.get("notice", 0), pages_crawled=crawled,
         pages_failed=pages.exclude(fetch_error="").count(),
     )
 

@@ -286,9 +286,12 @@ class Page(models.Model):
 
     @property
     def status_class(self) -> str:
-        if self.fetch_error:
+        """The URL's own answer: a URL that redirected is 3xx whatever it ended at."""
+        if self.redirect_count:
+            return "3xx"
+        if self.status_code is None:
             return "error"
-        return f"{self.status_code // 100}xx" if self.status_code else "none"
+        return f"{self.status_code // 100}xx"
 
 
 class Issue(models.Model):

@@ -199,11 +199,8 @@ RESPONSE_BUCKETS = [(0, 100), (100, 250), (250, 500), (500, 1000), (1000, 2000),
 def _charts(audit: Audit) -> dict:
     """Three small aggregate queries over the pages (kind=page), drawn as SVG."""
     pages = Page.objects.filter(audit=audit, kind=Page.Kind.PAGE)
-    classes = {"2xx": 0, "3xx": 0, "4xx": 0, "5xx": 0, "error": 0}
-    for row in pages.values("status_code").annotate(n=Count("id")).order_by():
-        code = row["status_code"]
-        key = f"{code // 100}xx" if code and 200 <= code < 600 else "error"
-        classes[key] += row["n"]
+    # One aggregate; a URL that redirected counts as 3xx (its own answer), as in the pages filter.
+    classes = pages.aggregate(**{label: Count("id", filter=cond) for label, cond in STATUS_CLASSES.items()})
     status_chart = bar_chart(
         [Bar(label, value, f"bar-{label}") for label, value in classes.items()],
         title="Pages by status class", chart_id="chart-status",
@@ -242,7 +239,7 @@ def _body_context(audit: Audit) -> dict:
         # While it runs, the newest rows show that work is happening.
         context["latest_pages"] = list(
             Page.objects.filter(audit=audit).order_by("-id")
-            .only("id", "audit_id", "url", "status_code", "fetch_error", "depth", "title")[:8]
+            .only("id", "audit_id", "url", "status_code", "redirect_count", "fetch_error", "depth", "title")[:8]
         )
     return context
 
@@ -331,12 +328,14 @@ def issue_list(request, audit):
     return render(request, "audits/issue_list.html", context)
 
 
+# A URL's status class is its own answer: one that redirected is 3xx whatever it
+# ended at (status_code keeps the final result, which broken-link checks need).
 STATUS_CLASSES = {
-    "2xx": Q(status_code__gte=200, status_code__lt=300),
-    "3xx": Q(status_code__gte=300, status_code__lt=400),
-    "4xx": Q(status_code__gte=400, status_code__lt=500),
-    "5xx": Q(status_code__gte=500, status_code__lt=600),
-    "error": Q(status_code__isnull=True),
+    "2xx": Q(redirect_count=0, status_code__gte=200, status_code__lt=300),
+    "3xx": Q(redirect_count__gt=0) | Q(status_code__gte=300, status_code__lt=400),
+    "4xx": Q(redirect_count=0, status_code__gte=400, status_code__lt=500),
+    "5xx": Q(redirect_count=0, status_code__gte=500, status_code__lt=600),
+    "error": Q(redirect_count=0, status_code__isnull=True),
 }
 
 PAGE_SORTS = {
@@ -375,8 +374,8 @@ def page_list(request, audit):
         pages = pages.filter(url__icontains=filters["q"])
     sort, order = sort_choice(request, PAGE_SORTS, "depth")
     pages = pages.order_by(*order).only(
-        "id", "audit_id", "url", "kind", "status_code", "fetch_error", "content_type", "depth", "title",
-        "total_ms", "size_bytes", "inlinks",
+        "id", "audit_id", "url", "kind", "status_code", "redirect_count", "fetch_error", "content_type", "depth",
+        "title", "total_ms", "size_bytes", "inlinks",
     )
     page = window(pages, request)
     context = {

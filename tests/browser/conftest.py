@@ -5,7 +5,6 @@ Playwright's browser download is never used: the tests run the system
 to ``test-artifacts/screenshots/`` so a person can look at what the tests saw.
 """
 
-import os
 import re
 from pathlib import Path
 
@@ -17,13 +16,15 @@ CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "owner-pass-123"  # the password tests/conftest.py gives the "owner" fixture
 
 
-@pytest.fixture(scope="session")
-def chromium():
+@pytest.fixture
+def chromium(monkeypatch):
     from playwright.sync_api import sync_playwright
 
-    # Playwright's sync API keeps an asyncio loop on this thread; the ORM calls the
-    # tests make between browser steps are ordinary blocking calls, not async code.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    # Playwright's sync API keeps an asyncio loop running on this thread while it
+    # is started; the ORM calls the tests make between browser steps are ordinary
+    # blocking calls, not async code. Function scope: the loop (and this setting)
+    # must be gone before other tests, which call asyncio.run(), run on this thread.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True,

@@ -85,7 +85,7 @@ class Command(BaseCommand):
 
     def _crawl(self, audit: Audit, report: Report, fail_on: str) -> int:
         dispatcher = InlineDispatcher()
-        run_start(audit.pk, dispatcher)
+        run_start(audit.pk, dispatcher, on_batch=report.batch)
         guard = 0
         while dispatcher.steps:
             guard += 1
@@ -169,7 +169,7 @@ class Command(BaseCommand):
 
     def _print_summary(self, console, audit: Audit, code: int) -> None:
         pages = Page.objects.filter(audit=audit, kind=Page.Kind.PAGE)
-        classes = Counter(p.status_class for p in pages.only("status_code", "fetch_error").iterator())
+        classes = Counter(p.status_class for p in pages.only("status_code", "fetch_error", "redirect_count").iterator())
         console.write("")
         console.write(f"Audit {audit.pk} {audit.get_status_display().lower()}: {audit.pages_crawled} pages")
         if audit.error_code:
