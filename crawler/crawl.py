@@ -4,11 +4,14 @@ Used by tests and by the library benchmark; the Django side runs the same
 pieces (fetcher, robots, sitemaps, window, page pipeline) over its own
 frontier tables instead.
 
-1. The start URL is fetched with its redirects followed; the crawl is anchored
-   on the origin it ends on, and that fetch is the depth-0 page (when robots
-   allow it) so the start is not fetched twice.
-2. robots.txt is read once, then the sitemaps (robots.txt ``Sitemap:`` lines,
-   else ``/sitemap.xml``).
+1. robots.txt of the start URL's origin is read first: when it disallows the
+   start URL, or cannot be read (RFC 9309: assume complete disallow), no page
+   is requested at all.
+2. The start URL is fetched with its redirects followed; the crawl is anchored
+   on the origin it ends on (whose robots.txt is read too if that is another
+   origin), and that fetch is the depth-0 page, so the start is not fetched
+   twice. Then the sitemaps (robots.txt ``Sitemap:`` lines, else
+   ``/sitemap.xml``).
 3. Pages are crawled a depth level at a time through the rolling window. A URL
    is deduplicated when it is first seen, so its depth is its true click depth;
    before it is queued it must be in scope, pass the trap guard, be allowed by
@@ -78,7 +81,8 @@ class CrawlReport:
     start_url: str = ""
     status_counts: dict[str, int] = field(default_factory=dict)  # "200", "404", "read_timeout"...
     max_depth_reached: int = 0
-    blocked_by_robots: tuple[str, ...] = ()
+    blocked_by_robots: tuple[str, ...] = ()  # the first 1000
+    blocked_count: int = 0
     trapped: tuple[tuple[str, str], ...] = ()  # (url, reason)
     skipped_depth: int = 0
     skipped_budget: int = 0
@@ -91,7 +95,9 @@ class CrawlReport:
     unfinished: int = 0  # queued URLs never started because the time budget ran out
     elapsed: float = 0.0
     window_peak: int = 0
-    stopped: str = ""  # why the crawl ended early: "", "start_unreachable", "time_budget"
+    # Why the crawl ended early: "", "robots_unavailable", "start_blocked_by_robots",
+    # "start_unreachable" or "time_budget".
+    stopped: str = ""
 
 
 class _Frontier:
@@ -186,26 +192,42 @@ async def crawl_site(
     stopped = ""
 
     async with Fetcher(policy, guard, concurrency=limits.concurrency) as fetcher:
-        # 1. The start URL, its redirects, and the origin the crawl is anchored on.
         try:
             start = normalize(start_url)
         except InvalidURL as exc:
             raise ValueError(f"start URL refused: {exc}") from None
-        first = await fetcher.fetch(start)
-        try:
-            origin = origin_of(first.final_url)
-        except InvalidURL:
-            origin = origin_of(start)
+        agent = limits.user_agent
+        ignore = not limits.respect_robots
+
+        # 1. robots.txt of the start URL's origin comes first, so a site that
+        # disallows everything, or whose robots.txt cannot be read (RFC 9309:
+        # assume complete disallow), gets no page request at all.
+        origin = origin_of(start)
+        robots = await load_robots(fetcher, origin, ignore=ignore)
+        first: FetchResult | None = None
+        if robots.status == "unavailable":
+            stopped = "robots_unavailable"
+        elif not robots.allowed(start, agent):
+            stopped = "start_blocked_by_robots"
+        else:
+            # 2. The start URL with its redirects: the crawl is anchored on the
+            # origin it ends on, whose robots.txt then applies.
+            first = await fetcher.fetch(start)
+            if first.error is not None and first.status is None:
+                stopped = "start_unreachable"
+            try:
+                final_origin = origin_of(first.final_url)
+            except InvalidURL:
+                final_origin = origin
+            if final_origin != origin:
+                origin = final_origin
+                robots = await load_robots(fetcher, origin, ignore=ignore)
         scope = Scope(origin, limits.include, limits.exclude)
 
-        # 2. robots.txt and sitemaps of that origin, unless the start itself
-        # failed (refused address, DNS, connection): then there is no site to read.
-        if first.error is not None:
-            stopped = "start_unreachable"
-            robots = Robots("unavailable", None, "", "not fetched: the start URL failed")
+        # 3. Sitemaps of that origin, when there is a site to read.
+        if stopped or robots.status == "unavailable":
             sitemap = SitemapReport((), (), False)
         else:
-            robots = await load_robots(fetcher, origin, ignore=not limits.respect_robots)
             sitemap = await discover_sitemaps(fetcher, origin, robots.sitemaps)
         in_sitemap = frozenset(sitemap.urls)
         base_ctx = PageContext(settings=settings, is_internal=scope.contains)
@@ -237,18 +259,21 @@ async def crawl_site(
             if on_page is not None:
                 on_page(outcome)
 
-        # The start page: reuse its fetch when robots allow it.
-        frontier.seen.update({start, first.final_url})
-        start_blocked = not stopped and not (
-            robots.allowed(start, limits.user_agent)
-            and robots.allowed(first.final_url, limits.user_agent)
-        )
-        if start_blocked:
+        # The start page: its fetch is reused, unless it redirected somewhere
+        # robots.txt disallows (then what it said is not used).
+        frontier.seen.add(start)
+        if first is None:
             frontier.blocked.append(start)
             frontier.blocked_count += 1
         else:
-            frontier.queued += 1
-            record(build_outcome(first, start, 0, ctx_for(start), source="start"))
+            frontier.seen.add(first.final_url)
+            if robots.allowed(first.final_url, agent):
+                frontier.queued += 1
+                record(build_outcome(first, start, 0, ctx_for(start), source="start"))
+            else:
+                stopped = stopped or "start_blocked_by_robots"
+                frontier.blocked.append(first.final_url)
+                frontier.blocked_count += 1
 
         # 3 and 4. Level by level from the start, then from the sitemap orphans.
         depth = 1
@@ -333,10 +358,11 @@ async def crawl_site(
         origin=origin,
         robots=robots,
         sitemap=sitemap,
-        start_url=first.final_url,
+        start_url=first.final_url if first is not None else start,
         status_counts=dict(statuses),
         max_depth_reached=max_depth_reached,
         blocked_by_robots=tuple(frontier.blocked),
+        blocked_count=frontier.blocked_count,
         trapped=tuple(frontier.trapped),
         skipped_depth=frontier.skipped_depth,
         skipped_budget=frontier.skipped_budget,

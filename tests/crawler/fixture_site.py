@@ -129,7 +129,10 @@ class _Server(ThreadingHTTPServer):
 class FixtureSite:
     """The site and its "elsewhere" origin; use as a context manager."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, robots_status: int = 200) -> None:
+        # Any other status serves robots.txt as an error page with that status
+        # (a 503 must stop the whole crawl, a 404 allow everything).
+        self.robots_status = robots_status
         self.requests: Counter[tuple[str, str]] = Counter()  # (method, path) on the site
         self.elsewhere_requests: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
@@ -190,6 +193,8 @@ class FixtureSite:
 
     def _route_site(self, path: str) -> Response:
         ext_ok, ext_gone = self.elsewhere + EXTERNAL_OK, self.elsewhere + EXTERNAL_GONE
+        if path == "/robots.txt" and self.robots_status != 200:
+            return Response(self.robots_status, b"<html><body>robots error</body></html>")
         if path == "/robots.txt":
             body = f"User-agent: *\nDisallow: /private/\n\nSitemap: {self.base}/sitemap.xml\n"
             return Response(200, body.encode(), "text/plain")

@@ -157,7 +157,8 @@ def test_a_start_url_that_redirects_anchors_the_crawl_on_the_final_origin():
         assert site.hits("/") == 1
         assert result.outcomes["/"].source == "start"
         assert result.outcomes["/"].result.redirects[0].status == 302
-        assert site.elsewhere_requests == {("GET", START_REDIRECT): 1}
+        # The start's own origin was asked for its robots.txt first (404: allowed).
+        assert site.elsewhere_requests == {("GET", "/robots.txt"): 1, ("GET", START_REDIRECT): 1}
         assert result.report.pages >= len(EXPECTED_DEPTHS)
 
 
@@ -215,27 +216,73 @@ def test_time_budget_stops_new_work_and_counts_what_was_left():
         assert result.report.unfinished > 0
 
 
-def test_an_unreachable_start_url_ends_the_crawl_with_a_reason():
+def _closed_port() -> int:
     with socket.socket() as sock:  # a port that was free a moment ago refuses connections
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+        return sock.getsockname()[1]
+
+
+def test_an_unreachable_site_stops_at_its_robots_txt_with_a_reason():
     report = asyncio.run(
         crawl_site(
-            f"http://127.0.0.1:{port}/",
+            f"http://127.0.0.1:{_closed_port()}/",
             CrawlLimits(allow_private=True, check_external=False),
+            policy=FAST,
+        )
+    )
+    assert report.stopped == "robots_unavailable"
+    assert report.pages == 0
+    assert report.robots.status == "unavailable"
+    assert report.robots.http_status is None
+
+
+def test_an_unreachable_start_url_is_recorded_when_robots_are_ignored():
+    report = asyncio.run(
+        crawl_site(
+            f"http://127.0.0.1:{_closed_port()}/",
+            CrawlLimits(allow_private=True, check_external=False, respect_robots=False),
             policy=FAST,
         )
     )
     assert report.stopped == "start_unreachable"
     assert report.pages == 1
     assert report.status_counts == {"connect_failed": 1}
-    assert report.robots.status == "unavailable"
+
+
+def test_robots_txt_answering_503_means_no_page_is_requested():
+    with FixtureSite(robots_status=503) as site:
+        result = crawl(site, site.url("/"))
+        assert result.report.stopped == "robots_unavailable"
+        assert result.report.pages == 0
+        assert set(site.requests) == {("GET", "/robots.txt")}
+        assert site.elsewhere_requests == {}
+
+
+def test_robots_txt_answering_404_allows_everything():
+    with FixtureSite(robots_status=404) as site:
+        result = crawl(site, site.url("/"), check_external=False)
+        assert result.report.robots.status == "missing"
+        assert site.hits(DISALLOWED) == 1
+        # No Sitemap line to follow, so /sitemap.xml is where the sitemap is found.
+        assert result.report.sitemap.found
+        assert result.outcome(SITEMAP_ONLY).source == "sitemap"
 
 
 def test_the_ssrf_guard_refuses_loopback_unless_private_targets_are_allowed():
     with FixtureSite() as site:
         report = asyncio.run(
             crawl_site(site.url("/"), CrawlLimits(check_external=False), policy=FAST)
+        )
+        # Even robots.txt is refused before any socket opens.
+        assert site.requests == {}
+        assert report.pages == 0
+        assert report.stopped == "robots_unavailable"
+        report = asyncio.run(
+            crawl_site(
+                site.url("/"),
+                CrawlLimits(check_external=False, respect_robots=False),
+                policy=FAST,
+            )
         )
         assert report.status_counts == {"ssrf_blocked": 1}
         assert site.requests == {}
