@@ -5,11 +5,12 @@ for "run me again" cases (the database was unavailable), which the lease table a
 the watchdog then retry. Never pass model instances through the queue.
 """
 
+import functools
 import logging
 
 from django.db import DatabaseError, OperationalError
 
-from .crawling import run_chunk, run_start
+from .crawling import run_chunk, run_resume, run_start
 from .finalize import run_finalize
 from .models import Audit
 from .watchdog import run_watchdog
@@ -17,53 +18,51 @@ from .watchdog import run_watchdog
 log = logging.getLogger(__name__)
 
 
-def _fail_on_bug(audit_id: int, phase: str, exc: Exception) -> None:
-    """A programming error is recorded on the audit instead of vanishing into a task log."""
-    log.exception("audit %s: %s failed", audit_id, phase)
-    audit = Audit.objects.filter(pk=audit_id).first()
-    if audit is not None:
-        audit.fail(Audit.ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", phase)
+def _records_failures(phase: str):
+    """Run a task body; a programming error fails the audit with a code instead of vanishing.
+
+    Database errors are re-raised: the database will come back, and the lease
+    table and the watchdog retry the work (counting attempts), so they must not
+    become an audit failure.
+    """
+
+    def decorate(body):
+        @functools.wraps(body)
+        def task(audit_id: int, *args):
+            try:
+                return body(audit_id, *args)
+            except (OperationalError, DatabaseError):
+                raise
+            except Exception as exc:
+                log.exception("audit %s: %s failed", audit_id, phase)
+                audit = Audit.objects.filter(pk=audit_id).first()
+                if audit is not None:
+                    audit.fail(Audit.ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", phase)
+                return "failed"
+
+        return task
+
+    return decorate
 
 
+@_records_failures(Audit.Phase.STARTING)
 def start(audit_id: int) -> None:
-    try:
-        run_start(audit_id)
-    except (OperationalError, DatabaseError):
-        raise  # the database will come back; the watchdog retries a start with a stale heartbeat
-    except Exception as exc:
-        _fail_on_bug(audit_id, Audit.Phase.STARTING, exc)
+    run_start(audit_id)
 
 
+@_records_failures(Audit.Phase.CRAWLING)
 def resume(audit_id: int) -> None:
-    from .crawling import run_resume
-
-    try:
-        run_resume(audit_id)
-    except (OperationalError, DatabaseError):
-        raise
-    except Exception as exc:
-        _fail_on_bug(audit_id, Audit.Phase.CRAWLING, exc)
+    run_resume(audit_id)
 
 
+@_records_failures(Audit.Phase.CRAWLING)
 def crawl_chunk(audit_id: int, number: int) -> str:
-    try:
-        return run_chunk(audit_id, number)
-    except (OperationalError, DatabaseError):
-        # Retryable: the lease expires and the watchdog re-enqueues the chunk,
-        # counting the attempt.
-        raise
-    except Exception as exc:
-        _fail_on_bug(audit_id, Audit.Phase.CRAWLING, exc)
-        return "failed"
+    return run_chunk(audit_id, number)
 
 
+@_records_failures(Audit.Phase.FINALIZING)
 def finalize(audit_id: int) -> None:
-    try:
-        run_finalize(audit_id)
-    except (OperationalError, DatabaseError):
-        raise
-    except Exception as exc:
-        _fail_on_bug(audit_id, Audit.Phase.FINALIZING, exc)
+    run_finalize(audit_id)
 
 
 def watchdog() -> str:

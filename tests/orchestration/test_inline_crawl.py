@@ -2,8 +2,7 @@
 
 import pytest
 
-from audits.crawling import InlineDispatcher, run_chunk, run_start
-from audits.finalize import run_finalize
+from audits.inline import run_audit_inline
 from audits.models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge
 from tests.crawler.fixture_site import (
     BROKEN_INTERNAL,
@@ -17,19 +16,9 @@ from tests.crawler.fixture_site import (
 pytestmark = pytest.mark.django_db
 
 
-def crawl_inline(audit: Audit, max_steps: int = 500) -> InlineDispatcher:
-    dispatcher = InlineDispatcher()
-    run_start(audit.pk, dispatcher)
-    for _ in range(max_steps):
-        if not dispatcher.steps:
-            break
-        step, audit_id, number = dispatcher.steps.pop(0)
-        if step == "chunk":
-            run_chunk(audit_id, number, dispatcher)
-        else:
-            run_finalize(audit_id)
+def crawl_inline(audit: Audit) -> None:
+    run_audit_inline(audit.pk)
     audit.refresh_from_db()
-    return dispatcher
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from audits.crawling import (
     run_resume,
     run_start,
 )
-from audits.finalize import run_finalize
+from audits.inline import run_steps
 from audits.models import Audit, ChunkLease, FrontierURL, Page
 from audits.services import cancel_audit
 from crawler.page import PageOutcome
@@ -39,17 +39,6 @@ def started(owner, site, **fields) -> tuple[Audit, InlineDispatcher]:
 def expire(lease_number: int, audit: Audit) -> None:
     ChunkLease.objects.filter(audit=audit, number=lease_number).update(
         leased_until=timezone.now() - timedelta(seconds=1))
-
-
-def drain(audit, dispatcher, limit=200):
-    for _ in range(limit):
-        if not dispatcher.steps:
-            return
-        step, audit_id, number = dispatcher.steps.pop(0)
-        if step == "chunk":
-            run_chunk(audit_id, number, dispatcher)
-        else:
-            run_finalize(audit_id)
 
 
 def test_a_finished_chunk_refuses_a_new_claim(owner, grid_site, fast_settings):
@@ -106,7 +95,7 @@ def test_a_chunk_out_of_attempts_records_its_urls_as_lost_and_the_crawl_goes_on(
     lost = Page.objects.filter(audit=audit, fetch_error="worker_lost")
     assert set(lost.values_list("url", flat=True)) == held
     assert dispatcher.steps  # the crawl goes on (here: nothing left, so finalize)
-    drain(audit, dispatcher)
+    run_steps(dispatcher)
     audit.refresh_from_db()
     assert audit.status == Audit.Status.COMPLETED
 
@@ -152,7 +141,7 @@ def test_cancel_mid_chunk_stops_within_a_batch_and_resume_finishes_the_crawl(own
 
     assert audit.reopen_for_resume()
     run_resume(audit.pk, dispatcher)
-    drain(audit, dispatcher)
+    run_steps(dispatcher)
     audit.refresh_from_db()
     assert audit.status == Audit.Status.COMPLETED
     stored = set(audit.pages.values_list("url", flat=True))

@@ -25,8 +25,8 @@ from crawler.errors import CrawlError
 from crawler.net import AddressGuard
 from crawler.urls import InvalidURL, compile_patterns, normalize
 
-from ...crawling import InlineDispatcher, run_chunk, run_start
 from ...finalize import run_finalize
+from ...inline import run_audit_inline
 from ...models import Audit, Issue, Page
 from ...services import create_audit
 
@@ -84,20 +84,13 @@ class Command(BaseCommand):
     # --- running --------------------------------------------------------------
 
     def _crawl(self, audit: Audit, report: Report, fail_on: str) -> int:
-        dispatcher = InlineDispatcher()
-        run_start(audit.pk, dispatcher, on_batch=report.batch)
-        guard = 0
-        while dispatcher.steps:
-            guard += 1
-            if guard > 1_000_000:  # every loop has a cap; this one is never reached by a real crawl
-                break
-            step, audit_id, number = dispatcher.steps.pop(0)
-            if step == "chunk":
-                run_chunk(audit_id, number, dispatcher, on_batch=report.batch)
-            else:
-                before = Issue.objects.filter(audit_id=audit_id).aggregate(n=Max("id"))["n"] or 0
-                run_finalize(audit_id)
-                report.issues(Issue.objects.filter(audit_id=audit_id, id__gt=before).order_by("id"))
+        def finalize_and_report(audit_id: int) -> None:
+            # Cross-page issues are found at the end; stream the ones finalize added.
+            before = Issue.objects.filter(audit_id=audit_id).aggregate(n=Max("id"))["n"] or 0
+            run_finalize(audit_id)
+            report.issues(Issue.objects.filter(audit_id=audit_id, id__gt=before).order_by("id"))
+
+        run_audit_inline(audit.pk, on_batch=report.batch, finalize=finalize_and_report)
         audit.refresh_from_db()
         if audit.status != Audit.Status.COMPLETED:
             return 2

@@ -1,0 +1,35 @@
+"""The django-q2 entry points: a bug is recorded on the audit; a database outage is retried."""
+
+import pytest
+from django.db import OperationalError
+
+from audits import tasks
+from audits.models import Audit
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_bug_in_a_chunk_fails_the_audit_with_internal_error_and_the_phase(owner, monkeypatch):
+    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1/", status="running", phase="crawling")
+
+    def broken(audit_id, number):
+        raise KeyError("missing-column")
+
+    monkeypatch.setattr(tasks, "run_chunk", broken)
+    assert tasks.crawl_chunk(audit.pk, 3) == "failed"
+    audit.refresh_from_db()
+    assert (audit.status, audit.error_code, audit.failed_phase) == ("failed", "internal_error", "crawling")
+    assert "KeyError" in audit.error_detail and "missing-column" in audit.error_detail
+
+
+def test_a_database_outage_is_raised_for_a_retry_not_recorded_as_a_failure(owner, monkeypatch):
+    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1/", status="running", phase="crawling")
+
+    def database_down(audit_id, number):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(tasks, "run_chunk", database_down)
+    with pytest.raises(OperationalError):
+        tasks.crawl_chunk(audit.pk, 1)
+    audit.refresh_from_db()
+    assert audit.status == "running" and audit.error_code == ""
