@@ -70,6 +70,9 @@ _database_url = env_str("DATABASE_URL")
 if _database_url:
     DATABASES = {"default": database_from_url(_database_url, base_dir=BASE_DIR)}
 else:
+    # The zero-config default: a SQLite file in var/ (created here, since a fresh
+    # clone has no var/ and SQLite will not create the folder).
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {"default": sqlite_database(str(VAR_DIR / "siteward.sqlite3"))}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -139,7 +142,7 @@ SITEWARD = {
     "MAX_RUNNING_AUDITS_PER_USER": env_int("SITEWARD_MAX_RUNNING_AUDITS", 3, minimum=1),
     "CHUNK_SIZE": env_int("SITEWARD_CHUNK_SIZE", 200, minimum=1, maximum=5000),
     "CHUNK_SOFT_DEADLINE": env_float("SITEWARD_CHUNK_SECONDS", 120.0, minimum=1.0),
-    "LEASE_SECONDS": env_int("SITEWARD_LEASE_SECONDS", 180, minimum=5),
+    "LEASE_SECONDS": env_int("SITEWARD_LEASE_SECONDS", 180, minimum=2),
     "MAX_CHUNK_ATTEMPTS": env_int("SITEWARD_MAX_CHUNK_ATTEMPTS", 3, minimum=1),
     "STALL_SECONDS": env_int("SITEWARD_STALL_SECONDS", 900, minimum=5),
     # How long a queued/starting/finalizing audit may sit with no task before
