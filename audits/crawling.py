@@ -241,6 +241,15 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         audit.refresh_from_db()
         ChunkWriter(audit, claim.lease, crawl_setup(audit), on_batch=on_batch).write(outcome.pages)
         _finish_chunk(claim.lease)
+        landing = outcome.pages[-1].result
+        if landing.status is not None and landing.status >= 500:
+            # Retries are spent and the site's front door is down: say so rather
+            # than "complete" an audit of one error page. The page row stays.
+            audit.fail(Audit.ErrorCode.SITE_UNAVAILABLE,
+                       f"The start page {landing.final_url} answered {landing.status} "
+                       f"after {landing.attempts} attempt{'s' if landing.attempts != 1 else ''}.",
+                       Audit.Phase.STARTING)
+            return
         advance(audit, 0, dispatcher)
 
 

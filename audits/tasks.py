@@ -18,6 +18,14 @@ from .watchdog import run_watchdog
 log = logging.getLogger(__name__)
 
 
+def _is_storage_full(exc: Exception) -> bool:
+    """SQLite's "database or disk is full", PostgreSQL's disk_full (SQLSTATE 53100)."""
+    cause = getattr(exc, "__cause__", None)
+    sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    text = str(exc).lower()
+    return sqlstate == "53100" or "database or disk is full" in text or "no space left on device" in text
+
+
 def _records_failures(phase: str):
     """Run a task body; a programming error fails the audit with a code instead of vanishing.
 
@@ -31,7 +39,15 @@ def _records_failures(phase: str):
         def task(audit_id: int, *args):
             try:
                 return body(audit_id, *args)
-            except (OperationalError, DatabaseError):
+            except (OperationalError, DatabaseError) as exc:
+                if _is_storage_full(exc):
+                    # Not transient: retrying would fill the queue with the same
+                    # failure. Record it (small UPDATEs still fit) and stop.
+                    log.error("audit %s: storage full during %s: %s", audit_id, phase, exc)
+                    audit = Audit.objects.filter(pk=audit_id).first()
+                    if audit is not None:
+                        audit.fail(Audit.ErrorCode.STORAGE_FULL, str(exc)[:500], phase)
+                    return "failed"
                 raise
             except Exception as exc:
                 log.exception("audit %s: %s failed", audit_id, phase)

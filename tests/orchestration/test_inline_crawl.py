@@ -113,3 +113,16 @@ def test_an_unreachable_start_url_fails_with_a_code(owner, fast_settings):
     crawl_inline(audit)
     assert (audit.status, audit.error_code) == ("failed", "start_url_unreachable")
     assert "refused" in audit.error_detail.lower() or "connect" in audit.error_detail.lower()
+
+
+def test_a_start_page_that_always_answers_500_fails_the_audit_as_site_unavailable(owner, fast_settings, httpserver):
+    httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
+    httpserver.expect_request("/").respond_with_data("<h1>down</h1>", status=500, content_type="text/html")
+    audit = make(owner, httpserver.url_for("/"))
+    crawl_inline(audit)
+    assert (audit.status, audit.error_code, audit.failed_phase) == ("failed", "site_unavailable", "starting")
+    assert "answered 500" in audit.error_detail
+    page = audit.pages.get()
+    assert page.status_code == 500  # what was fetched before it failed stays visible
+    home_requests = [r for r, _ in httpserver.log if r.path == "/"]
+    assert 1 < len(home_requests) <= 3  # retried, within the cap (1 + max_retries)
