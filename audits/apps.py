@@ -1,4 +1,21 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def ensure_watchdog_schedule(sender=None, using="default", **kwargs):
+    """Create (or correct) the watchdog Schedule, idempotently, after every migrate.
+
+    update_or_create by name: schedule() would raise on a duplicate name, and
+    create() at start-up piles up one schedule per deploy. post_migrate (rather
+    than a data migration) also restores it after a flush.
+    """
+    from django_q.models import Schedule
+
+    Schedule.objects.using(using).update_or_create(
+        name="siteward-watchdog",
+        defaults={"func": "audits.tasks.watchdog", "schedule_type": Schedule.MINUTES, "minutes": 1,
+                  "repeats": -1},
+    )
 
 
 class AuditsConfig(AppConfig):
@@ -8,3 +25,5 @@ class AuditsConfig(AppConfig):
     def ready(self):
         # Registers the django-q2 configuration check (see system_checks.py).
         from . import system_checks  # noqa: F401
+
+        post_migrate.connect(ensure_watchdog_schedule, sender=self)

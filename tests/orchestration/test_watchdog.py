@@ -99,3 +99,12 @@ def test_a_finalizing_audit_without_its_task_gets_finalize_again(owner, grid_sit
     age(audit, 10)
     run_watchdog()
     assert queued_task_names() == {f"audit-{audit.pk}-finalize"}
+
+
+def test_the_watchdog_schedule_is_created_once_by_migration_and_runs_every_minute():
+    from django_q.models import Schedule
+
+    schedule = Schedule.objects.get(name="siteward-watchdog")
+    assert (schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats) == (
+        "audits.tasks.watchdog", Schedule.MINUTES, 1, -1)
+    assert Schedule.objects.filter(func="audits.tasks.watchdog").count() == 1
