@@ -1,11 +1,16 @@
-"""One pass over an HTML page with lxml, into a frozen PageFacts.
+"""One read of an HTML page with lxml, into a frozen PageFacts.
 
-The page is fed to libxml2's HTML parser with a *target* object: libxml2 calls
-``start``/``end``/``data`` as it tokenises and no tree is ever built, so memory
-stays flat however large or deep the page is and nothing of the DOM outlives
-the call. (A SAX target measured faster than ``lxml.html.fromstring`` plus a
-walk for our pages, and it is the same event stream BeautifulSoup's lxml
-builder consumes, which is what makes the parity test with ``parse_bs4`` exact.)
+libxml2 builds the page's tree in C, and Python then visits only the elements
+that carry facts (``root.iter`` over a list of tags) and gets text in bulk
+(one XPath call for all text nodes). Python callbacks per parser event, the
+earlier design, cost about twice the whole C parse in call overhead alone.
+The tree is dropped when the call returns: only strings reach PageFacts.
+
+libxml2's tree builder stops at a nesting depth of 256, so a page it does not
+finish is read again with an event *target* (``_Collector``), which keeps no
+stack in libxml2 and reads any depth with flat memory. Both see the event
+stream BeautifulSoup's lxml builder consumes, which is what makes the parity
+test with ``parse_bs4`` exact.
 
 What counts as a link and how text is measured is documented on the helpers
 below; ``parse_bs4`` follows the same rules the obvious way, over a tree.
@@ -14,8 +19,10 @@ below; ``parse_bs4`` follows the same rules the obvious way, over a tree.
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import hashlib
 import re
+import threading
 from urllib.parse import urljoin, urlsplit
 
 from lxml import etree
@@ -155,6 +162,43 @@ class Resolver:
             return urljoin(self.base, value)
         except ValueError:  # e.g. an unbalanced IPv6 bracket
             return None
+
+
+def _fast_constructor(cls, names: tuple[str, ...]):
+    """A faster way to build the frozen, slotted ``cls`` from ``names`` in order.
+
+    A frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``; calling the slot descriptors directly takes half
+    the time, which matters for the hundred links of a page. Used only while
+    ``names`` are exactly the class's fields and it has no ``__post_init__``;
+    otherwise the class itself is returned, so a field added to it later
+    cannot be skipped.
+    """
+    if (
+        tuple(f.name for f in dataclasses.fields(cls)) != names
+        or hasattr(cls, "__post_init__")
+        or getattr(cls, "__slots__", None) != names
+    ):
+        return cls
+    new = object.__new__
+    setters = tuple(cls.__dict__[name].__set__ for name in names)
+    if len(names) == 5:
+        s0, s1, s2, s3, s4 = setters
+
+        def build5(a, b, c, d, e):
+            obj = new(cls)
+            s0(obj, a)
+            s1(obj, b)
+            s2(obj, c)
+            s3(obj, d)
+            s4(obj, e)
+            return obj
+
+        return build5
+    return cls
+
+
+_make_link = _fast_constructor(Link, ("url", "tag", "text", "rel", "nofollow"))
 
 
 def resolve_url(base: str, raw: str) -> str | None:
@@ -301,24 +345,30 @@ def _detect(body: bytes) -> tuple[str, str]:
     return body.decode("cp1252", "replace"), "cp1252"
 
 
-def decode_html(body: bytes, http_charset: str | None) -> tuple[str, str]:
-    """Decode a page: (text, python codec name).
+def _declared(body: bytes, http_charset: str | None) -> tuple[bytes, str | None]:
+    """The body without its byte-order mark, and the charset declared for it, if any.
 
     Order: a byte-order mark, the HTTP header charset, a meta charset in the
-    first 4 KiB, then detection. The BOM goes first, as in browsers (WHATWG
-    Encoding Standard): a UTF-16 page served with a stale header still reads.
-    Invalid bytes become U+FFFD; NUL and C0 controls are removed.
+    first 4 KiB. The BOM goes first, as in browsers (WHATWG Encoding
+    Standard): a UTF-16 page served with a stale header still reads.
     """
-    charset = None
     for bom, name in _BOMS:
         if body.startswith(bom):
-            charset, body = name, body[len(bom):]
-            break
-    if charset is None:
-        charset = _codec(http_charset)
+            return body[len(bom):], name
+    charset = _codec(http_charset)
     if charset is None:
         match = _META_CHARSET.search(body, 0, META_SCAN_BYTES)
         charset = _codec(match.group(1).decode("ascii"), from_meta=True) if match else None
+    return body, charset
+
+
+def decode_html(body: bytes, http_charset: str | None) -> tuple[str, str]:
+    """Decode a page: (text, python codec name).
+
+    The charset is the one declared (``_declared``), else detected. Invalid
+    bytes become U+FFFD; NUL and C0 controls are removed.
+    """
+    body, charset = _declared(body, http_charset)
     if charset is None:
         text, charset = _detect(body)
     else:
@@ -326,6 +376,30 @@ def decode_html(body: bytes, http_charset: str | None) -> tuple[str, str]:
     if text.startswith("\ufeff"):
         text = text[1:]
     return sanitize(text), charset
+
+
+# The C0 controls ``sanitize`` removes, as bytes: in UTF-8 they only ever stand
+# for themselves (every byte of a multi-byte sequence is 0x80 or above).
+_CONTROL_BYTES = bytes(range(0x00, 0x09)) + b"\x0b\x0c" + bytes(range(0x0E, 0x20))
+
+
+def _utf8_source(body: bytes, http_charset: str | None) -> bytes | None:
+    """The page as clean UTF-8 bytes when decoding would only have checked it.
+
+    Nearly every page is valid UTF-8: then ``decode_html`` followed by lxml
+    re-encoding the text for libxml2 is a round trip that changes nothing but
+    the control characters, and deleting those from the bytes is the same edit.
+    Anything else (another charset, invalid bytes, a second BOM) gives None.
+    """
+    raw, charset = _declared(body, http_charset)
+    if charset not in (None, "utf-8") or raw.startswith(codecs.BOM_UTF8):
+        return None
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return raw.translate(None, _CONTROL_BYTES)
 
 
 # ---------------------------------------------------------------- the parser target
@@ -503,7 +577,7 @@ class _Collector:
     def _resource(self, tag, attrib) -> None:
         self._add_ref(attrib.get(RESOURCE_ATTRS[tag]), tag)
 
-    def _link(self, tag, attrib) -> None:
+    def _link(self, tag, attrib, element=None) -> None:
         href = attrib.get("href")
         if href is None:
             return
@@ -511,28 +585,34 @@ class _Collector:
         if "stylesheet" in rel:
             self._add_ref(href, "link", "", rel)
         if "canonical" in rel and len(self.canonicals) < MAX_CANONICALS:
-            self.canonicals.append(Canonical(href.strip(HTML_SPACE)[:URL_MAX], self.in_head > 0))
+            self.canonicals.append(
+                Canonical(href.strip(HTML_SPACE)[:URL_MAX], self._in_head(element))
+            )
         if "alternate" in rel:
             lang = attrib.get("hreflang")
             if lang is not None and len(self.hreflang) < MAX_HREFLANG:
                 self.hreflang.append((lang, href))
 
-    def _meta(self, tag, attrib) -> None:
+    def _meta(self, tag, attrib, element=None) -> None:
         name = (attrib.get("name") or "").strip().lower()
         if name == "description":
             if len(self.descriptions) < MAX_DESCRIPTIONS:
                 self.descriptions.append(clip(attrib.get("content") or "", DESCRIPTION_MAX))
-            if not self.in_head:
+            if not self._in_head(element):
                 self.head_tags_in_body = True
         elif name in ("robots", "googlebot"):
             self.robots.update(robots_directives(attrib.get("content")))
-            if not self.in_head:
+            if not self._in_head(element):
                 self.head_tags_in_body = True
         elif name == "viewport":
             self.viewport = True
         equiv = attrib.get("http-equiv")
         if equiv is not None and self.meta_refresh is None and equiv.strip().lower() == "refresh":
             self.meta_refresh = clip(attrib.get("content") or "", META_MAX)
+
+    def _in_head(self, element) -> bool:
+        """Inside <head>: from the open-element count, or a tree element's ancestors."""
+        return self.in_head > 0 if element is None else _in(element, "head")
 
     def _base(self, tag, attrib) -> None:
         if self.base_href is None:
@@ -596,7 +676,8 @@ class _Collector:
 
     # -- the result -----------------------------------------------------------
 
-    def facts(self, max_links: int, charset: str) -> PageFacts:
+    def facts(self, max_links: int, charset: str, tops: list | None = None) -> PageFacts:
+        """The PageFacts; ``tops`` are the tree's roots when the page was read as a tree."""
         base = self.url
         if self.base_href is not None:
             base = resolve_url(self.url, self.base_href) or self.url
@@ -611,6 +692,7 @@ class _Collector:
 
         links: list[Link] = []
         seen: set[tuple[str, str]] = set()
+        anchor_text = None if tops is None else _AnchorText(tops, self.refs)
         dropped = self.refs_over
         for record in self.refs:
             raw, tag = record[0], record[1]
@@ -628,9 +710,12 @@ class _Collector:
                 continue
             text = record[2]
             if tag == "a":
-                text = text.value() or record[4] or ""
+                if tops is None:
+                    text = text.value() or record[4] or ""
+                else:
+                    text = anchor_text(text)
             rel = record[3]
-            links.append(Link(url, tag, text, rel, "nofollow" in rel))
+            links.append(_make_link(url, tag, text, rel, "nofollow" in rel))
 
         images: list[Image] = []
         seen_images: set[tuple[str, str | None]] = set()
@@ -649,7 +734,7 @@ class _Collector:
             if url is not None:
                 hreflang.append((clip(lang, LANG_MAX), url))
 
-        words = "".join(self.text).split()
+        words = "".join(self.text).split() if tops is None else _visible_words(tops)
         return PageFacts(
             title=self.title,
             title_count=self.title_count,
@@ -700,19 +785,264 @@ _END = {
 }
 
 
-def parse_html(
-    body: bytes, url: str, *, http_charset: str | None = None, max_links: int = 2000
-) -> PageFacts:
-    """Extract the facts of one HTML page. Never raises for what the page contains."""
-    text, charset = decode_html(body, http_charset)
-    collector = _Collector(url)
+# ---------------------------------------------------------------- the tree path
+
+# Elements the tree walk looks at; everything else is passed over in C.
+_WANTED = tuple(
+    {"a", "area", "img", "link", "meta", "base", "html", "title", *RESOURCE_ATTRS, *HEADING_LEVELS}
+)
+_HIDDEN = tuple(HIDDEN_TEXT_TAGS)
+# Every text node of the document (comments and processing instructions are
+# not text nodes), as plain strings: several times faster than itertext().
+_ALL_TEXT = etree.XPath("//text()", smart_strings=False)
+_TEXT_BELOW = etree.XPath("descendant::text()", smart_strings=False)
+# Text nodes a page's anchors may read with _TEXT_BELOW before _AnchorText
+# switches to one walk of the page (a usual page reads a few hundred).
+ANCHOR_TEXT_NODES = 20_000
+# All text below an element as one string; whether it is blank needs no separators.
+_STRING = etree.XPath("string()", smart_strings=False)
+_local = threading.local()
+
+
+def _parsers() -> tuple[etree.HTMLParser, etree.HTMLParser]:
+    # Per thread: creating a parser costs more than a small page's parse, and
+    # an lxml parser must not be used by two threads at once. The second one
+    # reads UTF-8 bytes and ignores the page's own charset declarations.
+    parsers = getattr(_local, "parsers", None)
+    if parsers is None:
+        parsers = _local.parsers = (
+            etree.HTMLParser(recover=True, no_network=True),
+            etree.HTMLParser(recover=True, no_network=True, encoding="utf-8"),
+        )
+    return parsers
+
+
+def _tree(source: str | bytes):
+    """The page's first root element, or None when libxml2 stopped before the end.
+
+    libxml2's tree builder gives up at a nesting depth of 256 (raising the
+    limit needs huge_tree, which also lifts its size guards), and a few other
+    inputs end the parse early (text with an XML encoding declaration is
+    refused outright); the caller then uses the event path, which keeps no
+    stack in libxml2 and reads the page to its end.
+    """
+    parser = _parsers()[isinstance(source, bytes)]
+    try:
+        root = etree.fromstring(source, parser)
+    except (etree.LxmlError, ValueError):
+        return None
+    if root is None or parser.error_log.filter_from_fatals():
+        return None
+    return root
+
+
+def _in(element, *tags: str) -> bool:
+    for _ in element.iterancestors(*tags):
+        return True
+    return False
+
+
+def _joined(element, cap: int) -> str:
+    """All text under ``element`` (comments are not text), whitespace-collapsed
+    and clipped to ``cap``; reading stops once the clipped text is settled."""
+    if not len(element):
+        return clip(element.text or "", cap)
+    buf = _Text(cap)
+    for chunk in element.itertext():
+        buf.add(" ")
+        buf.add(chunk)
+        if buf.full:
+            break
+    return buf.value()
+
+
+class _AnchorText:
+    """Anchor texts from a tree: the text, else the first non-empty image alt, else "".
+
+    Each anchor's text nodes come from one XPath call, several times faster
+    than itertext(). Anchors nest, though, and each holds all the text below
+    it, so a page of nested anchors over a huge body would cost the body once
+    per anchor: past a budget of text nodes read, every anchor's text is
+    gathered instead in one walk of the document (``_one_pass``).
+    """
+
+    def __init__(self, tops: list, refs: list[list]):
+        self.tops = tops
+        self.refs = refs
+        self.budget = ANCHOR_TEXT_NODES
+        self.texts: dict | None = None
+
+    def __call__(self, element) -> str:
+        if not len(element):
+            text = clip(element.text or "", ANCHOR_MAX)
+        elif self.texts is not None:
+            text = self.texts.get(element, "")
+        else:
+            chunks = _TEXT_BELOW(element)
+            self.budget -= len(chunks)
+            if self.budget < 0:
+                self.texts = self._one_pass()
+                text = self.texts.get(element, "")
+            else:
+                text = clip(" ".join(chunks), ANCHOR_MAX)
+        if text:
+            return text
+        for img in element.iter("img"):
+            alt = img.get("alt")
+            if alt is not None:
+                alt = clip(alt, ANCHOR_MAX)
+                if alt:
+                    return alt
+        return ""
+
+    def _one_pass(self) -> dict:
+        """Every anchor's clipped text from one walk: each non-blank text node
+        goes to the anchors open around it that are not yet full, so the work
+        is the page plus a few hundred characters per anchor."""
+        anchors = {record[2] for record in self.refs if record[1] == "a"}
+        texts: dict = {}
+        open_buffers: dict = {}  # anchor element -> its _Text while it is open
+        filling: list[_Text] = []
+
+        def add(chunk: str | None) -> None:
+            nonlocal filling
+            if chunk and filling and not chunk.isspace():
+                for buf in filling:
+                    buf.add(" ")
+                    buf.add(chunk)
+                if any(buf.full for buf in filling):
+                    filling = [buf for buf in filling if not buf.full]
+
+        def close(element) -> None:
+            buf = open_buffers.pop(element, None)
+            if buf is not None:
+                texts[element] = buf.value()
+                if buf in filling:
+                    filling.remove(buf)
+            add(element.tail)
+
+        # iter() yields comments too (iterwalk does not), and their tails are
+        # text; an element is closed when a node that is not inside it comes.
+        for top in self.tops:
+            stack: list = []
+            for node in top.iter():
+                parent = node.getparent()
+                while stack and stack[-1] is not parent:
+                    close(stack.pop())
+                if node in anchors:
+                    buf = open_buffers[node] = _Text(ANCHOR_MAX)
+                    filling.append(buf)
+                if isinstance(node.tag, str):  # a comment's own text is not text
+                    add(node.text)
+                stack.append(node)
+            while stack:
+                close(stack.pop())
+        return texts
+
+
+def _tops(root) -> list:
+    """The document's top-level elements: libxml2 reopens ``<html>`` for content
+    after ``</html>``, which the tree keeps as further roots, in order."""
+    tops = [root]
+    for sibling in root.itersiblings():
+        if isinstance(sibling.tag, str):
+            tops.append(sibling)
+    return tops
+
+
+def _walk(c: _Collector, tops: list) -> None:
+    """Fill the collector from a tree: one C-level pass over the wanted elements."""
+    for top in tops:
+        _walk_top(c, top)
+
+
+def _walk_top(c: _Collector, top) -> None:
+    refs = c.refs
+    for el in top.iter(_WANTED):
+        tag = el.tag
+        if tag == "a":
+            # Anchors are most of the elements visited: inlined.
+            href = el.get("href")
+            if href is not None:
+                if len(refs) < MAX_RAW_REFS:
+                    rel = el.get("rel")
+                    refs.append([href, "a", el, rel_tokens(rel) if rel else ()])
+                else:
+                    c.refs_over += 1
+        elif tag == "img":
+            src = el.get("src")
+            if src is not None:
+                alt = el.get("alt")
+                c.images.append((src, None if alt is None else clip(alt, ALT_MAX)))
+                c._add_ref(src, "img")
+        elif tag in RESOURCE_ATTRS:
+            c._add_ref(el.get(RESOURCE_ATTRS[tag]), tag)
+        elif tag == "link":
+            c._link(tag, el.attrib, el)
+        elif tag == "meta":
+            c._meta(tag, el.attrib, el)
+        elif tag in HEADING_LEVELS:
+            if len(c.headings) < MAX_HEADINGS:
+                c.headings.append(HEADING_LEVELS[tag])
+            if tag == "h1" and ((el.text or "").strip() or _STRING(el).strip()):
+                c.h1_count += 1
+        elif tag == "title":
+            if _in(el, *FOREIGN_TAGS):
+                continue
+            c.title_count += 1
+            if not _in(el, "head"):
+                c.head_tags_in_body = True
+            if c.title is None:
+                c.title = _joined(el, TITLE_MAX)
+        elif tag == "area":
+            c._area(tag, el.attrib)
+        elif tag == "base":
+            c._base(tag, el.attrib)
+        elif tag == "html":
+            c._html(tag, el.attrib)
+
+
+def _visible_words(tops: list) -> list[str]:
+    """Words of the text outside head, script, style, noscript, template and title.
+
+    Destructive: the hidden elements are cut out of the tree (their tails, which
+    are outside them, stay), so it runs after everything else has been read.
+    One XPath call then returns every remaining text node, in document order,
+    across all the roots.
+    """
+    for top in tops:
+        etree.strip_elements(top, *_HIDDEN, with_tail=False)
+    return " ".join(_ALL_TEXT(tops[0])).split()
+
+
+def _parse_events(collector: _Collector, text: str) -> None:
     parser = etree.HTMLParser(target=collector, recover=True, no_network=True)
     try:
-        if text:
-            parser.feed(text)
+        parser.feed(text)
         parser.close()
     except (etree.LxmlError, ValueError):
         # libxml2 gave up part-way (it reports rather than recovers from a few
         # input errors); the facts gathered so far still describe the page.
         collector.close()
-    return collector.facts(max_links, charset)
+
+
+def parse_html(
+    body: bytes, url: str, *, http_charset: str | None = None, max_links: int = 2000
+) -> PageFacts:
+    """Extract the facts of one HTML page. Never raises for what the page contains."""
+    collector = _Collector(url)
+    source = _utf8_source(body, http_charset)
+    if source is None:
+        source, charset = decode_html(body, http_charset)
+    else:
+        charset = "utf-8"
+    root = _tree(source) if source else None
+    if root is None:
+        if source:
+            if isinstance(source, bytes):
+                source = source.decode("utf-8")
+            _parse_events(collector, source)
+        return collector.facts(max_links, charset)
+    tops = _tops(root)
+    _walk(collector, tops)
+    return collector.facts(max_links, charset, tops)

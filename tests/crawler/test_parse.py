@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from urllib.parse import urljoin
@@ -12,12 +13,15 @@ from crawler.parse import (
     ANCHOR_MAX,
     TITLE_MAX,
     Resolver,
+    _make_link,
+    _tree,
     canonical_from_link_header,
     decode_html,
     parse_html,
     robots_directives,
 )
-from crawler.types import Canonical, Image
+from crawler.parse_bs4 import parse_html_bs4
+from crawler.types import Canonical, Image, Link
 
 PAGE = "https://example.com/dir/page.html"
 # Generous bounds: the suite runs on a loaded 2-core machine; each parse here
@@ -428,3 +432,57 @@ def test_fast_resolver_agrees_with_urljoin(href):
 )
 def test_resolver_edge_cases(base, href, expected):
     assert Resolver(base)(href) == expected
+
+
+# ---------------------------------------------------------------- the tree and its fallbacks
+
+
+def test_pages_nested_deeper_than_the_tree_limit_are_read_to_the_end():
+    body = (
+        b"<title>deep</title>" + b"<div>x " * 300 + b'<a href="/in">in</a>' + b"</div>" * 300
+        + b'<p>after <a href="/after">after</a></p>'
+    )
+    assert _tree(body) is None  # libxml2's tree builder gave up: the event path reads it
+    facts = parse_html(body, PAGE)
+    assert urls(facts) == ["https://example.com/in", "https://example.com/after"]
+    assert facts.word_count == 300 + 3
+    assert _tree(b"<p>shallow</p>") is not None  # the next page is a tree again
+
+
+def test_content_after_the_closing_html_tag_is_read():
+    facts = parse("<html><body><p>one</p></body></html><p>two <a href='/late'>late</a></p>")
+    assert urls(facts) == ["https://example.com/late"]
+    assert facts.word_count == 3
+
+
+def test_utf8_bytes_read_directly_give_the_facts_of_the_decoded_text():
+    html = (
+        "<title>Café\x00 ①</title><p>naïve\x01 text “quoted”</p>"
+        "<a href='/é\x1f'>lien <b>gras</b></a><meta charset='iso-8859-1'>"
+    )
+    direct = parse_html(html.encode(), PAGE, http_charset="utf-8")
+    decoded = parse_html(b"\xff\xfe" + html.encode("utf-16-le"), PAGE)
+    assert direct == dataclasses.replace(decoded, charset="utf-8")
+    assert direct.title == "Café ①" and direct.links[0].text == "lien gras"
+
+
+def test_nested_anchors_over_a_large_body_match_the_reference_quickly():
+    # Past the XPath budget every anchor's text comes from one walk of the page.
+    body = (
+        "".join(f'<a href="/{i}"><div>t{i}<!-- c -->u<img alt="alt{i}">' for i in range(30))
+        + "<b> </b>&nbsp;<i>w</i>\n" * 1000
+        + '<a href="/img"><img src="/i.png" alt="Only alt"></a>'
+    ).encode()
+    started = time.perf_counter()
+    facts = parse_html(body, PAGE)
+    elapsed = time.perf_counter() - started
+    assert facts == parse_html_bs4(body, PAGE)
+    assert facts.links[0].text.startswith("t0 u t1 u") and len(facts.links[0].text) <= ANCHOR_MAX
+    assert [link.text for link in facts.links if link.url.endswith("/img")] == ["Only alt"]
+    assert elapsed < SLOW_MACHINE_SECONDS
+
+
+def test_links_from_the_fast_constructor_equal_dataclass_links():
+    fast = _make_link("https://e.com/", "a", "text", ("nofollow",), True)
+    slow = Link("https://e.com/", "a", "text", ("nofollow",), True)
+    assert fast == slow and hash(fast) == hash(slow) and type(fast) is Link
