@@ -38,7 +38,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Max, Q
+from django.db.models import Count, F, Max, Min, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -66,9 +66,16 @@ log = logging.getLogger(__name__)
 
 NAV_TAGS = frozenset({"a", "area"})
 RESOURCE_TAGS = frozenset({"img", "script", "link", "iframe", "source", "video", "audio", "embed", "object"})
-# Distinct URLs allowed per path template (``/cal?month={n}``): generous enough
-# for a shop's product pages, small enough that an endless calendar stops.
-TEMPLATE_BUDGET = 500
+# Crawler traps (an endless calendar, "next" links forever) show up as one path
+# template (``/cal?month={n}``) whose variants keep getting deeper: each new one
+# is found on the previous one. A shop's ``/product/{n}`` pages share a template
+# too, but sit at about the same depth. So a template is cut once it has
+# TRAP_VARIANTS variants AND a new one would lie more than TRAP_DEPTH_SPREAD
+# clicks below the template's shallowest variant; TEMPLATE_CEILING bounds any
+# single template outright.
+TRAP_VARIANTS = 50
+TRAP_DEPTH_SPREAD = 5
+TEMPLATE_CEILING = 100_000
 SUB_BATCH = 25
 WORKER_LOST_DETAIL = "The worker crawling this URL died on every try"
 
@@ -630,7 +637,6 @@ class ChunkWriter:
         self.lease = lease
         self.setup = setup
         self.on_batch = on_batch
-        self.max_variants = TEMPLATE_BUDGET
 
     # Serial (retry) mode: a URL is marked before it is fetched; one still marked
     # on the next try is the URL that killed the worker.
@@ -765,15 +771,20 @@ class ChunkWriter:
         fresh = [row for h, row in candidates.items() if h not in existing]
         # Trap budget per path template, counted in the database so every chunk agrees.
         keys = {row.template_key for row in fresh if row.kind == Page.Kind.PAGE}
-        counts = dict(FrontierURL.objects.filter(audit=audit, template_key__in=keys).values(
-            "template_key").annotate(n=Count("id")).values_list("template_key", "n")) if keys else {}
+        stats = {
+            key: [n, shallowest]
+            for key, n, shallowest in FrontierURL.objects.filter(audit=audit, template_key__in=keys)
+            .values("template_key").annotate(n=Count("id"), shallowest=Min("depth"))
+            .values_list("template_key", "n", "shallowest")
+        } if keys else {}
         admitted = []
         for row in fresh:
             if row.kind == Page.Kind.PAGE:
-                seen = counts.get(row.template_key, 0)
-                if seen >= self.max_variants:
+                seen, shallowest = stats.setdefault(row.template_key, [0, row.depth])
+                if seen >= TEMPLATE_CEILING or (
+                        seen >= TRAP_VARIANTS and row.depth - shallowest > TRAP_DEPTH_SPREAD):
                     continue
-                counts[row.template_key] = seen + 1
+                stats[row.template_key] = [seen + 1, min(shallowest, row.depth)]
             admitted.append(row)
         from crawler.catalogue import finding
 

@@ -88,7 +88,7 @@ class Command(BaseCommand):
             # Cross-page issues are found at the end; stream the ones finalize added.
             before = Issue.objects.filter(audit_id=audit_id).aggregate(n=Max("id"))["n"] or 0
             run_finalize(audit_id)
-            report.issues(Issue.objects.filter(audit_id=audit_id, id__gt=before).order_by("id"))
+            report.issues(Issue.objects.filter(audit_id=audit_id, id__gt=before).order_by("id").iterator(2000))
 
         run_audit_inline(audit.pk, on_batch=report.batch, finalize=finalize_and_report)
         audit.refresh_from_db()
