@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import json
 import logging
 import os
 import queue
@@ -35,6 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -52,6 +54,7 @@ from crawler.types import FetchError, FetchResult, Finding
 from crawler.urls import (
     InvalidURL,
     Scope,
+    compile_patterns,
     normalize,
     origin_of,
     template_key,
@@ -60,6 +63,7 @@ from crawler.urls import (
 )
 from crawler.window import WindowPolicy, fetch_health, run_window
 
+from . import bulk
 from .models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge, Page
 
 log = logging.getLogger(__name__)
@@ -76,8 +80,19 @@ RESOURCE_TAGS = frozenset({"img", "script", "link", "iframe", "source", "video",
 TRAP_VARIANTS = 50
 TRAP_DEPTH_SPREAD = 5
 TEMPLATE_CEILING = 100_000
-SUB_BATCH = 25
+# Results written per transaction: bigger batches amortise the commit, the lease
+# fence and the counters; a batch is also flushed after a second (max_batch_wait).
+SUB_BATCH = 50
 WORKER_LOST_DETAIL = "The worker crawling this URL died on every try"
+
+
+class Candidate(NamedTuple):
+    """A URL a page links to that the crawl may fetch, before the frontier has seen it."""
+
+    url: str
+    depth: int
+    found_on: str
+    kind: str
 
 
 class LeaseLost(Exception):
@@ -637,6 +652,7 @@ class ChunkWriter:
         self.lease = lease
         self.setup = setup
         self.on_batch = on_batch
+        self.patterns = (compile_patterns(audit.patterns("include")), compile_patterns(audit.patterns("exclude")))
 
     # Serial (retry) mode: a URL is marked before it is fetched; one still marked
     # on the next try is the URL that killed the worker.
@@ -688,17 +704,14 @@ class ChunkWriter:
             raise AuditStopped()
 
     def _write_pages(self, outcomes: list[PageOutcome]) -> dict[str, tuple[int, str]]:
-        kinds = dict(FrontierURL.objects.filter(
-            audit=self.audit, url_hash__in=[url_hash(o.url) for o in outcomes]).values_list("url_hash", "kind"))
-        rows = []
-        for o in outcomes:
-            digest = url_hash(o.url)
-            rows.append(page_row(self.audit, o, digest, kinds.get(digest, Page.Kind.PAGE)))
-        Page.objects.bulk_create(
-            rows, update_conflicts=True, unique_fields=["audit", "url_hash"],
-            update_fields=[f for f in PAGE_UPDATE_FIELDS],
-        )
-        found = Page.objects.filter(audit=self.audit, url_hash__in=[r.url_hash for r in rows])
+        hashes = [url_hash(o.url) for o in outcomes]
+        kinds = dict(FrontierURL.objects.filter(audit=self.audit, url_hash__in=hashes).values_list(
+            "url_hash", "kind"))
+        now = bulk.db_datetime(timezone.now())
+        rows = [page_values(page_row(self.audit, o, digest, kinds.get(digest, Page.Kind.PAGE)), now)
+                for o, digest in zip(outcomes, hashes, strict=True)]
+        bulk.insert(Page, PAGE_COLUMNS, rows, conflict=["audit_id", "url_hash"], update=PAGE_UPDATE_FIELDS)
+        found = Page.objects.filter(audit=self.audit, url_hash__in=hashes)
         return {digest: (pk, kind) for digest, pk, kind in found.values_list("url_hash", "id", "kind")}
 
     def _write_issues(self, outcomes, pages) -> list[Issue]:
@@ -706,71 +719,84 @@ class ChunkWriter:
         for o in outcomes:
             page_id = pages.get(url_hash(o.url), (None, ""))[0]
             rows.extend(issue_row(self.audit.pk, page_id, o.url, f) for f in o.findings)
-        Issue.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
+        insert_issues(rows)
         return rows
 
     def _write_links(self, outcomes: list[PageOutcome]) -> int:
         """Link edges for every outlink; new frontier rows for what the crawl should fetch."""
         audit, setup = self.audit, self.setup
-        scope = setup.scope
-        edges: list[LinkEdge] = []
-        candidates: dict[str, FrontierURL] = {}
+        origin = setup.scope.origin if setup.scope else None
+        audit_id = audit.pk
+        edges: list[tuple] = []
+        candidates: dict[str, Candidate] = {}
         blocked: dict[str, tuple[str, str]] = {}
         for o in outcomes:
             if o.facts is None:
                 continue
-            try:
-                page_internal = scope is not None and origin_of(o.result.final_url or o.url) == scope.origin
-            except InvalidURL:
-                page_internal = False
+            page_internal = origin is not None and fast_origin(o.result.final_url or o.url) == origin
             source_hash = url_hash(o.url)
-            for link in o.outlinks:
-                target_hash = url_hash(link.url)
-                internal = _same_origin(link.url, scope)
-                edges.append(LinkEdge(
-                    audit=audit, source_hash=source_hash, source_url=o.url, target_hash=target_hash,
-                    target_url=link.url, tag=link.tag, anchor_text=clean(link.text, 200), nofollow=link.nofollow,
-                    internal=internal,
-                    key=issue_key("edge", source_hash, target_hash, f"{link.tag}\x1f{link.text[:200]}"),
+            for link in o.outlinks:  # normalised absolute URLs (crawler.page)
+                url = link.url
+                target_hash = url_hash(url)
+                internal = fast_origin(url) == origin
+                anchor = clean(link.text, 200)
+                edges.append((
+                    # The key starts with the source's hash, so one page's edges land next
+                    # to each other in the unique index instead of all over it.
+                    audit_id, source_hash[:16] + issue_key("edge", target_hash, link.tag, anchor)[:16], source_hash,
+                    o.url, target_hash, url, link.tag, anchor, link.nofollow, internal,
                 ))
                 if not page_internal or target_hash in candidates or link.tag == "form":
                     continue
                 if link.tag in NAV_TAGS and internal:
-                    if not scope.contains(link.url) or o.depth + 1 > audit.max_depth or trap_reason(link.url):
+                    if not self._crawlable(url) or o.depth + 1 > audit.max_depth:
                         continue
-                    if audit.respect_robots and not setup.robots.allowed(link.url, setup.user_agent):
-                        blocked.setdefault(target_hash, (link.url, o.url))
+                    if audit.respect_robots and not setup.robots.allowed(url, setup.user_agent):
+                        blocked.setdefault(target_hash, (url, o.url))
                         continue
-                    candidates[target_hash] = FrontierURL(
-                        audit=audit, url=link.url, url_hash=target_hash, depth=o.depth + 1, found_on=o.url,
-                        linked=True, template_key=_tkey(link.url), kind=Page.Kind.PAGE)
+                    candidates[target_hash] = Candidate(url, o.depth + 1, o.url, Page.Kind.PAGE)
                 elif internal and link.tag in RESOURCE_TAGS:
-                    if audit.respect_robots and not setup.robots.allowed(link.url, setup.user_agent):
+                    if audit.respect_robots and not setup.robots.allowed(url, setup.user_agent):
                         continue
-                    candidates[target_hash] = FrontierURL(
-                        audit=audit, url=link.url, url_hash=target_hash, depth=o.depth + 1, found_on=o.url,
-                        kind=Page.Kind.RESOURCE)
+                    candidates[target_hash] = Candidate(url, o.depth + 1, o.url, Page.Kind.RESOURCE)
                 elif not internal and audit.check_external and (link.tag in NAV_TAGS or link.tag in RESOURCE_TAGS):
-                    candidates[target_hash] = FrontierURL(
-                        audit=audit, url=link.url, url_hash=target_hash, depth=o.depth + 1, found_on=o.url,
-                        kind=Page.Kind.EXTERNAL)
-        LinkEdge.objects.bulk_create(edges, ignore_conflicts=True, batch_size=1000)
+                    candidates[target_hash] = Candidate(url, o.depth + 1, o.url, Page.Kind.EXTERNAL)
+        bulk.insert(LinkEdge, EDGE_COLUMNS, edges)
         return self._queue(candidates, blocked)
 
-    def _queue(self, candidates: dict[str, FrontierURL], blocked: dict[str, tuple[str, str]]) -> int:
+    def _crawlable(self, url: str) -> bool:
+        """Include/exclude patterns, searched against the (already normalised) URL."""
+        include, exclude = self.patterns
+        if include and not any(p.search(url) for p in include):
+            return False
+        return not any(p.search(url) for p in exclude)
+
+    def _queue(self, candidates: dict[str, Candidate], blocked: dict[str, tuple[str, str]]) -> int:
+        """Queue the candidates the frontier has not seen (the dedup set is the frontier table)."""
         audit = self.audit
         all_hashes = list(candidates) + list(blocked)
         existing = dict(FrontierURL.objects.filter(audit=audit, url_hash__in=all_hashes).values_list(
             "url_hash", "linked"))
         # A sitemap-only URL reached by a link now gets its click depth.
-        relink = [h for h, linked in existing.items() if not linked and h in candidates]
+        relink = [h for h, linked in existing.items()
+                  if not linked and h in candidates and candidates[h].kind == Page.Kind.PAGE]
         for depth in {candidates[h].depth for h in relink}:
             hashes = [h for h in relink if candidates[h].depth == depth]
             FrontierURL.objects.filter(audit=audit, url_hash__in=hashes).update(linked=True, depth=depth)
             Page.objects.filter(audit=audit, url_hash__in=hashes, depth__gt=depth).update(depth=depth)
-        fresh = [row for h, row in candidates.items() if h not in existing]
+        # Trap checks only for URLs seen for the first time: most links point at known pages.
+        fresh = []
+        for digest, c in candidates.items():
+            if digest in existing:
+                continue
+            key = ""
+            if c.kind == Page.Kind.PAGE:
+                if trap_reason(c.url):
+                    continue
+                key = _tkey(c.url)
+            fresh.append((digest, c, key))
         # Trap budget per path template, counted in the database so every chunk agrees.
-        keys = {row.template_key for row in fresh if row.kind == Page.Kind.PAGE}
+        keys = {key for _, c, key in fresh if key}
         stats = {
             key: [n, shallowest]
             for key, n, shallowest in FrontierURL.objects.filter(audit=audit, template_key__in=keys)
@@ -778,14 +804,14 @@ class ChunkWriter:
             .values_list("template_key", "n", "shallowest")
         } if keys else {}
         admitted = []
-        for row in fresh:
-            if row.kind == Page.Kind.PAGE:
-                seen, shallowest = stats.setdefault(row.template_key, [0, row.depth])
-                if seen >= TEMPLATE_CEILING or (
-                        seen >= TRAP_VARIANTS and row.depth - shallowest > TRAP_DEPTH_SPREAD):
+        for digest, c, key in fresh:
+            if key:
+                seen, shallowest = stats.setdefault(key, [0, c.depth])
+                if seen >= TEMPLATE_CEILING or (seen >= TRAP_VARIANTS and c.depth - shallowest > TRAP_DEPTH_SPREAD):
                     continue
-                stats[row.template_key] = [seen + 1, min(shallowest, row.depth)]
-            admitted.append(row)
+                stats[key] = [seen + 1, min(shallowest, c.depth)]
+            admitted.append((audit.pk, digest, c.url, c.kind, c.depth, c.found_on, key, False,
+                             c.kind == Page.Kind.PAGE, FrontierURL.State.PENDING, None, "", 0))
         from crawler.catalogue import finding
 
         skipped = []
@@ -794,23 +820,23 @@ class ChunkWriter:
                 continue
             skipped.append(FrontierURL(audit=audit, url=url, url_hash=h, found_on=found_on, linked=True,
                                        state=FrontierURL.State.DONE, skip_reason=FetchError.BLOCKED_BY_ROBOTS.value))
-        FrontierURL.objects.bulk_create(admitted + skipped, ignore_conflicts=True, batch_size=1000)
+        bulk.insert(FrontierURL, FRONTIER_COLUMNS, admitted + [frontier_values(row) for row in skipped])
         if skipped:
-            Issue.objects.bulk_create([
+            insert_issues([
                 issue_row(audit.pk, None, row.url, finding(
                     "blocked_by_robots", f"Disallowed by robots.txt; linked from {row.found_on}"))
                 for row in skipped
-            ], ignore_conflicts=True)
-        return sum(1 for row in admitted if row.kind == Page.Kind.PAGE)
+            ])
+        return sum(1 for row in admitted if row[3] == Page.Kind.PAGE)
 
 
-def _same_origin(url: str, scope: Scope | None) -> bool:
-    if scope is None:
-        return False
-    try:
-        return origin_of(url) == scope.origin
-    except InvalidURL:
-        return False
+def fast_origin(url: str) -> str:
+    """The origin of an already normalised URL (scheme://host[:port]), without re-parsing it."""
+    start = url.find("://")
+    if start < 0:
+        return ""
+    end = url.find("/", start + 3)
+    return url if end < 0 else url[:end]
 
 
 def _kind_of(outcome: PageOutcome, pages: dict[str, tuple[int, str]]) -> str:
@@ -822,6 +848,32 @@ PAGE_UPDATE_FIELDS = [
     "total_ms", "title", "description", "canonical", "canonical_hash", "h1_count", "word_count", "robots",
     "indexable", "content_hash", "outlinks", "fetch_error", "fetch_error_detail", "crawled_at",
 ]
+
+
+PAGE_COLUMNS = ["audit_id", "url_hash", "url", "kind", "depth", "in_sitemap", "inlinks", *PAGE_UPDATE_FIELDS]
+EDGE_COLUMNS = ["audit_id", "key", "source_hash", "source_url", "target_hash", "target_url", "tag", "anchor_text",
+                "nofollow", "internal"]
+ISSUE_COLUMNS = ["audit_id", "page_id", "url", "code", "severity", "message", "target_url", "key", "review",
+                 "created_at"]
+FRONTIER_COLUMNS = ["audit_id", "url_hash", "url", "kind", "depth", "found_on", "template_key", "in_sitemap",
+                    "linked", "state", "chunk", "skip_reason", "tries"]
+
+
+def page_values(page: Page, now) -> tuple:
+    values = {"crawled_at": now, "redirect_chain": json.dumps(page.redirect_chain)}
+    return tuple(values[c] if c in values else getattr(page, c) for c in PAGE_COLUMNS)
+
+
+def frontier_values(row: FrontierURL) -> tuple:
+    return tuple(getattr(row, c) for c in FRONTIER_COLUMNS)
+
+
+def insert_issues(rows: list[Issue]) -> None:
+    now = bulk.db_datetime(timezone.now())
+    bulk.insert(Issue, ISSUE_COLUMNS, [
+        (i.audit_id, i.page_id, i.url, i.code, i.severity, i.message, i.target_url, i.key, Issue.Review.OPEN, now)
+        for i in rows
+    ])
 
 
 def page_row(audit: Audit, outcome: PageOutcome, digest: str, kind: str) -> Page:

@@ -1,0 +1,49 @@
+"""Insert-or-ignore and upsert of many rows in one statement per row batch, without model instances.
+
+The crawl writes ~100 rows a page (link edges, issues, frontier rows). Django's
+bulk_create spends most of its time building model instances and compiling
+per-value SQL (measured: ~45 ms of CPU a page on the benchmark corpus); a
+prepared INSERT run with executemany over plain tuples does the same work in a
+small fraction of that. ``ON CONFLICT`` is understood by SQLite (3.24+) and
+PostgreSQL alike, which is what makes re-inserting harmless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from django.db import connection
+
+BATCH = 2000
+
+
+def _sql(table: str, columns: Sequence[str], conflict: Sequence[str], update: Sequence[str]) -> str:
+    quote = connection.ops.quote_name
+    cols = ", ".join(quote(c) for c in columns)
+    marks = ", ".join(["%s"] * len(columns))
+    sql = f"INSERT INTO {quote(table)} ({cols}) VALUES ({marks}) ON CONFLICT"
+    if update:
+        targets = ", ".join(quote(c) for c in conflict)
+        changes = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in update)
+        return f"{sql} ({targets}) DO UPDATE SET {changes}"
+    return f"{sql} DO NOTHING"
+
+
+def insert(model, columns: Sequence[str], rows: Iterable[tuple], *, conflict: Sequence[str] = (),
+           update: Sequence[str] = ()) -> None:
+    """Insert ``rows`` (tuples in ``columns`` order); ignore conflicts, or update ``update`` columns."""
+    sql = _sql(model._meta.db_table, columns, conflict, update)
+    batch: list[tuple] = []
+    with connection.cursor() as cursor:
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= BATCH:
+                cursor.executemany(sql, batch)
+                batch = []
+        if batch:
+            cursor.executemany(sql, batch)
+
+
+def db_datetime(value):
+    """A datetime as the backend stores it (SQLite: text; PostgreSQL: the datetime itself)."""
+    return connection.ops.adapt_datetimefield_value(value)
