@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import email.utils
+import functools
 import math
 import os
 import random
@@ -595,7 +596,10 @@ async def _drain_small(raw: httpx.Response, response: _Response, loop_deadline: 
         pass
 
 
+@functools.lru_cache(maxsize=2)
 def _ssl_context(verify: bool) -> ssl.SSLContext:
+    """One context per process: loading the CA bundle costs ~25 ms, and the
+    orchestrator makes a Fetcher per chunk. A context is safe to share once built."""
     return httpx.create_ssl_context(verify=verify, trust_env=False)
 
 
