@@ -34,6 +34,11 @@ def run_finalize(audit_id: int) -> bool:
     if audit.status != Audit.Status.FINALIZING:
         return False
     audit.beat()
+    if connection.vendor == "postgresql":
+        # A fresh audit's rows have no planner statistics yet; without them the
+        # duplicate-title join was measured at 27.5 s on 20,000 pages, 18 ms after.
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE audits_page, audits_linkedge, audits_frontierurl")
     with transaction.atomic():
         _update_page_columns(audit)
     for check in CHECKS:
@@ -74,7 +79,9 @@ def _insert(audit: Audit, rows: Iterable[Issue]) -> None:
 
 
 def _rows(sql: str, params: list) -> Iterator[tuple]:
-    with connection.cursor() as cursor:
+    # A server-side cursor on PostgreSQL (psycopg otherwise fetches the whole
+    # result before fetchmany returns), a plain one on SQLite: memory stays flat.
+    with connection.chunked_cursor() as cursor:
         cursor.execute(sql, params)
         while True:
             chunk = cursor.fetchmany(BATCH)
