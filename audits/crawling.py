@@ -168,7 +168,7 @@ def fault_injection_marker() -> str:
 def crawl_setup(audit: Audit) -> CrawlSetup:
     user_agent = audit.user_agent or knob("USER_AGENT")
     allow_private = audit.allow_private or knob("ALLOW_PRIVATE_TARGETS")
-    policy = FetchPolicy(user_agent=user_agent, deadline=knob("FETCH_DEADLINE"), pool_connections=4)
+    policy = FetchPolicy(user_agent=user_agent, deadline=knob("FETCH_DEADLINE"))
     robots = Robots.from_stored(audit.robots_status or "ignored", audit.robots_http_status, audit.robots_body)
     delay = robots.crawl_delay(user_agent) if audit.respect_robots else None
     cap = max(1, audit.concurrency)

@@ -99,7 +99,9 @@ class FetchPolicy:
     retry_after_cap: float = 30.0
     backoff_base: float = 0.5
     backoff_cap: float = 8.0
-    pool_connections: int = 8
+    # Connections per pool. Smaller pools cost less CPU per request (httpcore's
+    # scan above); 4 measured cheaper than 8 in whole audits on this machine.
+    pool_connections: int = 4
     # Everything one fetch() may take: all hops, retries and waits. Without it
     # a chain of ten slow redirects could hold a worker for ten deadlines.
     total_budget: float = 60.0
