@@ -546,7 +546,7 @@ def test_connections_are_reused_across_fetches_redirects_and_head_checks(server)
     guard = AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
 
     async def run():
-        async with Fetcher(POLICY, guard, concurrency=8) as fetcher:
+        async with Fetcher(POLICY, guard, concurrency=POLICY.pool_connections) as fetcher:
             assert fetcher.pool_count == 1
             results = [await fetcher.fetch(server.url("/keep-alive")) for _ in range(3)]
             results.append(await fetcher.fetch(server.url("/keep-alive-redirect")))
