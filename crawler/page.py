@@ -50,8 +50,8 @@ class PageOutcome:
 # Links repeat across a site (navigation, footers), and the parser already hands
 # them over absolute, so normalising each distinct absolute URL once per process
 # saves most of the per-link cost. normalize is pure, so caching it is safe.
-# 8,192 entries hold ~2 MB; 65,536 held 16.5 MB of short URLs (tracemalloc), most of
-# the memory growth the product benchmark saw between 1,000 and 10,000 pages.
+# 65,536 entries held 16.5 MB of short URLs (tracemalloc), a large part of the
+# memory growth the product benchmark saw between 1,000 and 10,000 pages.
 @lru_cache(maxsize=8_192)
 def _normalize_absolute(url: str) -> str:
     return normalize(url)
