@@ -246,7 +246,11 @@ def _version(name: str) -> str:
         return "not installed"
 
 
-def machine() -> dict:
+LIBRARY_PACKAGES = ("httpx", "httpcore", "anyio", "sniffio", "lxml", "beautifulsoup4", "protego", "scrapy", "twisted")
+
+
+def machine(packages: tuple[str, ...] = LIBRARY_PACKAGES) -> dict:
+    """What the figures were measured on (bench_product reuses it with its own package list)."""
     cpu = "unknown"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -255,17 +259,6 @@ def machine() -> dict:
                 break
     except OSError:
         pass
-    packages = (
-        "httpx",
-        "httpcore",
-        "anyio",
-        "sniffio",
-        "lxml",
-        "beautifulsoup4",
-        "protego",
-        "scrapy",
-        "twisted",
-    )
     return {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "nproc": os.cpu_count(),

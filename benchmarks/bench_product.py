@@ -30,10 +30,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import importlib.metadata
 import json
 import os
-import platform
 import shutil
 import sqlite3
 import subprocess
@@ -52,6 +50,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a file as well as with -m
     sys.path.insert(0, str(REPO))
 
+from benchmarks.bench_library import machine as library_machine  # noqa: E402
 from benchmarks.corpus import Corpus, build_corpus  # noqa: E402
 from benchmarks.static_server import probe, serve  # noqa: E402
 
@@ -356,31 +355,13 @@ def profile_shares(raw: Path) -> tuple[int, list[tuple[str, float]], list[tuple[
 # --- report ------------------------------------------------------------------------
 
 
-def _version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
+PRODUCT_PACKAGES = ("django", "django-q2", "httpx", "httpcore", "lxml", "protego", "psycopg", "scrapy", "twisted")
 
 
 def machine() -> dict:
-    cpu = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    packages = ("django", "django-q2", "httpx", "httpcore", "lxml", "protego", "psycopg", "scrapy", "twisted")
-    return {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": os.cpu_count(),
-        "cpu": cpu,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "sqlite": sqlite3.sqlite_version,
-        "packages": {name: _version(name) for name in packages},
-        "load_before": os.getloadavg(),
-    }
+    info = library_machine(PRODUCT_PACKAGES)
+    info.update(sqlite=sqlite3.sqlite_version, load_before=os.getloadavg())
+    return info
 
 
 def _ratio(ours: dict, scrapy: dict | None) -> float | None:
