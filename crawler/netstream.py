@@ -1,0 +1,265 @@
+"""An asyncio-native httpcore network backend, cheaper per read than anyio's.
+
+httpcore's default backend wraps every read and write in an anyio cancel
+scope (which looks up the current task each time) and answers the pool's
+"is this idle connection readable?" question by building anyio's attribute
+dict, which calls ``getpeername``. Profiles put that machinery at a large
+share of the crawl's fetch CPU. This backend talks to an ``asyncio.Protocol``
+directly: data the event loop received waits in a queue, a read with data
+already queued returns without suspending, a timeout is one ``call_later``
+timer, and readability is the protocol's own state (the loop has already
+seen any EOF or reset on an idle socket).
+
+Errors are raised as the httpcore exceptions the anyio backend raises, so
+httpx maps them, and the fetcher translates them, exactly as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ssl
+from collections.abc import Iterable
+from typing import Any
+
+import httpcore
+
+# Above this many unread bytes the transport stops reading from the socket,
+# so a fast server cannot grow the queue while the fetcher is busy.
+READ_HIGH_WATER = 256 * 1024
+
+
+def _expire(waiter: asyncio.Future[None], error: type[Exception]) -> None:
+    if not waiter.done():
+        waiter.set_exception(error())
+
+
+class _Protocol(asyncio.Protocol):
+    """Queues received data and wakes the one reader or writer waiting on it."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.chunks: collections.deque[bytes] = collections.deque()
+        self.buffered = 0
+        self.eof = False
+        self.lost = False
+        self.error: BaseException | None = None
+        self.read_paused = False
+        self.write_paused = False
+        self.read_waiter: asyncio.Future[None] | None = None
+        self.drain_waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self.buffered += len(data)
+        if self.buffered > READ_HIGH_WATER and not self.read_paused and self.transport:
+            self.read_paused = True
+            self.transport.pause_reading()
+        self._wake_reader()
+
+    def eof_received(self) -> None:
+        self.eof = True
+        self._wake_reader()
+        # Returning None lets the transport close itself: HTTP/1.1 never
+        # writes after the server has finished sending.
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.eof = True
+        self.error = exc
+        self._wake_reader()
+        waiter, self.drain_waiter = self.drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        waiter, self.drain_waiter = self.drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _wake_reader(self) -> None:
+        waiter, self.read_waiter = self.read_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+class AsyncioStream(httpcore.AsyncNetworkStream):
+    """One TCP (or TLS-over-TCP) connection as httpcore wants to see it."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: _Protocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        protocol = self._protocol
+        if not protocol.chunks and not protocol.eof:
+            await self._wait_readable(timeout)
+        chunks = protocol.chunks
+        if not chunks:
+            if protocol.error is not None:
+                raise httpcore.ReadError(str(protocol.error) or repr(protocol.error))
+            return b""  # a clean end of stream, as the anyio backend reports it
+        data = chunks.popleft()
+        if len(data) > max_bytes:
+            chunks.appendleft(data[max_bytes:])
+            data = data[:max_bytes]
+        protocol.buffered -= len(data)
+        if protocol.read_paused and protocol.buffered <= READ_HIGH_WATER // 4:
+            protocol.read_paused = False
+            if not protocol.lost and protocol.transport is not None:
+                protocol.transport.resume_reading()
+        return data
+
+    async def _wait_readable(self, timeout: float | None) -> None:
+        protocol = self._protocol
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        protocol.read_waiter = waiter
+        timer = (
+            loop.call_later(timeout, _expire, waiter, httpcore.ReadTimeout)
+            if timeout is not None
+            else None
+        )
+        try:
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if protocol.read_waiter is waiter:
+                protocol.read_waiter = None
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        protocol = self._protocol
+        if protocol.lost or self._transport.is_closing():
+            raise httpcore.WriteError("the connection is closed")
+        try:
+            self._transport.write(buffer)
+        except (OSError, RuntimeError) as exc:
+            raise httpcore.WriteError(str(exc)) from exc
+        if not protocol.write_paused:
+            return
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        protocol.drain_waiter = waiter
+        timer = (
+            loop.call_later(timeout, _expire, waiter, httpcore.WriteTimeout)
+            if timeout is not None
+            else None
+        )
+        try:
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if protocol.drain_waiter is waiter:
+                protocol.drain_waiter = None
+        if protocol.lost:
+            raise httpcore.WriteError(str(protocol.error or "the connection was closed"))
+
+    async def aclose(self) -> None:
+        # abort() rather than close(): nothing useful is left to flush when
+        # httpcore gives a connection up, and close() could wait on a peer
+        # that stopped reading.
+        self._transport.abort()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout):
+                transport = await loop.start_tls(
+                    self._transport,
+                    self._protocol,
+                    ssl_context,
+                    server_hostname=server_hostname,
+                )
+        except TimeoutError:
+            self._transport.abort()
+            raise httpcore.ConnectTimeout("the TLS handshake timed out") from None
+        except (OSError, ssl.SSLError, ConnectionError, RuntimeError) as exc:
+            self._transport.abort()
+            raise httpcore.ConnectError(str(exc) or repr(exc)) from exc
+        except BaseException:
+            self._transport.abort()
+            raise
+        if transport is None:
+            # The peer closed during the handshake (start_tls returns None then).
+            self._transport.abort()
+            raise httpcore.ConnectError("the connection closed during the TLS handshake")
+        # Flow control must now pause the TLS transport, not the raw one below it.
+        self._protocol.transport = transport  # type: ignore[assignment]
+        return AsyncioStream(transport, self._protocol)  # type: ignore[arg-type]
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable":
+            # Idle HTTP/1.1 connections receive nothing unless the server
+            # closed or reset them, which the event loop has already told the
+            # protocol about.
+            protocol = self._protocol
+            return bool(protocol.chunks) or protocol.eof
+        if info == "ssl_object":
+            return self._transport.get_extra_info("ssl_object")
+        if info == "client_addr":
+            return self._transport.get_extra_info("sockname")
+        if info == "server_addr":
+            return self._transport.get_extra_info("peername")
+        if info == "socket":
+            return self._transport.get_extra_info("socket")
+        return None
+
+
+class AsyncioBackend(httpcore.AsyncNetworkBackend):
+    """Dials TCP with the running asyncio loop; see the module docstring."""
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        local_addr = (local_address, 0) if local_address else None
+        try:
+            async with asyncio.timeout(timeout):
+                transport, protocol = await loop.create_connection(
+                    _Protocol, host, port, local_addr=local_addr
+                )
+        except TimeoutError:
+            raise httpcore.ConnectTimeout(f"connecting to {host}:{port} timed out") from None
+        except OSError as exc:
+            raise httpcore.ConnectError(str(exc) or repr(exc)) from exc
+        try:
+            # asyncio already sets TCP_NODELAY; these are the caller's extras.
+            raw = transport.get_extra_info("socket")
+            for option in socket_options or ():
+                raw.setsockopt(*option)
+        except OSError as exc:
+            transport.abort()
+            raise httpcore.ConnectError(str(exc)) from exc
+        return AsyncioStream(transport, protocol)
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("Unix sockets are not supported by this backend")
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+__all__ = ["READ_HIGH_WATER", "AsyncioBackend", "AsyncioStream"]
