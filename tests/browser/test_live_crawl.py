@@ -39,6 +39,9 @@ def test_a_person_audits_a_site_and_watches_it_live(page, owner, cluster, site):
     page.fill("#id_start_url", site.url("/"))
     page.fill("#id_max_pages", "40")
     page.fill("#id_max_depth", "3")
+    # 10 requests a second keeps the ~50-request crawl running for a few seconds,
+    # long enough for the 2 s poll to see it live (unthrottled it can end first).
+    page.fill("#id_rate", "10")
     page.click("button:has-text('Start audit')")
     expect(page).to_have_url(re.compile(r"/audits/\d+/$"))
     audit = Audit.objects.get()
