@@ -78,3 +78,19 @@ def test_production_settings_default_to_safe_values(settings):
     assert "django.contrib.auth.middleware.LoginRequiredMiddleware" in real.MIDDLEWARE
     assert real.Q_CLUSTER["retry"] > real.Q_CLUSTER["timeout"]
     assert real.Q_CLUSTER["catch_up"] is False and real.Q_CLUSTER["bulk"] == 1
+
+
+def test_manage_py_generates_and_reuses_a_private_secret_key_when_none_is_set(tmp_path):
+    import stat
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {"PATH": "/usr/bin:/bin", "SITEWARD_VAR_DIR": str(tmp_path)}
+    for _ in range(2):
+        result = subprocess.run([sys.executable, "manage.py", "check"], cwd=root, env=env,
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+    key_file = tmp_path / "secret_key"
+    assert len(key_file.read_text().strip()) >= 50
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
