@@ -29,6 +29,25 @@ import httpcore
 READ_HIGH_WATER = 256 * 1024
 
 
+
+async def _wait(protocol, slot: str, timeout: float | None, timeout_error: type[Exception]) -> None:
+    """Park on a future the protocol resolves (data arrived, buffer drained, connection lost).
+
+    The future sits in ``protocol.<slot>``; a timeout is one call_later timer that
+    fails it with ``timeout_error``, with no extra task as asyncio.wait_for would make.
+    """
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+    setattr(protocol, slot, waiter)
+    timer = loop.call_later(timeout, _expire, waiter, timeout_error) if timeout is not None else None
+    try:
+        await waiter
+    finally:
+        if timer is not None:
+            timer.cancel()
+        if getattr(protocol, slot) is waiter:
+            setattr(protocol, slot, None)
+
 def _expire(waiter: asyncio.Future[None], error: type[Exception]) -> None:
     if not waiter.done():
         waiter.set_exception(error())
@@ -118,22 +137,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         return data
 
     async def _wait_readable(self, timeout: float | None) -> None:
-        protocol = self._protocol
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        protocol.read_waiter = waiter
-        timer = (
-            loop.call_later(timeout, _expire, waiter, httpcore.ReadTimeout)
-            if timeout is not None
-            else None
-        )
-        try:
-            await waiter
-        finally:
-            if timer is not None:
-                timer.cancel()
-            if protocol.read_waiter is waiter:
-                protocol.read_waiter = None
+        await _wait(self._protocol, "read_waiter", timeout, httpcore.ReadTimeout)
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
@@ -147,21 +151,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             raise httpcore.WriteError(str(exc)) from exc
         if not protocol.write_paused:
             return
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        protocol.drain_waiter = waiter
-        timer = (
-            loop.call_later(timeout, _expire, waiter, httpcore.WriteTimeout)
-            if timeout is not None
-            else None
-        )
-        try:
-            await waiter
-        finally:
-            if timer is not None:
-                timer.cancel()
-            if protocol.drain_waiter is waiter:
-                protocol.drain_waiter = None
+        await _wait(protocol, "drain_waiter", timeout, httpcore.WriteTimeout)
         if protocol.lost:
             raise httpcore.WriteError(str(protocol.error or "the connection was closed"))
 
