@@ -39,7 +39,7 @@ import ssl
 import time
 import urllib.parse
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -78,6 +78,9 @@ ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"
 _MAX_CODINGS = 3
 # Concatenated gzip members are legal; a body of thousands of them is not.
 _MAX_GZIP_MEMBERS = 32
+# Largest piece one inflate call may produce: small enough that a bomb never
+# holds a second copy of its expansion, large enough to keep calls few.
+_INFLATE_STEP = 64 * 1024
 _MAX_DETAIL = 300
 # Unwanted bodies up to this size are read so the connection can be reused.
 _DRAIN_LIMIT = 16 * 1024
@@ -524,14 +527,20 @@ class Fetcher:
                 room = wire_cap - response.size
                 response.size += len(chunk)
                 if len(chunk) > room:
-                    body += decoder.feed(chunk[:room])
+                    for piece in decoder.feed(chunk[:room]):
+                        body += piece
                     response.error = BodyTooLarge(f"Body is larger than the {wire_cap}-byte cap")
                     break
-                body += decoder.feed(chunk)
+                if decoder.stages:
+                    for piece in decoder.feed(chunk):
+                        body += piece
+                else:
+                    body += chunk
                 if decoder.exceeded:
                     break
             else:
-                body += decoder.flush()
+                for piece in decoder.flush():
+                    body += piece
         except httpx.HTTPError as exc:
             response.error = _translate(exc, in_body=True)
         except CrawlError as exc:  # a corrupt compressed stream
@@ -772,14 +781,22 @@ class _Inflater:
         self.started = False
         self._inflater = zlib.decompressobj(31 if self.gzip else 15)
 
-    def feed(self, data: bytes) -> bytes:
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """Inflate ``data`` in pieces of at most ``_INFLATE_STEP`` bytes.
+
+        Yielding pieces rather than joining them is what keeps a bomb's
+        footprint near the cap: the caller appends each piece to the body and
+        drops it, so no second copy of the expanded bytes ever exists.
+        """
         if self.finished or self.exceeded or not data:
-            return b""
-        parts: list[bytes] = []
+            return
         while data and not self.exceeded:
             try:
-                # max_length is what bounds memory: at most one byte past the cap.
-                out = self._inflater.decompress(data, self.limit - self.produced + 1)
+                # max_length is what bounds memory: one step, and at most one
+                # byte past the cap (that byte is how the overflow is seen).
+                out = self._inflater.decompress(
+                    data, min(_INFLATE_STEP, self.limit - self.produced + 1)
+                )
             except zlib.error:
                 if not self.gzip and not self.started:
                     # "deflate" is meant to be zlib-wrapped, but some servers
@@ -793,7 +810,8 @@ class _Inflater:
             if self.produced > self.limit:
                 self.exceeded = True
                 out = out[: len(out) - (self.produced - self.limit)]
-            parts.append(out)
+            if out:
+                yield out
             if self._inflater.eof:
                 data = self._inflater.unused_data
                 if not (self.gzip and data.strip(b"\0")) or self.members >= _MAX_GZIP_MEMBERS:
@@ -803,7 +821,6 @@ class _Inflater:
                 self._inflater = zlib.decompressobj(31)
             else:
                 data = self._inflater.unconsumed_tail
-        return b"".join(parts)
 
     def flush(self) -> bytes:
         if self.finished or self.exceeded:
@@ -839,16 +856,28 @@ class _Decoder:
     def exceeded(self) -> bool:
         return any(stage.exceeded for stage in self.stages)
 
-    def feed(self, data: bytes) -> bytes:
-        for stage in self.stages:
-            data = stage.feed(data)
-        return data
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        return self._through(0, data)
 
-    def flush(self) -> bytes:
-        data = b""
-        for stage in self.stages:
-            data = stage.feed(data) + stage.flush()
-        return data
+    def flush(self) -> Iterator[bytes]:
+        return self._flush_from(0)
+
+    def _through(self, index: int, data: bytes) -> Iterator[bytes]:
+        # Each piece goes through the later stages before the next is made,
+        # so a stacked bomb is as bounded as a single one.
+        if index == len(self.stages):
+            yield data
+            return
+        for piece in self.stages[index].feed(data):
+            yield from self._through(index + 1, piece)
+
+    def _flush_from(self, index: int) -> Iterator[bytes]:
+        if index == len(self.stages):
+            return
+        tail = self.stages[index].flush()
+        if tail:
+            yield from self._through(index + 1, tail)
+        yield from self._flush_from(index + 1)
 
 
 __all__ = [
