@@ -117,13 +117,17 @@ def _why_broken(status: int | None, error: str) -> str:
 
 
 def broken_links(audit_id: int) -> Iterator[Issue]:
-    """Links and resources whose target's final result is 4xx, 5xx or a failure."""
+    """Links and resources whose target's final result is 4xx, 5xx or a failure.
+
+    hreflang alternates are not links a visitor follows: a broken one is an
+    hreflang_error (hreflang_targets), not a broken resource.
+    """
     sql = """
         SELECT e.source_url, s.id, e.target_url, e.tag, e.anchor_text, e.internal, t.status_code, t.fetch_error
         FROM audits_linkedge e
         JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
         LEFT JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
-        WHERE e.audit_id = %s AND e.tag <> 'form'
+        WHERE e.audit_id = %s AND e.tag NOT IN ('form', 'hreflang')
           AND (t.status_code >= 400 OR (t.fetch_error <> '' AND t.fetch_error NOT IN (%s, %s)))
     """
     for source, source_id, target, tag, anchor, internal, status, error in _rows(sql, [audit_id, *NOT_SITE_FAULTS]):
@@ -190,6 +194,109 @@ def bad_canonicals(audit_id: int) -> Iterator[Issue]:
         else:
             continue
         yield issue_row(audit_id, page_id, url, finding("canonical_bad_target", f"Canonical {canonical} {why}", canonical))
+
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+def hreflang_targets(audit_id: int) -> Iterator[Issue]:
+    """hreflang alternates that are not a 200, indexable, self-canonical page.
+
+    One issue per (page, alternate), naming every reason found; a page's own
+    self-reference counts (a noindex page with an hreflang set is told so). Only
+    targets the crawl fetched (or refused by robots.txt) say anything; one never
+    fetched is not guessed at. Pages reached through a redirect are skipped as
+    sources: their edges repeat those of the page they land on, which reports
+    them itself.
+
+    Indexes: the audit's edges come through link_audit_source (audit, source_hash)
+    by its audit prefix, as broken_links reads them; both page ends through the
+    unique (audit, url_hash) on pages, the robots verdict through the unique
+    (audit, url_hash) on the frontier: one indexed lookup per hreflang edge
+    (SQLite's plan; PostgreSQL may hash-join the audit's rows instead, which is
+    cheaper still). 100,000 pages with 800,000 edges: 2.2 s on SQLite, 0.6 s on
+    PostgreSQL, about what broken_links takes.
+    """
+    sql = """
+        SELECT e.source_url, e.source_hash, s.id, e.target_url, e.anchor_text, t.kind, t.status_code, t.redirect_count,
+               t.final_url, t.fetch_error, t.content_type, t.indexable, t.canonical, t.canonical_hash,
+               t.url_hash, f.skip_reason
+        FROM audits_linkedge e
+        JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
+        LEFT JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
+        LEFT JOIN audits_frontierurl f ON f.audit_id = e.audit_id AND f.url_hash = e.target_hash
+        WHERE e.audit_id = %s AND e.tag = 'hreflang' AND s.redirect_count = 0
+          AND (f.skip_reason = %s
+               OR t.fetch_error <> '' OR t.status_code <> 200 OR t.redirect_count > 0
+               OR (t.kind = 'page' AND t.content_type IN (%s, %s) AND NOT t.indexable)
+               OR (t.kind = 'page' AND t.canonical_hash <> '' AND t.canonical_hash <> t.url_hash))
+    """
+    robots = FetchError.BLOCKED_BY_ROBOTS.value
+    params = [audit_id, robots, *HTML_TYPES]
+    for (source, source_hash, source_id, target, lang, kind, status, redirects, final, error, ctype, indexable,
+         canonical, canonical_hash, digest, skip) in _rows(sql, params):
+        if kind is None:
+            if skip != robots:
+                continue
+            reasons = ["is blocked by robots.txt"]
+        elif error in NOT_SITE_FAULTS:
+            continue  # our failure, not the site's
+        elif kind == "external" and not error and status in UNVERIFIED_EXTERNAL:
+            continue  # the other site refuses robots: no evidence either way
+        elif error or status is None or status >= 400:
+            reasons = [_why_broken(status, error)]
+        elif redirects:
+            reasons = [f"redirects to {final}"]
+        else:
+            reasons = [] if status == 200 else [f"answers {status}"]
+            if kind == "page" and ctype in HTML_TYPES and status == 200 and not indexable:
+                reasons.append("is noindex")
+            if kind == "page" and canonical_hash and canonical_hash != digest:
+                reasons.append(f"is canonicalised to {canonical}")
+            if not reasons:
+                continue
+        # A page naming itself while noindex or canonicalised elsewhere sends both
+        # signals at once; said as such, so it doesn't read as another page's fault.
+        named = "names this page, which" if digest == source_hash else f"alternate {target}"
+        row = issue_row(audit_id, source_id, source, finding(
+            "hreflang_error", f"hreflang “{lang}” {named} {' and '.join(reasons)}", target))
+        # Keyed apart from the return-link issue on the same (page, alternate).
+        row.key = issue_key(row.code, source, target, "target")
+        yield row
+
+
+def hreflang_return_links(audit_id: int) -> Iterator[Issue]:
+    """Alternates that do not list the page back: A says B is its French version, B does not name A.
+
+    Only alternates the crawl fetched as an HTML 200 page (not a redirect) are
+    judged; alternates on other sites, or never fetched, are not. A page's own
+    self-reference is not a pair.
+
+    Indexes: the audit's edges come through link_audit_source by its audit
+    prefix; the NOT EXISTS probe for B -> A is one seek in link_audit_source
+    (audit, source_hash = B), reading only B's own edges; both page ends go
+    through the unique (audit, url_hash) on pages. 100,000 pages with 800,000
+    edges: 1.5 s on SQLite, 2 s on PostgreSQL (through the server-side cursor).
+    """
+    sql = """
+        SELECT e.source_url, s.id, e.target_url, e.anchor_text
+        FROM audits_linkedge e
+        JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
+        JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
+        WHERE e.audit_id = %s AND e.tag = 'hreflang' AND e.target_hash <> e.source_hash
+          AND s.redirect_count = 0
+          AND t.kind = 'page' AND t.status_code = 200 AND t.redirect_count = 0 AND t.fetch_error = ''
+          AND t.content_type IN (%s, %s)
+          AND NOT EXISTS (
+              SELECT 1 FROM audits_linkedge r
+              WHERE r.audit_id = e.audit_id AND r.source_hash = e.target_hash
+                AND r.target_hash = e.source_hash AND r.tag = 'hreflang')
+    """
+    for source, source_id, target, lang in _rows(sql, [audit_id, *HTML_TYPES]):
+        row = issue_row(audit_id, source_id, source, finding(
+            "hreflang_error", f"hreflang “{lang}” alternate {target} does not link back to this page", target))
+        row.key = issue_key(row.code, source, target, "return")
+        yield row
 
 
 def sitemap_problems(audit_id: int) -> Iterator[Issue]:
@@ -260,6 +367,7 @@ def deep_pages(audit_id: int) -> Iterator[Issue]:
 
 
 CHECKS = [
-    broken_links, links_to_redirects, redirects_to_broken, bad_canonicals, sitemap_problems,
-    duplicate_titles, duplicate_descriptions, duplicate_content, deep_pages,
+    broken_links, links_to_redirects, redirects_to_broken, bad_canonicals, hreflang_targets,
+    hreflang_return_links, sitemap_problems, duplicate_titles, duplicate_descriptions, duplicate_content,
+    deep_pages,
 ]

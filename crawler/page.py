@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from crawler.checks import PageContext, run_page_checks
@@ -30,7 +31,10 @@ class PageOutcome:
     """Everything learnt about one crawled URL.
 
     ``outlinks`` are normalised absolute URLs without fragments, one per
-    (URL, tag), in document order; ``invalid_links`` counts the ones dropped
+    (URL, tag), in document order, followed by the page's hreflang alternates
+    as links with tag ``hreflang`` and the language code as their text (so
+    they are stored as link edges and finalize can check the targets and their
+    return links); ``invalid_links`` counts the ones dropped
     because they were not crawlable web addresses (mailto:, javascript:,
     malformed hosts...). ``problem`` is set only when our own parser or a check
     failed on this page, so the page still counts and the crawl goes on.
@@ -65,13 +69,21 @@ def normalize_link(url: str, base: str) -> str:
     return normalize(url, base)
 
 
+HREFLANG_TAG = "hreflang"
+
+
 def outlinks_of(facts: PageFacts, page_url: str) -> tuple[tuple[Link, ...], int]:
-    """Normalised, deduplicated links of a page and how many were invalid."""
+    """Normalised, deduplicated links of a page and how many were invalid.
+
+    The hreflang alternates come last, one per URL: a URL listed for two
+    languages (``en`` and ``x-default`` often share one) keeps the first code.
+    """
     base = facts.base_url or page_url
     seen: set[tuple[str, str]] = set()
     links: list[Link] = []
     invalid = 0
-    for link in facts.links:
+    alternates = (Link(url, HREFLANG_TAG, lang.strip(), ("alternate",)) for lang, url in facts.hreflang)
+    for link in chain(facts.links, alternates):
         try:
             url = normalize_link(link.url, base)
         except InvalidURL:
