@@ -1,0 +1,81 @@
+"""Does the http:// form of an https site still serve pages? (check ``http_not_redirected``)
+
+Run once at audit start, on the start page the crawl anchored on, with the
+crawl's own Fetcher, so the same SSRF guard, user agent and limits apply. The
+probe follows redirects like any fetch and judges where it ends:
+
+- ends on an ``https://`` URL: the http form redirects, as it should;
+- ends with a 2xx on an ``http://`` URL (at once, or after redirects that never
+  reach https): the site serves pages over plain http, which is the finding;
+- anything else (refused, unresolvable, timed out, 4xx/5xx): nothing is served
+  over http, which is fine; a site need not listen on port 80 at all.
+
+Following the redirects rather than looking at the first answer alone means a
+chain such as ``http://a`` -> ``http://www.a`` -> ``https://www.a`` is not
+reported, while ``http://a`` -> ``http://www.a`` (200) is.
+
+It uses ``Fetcher.check``: HEAD, and GET (body not read) only when HEAD is
+refused, since the answer's status and location are all it needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
+from crawler.catalogue import finding
+from crawler.types import Finding
+
+if TYPE_CHECKING:
+    from crawler.fetch import Fetcher
+
+# The probe's whole budget, retries included. A host that drops port 80 would
+# otherwise hold the audit's start for every connect timeout and retry.
+PROBE_SECONDS = 10.0
+
+
+def http_form(url: str) -> str | None:
+    """The ``http://`` twin of an ``https://`` URL on the default port, else None.
+
+    An https URL on another port has no known http counterpart (``:8443`` pairs
+    with no particular http port), so it is not probed; nor is an http URL.
+    Credentials in the URL are left out: they must never travel over plain http.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme != "https" or not parts.hostname or port not in (None, 443):
+        return None
+    netloc = parts.netloc.rpartition("@")[2]
+    if port == 443:
+        netloc = netloc[: netloc.rindex(":")]
+    return urlunsplit(("http", netloc, parts.path or "/", parts.query, ""))
+
+
+async def probe_http_form(fetcher: Fetcher, url: str, *, budget: float = PROBE_SECONDS) -> Finding | None:
+    """An ``http_not_redirected`` finding for ``url`` (an https page), or None.
+
+    Makes no request at all when ``url`` has no http form (see ``http_form``).
+    """
+    plain = http_form(url)
+    if plain is None:
+        return None
+    try:
+        async with asyncio.timeout(budget):
+            result = await fetcher.check(plain)
+    except TimeoutError:
+        return None  # no answer in time: nothing shown to be served over http
+    if result.error is not None or result.status is None or not 200 <= result.status < 300:
+        return None
+    final = result.final_url or plain
+    if urlsplit(final).scheme != "http":
+        return None
+    if result.redirects:
+        message = (f"{plain} redirects to {final}, which answers {result.status} over plain http "
+                   "instead of redirecting to https://")
+    else:
+        message = f"{plain} answers {result.status} over plain http instead of redirecting to https://"
+    return finding("http_not_redirected", message, plain)
