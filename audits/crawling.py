@@ -46,8 +46,9 @@ from django.utils import timezone
 
 from crawler.checks import CheckSettings, PageContext, run_page_checks
 from crawler.fetch import Fetcher, FetchPolicy
+from crawler.http_probe import probe_http_form
 from crawler.net import AddressGuard
-from crawler.page import PageOutcome, build_outcome, process_page
+from crawler.page import HREFLANG_TAG, PageOutcome, build_outcome, process_page
 from crawler.robots import Robots, load_robots
 from crawler.sitemap import discover_sitemaps
 from crawler.types import FetchError, FetchResult, Finding
@@ -69,6 +70,9 @@ from .models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge, Page
 log = logging.getLogger(__name__)
 
 NAV_TAGS = frozenset({"a", "area"})
+# Pages the crawl fetches when a page names them: links, and hreflang alternates
+# (finalize checks each alternate's status and its return link).
+PAGE_TAGS = NAV_TAGS | {HREFLANG_TAG}
 RESOURCE_TAGS = frozenset({"img", "script", "link", "iframe", "source", "video", "audio", "embed", "object"})
 # Crawler traps (an endless calendar, "next" links forever) show up as one path
 # template (``/cal?month={n}``) whose variants keep getting deeper: each new one
@@ -311,6 +315,8 @@ async def _start_async(audit: Audit, start_url: str, setup: CrawlSetup) -> Start
                              "or untick 'respect robots.txt' to audit a site you own.",
             )
         report = await discover_sitemaps(fetcher, origin, robots.sitemaps)
+        # http_not_redirected: does the http:// form of an https start page still serve it?
+        plain_http = await probe_http_form(fetcher, final)
     problems = [(f.url, f.problem) for f in report.files if f.problem]
     # The start page was fetched above; record it instead of fetching it again.
     # A typed URL that redirects is its own row (with its chain), as any
@@ -321,6 +327,8 @@ async def _start_async(audit: Audit, start_url: str, setup: CrawlSetup) -> Start
         pages.append(PageOutcome(start_url, 0, first, None, tuple(run_page_checks(first, None, ctx)), ()))
         first = dataclasses.replace(first, url=final, redirects=())
     pages.append(build_outcome(first, final, 0, ctx))
+    if plain_http is not None:  # stored on the start page's row by the ordinary chunk writer
+        pages[-1] = dataclasses.replace(pages[-1], findings=(*pages[-1].findings, plain_http))
     return StartOutcome(
         start_url=final, origin=origin, robots=robots, sitemap_urls=tuple(report.urls),
         sitemap_found=report.found, sitemap_problems=problems, pages=pages,
@@ -748,7 +756,7 @@ class ChunkWriter:
                 ))
                 if not page_internal or target_hash in candidates or link.tag == "form":
                     continue
-                if link.tag in NAV_TAGS and internal:
+                if link.tag in PAGE_TAGS and internal:
                     if not self._crawlable(url) or o.depth + 1 > audit.max_depth:
                         continue
                     if audit.respect_robots and not setup.robots.allowed(url, setup.user_agent):
@@ -759,7 +767,7 @@ class ChunkWriter:
                     if audit.respect_robots and not setup.robots.allowed(url, setup.user_agent):
                         continue
                     candidates[target_hash] = Candidate(url, o.depth + 1, o.url, Page.Kind.RESOURCE)
-                elif not internal and audit.check_external and (link.tag in NAV_TAGS or link.tag in RESOURCE_TAGS):
+                elif not internal and audit.check_external and (link.tag in PAGE_TAGS or link.tag in RESOURCE_TAGS):
                     candidates[target_hash] = Candidate(url, o.depth + 1, o.url, Page.Kind.EXTERNAL)
         bulk.insert(LinkEdge, EDGE_COLUMNS, edges)
         return self._queue(candidates, blocked)

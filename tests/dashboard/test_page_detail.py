@@ -53,3 +53,13 @@ def test_the_page_view_uses_a_fixed_number_of_queries(owner_client, owner, djang
     with django_assert_max_num_queries(8):
         response = owner_client.get(reverse("page-detail", args=[audit.pk, home.pk]))
     assert response.content.decode().count("Item ") >= 40
+
+
+def test_an_hreflang_alternate_reads_as_one_in_both_link_lists(owner_client, owner):
+    audit = make_finished_audit(owner)
+    home, about = f"{SITE}/", f"{SITE}/about"
+    make_link(audit, home, about, anchor="fr", tag="hreflang")
+    outlinks = detail(owner_client, audit, home).split('id="outlinks"')[1].split("</section>")[0]
+    assert "“fr”" in outlinks and "hreflang alternate" in outlinks
+    inlinks = detail(owner_client, audit, about).split('id="inlinks"')[1].split("</section>")[0]
+    assert "hreflang alternate" in inlinks and "&lt;hreflang&gt;" not in inlinks

@@ -3,9 +3,9 @@ page, and alternates that do not link back, found by finalize after a real crawl
 loopback site.
 
 The crawl stores every page's hreflang alternates as link edges (tag "hreflang", the
-language code as anchor text). Today's ChunkWriter only queues <a>/<area> targets, so
-every alternate here is also linked from the home page to make sure it is crawled; the
-expectations hold the same once alternates are queued themselves.
+language code as anchor text) and queues same-site alternates as pages. Every alternate
+of the main fixture is also linked from the home page, so the expectations do not depend
+on the queueing; a separate test shows an alternate no <a> reaches is crawled and judged.
 """
 
 from __future__ import annotations
@@ -206,3 +206,22 @@ def test_issue_counters_include_the_cross_page_issues(crawled):
     _, audit = crawled
     assert audit.issues_warning == Issue.objects.filter(audit=audit, severity="warning").count()
     assert audit.issues_total == Issue.objects.filter(audit=audit).count()
+
+
+def test_an_alternate_that_no_link_reaches_is_still_crawled_and_judged(owner, fast_settings):
+    with Site() as site:
+        u = site.url
+        site.routes.update({
+            "/": (200, _html("Home", head=_alternates([("en", u("/")), ("fr", u("/fr/")), ("x-default", u("/"))])), {}),
+            # Named only by the home page's hreflang: no <a>, no sitemap.
+            "/fr/": (200, _html("Accueil", head=_alternates([("fr", u("/fr/")), ("x-default", u("/fr/"))])), {}),
+        })
+        audit = Audit.objects.create(owner=owner, start_url=u("/"), allow_private=True, max_pages=20, max_depth=5)
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+        assert audit.pages.filter(url=u("/fr/"), kind="page", status_code=200).exists()
+        # /fr/ names no English version, so "/" gets the missing return link.
+        assert _cross_page(audit) == {
+            (u("/"), u("/fr/"), f"hreflang “fr” alternate {u('/fr/')} does not link back to this page"),
+        }
