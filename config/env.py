@@ -113,6 +113,9 @@ def database_from_url(url: str, *, base_dir, name: str = "DATABASE_URL") -> dict
     raise ImproperlyConfigured(f"{name} must start with sqlite:// or postgres://, got {scheme or 'no scheme'!r}")
 
 
+SQLITE_CACHED_STATEMENTS = 32
+
+
 def sqlite_database(path: str) -> dict:
     return {
         "ENGINE": "django.db.backends.sqlite3",
@@ -120,6 +123,13 @@ def sqlite_database(path: str) -> dict:
         "OPTIONS": {
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
+            # Python keeps 128 prepared statements per connection by default.
+            # The crawl's IN (...) lookups take a list per sub-batch, and each
+            # length is a new statement of up to a few hundred KB inside
+            # SQLite: 128 of them held ~20 MB that a 32-entry cache does not
+            # (measured with sqlite3_memory_used on a 3,000-page audit; no
+            # change in its run time).
+            "cached_statements": SQLITE_CACHED_STATEMENTS,
             "init_command": (
                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
                 " PRAGMA foreign_keys=ON;"
