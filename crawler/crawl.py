@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from crawler.checks import CheckSettings, PageContext
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.net import AddressGuard
-from crawler.page import PageOutcome, build_outcome, process_page
+from crawler.page import HREFLANG_TAG, PageOutcome, build_outcome, process_page
 from crawler.robots import Robots, load_robots
 from crawler.sitemap import SitemapReport, discover_sitemaps
 from crawler.types import FetchResult
@@ -43,7 +43,9 @@ from crawler.window import WindowPolicy, fetch_health, run_window
 
 # Tags whose targets are pages to crawl; the rest (img, script, stylesheet...)
 # are resources, which this crawl only checks when they are external.
-NAVIGATIONAL = frozenset({"a", "area"})
+# Followed to pages: links, and hreflang alternates (a page names its language
+# versions in <head>; an alternate nothing else links to is still part of the site).
+NAVIGATIONAL = frozenset({"a", "area", HREFLANG_TAG})
 # Statuses that say "you may not look", not "this is gone": reported as
 # unverified rather than broken for external links (CHECKS.md #5).
 UNVERIFIED_STATUSES = frozenset({401, 403, 429, 999})

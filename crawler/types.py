@@ -127,7 +127,8 @@ class Link:
     ``tag`` says what kind of reference it is: ``a``/``area`` are navigational
     links; ``img``, ``script``, ``link`` (stylesheet), ``iframe``, ``source``,
     ``video``, ``audio``, ``embed``, ``object`` are resources; ``form`` is a
-    form action.
+    form action; ``hreflang`` is a language alternate from ``<link
+    rel=alternate hreflang>`` (its ``text`` is the language code).
     """
 
     url: str

@@ -52,3 +52,23 @@ def test_a_parsed_page_carries_its_alternates_into_its_outcome():
         ("https://a.test/fr/", HREFLANG_TAG, "fr"),
         ("https://a.test/", HREFLANG_TAG, "x-default"),
     ]
+
+
+def test_the_library_crawl_follows_an_alternate_that_no_link_reaches():
+    import asyncio
+
+    from crawler.crawl import CrawlLimits, crawl_site
+    from tests.crawler.hostile_server import HostileServer, static
+
+    with HostileServer() as server:
+        def page(head: str) -> bytes:
+            return f"<!doctype html><html><head><title>t</title>{head}</head><body><p>hi</p></body></html>".encode()
+
+        server.route("/", static(page(f'<link rel="alternate" hreflang="fr" href="{server.url("/fr/")}">')))
+        server.route("/fr/", static(page("")))
+        seen = []
+        asyncio.run(crawl_site(server.url("/"), CrawlLimits(allow_private=True, max_pages=10),
+                               on_page=seen.append))
+    assert [(o.url, o.depth, o.result.status) for o in seen if o.url.endswith("/fr/")] == [
+        (server.url("/fr/"), 1, 200),
+    ]
