@@ -65,6 +65,7 @@ from crawler.urls import (
 from crawler.window import WindowPolicy, fetch_health, run_window
 
 from . import bulk
+from .frontier_memo import memo_for
 from .models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge, Page
 
 log = logging.getLogger(__name__)
@@ -680,6 +681,10 @@ class ChunkWriter:
         self.setup = setup
         self.on_batch = on_batch
         self.patterns = (compile_patterns(audit.patterns("include")), compile_patterns(audit.patterns("exclude")))
+        self.memo = memo_for(audit)
+        # Frontier facts of the open transaction, remembered once it commits.
+        self._linked: list[str] = []
+        self._present: list[str] = []
 
     # Serial (retry) mode: a URL is marked before it is fetched; one still marked
     # on the next try is the URL that killed the worker.
@@ -705,6 +710,7 @@ class ChunkWriter:
             raise LeaseLost()
 
     def write(self, outcomes: list[PageOutcome]) -> None:
+        self._linked, self._present = [], []
         with transaction.atomic():
             self._fence()
             pages = self._write_pages(outcomes)
@@ -722,6 +728,7 @@ class ChunkWriter:
                 issues_critical=severities.count("critical"), issues_warning=severities.count("warning"),
                 issues_notice=severities.count("notice"),
             )
+        self.memo.remember(self._linked, self._present)  # committed: safe to rely on
         if self.on_batch:
             self.on_batch(outcomes, issues)
         # A cancel (or a watchdog failure) is seen here, between sub-batches:
@@ -800,10 +807,12 @@ class ChunkWriter:
 
     def _queue(self, candidates: dict[str, Candidate], blocked: dict[str, tuple[str, str]]) -> int:
         """Queue the candidates the frontier has not seen (the dedup set is the frontier table)."""
-        audit = self.audit
+        audit, memo = self.audit, self.memo
+        candidates = {h: c for h, c in candidates.items() if not memo.settled(h, c.kind == Page.Kind.PAGE)}
+        blocked = {h: v for h, v in blocked.items() if not memo.settled(h, True)}
         all_hashes = list(candidates) + list(blocked)
         existing = dict(FrontierURL.objects.filter(audit=audit, url_hash__in=all_hashes).values_list(
-            "url_hash", "linked"))
+            "url_hash", "linked")) if all_hashes else {}
         # A sitemap-only URL reached by a link now gets its click depth.
         relink = [h for h, linked in existing.items()
                   if not linked and h in candidates and candidates[h].kind == Page.Kind.PAGE]
@@ -848,6 +857,12 @@ class ChunkWriter:
             skipped.append(FrontierURL(audit=audit, url=url, url_hash=h, found_on=found_on, linked=True,
                                        state=FrontierURL.State.DONE, skip_reason=FetchError.BLOCKED_BY_ROBOTS.value))
         bulk.insert(FrontierURL, FRONTIER_COLUMNS, admitted + [frontier_values(row) for row in skipped])
+        # Linked now: what was linked already, what was just relinked, the new
+        # link targets and the robots-blocked rows (stored as linked).
+        self._linked += [h for h, linked in existing.items() if linked] + relink
+        self._linked += [row[1] for row in admitted if row[8]] + [row.url_hash for row in skipped]
+        self._present += [h for h, linked in existing.items() if not linked and h not in relink]
+        self._present += [row[1] for row in admitted if not row[8]]
         if skipped:
             insert_issues([
                 issue_row(audit.pk, None, row.url, finding(
