@@ -39,7 +39,7 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, Max, Min, Q
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -88,6 +88,8 @@ TEMPLATE_CEILING = 100_000
 # Results written per transaction: bigger batches amortise the commit, the lease
 # fence and the counters; a batch is also flushed after a second (max_batch_wait).
 SUB_BATCH = 50
+# Sources per DELETE of re-written link edges (one statement per sub-batch).
+DELETE_BATCH = 50
 WORKER_LOST_DETAIL = "The worker crawling this URL died on every try"
 
 
@@ -774,12 +776,8 @@ class ChunkWriter:
                 target_hash = url_hash(url)
                 internal = fast_origin(url) == origin
                 anchor = clean(link.text, 200)
-                edges.append((
-                    # The key starts with the source's hash, so one page's edges land next
-                    # to each other in the unique index instead of all over it.
-                    audit_id, source_hash[:16] + issue_key("edge", target_hash, link.tag, anchor)[:16], source_hash,
-                    o.url, target_hash, url, link.tag, anchor, link.nofollow, internal,
-                ))
+                edges.append((audit_id, source_hash, o.url, target_hash, url, link.tag, anchor, link.nofollow,
+                              internal))
                 if not page_internal or target_hash in candidates or link.tag == "form":
                     continue
                 if link.tag in PAGE_TAGS and internal:
@@ -795,6 +793,16 @@ class ChunkWriter:
                     candidates[target_hash] = Candidate(url, o.depth + 1, o.url, Page.Kind.RESOURCE)
                 elif not internal and audit.check_external and (link.tag in PAGE_TAGS or link.tag in RESOURCE_TAGS):
                     candidates[target_hash] = Candidate(url, o.depth + 1, o.url, Page.Kind.EXTERNAL)
+        # A retried page replaces the edges an earlier try wrote (the fence makes
+        # this transaction the only writer of these sources), so no unique key
+        # is needed to keep them single.
+        with connection.cursor() as cursor:
+            for start in range(0, len(outcomes), DELETE_BATCH):
+                sources = [url_hash(o.url) for o in outcomes[start:start + DELETE_BATCH]]
+                cursor.execute(
+                    f"DELETE FROM audits_linkedge WHERE audit_id = %s AND source_hash IN "
+                    f"({', '.join(['%s'] * len(sources))})", [audit_id, *sources],
+                )
         bulk.insert(LinkEdge, EDGE_COLUMNS, edges)
         return self._queue(candidates, blocked)
 
@@ -893,7 +901,7 @@ PAGE_UPDATE_FIELDS = [
 
 
 PAGE_COLUMNS = ["audit_id", "url_hash", "url", "kind", "depth", "in_sitemap", "inlinks", *PAGE_UPDATE_FIELDS]
-EDGE_COLUMNS = ["audit_id", "key", "source_hash", "source_url", "target_hash", "target_url", "tag", "anchor_text",
+EDGE_COLUMNS = ["audit_id", "source_hash", "source_url", "target_hash", "target_url", "tag", "anchor_text",
                 "nofollow", "internal"]
 ISSUE_COLUMNS = ["audit_id", "page_id", "url", "code", "severity", "message", "target_url", "key", "review",
                  "created_at"]

@@ -376,10 +376,16 @@ class FrontierURL(models.Model):
 
 
 class LinkEdge(models.Model):
-    """A link from a crawled page to a URL; one row per (source, target, tag, anchor text)."""
+    """A link from a crawled page to a URL; one row per (source, target, tag).
+
+    No unique key: a page's edges are written in the same fenced transaction
+    as the page, after deleting whatever an earlier try wrote for that source
+    (ChunkWriter._write_links), so a retry replaces them instead of adding.
+    A unique index here cost a 32-character key and an index entry on each of
+    the ~90 edges a page has.
+    """
 
     audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="links")
-    key = models.CharField(max_length=32)
     source_hash = models.CharField(max_length=32)
     source_url = models.TextField()
     target_hash = models.CharField(max_length=32)
@@ -390,13 +396,10 @@ class LinkEdge(models.Model):
     internal = models.BooleanField(default=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["audit", "key"], name="link_unique_key_per_audit"),
-        ]
         indexes = [
             # Inlinks of a URL (broken-link sources, a page's "linked from" list).
             models.Index(fields=["audit", "target_hash"], name="link_audit_target"),
-            # Outlinks of a page.
+            # Outlinks of a page, and the delete before a page's edges are (re)written.
             models.Index(fields=["audit", "source_hash"], name="link_audit_source"),
         ]
 

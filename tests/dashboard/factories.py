@@ -35,7 +35,7 @@ def make_issue(audit, code, url, *, page=None, target_url="", message=None, **fi
 
 def make_link(audit, source, target, *, anchor="", tag="a", internal=True) -> LinkEdge:
     return LinkEdge.objects.create(
-        audit=audit, key=url_hash(f"{source}|{target}|{tag}|{anchor}"), source_hash=url_hash(source),
+        audit=audit, source_hash=url_hash(source),
         source_url=source, target_hash=url_hash(target), target_url=target, tag=tag, anchor_text=anchor,
         internal=internal,
     )
