@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from django.db import connections
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
@@ -31,6 +32,10 @@ def chromium(monkeypatch):
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
         )
         yield browser
+        # ORM calls a test made while Playwright's loop ran on this thread opened
+        # a connection Django keeps apart from the thread's usual one; pytest-django
+        # never sees it, and on PostgreSQL it would hold the test database open.
+        connections.close_all()
         browser.close()
 
 
