@@ -46,6 +46,7 @@ from django.utils import timezone
 
 from crawler.checks import CheckSettings, PageContext, run_page_checks
 from crawler.fetch import Fetcher, FetchPolicy
+from crawler.gcpolicy import crawl_gc
 from crawler.http_probe import probe_http_form
 from crawler.net import AddressGuard
 from crawler.page import HREFLANG_TAG, PageOutcome, build_outcome, process_page
@@ -522,16 +523,17 @@ def run_with_db_here(make_coroutine):
             requests.put(None)
 
     thread = threading.Thread(target=crawl_thread, name="crawl-loop", daemon=True)
-    thread.start()
-    while (request := requests.get()) is not None:
-        fn, args, future, loop = request
-        try:
-            value = fn(*args)
-        except BaseException as exc:
-            loop.call_soon_threadsafe(_settle, future, None, exc)
-        else:
-            loop.call_soon_threadsafe(_settle, future, value, None)
-    thread.join()
+    with crawl_gc():  # both threads allocate hard and free by refcount (crawler.gcpolicy)
+        thread.start()
+        while (request := requests.get()) is not None:
+            fn, args, future, loop = request
+            try:
+                value = fn(*args)
+            except BaseException as exc:
+                loop.call_soon_threadsafe(_settle, future, None, exc)
+            else:
+                loop.call_soon_threadsafe(_settle, future, value, None)
+        thread.join()
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 from crawler.checks import CheckSettings, PageContext
 from crawler.fetch import Fetcher, FetchPolicy
+from crawler.gcpolicy import crawl_gc
 from crawler.net import AddressGuard
 from crawler.page import HREFLANG_TAG, PageOutcome, build_outcome, process_page
 from crawler.robots import Robots, load_robots
@@ -180,6 +181,20 @@ async def crawl_site(
     settings: CheckSettings | None = None,
 ) -> CrawlReport:
     """Crawl the site at ``start_url`` breadth-first; see the module doc for the steps."""
+    with crawl_gc():
+        return await _crawl_site(start_url, limits, on_page=on_page, guard=guard, policy=policy,
+                                 settings=settings)
+
+
+async def _crawl_site(
+    start_url: str,
+    limits: CrawlLimits,
+    *,
+    on_page: Callable[[PageOutcome], None] | None,
+    guard: AddressGuard | None,
+    policy: FetchPolicy | None,
+    settings: CheckSettings | None,
+) -> CrawlReport:
     began = time.monotonic()
     deadline = began + limits.time_budget if limits.time_budget is not None else None
     policy = policy or FetchPolicy(user_agent=limits.user_agent)

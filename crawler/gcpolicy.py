@@ -1,0 +1,48 @@
+"""Fewer cyclic garbage collections while a crawl runs.
+
+A crawl allocates a few hundred thousand short-lived container objects a
+second (link records, dicts, tuples), nearly all freed by reference counting
+the moment a page is done; with CPython's default threshold of 700 the young
+generation is collected thousands of times a second for almost nothing, and
+every tenth collection also walks the older generations, which grow with the
+process's caches. Measured on the 2,000-page benchmark corpus
+(``crawl_site``, interleaved runs in one process): collections took 0.40-0.47 s
+of 7.3-7.9 s CPU with the defaults, none with the thresholds below, and pages
+per second rose 14-22%; a young collection every 50,000 allocations still
+reclaims cycles long before they matter for memory.
+
+The thresholds are process-wide, so they are raised while at least one crawl
+runs here and put back when the last one ends.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+CRAWL_THRESHOLDS = (50_000, 50, 100)
+
+_lock = threading.Lock()
+_active = 0
+_saved: tuple[int, int, int] | None = None
+
+
+@contextmanager
+def crawl_gc() -> Iterator[None]:
+    """Raise the collector's thresholds for the duration (never lower them)."""
+    global _active, _saved
+    with _lock:
+        if _active == 0:
+            _saved = gc.get_threshold()
+            gc.set_threshold(*(max(a, b) for a, b in zip(_saved, CRAWL_THRESHOLDS, strict=True)))
+        _active += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _active -= 1
+            if _active == 0 and _saved is not None:
+                gc.set_threshold(*_saved)
+                _saved = None
