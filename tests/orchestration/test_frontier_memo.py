@@ -8,7 +8,14 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from audits import frontier_memo
-from audits.crawling import ChunkWriter, InlineDispatcher, _lease_urls, claim_chunk, crawl_setup, run_start
+from audits.crawling import (
+    ChunkWriter,
+    InlineDispatcher,
+    _lease_urls,
+    claim_chunk,
+    crawl_setup,
+    run_start,
+)
 from audits.models import Audit, FrontierURL
 from crawler.page import PageOutcome
 from crawler.types import FetchResult, Link, PageFacts

@@ -3,7 +3,14 @@ chunk, a duplicate delivery) replaces its edges instead of adding to them."""
 
 import pytest
 
-from audits.crawling import ChunkWriter, InlineDispatcher, _lease_urls, claim_chunk, crawl_setup, run_start
+from audits.crawling import (
+    ChunkWriter,
+    InlineDispatcher,
+    _lease_urls,
+    claim_chunk,
+    crawl_setup,
+    run_start,
+)
 from audits.models import Audit, LinkEdge
 from crawler.page import PageOutcome
 from crawler.types import FetchResult, Link, PageFacts
