@@ -9,6 +9,7 @@ httpcore exception the anyio backend would have raised.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
 import struct
@@ -29,6 +30,18 @@ async def _serve(handler: Handler, ssl_context: ssl.SSLContext | None = None):
     return server, server.sockets[0].getsockname()[1]
 
 
+@contextlib.asynccontextmanager
+async def _connected(handler: Handler):
+    """A stream dialled by the backend to a loopback server running ``handler``."""
+    server, port = await _serve(handler)
+    async with server:
+        stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=2)
+        try:
+            yield stream
+        finally:
+            await stream.aclose()
+
+
 async def _silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     # Holds the connection open, reading and answering nothing.
     await reader.read()
@@ -47,14 +60,11 @@ def test_read_returns_what_the_server_sent_and_respects_max_bytes():
         writer.close()
 
     async def main():
-        server, port = await _serve(handler)
-        async with server:
-            stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=2)
+        async with _connected(handler) as stream:
             first = await stream.read(5, timeout=2)
             rest = b""
             while len(rest) < 6:
                 rest += await stream.read(100, timeout=2)
-            await stream.aclose()
             return first, rest
 
     assert _run(main()) == (b"hello", b" world")
@@ -67,16 +77,13 @@ def test_read_returns_empty_bytes_when_the_server_closes_cleanly():
         writer.close()
 
     async def main():
-        server, port = await _serve(handler)
-        async with server:
-            stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=2)
+        async with _connected(handler) as stream:
             received = b""
             for _ in range(10):
                 chunk = await stream.read(100, timeout=2)
                 if not chunk:
                     break
                 received += chunk
-            await stream.aclose()
             return received, chunk
 
     assert _run(main()) == (b"bye", b"")
@@ -90,9 +97,7 @@ def test_idle_connection_becomes_readable_once_the_server_closes_it():
             await go.wait()
             writer.close()
 
-        server, port = await _serve(handler)
-        async with server:
-            stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=2)
+        async with _connected(handler) as stream:
             await asyncio.sleep(0.05)
             before = stream.get_extra_info("is_readable")
             go.set()
@@ -101,7 +106,6 @@ def test_idle_connection_becomes_readable_once_the_server_closes_it():
                     break
                 await asyncio.sleep(0.01)
             after = stream.get_extra_info("is_readable")
-            await stream.aclose()
             return before, after
 
     assert _run(main()) == (False, True)
@@ -109,15 +113,12 @@ def test_idle_connection_becomes_readable_once_the_server_closes_it():
 
 def test_a_silent_server_raises_read_timeout():
     async def main():
-        server, port = await _serve(_silent)
-        async with server:
-            stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=2)
+        async with _connected(_silent) as stream:
             loop = asyncio.get_running_loop()
             started = loop.time()
             with pytest.raises(httpcore.ReadTimeout):
                 await stream.read(100, timeout=0.2)
             waited = loop.time() - started
-            await stream.aclose()
             return waited
 
     assert 0.15 < _run(main()) < 1.5
@@ -131,14 +132,11 @@ def test_a_reset_connection_raises_read_error():
         writer.transport.abort()
 
     async def main():
-        server, port = await _serve(handler)
-        async with server:
-            stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=2)
+        async with _connected(handler) as stream:
             with pytest.raises(httpcore.ReadError):
                 for _ in range(10):
                     if not await stream.read(100, timeout=2):
                         break
-            await stream.aclose()
 
     _run(main())
 
@@ -148,13 +146,10 @@ def test_writing_to_a_closed_connection_raises_write_error():
         writer.close()
 
     async def main():
-        server, port = await _serve(handler)
-        async with server:
-            stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=2)
+        async with _connected(handler) as stream:
             assert await stream.read(100, timeout=2) == b""
             with pytest.raises(httpcore.WriteError):
                 await stream.write(b"GET / HTTP/1.1\r\n\r\n", timeout=2)
-            await stream.aclose()
 
     _run(main())
 
@@ -190,9 +185,7 @@ def test_a_large_body_arrives_whole_through_read_flow_control():
         writer.close()
 
     async def main():
-        server, port = await _serve(handler)
-        async with server:
-            stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=2)
+        async with _connected(handler) as stream:
             await asyncio.sleep(0.1)  # let the queue pass the high-water mark first
             parts = []
             for _ in range(10_000):
@@ -201,7 +194,6 @@ def test_a_large_body_arrives_whole_through_read_flow_control():
                     break
                 assert len(chunk) <= 65536
                 parts.append(chunk)
-            await stream.aclose()
             return b"".join(parts)
 
     assert _run(main()) == body
