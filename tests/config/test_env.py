@@ -3,7 +3,14 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import database_from_url, env_bool, env_float, env_int, env_list
+from config.env import (
+    SQLITE_CACHED_STATEMENTS,
+    database_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+)
 
 
 def test_env_bool_reads_the_usual_spellings():
@@ -38,6 +45,16 @@ def test_sqlite_url_gets_wal_immediate_and_a_busy_timeout():
     assert db["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
     assert db["OPTIONS"]["timeout"] >= 20
     assert "journal_mode=WAL" in db["OPTIONS"]["init_command"]
+
+
+def test_sqlite_connections_are_opened_with_a_small_statement_cache(tmp_path):
+    from django.db.backends.sqlite3.base import DatabaseWrapper
+
+    db = database_from_url(f"sqlite:///{tmp_path}/x.sqlite3", base_dir=tmp_path)
+    wrapper = DatabaseWrapper({**db, "TIME_ZONE": None, "CONN_HEALTH_CHECKS": False, "CONN_MAX_AGE": 0,
+                               "AUTOCOMMIT": True, "ATOMIC_REQUESTS": False})
+    # What Django hands to sqlite3.connect: 32, not Python's default of 128.
+    assert wrapper.get_connection_params()["cached_statements"] == SQLITE_CACHED_STATEMENTS == 32
 
 
 def test_postgres_url_is_split_with_health_checks():
