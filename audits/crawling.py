@@ -49,7 +49,7 @@ from crawler.fetch import Fetcher, FetchPolicy
 from crawler.gcpolicy import crawl_gc
 from crawler.http_probe import probe_http_form
 from crawler.net import AddressGuard
-from crawler.page import HREFLANG_TAG, PageOutcome, build_outcome, process_page
+from crawler.page import PAGE_TAGS, PageOutcome, build_outcome, process_page
 from crawler.robots import Robots, load_robots
 from crawler.sitemap import discover_sitemaps
 from crawler.types import FetchError, FetchResult, Finding
@@ -71,10 +71,6 @@ from .models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge, Page
 
 log = logging.getLogger(__name__)
 
-NAV_TAGS = frozenset({"a", "area"})
-# Pages the crawl fetches when a page names them: links, and hreflang alternates
-# (finalize checks each alternate's status and its return link).
-PAGE_TAGS = NAV_TAGS | {HREFLANG_TAG}
 RESOURCE_TAGS = frozenset({"img", "script", "link", "iframe", "source", "video", "audio", "embed", "object"})
 # Crawler traps (an endless calendar, "next" links forever) show up as one path
 # template (``/cal?month={n}``) whose variants keep getting deeper: each new one
@@ -871,7 +867,8 @@ class ChunkWriter:
         # link targets and the robots-blocked rows (stored as linked).
         self._linked += [h for h, linked in existing.items() if linked] + relink
         self._linked += [row[1] for row in admitted if row[8]] + [row.url_hash for row in skipped]
-        self._present += [h for h, linked in existing.items() if not linked and h not in relink]
+        relinked = set(relink)
+        self._present += [h for h, linked in existing.items() if not linked and h not in relinked]
         self._present += [row[1] for row in admitted if not row[8]]
         if skipped:
             insert_issues([

@@ -35,18 +35,13 @@ from crawler.checks import CheckSettings, PageContext
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.gcpolicy import crawl_gc
 from crawler.net import AddressGuard
-from crawler.page import HREFLANG_TAG, PageOutcome, build_outcome, process_page
+from crawler.page import PAGE_TAGS, PageOutcome, build_outcome, process_page
 from crawler.robots import Robots, load_robots
 from crawler.sitemap import SitemapReport, discover_sitemaps
 from crawler.types import FetchResult
 from crawler.urls import InvalidURL, Scope, TrapGuard, normalize, origin_of
 from crawler.window import WindowPolicy, fetch_health, run_window
 
-# Tags whose targets are pages to crawl; the rest (img, script, stylesheet...)
-# are resources, which this crawl only checks when they are external.
-# Followed to pages: links, and hreflang alternates (a page names its language
-# versions in <head>; an alternate nothing else links to is still part of the site).
-NAVIGATIONAL = frozenset({"a", "area", HREFLANG_TAG})
 # Statuses that say "you may not look", not "this is gone": reported as
 # unverified rather than broken for external links (CHECKS.md #5).
 UNVERIFIED_STATUSES = frozenset({401, 403, 429, 999})
@@ -162,7 +157,9 @@ class _Frontier:
                 "/",
                 "",
             ):
-                if link.tag in NAVIGATIONAL:
+                # Other tags (img, script, stylesheet...) are resources, which
+                # this crawl only checks when they are external.
+                if link.tag in PAGE_TAGS:
                     self.admit(url, depth)
             elif self.limits.check_external and url not in self.external:
                 if len(self.external) < self.limits.max_external:

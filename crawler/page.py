@@ -54,9 +54,10 @@ class PageOutcome:
 # Links repeat across a site (navigation, footers), and the parser already hands
 # them over absolute, so normalising each distinct absolute URL once per process
 # saves most of the per-link cost. normalize is pure, so caching it is safe.
-# The size trades memory for CPU, both measured: 65,536 entries hold ~7-16 MB of
-# short URLs (tracemalloc, depending on how many were already normal); 8,192 entries cut that to ~2 MB but on the 2,000-page
-# benchmark corpus normalisation went from 0.04 to 0.26 ms a page (misses).
+# The size trades memory for CPU, both measured: 65,536 entries hold ~5-16 MB of
+# short URLs (tracemalloc; the less, the more of them were already normal);
+# 8,192 entries cut that to ~2 MB but on the 2,000-page benchmark corpus
+# normalisation went from 0.04 to 0.26 ms a page (misses).
 @lru_cache(maxsize=65_536)
 def _normalize_absolute(url: str) -> str:
     normalized = normalize(url)
@@ -73,6 +74,10 @@ def normalize_link(url: str, base: str) -> str:
 
 
 HREFLANG_TAG = "hreflang"
+# Tags whose same-site targets are pages to crawl, for the library crawl and the
+# chunked audit alike: links, and hreflang alternates (a page names its language
+# versions in <head>; one nothing else links to is still part of the site).
+PAGE_TAGS = frozenset({"a", "area", HREFLANG_TAG})
 
 
 def outlinks_of(facts: PageFacts, page_url: str) -> tuple[tuple[Link, ...], int]:
