@@ -526,16 +526,11 @@ class Fetcher:
             async for chunk in raw.aiter_raw():
                 room = wire_cap - response.size
                 response.size += len(chunk)
+                for piece in decoder.feed(chunk if len(chunk) <= room else chunk[:room]):
+                    body += piece
                 if len(chunk) > room:
-                    for piece in decoder.feed(chunk[:room]):
-                        body += piece
                     response.error = BodyTooLarge(f"Body is larger than the {wire_cap}-byte cap")
                     break
-                if decoder.stages:
-                    for piece in decoder.feed(chunk):
-                        body += piece
-                else:
-                    body += chunk
                 if decoder.exceeded:
                     break
             else:
