@@ -1,6 +1,17 @@
-"""Orchestration fixtures: a loopback grid site (the cluster fixtures live in tests/conftest.py)."""
+"""Orchestration fixtures: a loopback grid site and a chunk writer on it (the cluster
+fixtures live in tests/conftest.py)."""
 
 import pytest
+
+from audits.crawling import (
+    ChunkWriter,
+    InlineDispatcher,
+    _lease_urls,
+    claim_chunk,
+    crawl_setup,
+    run_start,
+)
+from audits.models import Audit
 
 from .grid_site import GridSite
 
@@ -9,3 +20,14 @@ from .grid_site import GridSite
 def grid_site():
     with GridSite(pages=40) as site:
         yield site
+
+
+@pytest.fixture
+def chunk_writer(owner, grid_site, fast_settings):
+    """A started audit of the grid site, chunk 1 claimed: its writer and the URLs it leased."""
+    audit = Audit.objects.create(owner=owner, start_url=grid_site.url("/"), allow_private=True)
+    run_start(audit.pk, InlineDispatcher())
+    audit.refresh_from_db()
+    claim = claim_chunk(audit.pk, 1)
+    items = _lease_urls(audit, claim.lease)
+    return ChunkWriter(audit, claim.lease, crawl_setup(audit)), items

@@ -8,35 +8,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from audits import frontier_memo
-from audits.crawling import (
-    ChunkWriter,
-    InlineDispatcher,
-    _lease_urls,
-    claim_chunk,
-    crawl_setup,
-    run_start,
-)
 from audits.models import Audit, FrontierURL
-from crawler.page import PageOutcome
-from crawler.types import FetchResult, Link, PageFacts
 from crawler.urls import url_hash
 
+from .outcomes import parsed_page
+
 pytestmark = pytest.mark.django_db
-
-
-def _writer(owner, site):
-    audit = Audit.objects.create(owner=owner, start_url=site.url("/"), allow_private=True)
-    run_start(audit.pk, InlineDispatcher())
-    audit.refresh_from_db()
-    claim = claim_chunk(audit.pk, 1)
-    items = _lease_urls(audit, claim.lease)
-    return audit, ChunkWriter(audit, claim.lease, crawl_setup(audit)), items
-
-
-def _page(url: str, *targets: str) -> PageOutcome:
-    links = tuple(Link(t, "a", "text") for t in targets)
-    return PageOutcome(url, 1, FetchResult(url, url, status=200, content_type="text/html"),
-                       PageFacts(links=links), (), links)
 
 
 def _frontier_lookups(queries, digest: str) -> list[str]:
@@ -44,21 +21,23 @@ def _frontier_lookups(queries, digest: str) -> list[str]:
             and digest in q["sql"]]
 
 
-def test_a_target_queued_by_an_earlier_sub_batch_is_not_looked_up_again(owner, grid_site, fast_settings):
-    audit, writer, items = _writer(owner, grid_site)
+def test_a_target_queued_by_an_earlier_sub_batch_is_not_looked_up_again(chunk_writer, grid_site):
+    writer, items = chunk_writer
+    audit = writer.audit
     new = grid_site.url("/memo/new-page")
-    writer.write([_page(items[0].url, new)])
+    writer.write([parsed_page(items[0].url, (new, "text"), depth=1)])
     assert FrontierURL.objects.filter(audit=audit, url=new, linked=True).exists()
     with CaptureQueriesContext(connection) as seen:
-        writer.write([_page(grid_site.url("/"), new)])
+        writer.write([parsed_page(grid_site.url("/"), (new, "text"), depth=1)])
     assert _frontier_lookups(seen.captured_queries, url_hash(new)) == []
     assert FrontierURL.objects.filter(audit=audit, url=new).count() == 1
 
 
 def test_a_rolled_back_sub_batch_is_not_remembered_and_its_targets_are_queued_on_retry(
-    owner, grid_site, fast_settings, monkeypatch,
+    chunk_writer, grid_site, monkeypatch,
 ):
-    audit, writer, items = _writer(owner, grid_site)
+    writer, items = chunk_writer
+    audit = writer.audit
     new = grid_site.url("/memo/after-rollback")
 
     def database_gone(self, **counters):
@@ -66,11 +45,11 @@ def test_a_rolled_back_sub_batch_is_not_remembered_and_its_targets_are_queued_on
 
     monkeypatch.setattr(Audit, "beat", database_gone)  # fails after the frontier insert, inside it
     with pytest.raises(RuntimeError):
-        writer.write([_page(items[0].url, new)])
+        writer.write([parsed_page(items[0].url, (new, "text"), depth=1)])
     monkeypatch.undo()
     assert not FrontierURL.objects.filter(audit=audit, url=new).exists()
     assert not writer.memo.settled(url_hash(new), True)
-    writer.write([_page(items[0].url, new)])
+    writer.write([parsed_page(items[0].url, (new, "text"), depth=1)])
     assert FrontierURL.objects.filter(audit=audit, url=new, linked=True).exists()
 
 

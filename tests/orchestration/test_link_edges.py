@@ -3,35 +3,17 @@ chunk, a duplicate delivery) replaces its edges instead of adding to them."""
 
 import pytest
 
-from audits.crawling import (
-    ChunkWriter,
-    InlineDispatcher,
-    _lease_urls,
-    claim_chunk,
-    crawl_setup,
-    run_start,
-)
-from audits.models import Audit, LinkEdge
-from crawler.page import PageOutcome
-from crawler.types import FetchResult, Link, PageFacts
+from audits.models import LinkEdge
+
+from .outcomes import parsed_page as _page
 
 pytestmark = pytest.mark.django_db
 
 
-def _page(url: str, *targets: tuple[str, str]) -> PageOutcome:
-    links = tuple(Link(target, "a", text) for target, text in targets)
-    return PageOutcome(url, 0, FetchResult(url, url, status=200, content_type="text/html"),
-                       PageFacts(links=links), (), links)
-
-
 @pytest.fixture
-def writer(owner, grid_site, fast_settings):
-    audit = Audit.objects.create(owner=owner, start_url=grid_site.url("/"), allow_private=True)
-    run_start(audit.pk, InlineDispatcher())
-    audit.refresh_from_db()
-    claim = claim_chunk(audit.pk, 1)
-    source = _lease_urls(audit, claim.lease)[0].url
-    return ChunkWriter(audit, claim.lease, crawl_setup(audit)), source, grid_site
+def writer(chunk_writer, grid_site):
+    writer, items = chunk_writer
+    return writer, items[0].url, grid_site
 
 
 def _edges(writer, source):
