@@ -29,6 +29,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import queue
 import threading
@@ -88,6 +89,17 @@ SUB_BATCH = 50
 # Sources per DELETE of re-written link edges (one statement per sub-batch).
 DELETE_BATCH = 50
 WORKER_LOST_DETAIL = "The worker crawling this URL died on every try"
+# Retry-After on a 429 or 503 (RELIABILITY #24). A wait up to RETRY_AFTER_IN_TASK
+# is slept inside the fetch: only that URL's window slot waits. A longer one, up
+# to RETRY_AFTER_RESCHEDULE_CAP, puts the URL back in the frontier with a
+# not_before, so the chunk goes on and ends on time; at most MAX_RESCHEDULES
+# times, after which (or past the cap) the URL is stored as rate_limited.
+RETRY_AFTER_IN_TASK = 3.0
+RETRY_AFTER_RESCHEDULE_CAP = 600.0
+MAX_RESCHEDULES = 3
+# Start cannot reschedule (robots.txt and the start page decide whether there is
+# a crawl at all), so it waits in-task as long as the fetcher's default allows.
+START_RETRY_AFTER_CAP = FetchPolicy.retry_after_cap
 
 
 class Candidate(NamedTuple):
@@ -127,6 +139,17 @@ class Dispatcher:
 
         enqueue("audits.tasks.finalize", audit_id, name=f"audit-{audit_id}-finalize")
 
+    def wait(self, audit: Audit, after: int, seconds: float) -> None:
+        """Only rate-limited URLs are left, the first due in ``seconds``: schedule nothing yet.
+
+        django-q2 cannot delay a task, and a chunk that slept would hold a worker,
+        so the watchdog (every minute) advances the audit once one is due.
+        """
+        log.info("audit %s: waiting %.0f s for a Retry-After before chunk %s", audit.pk, seconds, after + 1)
+
+    def before_chunk(self, audit_id: int, number: int) -> None:
+        """Called as a chunk task begins, outside any transaction."""
+
 
 @dataclass
 class InlineDispatcher(Dispatcher):
@@ -138,12 +161,26 @@ class InlineDispatcher(Dispatcher):
     """
 
     steps: list[tuple[str, int, int]] = field(default_factory=list)
+    # Nothing else runs in this process while rate-limited URLs wait, so the
+    # next chunk simply sleeps until the first is due (bounded by the cap).
+    sleep: Callable[[float], object] = time.sleep
+    pauses: dict[tuple[int, int], float] = field(default_factory=dict)
 
     def chunk(self, audit_id: int, number: int) -> None:
         self.steps.append(("chunk", audit_id, number))
 
     def finalize(self, audit_id: int) -> None:
         self.steps.append(("finalize", audit_id, 0))
+
+    def wait(self, audit: Audit, after: int, seconds: float) -> None:
+        # Called inside the chunk's transaction: record the pause, sleep in before_chunk.
+        self.pauses[(audit.pk, after + 1)] = seconds
+        _schedule_chunk(audit, after + 1, self)
+
+    def before_chunk(self, audit_id: int, number: int) -> None:
+        pause = self.pauses.pop((audit_id, number), 0.0)
+        if pause > 0:
+            self.sleep(min(pause, RETRY_AFTER_RESCHEDULE_CAP))
 
 
 # --- what an audit's settings mean to the crawler ------------------------------------
@@ -172,7 +209,8 @@ def fault_injection_marker() -> str:
 def crawl_setup(audit: Audit) -> CrawlSetup:
     user_agent = audit.user_agent or knob("USER_AGENT")
     allow_private = audit.allow_private or knob("ALLOW_PRIVATE_TARGETS")
-    policy = FetchPolicy(user_agent=user_agent, deadline=knob("FETCH_DEADLINE"))
+    policy = FetchPolicy(user_agent=user_agent, deadline=knob("FETCH_DEADLINE"),
+                         retry_after_cap=RETRY_AFTER_IN_TASK, reschedule_cap=RETRY_AFTER_RESCHEDULE_CAP)
     robots = Robots.from_stored(audit.robots_status or "ignored", audit.robots_http_status, audit.robots_body)
     delay = robots.crawl_delay(user_agent) if audit.respect_robots else None
     cap = max(1, audit.concurrency)
@@ -312,7 +350,8 @@ class StartOutcome:
 
 
 async def _start_async(audit: Audit, start_url: str, setup: CrawlSetup) -> StartOutcome:
-    async with Fetcher(setup.policy, setup.guard, concurrency=4) as fetcher:
+    policy = dataclasses.replace(setup.policy, retry_after_cap=START_RETRY_AFTER_CAP, reschedule_cap=0.0)
+    async with Fetcher(policy, setup.guard, concurrency=4) as fetcher:
         first = await fetcher.fetch(start_url)
         if first.error is not None and first.status is None:
             code = {
@@ -412,6 +451,7 @@ def run_chunk(audit_id: int, number: int, dispatcher: Dispatcher | None = None,
               on_batch: Callable[[list[PageOutcome], list[IssueRow]], None] | None = None) -> str:
     """Crawl chunk ``number`` of an audit. Returns what happened, for logs and tests."""
     dispatcher = dispatcher or Dispatcher()
+    dispatcher.before_chunk(audit_id, number)
     audit = Audit.objects.get(pk=audit_id)
     if audit.status != Audit.Status.RUNNING or audit.phase != Audit.Phase.CRAWLING:
         ChunkLease.objects.filter(audit=audit, number=number).exclude(state=ChunkLease.State.DONE).update(
@@ -464,22 +504,21 @@ def _lease_urls(audit: Audit, lease: ChunkLease) -> list[Item]:
     fields = ("id", "url", "url_hash", "kind", "depth", "in_sitemap", "tries")
     held = FrontierURL.objects.filter(audit=audit, chunk=lease.number, state=FrontierURL.State.LEASED)
     if not held.exists():
-        pending = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING)
-        budget = audit.max_pages - FrontierURL.objects.filter(
-            audit=audit, kind=Page.Kind.PAGE).exclude(state=FrontierURL.State.PENDING).exclude(
-            skip_reason__gt="").count()
+        pending = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).due()
+        budget = audit.max_pages - _pages_counted(audit)
         if budget <= 0:
-            # Out of pages: resources and external links of crawled pages still go.
-            pending = pending.exclude(kind=Page.Kind.PAGE)
+            # Out of pages: resources and external links of crawled pages still
+            # go, and so do rescheduled pages (they hold their place in the budget).
+            pending = pending.exclude(kind=Page.Kind.PAGE, reschedules=0)
         elif pending.filter(kind=Page.Kind.PAGE, linked=True).exists():
             # Pages reached through links go first, so a page that is both in
             # the sitemap and linked is crawled at its click depth; sitemap-only
             # pages (orphan candidates) wait until links have nothing more to give.
             pending = pending.exclude(kind=Page.Kind.PAGE, linked=False)
-        rows = pending.order_by("depth", "id").values_list("id", "kind")[: knob("CHUNK_SIZE")]
+        rows = pending.order_by("depth", "id").values_list("id", "kind", "reschedules")[: knob("CHUNK_SIZE")]
         ids, pages = [], 0
-        for row_id, kind in rows:
-            if kind == Page.Kind.PAGE:
+        for row_id, kind, reschedules in rows:
+            if kind == Page.Kind.PAGE and not reschedules:
                 pages += 1
                 if pages > budget:  # keep the page budget; resources and external links still go
                     continue
@@ -650,23 +689,44 @@ def _record_lost(audit: Audit, rows: list[FrontierURL]) -> None:
 
 
 def advance(audit: Audit, after: int, dispatcher: Dispatcher) -> None:
-    """After chunk ``after``: schedule the next chunk, or finalize when nothing is left."""
+    """After chunk ``after``: schedule the next chunk, wait for rate-limited URLs, or finalize."""
     if not Audit.objects.filter(pk=audit.pk, status=Audit.Status.RUNNING).exists():
         return
-    if _has_work(audit):
+    # Read before has_work: a URL that comes due in between is then seen by
+    # has_work, never missed by both (which would finalize without it).
+    wait = retry_wait(audit)
+    if has_work(audit):
         _schedule_chunk(audit, after + 1, dispatcher)
+        return
+    if wait is not None:
+        dispatcher.wait(audit, after, wait)
         return
     if audit.begin_finalize():
         dispatcher.finalize(audit.pk)
 
 
-def _has_work(audit: Audit) -> bool:
-    pending = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING)
-    if pending.exclude(kind=Page.Kind.PAGE).exists():
+def has_work(audit: Audit) -> bool:
+    """Whether a chunk started now would lease anything."""
+    due = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).due()
+    if due.exclude(kind=Page.Kind.PAGE, reschedules=0).exists():
         return True
-    crawled = FrontierURL.objects.filter(audit=audit, kind=Page.Kind.PAGE).exclude(
-        state=FrontierURL.State.PENDING).exclude(skip_reason__gt="").count()
-    return crawled < audit.max_pages and pending.exists()
+    return due.exists() and _pages_counted(audit) < audit.max_pages
+
+
+def retry_wait(audit: Audit) -> float | None:
+    """Seconds until the first pending rate-limited URL is due (0 when one is); None when none waits."""
+    first = (FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING, not_before__isnull=False)
+             .annotate(db_now=Now()).order_by("not_before").values_list("not_before", "db_now").first())
+    if first is None:
+        return None
+    not_before, now = first
+    return max(0.0, (not_before - now).total_seconds())
+
+
+def _pages_counted(audit: Audit) -> int:
+    """Pages that used up the page budget: fetched, being fetched, or rescheduled after a Retry-After."""
+    return FrontierURL.objects.filter(audit=audit, kind=Page.Kind.PAGE).exclude(
+        state=FrontierURL.State.PENDING, reschedules=0).exclude(skip_reason__gt="").count()
 
 
 # --- writing a sub-batch -------------------------------------------------------------
@@ -713,6 +773,7 @@ class ChunkWriter:
         self._linked, self._present = [], []
         with transaction.atomic():
             self._fence()
+            outcomes = self._reschedule_rate_limited(outcomes)
             pages = self._write_pages(outcomes)
             issues = self._write_issues(outcomes, pages)
             discovered = self._write_links(outcomes)
@@ -736,6 +797,39 @@ class ChunkWriter:
         status = Audit.objects.filter(pk=self.audit.pk).values_list("status", flat=True).first()
         if status != Audit.Status.RUNNING:
             raise AuditStopped()
+
+    def _reschedule_rate_limited(self, outcomes: list[PageOutcome]) -> list[PageOutcome]:
+        """Put URLs the site asked us to come back to later back in the frontier; return the rest.
+
+        A URL goes back at most MAX_RESCHEDULES times; after that it is stored
+        as rate_limited like one whose Retry-After was past the cap (which the
+        fetcher returns without a retry_after).
+        """
+        asked = {url_hash(o.url): o for o in outcomes
+                 if o.result.error is FetchError.RATE_LIMITED and o.result.retry_after is not None}
+        if not asked:
+            return outcomes
+        ours = FrontierURL.objects.filter(audit=self.audit, chunk=self.lease.number,
+                                          state=FrontierURL.State.LEASED, url_hash__in=list(asked))
+        spent = dict(ours.values_list("url_hash", "reschedules"))
+        later: dict[int, list[str]] = {}
+        for digest, count in spent.items():
+            if count < MAX_RESCHEDULES:
+                # Whole seconds, so one UPDATE serves every URL given the same wait.
+                later.setdefault(math.ceil(asked[digest].result.retry_after), []).append(digest)
+        for seconds, hashes in later.items():
+            ours.filter(url_hash__in=hashes).reschedule(seconds)
+        rescheduled = {digest for hashes in later.values() for digest in hashes}
+        kept = []
+        for o in outcomes:
+            digest = url_hash(o.url)
+            if digest in rescheduled:
+                continue
+            if digest in spent:
+                detail = f"{o.result.error_detail}; still rate limited after {spent[digest]} reschedules"
+                o = dataclasses.replace(o, result=dataclasses.replace(o.result, error_detail=detail))
+            kept.append(o)
+        return kept
 
     def _write_pages(self, outcomes: list[PageOutcome]) -> dict[str, tuple[int, str]]:
         hashes = [url_hash(o.url) for o in outcomes]
@@ -853,7 +947,7 @@ class ChunkWriter:
                     continue
                 stats[key] = [seen + 1, min(shallowest, c.depth)]
             admitted.append((audit.pk, digest, c.url, c.kind, c.depth, c.found_on, key, False,
-                             c.kind == Page.Kind.PAGE, FrontierURL.State.PENDING, None, "", 0))
+                             c.kind == Page.Kind.PAGE, FrontierURL.State.PENDING, None, "", 0, None, 0))
         from crawler.catalogue import finding
 
         skipped = []
@@ -905,7 +999,7 @@ EDGE_COLUMNS = ["audit_id", "source_hash", "source_url", "target_hash", "target_
 ISSUE_COLUMNS = ["audit_id", "page_id", "url", "code", "severity", "message", "target_url", "key", "review",
                  "created_at"]
 FRONTIER_COLUMNS = ["audit_id", "url_hash", "url", "kind", "depth", "found_on", "template_key", "in_sitemap",
-                    "linked", "state", "chunk", "skip_reason", "tries"]
+                    "linked", "state", "chunk", "skip_reason", "tries", "not_before", "reschedules"]
 
 
 def page_values(page: Page, now) -> tuple:

@@ -334,6 +334,29 @@ class Issue(models.Model):
 # --- lease tables: the crawl's scratch state -----------------------------------
 
 
+class FrontierQuerySet(models.QuerySet):
+    """Frontier rows by their Retry-After wait, judged by the database clock as lease expiry is."""
+
+    def due(self):
+        """Rows no Retry-After holds back (never rate limited, or their wait is over)."""
+        return self.filter(Q(not_before__isnull=True) | Q(not_before__lte=Now()))
+
+    def waiting(self):
+        """Rows still waiting out a Retry-After."""
+        return self.filter(not_before__gt=Now())
+
+    def reschedule(self, seconds: float) -> int:
+        """Back to pending for ``seconds`` (a Retry-After), counting the reschedule.
+
+        ``tries`` is cleared: the fetch came back, so the URL did not kill its
+        worker, and a serial retry must not take it for a poison URL.
+        """
+        return self.update(
+            state=FrontierURL.State.PENDING, chunk=None, not_before=Now() + timedelta(seconds=seconds),
+            reschedules=F("reschedules") + 1, tries=0,
+        )
+
+
 class FrontierURL(models.Model):
     """A URL the crawl will fetch, is fetching, or has fetched (the dedup set)."""
 
@@ -357,6 +380,12 @@ class FrontierURL(models.Model):
     # Set before the URL is fetched when its chunk is on a retry after a worker
     # death: a URL that is still marked on the next try is the one killing workers.
     tries = models.PositiveSmallIntegerField(default=0)
+    # A rate-limited URL goes back to pending until the time its Retry-After
+    # named (database clock), at most MAX_RESCHEDULES times (audits.crawling).
+    not_before = models.DateTimeField(null=True, blank=True)
+    reschedules = models.PositiveSmallIntegerField(default=0)
+
+    objects = FrontierQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -369,6 +398,11 @@ class FrontierURL(models.Model):
             models.Index(fields=["audit", "chunk"], name="frontier_audit_chunk"),
             # Trap budget: variants queued per path template.
             models.Index(fields=["audit", "template_key"], name="frontier_audit_template"),
+            # URLs waiting out a Retry-After: when the next chunk is due (advance,
+            # retry_wait) and which audits are waiting rather than stalled (the
+            # watchdog). Only rows ever rate limited are indexed: a handful.
+            models.Index(fields=["audit", "not_before"], name="frontier_retry_after",
+                         condition=Q(not_before__isnull=False)),
         ]
 
     def __str__(self):

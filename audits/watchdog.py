@@ -19,7 +19,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from .crawling import Dispatcher, abandon_chunk, advance
+from .crawling import Dispatcher, abandon_chunk, advance, has_work, retry_wait
 from .models import Audit, ChunkLease
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def run_watchdog(now=None) -> str:
     for audit in Audit.objects.filter(status__in=Audit.ACTIVE).order_by("id"):
         last = audit.heartbeat_at or audit.created_at
         idle = now - last
-        if idle > stall:
+        if idle > stall and not _waiting_on_retry_after(audit):
             if audit.fail(Audit.ErrorCode.STALLED,
                           f"No progress for {int(idle.total_seconds())} s (limit {conf['STALL_SECONDS']} s)."):
                 actions.append(f"failed {audit.pk}: stalled")
@@ -72,6 +72,22 @@ def run_watchdog(now=None) -> str:
     if actions:
         log.info("watchdog: %s", "; ".join(actions))
     return "; ".join(actions) or "nothing to do"
+
+
+def _open_chunks(audit: Audit):
+    return audit.chunks.filter(state__in=[ChunkLease.State.QUEUED, ChunkLease.State.LEASED])
+
+
+def _waiting_on_retry_after(audit: Audit) -> bool:
+    """Crawling, no chunk open, and rate-limited URLs pending: quiet because the site asked.
+
+    Nothing can be stuck (no chunk runs) and this watchdog starts the next
+    chunk once a URL is due, so the quiet is not a stall, however long the
+    heartbeat is. It is bounded: each wait is at most the reschedule cap and
+    each URL waits at most MAX_RESCHEDULES times.
+    """
+    return (audit.status == Audit.Status.RUNNING and audit.phase == Audit.Phase.CRAWLING
+            and not _open_chunks(audit).exists() and retry_wait(audit) is not None)
 
 
 def dispatcher_enqueue(func: str, audit_id: int, name: str) -> None:
@@ -106,11 +122,17 @@ def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dis
                                          created_at=lease.created_at).update(created_at=now):
                 dispatcher.chunk(audit.pk, lease.number)
                 actions.append(f"re-enqueued lost chunk {lease.number} of {audit.pk}")
-    # 3. Every chunk finished but nothing scheduled the next step (a crash between
-    #    the commit and the enqueue): advance now.
-    open_chunks = audit.chunks.filter(state__in=[ChunkLease.State.QUEUED, ChunkLease.State.LEASED])
+    # 3. Every chunk finished but nothing scheduled the next step: advance now.
+    #    Either rate-limited URLs waited for their Retry-After (the last chunk
+    #    could not schedule a task for later) and one is due, which needs no
+    #    grace; or a crash came between the commit and the enqueue.
+    if _open_chunks(audit).exists():
+        return actions
+    wait = retry_wait(audit)
+    if wait is not None and wait > 0 and not has_work(audit):
+        return actions  # still waiting as the site asked
     last_beat = audit.heartbeat_at or audit.created_at
-    if not open_chunks.exists() and now - last_beat > grace and _claim_audit(audit):
+    if (wait is not None or now - last_beat > grace) and _claim_audit(audit):
         last = audit.chunks.aggregate(n=Max("number"))["n"] or 0
         with transaction.atomic():
             advance(audit, last, dispatcher)

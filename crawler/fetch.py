@@ -99,7 +99,18 @@ class FetchPolicy:
     max_redirects: int = 10
     max_retries: int = 2
     retry_statuses: frozenset[int] = frozenset({408, 429, 500, 502, 503, 504})
+    # Retry-After on a 429 or 503. A wait up to retry_after_cap is slept inside
+    # the fetch (only this URL's window slot waits). A longer one, up to
+    # reschedule_cap, ends the fetch at once as RATE_LIMITED with the wait in
+    # FetchResult.retry_after, for a caller that can come back to the URL later
+    # (the audit puts it back in its frontier); sleeping it here would hold the
+    # whole chunk open. 0 means the caller cannot, so a longer wait gives up.
     retry_after_cap: float = 30.0
+    reschedule_cap: float = 0.0
+    # A 429 (or a 503 with Retry-After) still answered after every retry: a
+    # rescheduling caller waits at least this long before the next try, however
+    # short the Retry-After the server kept sending.
+    rate_limited_pause: float = 60.0
     backoff_base: float = 0.5
     backoff_cap: float = 8.0
     # Connections per pool. Smaller pools cost less CPU per request (httpcore's
@@ -129,11 +140,16 @@ class _Response:
 
 @dataclass(frozen=True)
 class _Plan:
-    """What to do about a status: ``final``, ``retry`` after ``delay``, or ``rate_limited``."""
+    """What to do about a status: ``final``, ``retry`` after ``delay``, or ``rate_limited``.
+
+    A ``rate_limited`` plan with ``retry_after`` set is one the caller may
+    reschedule; without it the URL is given up.
+    """
 
     action: str = "final"
     delay: float = 0.0
     reason: str = ""
+    retry_after: float | None = None
 
 
 _FINAL = _Plan()
@@ -158,7 +174,9 @@ class Fetcher:
     CA. ``False`` turns verification off and exists only for someone auditing
     their own staging site; nothing in the crawler sets it by itself.
     ``network_backend`` is the httpcore backend below the SSRF guard; tests
-    pass a spy that records the addresses dialled.
+    pass a spy that records the addresses dialled. ``sleep`` and ``clock``
+    (wall-clock seconds, what an HTTP-date Retry-After is measured from) are
+    injectable so tests of waiting never wait.
     """
 
     def __init__(
@@ -168,12 +186,14 @@ class Fetcher:
         *,
         concurrency: int = 16,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        clock: Callable[[], float] = time.time,
         verify: ssl.SSLContext | bool = True,
         network_backend: httpcore.AsyncNetworkBackend | None = None,
     ) -> None:
         self.policy = policy
         self.guard = guard
         self._sleep = sleep
+        self._clock = clock
         self._random = random.Random()
         per_pool = max(1, policy.pool_connections)
         count = max(1, math.ceil(max(1, concurrency) / per_pool))
@@ -384,27 +404,42 @@ class Fetcher:
     def _plan(
         self, status: int, headers: dict[str, str], attempt: int, last: bool, budget_end: float
     ) -> _Plan:
-        """Decide from the status and Retry-After whether this answer is final."""
+        """Decide from the status and Retry-After whether this answer is final.
+
+        Only 429 and 503 are throttling: a Retry-After on any other retried
+        status is ignored past the cap (a 500 stays a 500).
+        """
         policy = self.policy
         if status not in policy.retry_statuses:
             return _FINAL
         throttled = status in (429, 503)
-        wait = parse_retry_after(headers.get("retry-after"), time.time())
+        wait = parse_retry_after(headers.get("retry-after"), self._clock())
         if wait is not None and wait > policy.retry_after_cap:
-            reason = f"Retry-After asks for {_seconds(wait)}, more than the {policy.retry_after_cap:g} s cap"
-            return _Plan("rate_limited", wait, reason) if throttled else _FINAL
+            if not throttled:
+                return _FINAL
+            if wait > policy.reschedule_cap:
+                cap = max(policy.retry_after_cap, policy.reschedule_cap)
+                reason = f"Retry-After asks for {_seconds(wait)}, more than the {cap:g} s cap"
+                return _Plan("rate_limited", wait, reason)
+            return self._rate_limited(wait, f"Retry-After asks for {_seconds(wait)}")
         if last:
-            if status == 429:
-                return _Plan("rate_limited", 0.0, f"Still 429 after {attempt + 1} attempts")
+            # Still throttled after every retry: a 429 always, a 503 when it says
+            # how long (without a Retry-After a 503 is an ordinary server error).
+            if status == 429 or (status == 503 and wait is not None and policy.reschedule_cap > 0):
+                pause = max(wait or 0.0, policy.rate_limited_pause)
+                return self._rate_limited(pause, f"Still {status} after {attempt + 1} attempts")
             return _FINAL
         delay = max(wait or 0.0, self._backoff(attempt))
         if time.monotonic() + delay >= budget_end:
             if throttled:
-                return _Plan(
-                    "rate_limited", delay, "Waiting as asked would exceed the fetch budget"
-                )
+                return self._rate_limited(delay, "Waiting as asked would exceed the fetch budget")
             return _FINAL
         return _Plan("retry", delay)
+
+    def _rate_limited(self, wait: float, reason: str) -> _Plan:
+        """RATE_LIMITED, carrying ``wait`` as the retry time when the caller can reschedule that far."""
+        retry_after = wait if wait <= self.policy.reschedule_cap else None
+        return _Plan("rate_limited", wait, reason, retry_after)
 
     def _backoff(self, attempt: int) -> float:
         # Exponential with "equal jitter": half fixed, half random, so retries
@@ -566,6 +601,7 @@ class Fetcher:
             error_detail=_short(error.message if error else response.detail),
             attempts=max(1, trail.attempts),
             method=trail.method,
+            retry_after=response.plan.retry_after if isinstance(error, RateLimited) else None,
         )
 
     def _failed(self, trail: _Trail, url: str, error: CrawlError) -> FetchResult:

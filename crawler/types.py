@@ -105,6 +105,10 @@ class FetchResult:
     error_detail: str = ""
     attempts: int = 1
     method: str = "GET"
+    # Set only on a RATE_LIMITED result the caller may retry: the seconds the
+    # server asked for (Retry-After), to come back to the URL after instead of
+    # giving it up. None on a rate-limited result means it was given up.
+    retry_after: float | None = None
 
     @property
     def ok(self) -> bool:

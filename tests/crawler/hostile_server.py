@@ -71,6 +71,16 @@ MAX_REQUEST_HEAD = 64 * 1024
 MAX_REQUESTS_PER_CONNECTION = 1000
 
 
+class Sleeps:
+    """An injected ``sleep`` for the Fetcher that records the delays and returns at once."""
+
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+
+
 @dataclass(frozen=True)
 class Request:
     method: str

@@ -22,6 +22,7 @@ from tests.crawler.hostile_server import (
     OK_HTML,
     HostileServer,
     Request,
+    Sleeps,
     SpyBackend,
     StubResolver,
     redirect_to,
@@ -35,22 +36,6 @@ PAGE = (
     + b"<p>word</p>" * 500
     + b"</body></html>"
 )
-
-
-class Sleeps:
-    """An injected ``sleep`` that records the delays and returns at once."""
-
-    def __init__(self) -> None:
-        self.calls: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.calls.append(seconds)
-
-
-@pytest.fixture
-def server():
-    with HostileServer() as running:
-        yield running
 
 
 def fetch(server: HostileServer, path: str, *, policy: FetchPolicy = POLICY, sleep=None, **kwargs):

@@ -19,6 +19,7 @@ from crawler.types import FetchError
 from tests.crawler.hostile_server import (
     HostileServer,
     Request,
+    Sleeps,
     SpyBackend,
     StubResolver,
     redirect_to,
@@ -31,20 +32,6 @@ MiB = 1024 * KiB
 # Socket reads, h11's receive buffer and zlib's window: fixed, not per byte.
 NETWORK_BUFFERS = 1 * MiB
 POLICY = FetchPolicy(connect_timeout=1.0, read_timeout=1.0, deadline=2.0)
-
-
-class Sleeps:
-    def __init__(self) -> None:
-        self.calls: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.calls.append(seconds)
-
-
-@pytest.fixture
-def server():
-    with HostileServer() as running:
-        yield running
 
 
 def fetch(

@@ -31,12 +31,6 @@ def _forbid_dns(host: str, port: int) -> list[str]:
     raise AssertionError(f"DNS was asked about {host!r}; numeric hosts must never reach DNS")
 
 
-@pytest.fixture
-def server():
-    with HostileServer() as running:
-        yield running
-
-
 # -- classify -------------------------------------------------------------------
 
 CLASSIFY_CASES = [
