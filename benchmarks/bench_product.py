@@ -355,7 +355,18 @@ def profile_shares(raw: Path) -> tuple[int, list[tuple[str, float]], list[tuple[
 # --- report ------------------------------------------------------------------------
 
 
-PRODUCT_PACKAGES = ("django", "django-q2", "httpx", "httpcore", "lxml", "protego", "psycopg", "scrapy", "twisted")
+PRODUCT_PACKAGES = (
+    "django",
+    "django-q2",
+    "httpx",
+    "httpcore",
+    "uvloop",
+    "lxml",
+    "protego",
+    "psycopg",
+    "scrapy",
+    "twisted",
+)
 
 
 def machine() -> dict:

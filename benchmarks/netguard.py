@@ -36,6 +36,27 @@ def _connect_ex(self, address):
     return _original_connect_ex(self, address)
 
 
+def _guard_uvloop() -> None:
+    """uvloop dials in C (libuv), past the socket methods above: guard its
+    create_connection too. Our crawler hands it an address it has already
+    resolved, so a host that is not an IP literal is refused like any other."""
+    try:
+        import uvloop
+    except ImportError:
+        return
+    original = uvloop.Loop.create_connection
+
+    async def create_connection(self, protocol_factory, host=None, port=None, **kwargs):
+        if host is not None:
+            _check((host, port))
+        if kwargs.get("sock") is not None:
+            _check(kwargs["sock"].getpeername())
+        return await original(self, protocol_factory, host, port, **kwargs)
+
+    uvloop.Loop.create_connection = create_connection  # type: ignore[method-assign]
+
+
 def refuse_non_loopback() -> None:
     socket.socket.connect = _connect  # type: ignore[method-assign]
     socket.socket.connect_ex = _connect_ex  # type: ignore[method-assign]
+    _guard_uvloop()

@@ -114,7 +114,9 @@ class HostileServer:
     # -- lifecycle ---------------------------------------------------------
 
     def start(self) -> HostileServer:
-        loop = asyncio.new_event_loop()
+        # Pinned to the standard loop: the server is the constant while tests
+        # vary the client's loop (tests/crawler/test_loop.py runs it on uvloop).
+        loop = asyncio.SelectorEventLoop()
         ready = threading.Event()
         failure: list[BaseException] = []
 
