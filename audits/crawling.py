@@ -45,6 +45,7 @@ from django.db.models import Count, F, Max, Min, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from crawler import loop as crawl_loop
 from crawler.checks import CheckSettings, PageContext, run_page_checks
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.gcpolicy import crawl_gc
@@ -284,7 +285,7 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         return
 
     setup = crawl_setup(audit)
-    outcome = asyncio.run(_start_async(audit, start_url, setup))
+    outcome = crawl_loop.run(_start_async(audit, start_url, setup))
     if outcome.error_code:
         audit.fail(outcome.error_code, outcome.error_detail, Audit.Phase.STARTING)
         return
@@ -551,7 +552,7 @@ def run_with_db_here(make_coroutine):
 
     def crawl_thread():
         try:
-            outcome["value"] = asyncio.run(make_coroutine(db))
+            outcome["value"] = crawl_loop.run(make_coroutine(db))
         except BaseException as exc:  # handed to the caller's thread below
             outcome["error"] = exc
         finally:

@@ -43,7 +43,6 @@ from tests.crawler.test_fetch import (  # noqa: E402,F401
 )
 from tests.crawler.test_fetch_hostile import (  # noqa: E402,F401
     bombs,
-    server,
     test_a_body_cut_short_is_incomplete_and_never_kept,
     test_a_compression_bomb_is_stopped_at_the_decoded_cap_in_bounded_memory,
     test_a_declared_2gb_body_stops_right_after_the_headers,
