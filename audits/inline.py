@@ -4,6 +4,7 @@ The worker cluster schedules each next step as a task; here an InlineDispatcher
 collects them and this loop runs them, one after another, on this thread.
 """
 
+import time
 from collections.abc import Callable
 
 from .crawling import InlineDispatcher, run_chunk, run_start
@@ -24,8 +25,12 @@ def run_steps(dispatcher: InlineDispatcher, *, on_batch=None,
             finalize(audit_id)
 
 
-def run_audit_inline(audit_id: int, *, on_batch=None, finalize: Callable[[int], object] = run_finalize) -> None:
-    """Start, crawl and finalize one audit on this thread."""
-    dispatcher = InlineDispatcher()
+def run_audit_inline(audit_id: int, *, on_batch=None, finalize: Callable[[int], object] = run_finalize,
+                     sleep: Callable[[float], object] = time.sleep) -> None:
+    """Start, crawl and finalize one audit on this thread.
+
+    ``sleep`` waits out a Retry-After when only rate-limited URLs are left.
+    """
+    dispatcher = InlineDispatcher(sleep=sleep)
     run_start(audit_id, dispatcher, on_batch=on_batch)
     run_steps(dispatcher, on_batch=on_batch, finalize=finalize)

@@ -11,6 +11,7 @@ really waits for a Retry-After.
 from __future__ import annotations
 
 import email.utils
+import json
 import time
 from datetime import timedelta
 
@@ -244,3 +245,24 @@ def test_a_rescheduled_url_is_not_taken_for_a_poison_url_on_a_later_serial_retry
     # The fetch came back, so the URL did not kill the worker: the mark is cleared.
     assert (row.state, row.reschedules, row.tries) == (FrontierURL.State.PENDING, 1, 0)
     assert row.not_before is not None and not Page.objects.filter(url=item.url).exists()
+
+
+@pytest.mark.django_db
+def test_the_audit_command_says_it_is_waiting_and_stores_the_url_once_it_answers(
+        owner, site, fast_settings, tmp_path, capsys, monkeypatch):
+    from django.core.management import call_command
+
+    from audits.management.commands.audit import Command
+
+    serve(site, {"/slow": ("5",)})
+    clock = DatabaseTimePasses()
+    monkeypatch.setattr(Command, "sleep", staticmethod(clock))
+    out = tmp_path / "report.jsonl"
+    # Exit 0: no critical issue on this site (1 would raise SystemExit).
+    call_command("audit", site.url("/"), "--allow-private", "--out", str(out))
+    assert clock.calls and 4 <= clock.calls[0] <= 6
+    assert "Waiting 5 s: the site asked us to come back later (Retry-After)" in capsys.readouterr().out
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    slow = [r for r in records if r["type"] == "page" and r["url"] == site.url("/slow")]
+    assert len(slow) == 1 and slow[0]["status"] == 200
+    assert site.requests["/slow"] == 2

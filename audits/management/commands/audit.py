@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections import Counter
 
 from django.contrib.auth import get_user_model
@@ -35,6 +36,8 @@ SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
 
 class Command(BaseCommand):
     help = "Crawl and audit a site in-process; exit 1 when issues at --fail-on level are found."
+    # How the run waits out a Retry-After once only rate-limited URLs are left.
+    sleep = staticmethod(time.sleep)
 
     def add_arguments(self, parser):
         parser.add_argument("url", help="Start URL (http or https)")
@@ -68,7 +71,7 @@ class Command(BaseCommand):
         console.write(f"Audit {audit.pk}: crawling {audit.start_url}")
         report = Report(out)
         try:
-            code = self._crawl(audit, report, opts["fail_on"])
+            code = self._crawl(audit, report, opts["fail_on"], console)
         except KeyboardInterrupt:
             audit.refresh_from_db()
             audit.cancel("Interrupted from the command line.")
@@ -83,14 +86,19 @@ class Command(BaseCommand):
 
     # --- running --------------------------------------------------------------
 
-    def _crawl(self, audit: Audit, report: Report, fail_on: str) -> int:
+    def _crawl(self, audit: Audit, report: Report, fail_on: str, console) -> int:
         def finalize_and_report(audit_id: int) -> None:
             # Cross-page issues are found at the end; stream the ones finalize added.
             before = Issue.objects.filter(audit_id=audit_id).aggregate(n=Max("id"))["n"] or 0
             run_finalize(audit_id)
             report.issues(Issue.objects.filter(audit_id=audit_id, id__gt=before).order_by("id").iterator(2000))
 
-        run_audit_inline(audit.pk, on_batch=report.batch, finalize=finalize_and_report)
+        def wait(seconds: float) -> None:
+            # Otherwise a run that waits out a Retry-After looks hung.
+            console.write(f"Waiting {seconds:.0f} s: the site asked us to come back later (Retry-After)")
+            self.sleep(seconds)
+
+        run_audit_inline(audit.pk, on_batch=report.batch, finalize=finalize_and_report, sleep=wait)
         audit.refresh_from_db()
         if audit.status != Audit.Status.COMPLETED:
             return 2
