@@ -29,6 +29,37 @@ NOT_SITE_FAULTS = (FetchError.WORKER_LOST.value, FetchError.SSRF_BLOCKED.value)
 BATCH = 1000
 
 
+# Link checks start from the few target pages that are broken or redirect and
+# reach their edges through link_audit_target. Written as CROSS JOIN because
+# SQLite, which has no statistics on a fresh audit, otherwise scans every edge
+# and looks up its target (measured on 956,280 edges: links_to_redirects 1.12 ->
+# 0.01 s, broken_links 1.71 -> 0.69 s); SQLite keeps a CROSS JOIN's order, while
+# PostgreSQL plans it as any inner join.
+BROKEN_LINKS_SQL = """
+    SELECT e.source_url, s.id, e.target_url, e.tag, e.anchor_text, e.internal, t.status_code, t.fetch_error
+    FROM audits_page t
+    CROSS JOIN audits_linkedge e
+    LEFT JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
+    WHERE t.audit_id = %s AND e.audit_id = t.audit_id AND e.target_hash = t.url_hash
+      AND e.tag NOT IN ('form', 'hreflang')
+      AND (t.status_code >= 400 OR (t.fetch_error <> '' AND t.fetch_error NOT IN (%s, %s)))
+"""
+LINKS_TO_REDIRECTS_SQL = """
+    SELECT DISTINCT e.source_url, s.id, e.target_url, t.final_url
+    FROM audits_page t
+    CROSS JOIN audits_linkedge e
+    LEFT JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
+    WHERE t.audit_id = %s AND e.audit_id = t.audit_id AND e.target_hash = t.url_hash
+      AND t.redirect_count > 0 AND t.fetch_error = '' AND t.status_code < 400
+      AND e.internal AND e.tag IN ('a', 'area')
+"""
+# Counted from link_audit_target alone (it holds the tag): no edge row is read.
+INLINKS_SQL = (
+    "UPDATE audits_page SET inlinks = (SELECT COUNT(*) FROM audits_linkedge e WHERE e.audit_id = %s "
+    "AND e.target_hash = audits_page.url_hash AND e.tag IN ('a', 'area')) WHERE audit_id = %s"
+)
+
+
 def run_finalize(audit_id: int) -> bool:
     audit = Audit.objects.get(pk=audit_id)
     if audit.status != Audit.Status.FINALIZING:
@@ -100,11 +131,7 @@ def _update_page_columns(audit: Audit) -> None:
             "(SELECT url_hash FROM audits_frontierurl WHERE audit_id = %s AND in_sitemap)",
             [audit.pk, audit.pk],
         )
-        cursor.execute(
-            "UPDATE audits_page SET inlinks = (SELECT COUNT(*) FROM audits_linkedge e WHERE e.audit_id = %s "
-            "AND e.target_hash = audits_page.url_hash AND e.tag IN ('a', 'area')) WHERE audit_id = %s",
-            [audit.pk, audit.pk],
-        )
+        cursor.execute(INLINKS_SQL, [audit.pk, audit.pk])
 
 
 def _why_broken(status: int | None, error: str) -> str:
@@ -125,14 +152,7 @@ def broken_links(audit_id: int) -> Iterator[IssueRow]:
     hreflang alternates are not links a visitor follows: a broken one is an
     hreflang_error (hreflang_targets), not a broken resource.
     """
-    sql = """
-        SELECT e.source_url, s.id, e.target_url, e.tag, e.anchor_text, e.internal, t.status_code, t.fetch_error
-        FROM audits_linkedge e
-        JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
-        LEFT JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
-        WHERE e.audit_id = %s AND e.tag NOT IN ('form', 'hreflang')
-          AND (t.status_code >= 400 OR (t.fetch_error <> '' AND t.fetch_error NOT IN (%s, %s)))
-    """
+    sql = BROKEN_LINKS_SQL
     for source, source_id, target, tag, anchor, internal, status, error in _rows(sql, [audit_id, *NOT_SITE_FAULTS]):
         why = _why_broken(status, error)
         if tag in ("a", "area"):
@@ -151,14 +171,7 @@ def broken_links(audit_id: int) -> Iterator[IssueRow]:
 
 
 def links_to_redirects(audit_id: int) -> Iterator[IssueRow]:
-    sql = """
-        SELECT DISTINCT e.source_url, s.id, e.target_url, t.final_url
-        FROM audits_linkedge e
-        JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
-        LEFT JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
-        WHERE e.audit_id = %s AND e.internal AND e.tag IN ('a', 'area') AND t.redirect_count > 0
-          AND t.fetch_error = '' AND t.status_code < 400
-    """
+    sql = LINKS_TO_REDIRECTS_SQL
     for source, source_id, target, final in _rows(sql, [audit_id]):
         yield issue_row(audit_id, source_id, source,
                         finding("redirect_internal_link", f"Links to {target}, which redirects to {final}", target))
