@@ -896,7 +896,7 @@ class ChunkWriter:
                     f"DELETE FROM audits_linkedge WHERE audit_id = %s AND source_hash IN "
                     f"({', '.join(['%s'] * len(sources))})", [audit_id, *sources],
                 )
-        bulk.insert(LinkEdge, EDGE_COLUMNS, edges)
+        bulk.append(LinkEdge, EDGE_COLUMNS, edges)
         return self._queue(candidates, blocked)
 
     def _crawlable(self, url: str) -> bool:
