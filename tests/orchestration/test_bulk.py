@@ -1,0 +1,78 @@
+"""The crawl's bulk writes: rows stored exactly as given, conflicts ignored with the first
+row of a key kept, on both databases (PostgreSQL through COPY: bulk.append for link
+edges, a staging table for insert-or-ignore of COPY_MIN_ROWS rows or more).
+"""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from audits import bulk
+from audits.crawling import EDGE_COLUMNS, ISSUE_COLUMNS
+from audits.models import Audit, Issue, LinkEdge
+
+# Text a page controls, with everything COPY's text format has to escape.
+AWKWARD = ["plain", "", "tab\there", "new\nline", "back\\slash", "\\N", "quote ' and \"", "ünïcödé ✓ 链接"]
+
+
+@pytest.mark.django_db
+def test_appended_edges_are_stored_exactly_as_given(owner):
+    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+    rows = [
+        (audit.pk, f"s{i:031d}", f"http://127.0.0.1:9/p/{i}", f"t{i:031d}", f"http://127.0.0.1:9/t/{i}",
+         "a" if i % 2 else "img", text, i % 3 == 0, i % 2 == 0)
+        for i, text in enumerate(AWKWARD * 3)
+    ]
+    bulk.append(LinkEdge, EDGE_COLUMNS, iter(rows))
+    stored = list(LinkEdge.objects.filter(audit=audit).order_by("source_hash").values_list(*EDGE_COLUMNS))
+    assert stored == sorted(rows, key=lambda row: row[1])
+
+
+@pytest.mark.django_db
+def test_appending_nothing_writes_nothing(owner):
+    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+    bulk.append(LinkEdge, EDGE_COLUMNS, [])
+    assert not LinkEdge.objects.filter(audit=audit).exists()
+
+
+def issue_rows(audit: Audit, count: int, message: str = "first") -> list[tuple]:
+    now = bulk.db_datetime(timezone.now())
+    return [
+        (audit.pk, None, f"http://127.0.0.1:9/p/{i}", "title_missing", "critical",
+         f"{message} {AWKWARD[i % len(AWKWARD)]}", "", f"key-{i}", Issue.Review.OPEN, now)
+        for i in range(count)
+    ]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("count", [3, bulk.COPY_MIN_ROWS + 50], ids=["few rows", "staged rows"])
+def test_insert_or_ignore_keeps_the_first_row_of_each_key_and_stores_text_exactly(owner, count):
+    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+    first = issue_rows(audit, count)
+    # Within one call, a repeated key keeps its first row ...
+    bulk.insert(Issue, ISSUE_COLUMNS, first + issue_rows(audit, count, "repeat"))
+    # ... and a later call cannot change a stored one.
+    bulk.insert(Issue, ISSUE_COLUMNS, issue_rows(audit, count, "later"))
+    stored = dict(Issue.objects.filter(audit=audit).values_list("key", "message"))
+    assert stored == {row[7]: row[5] for row in first}
+
+
+@pytest.mark.django_db
+def test_staged_inserts_work_again_on_the_same_connection(owner):
+    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+    rows = issue_rows(audit, 3 * bulk.COPY_MIN_ROWS)
+    for part in range(3):  # the staging table is emptied after each use
+        bulk.insert(Issue, ISSUE_COLUMNS, rows[part * bulk.COPY_MIN_ROWS:(part + 1) * bulk.COPY_MIN_ROWS])
+    assert Issue.objects.filter(audit=audit).count() == len(rows)
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY is PostgreSQL's")
+def test_many_rows_reach_postgresql_through_copy_and_one_insert(owner):
+    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+    with CaptureQueriesContext(connection) as queries:
+        bulk.insert(Issue, ISSUE_COLUMNS, issue_rows(audit, bulk.COPY_MIN_ROWS))
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    assert len(inserts) == 1 and "SELECT" in inserts[0] and "stage_audits_issue_" in inserts[0]
+    assert Issue.objects.filter(audit=audit).count() == bulk.COPY_MIN_ROWS
