@@ -24,6 +24,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import ipaddress
+import os
 import socket
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -155,6 +156,24 @@ def _system_resolver(host: str, port: int) -> list[str]:
 # small shared pool bounds how many hung lookups can pile up.
 _SYNC_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="dns")
 
+# Crawl lookups run on a pool of our own, not the loop's getaddrinfo: uvloop
+# hands that to libuv's shared pool, where at most two lookups run at once, so
+# two names whose nameservers never answer made every other lookup in the
+# process time out (asyncio's default pool allowed CPU count + 4). A lookup the
+# DNS timeout gave up on still holds its thread until the C library returns;
+# this many of them can hang before the rest wait.
+DNS_THREADS = 32
+_crawl_pool: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+
+
+def _dns_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's lookup pool, made anew in a forked child (threads do not survive fork)."""
+    global _crawl_pool
+    if _crawl_pool is None or _crawl_pool[0] != os.getpid():
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=DNS_THREADS, thread_name_prefix="crawl-dns")
+        _crawl_pool = (os.getpid(), pool)
+    return _crawl_pool[1]
+
 
 class AddressGuard:
     """Resolves hosts and refuses any answer that is not entirely public.
@@ -244,8 +263,7 @@ class AddressGuard:
         try:
             if self._resolver is None:
                 loop = asyncio.get_running_loop()
-                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-                return [info[4][0] for info in infos]
+                return await loop.run_in_executor(_dns_pool(), _system_resolver, host, port)
             if inspect.iscoroutinefunction(self._resolver):
                 return list(await self._resolver(host, port))
             answer: Any = await asyncio.to_thread(self._resolver, host, port)

@@ -289,6 +289,54 @@ def test_the_default_resolver_handles_numeric_hosts_without_dns():
         asyncio.run(guard.resolve("[::1]", 80))
 
 
+def test_hung_lookups_on_the_crawl_loop_do_not_starve_the_others(monkeypatch):
+    """The default resolver runs the C library's getaddrinfo on a pool of our own:
+    on uvloop (the crawl loop) the loop's own getaddrinfo let two hung lookups
+    block every other one in the process. The C library is stubbed here, so no
+    query leaves the machine: hang*.test never answers, fast.test does."""
+    import socket
+    import threading
+
+    from crawler import loop as crawl_loop
+    from crawler import net
+
+    release = threading.Event()
+    real = socket.getaddrinfo
+    threads: set[str] = set()
+
+    def stub(host, port, *args, **kwargs):
+        if kwargs.get("flags", 0) & socket.AI_NUMERICHOST:
+            return real(host, port, *args, **kwargs)  # the literal-address check: no DNS
+        if host.startswith("hang"):
+            release.wait(10)
+            raise socket.gaierror(socket.EAI_AGAIN, "stub: no answer")
+        if host == "fast.test":
+            threads.add(threading.current_thread().name)
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", stub)
+    guard = AddressGuard(dns_timeout=0.3)
+
+    async def crawl() -> tuple[list, str, float]:
+        hung = [asyncio.ensure_future(guard.resolve(f"hang{n}.test", 80)) for n in range(6)]
+        await asyncio.sleep(0.05)  # the hung lookups hold their threads first
+        started = time.monotonic()
+        address = await guard.resolve("fast.test", 80)
+        took = time.monotonic() - started
+        outcomes = await asyncio.gather(*hung, return_exceptions=True)
+        return outcomes, address, took
+
+    try:
+        outcomes, address, took = crawl_loop.run(crawl())
+    finally:
+        release.set()
+    assert address == "93.184.216.34" and took < 0.25
+    assert all(isinstance(o, DnsFailure) and "timed out" in str(o) for o in outcomes)
+    assert threads and all(name.startswith("crawl-dns") for name in threads)
+    assert net.DNS_THREADS > 6
+
+
 # -- pinning: connect only to the address that was checked --------------------------
 
 
