@@ -810,8 +810,12 @@ class ChunkWriter:
                  if o.result.error is FetchError.RATE_LIMITED and o.result.retry_after is not None}
         if not asked:
             return outcomes
+        # External links are stored rate_limited at once (finalize reports a
+        # throttled external URL as unverified): another site's throttling is
+        # not worth holding the audit open for.
         ours = FrontierURL.objects.filter(audit=self.audit, chunk=self.lease.number,
-                                          state=FrontierURL.State.LEASED, url_hash__in=list(asked))
+                                          state=FrontierURL.State.LEASED, url_hash__in=list(asked)).exclude(
+                                              kind=Page.Kind.EXTERNAL)
         spent = dict(ours.values_list("url_hash", "reschedules"))
         later: dict[int, list[str]] = {}
         for digest, count in spent.items():

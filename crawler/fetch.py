@@ -425,12 +425,18 @@ class Fetcher:
         if last:
             # Still throttled after every retry: a 429 always, a 503 when it says
             # how long (without a Retry-After a 503 is an ordinary server error).
+            # Only a server that said when to come back gets a later try: without
+            # a Retry-After, more rounds of retries would only hammer it.
+            if status == 429 and wait is None:
+                return _Plan("rate_limited", 0.0, f"Still 429 after {attempt + 1} attempts")
             if status == 429 or (status == 503 and wait is not None and policy.reschedule_cap > 0):
-                pause = max(wait or 0.0, policy.rate_limited_pause)
+                pause = max(wait, policy.rate_limited_pause)
                 return self._rate_limited(pause, f"Still {status} after {attempt + 1} attempts")
             return _FINAL
         delay = max(wait or 0.0, self._backoff(attempt))
         if time.monotonic() + delay >= budget_end:
+            if throttled and wait is None:
+                return _Plan("rate_limited", delay, "Retrying would exceed the fetch budget")
             if throttled:
                 return self._rate_limited(delay, "Waiting as asked would exceed the fetch budget")
             return _FINAL

@@ -120,3 +120,11 @@ def test_a_fetcher_that_cannot_reschedule_gives_up_past_its_cap_as_before(server
     result = fetch(server, "/status?code=429&retry_after=60", policy=FetchPolicy())
     assert result.error is FetchError.RATE_LIMITED and result.retry_after is None
     assert "more than the 30 s cap" in result.error_detail
+
+
+def test_a_429_that_never_says_when_is_given_up_after_its_retries_not_handed_back(server):
+    # Without a Retry-After the server has not said when to come back; more
+    # rounds of retries later would only hammer it (RELIABILITY #25's bound).
+    result = fetch(server, "/status?code=429")
+    assert server.requests["/status"] == 1 + RESCHEDULING.max_retries
+    assert result.error is FetchError.RATE_LIMITED and result.retry_after is None

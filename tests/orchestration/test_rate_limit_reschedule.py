@@ -30,6 +30,7 @@ from audits.crawling import (
 from audits.inline import run_steps
 from audits.models import Audit, ChunkLease, FrontierURL, Page
 from audits.watchdog import queued_task_names, run_watchdog
+from crawler.fetch import FetchPolicy
 from crawler.page import PageOutcome
 from crawler.types import FetchError, FetchResult
 from tests.crawler.hostile_server import HostileServer, respond, static
@@ -266,3 +267,38 @@ def test_the_audit_command_says_it_is_waiting_and_stores_the_url_once_it_answers
     slow = [r for r in records if r["type"] == "page" and r["url"] == site.url("/slow")]
     assert len(slow) == 1 and slow[0]["status"] == 200
     assert site.requests["/slow"] == 2
+
+
+async def bare_429(request, reader, writer, server) -> None:
+    await respond(request, writer, server, status=429, body=b"<html>slow down</html>")
+
+
+@pytest.mark.django_db
+def test_a_page_throttled_without_a_retry_after_is_stored_at_once_within_the_request_bound(
+        owner, site, fast_settings):
+    serve(site, {"/bare": ()})
+    site.route("/bare", bare_429)
+    audit, dispatcher, clock = started(owner, site)
+    run_steps(dispatcher)
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED
+    assert site.requests["/bare"] == 1 + FetchPolicy().max_retries  # one fetch's retries, no more rounds
+    assert clock.calls == []
+    assert stored(audit, site, "/bare").fetch_error == "rate_limited"
+
+
+@pytest.mark.django_db
+def test_a_throttled_external_link_is_stored_rate_limited_without_holding_the_audit(
+        owner, site, fast_settings):
+    with HostileServer() as elsewhere:
+        elsewhere.route("/busy", throttled("5", "5", "5"))
+        site.route("/", static(page(*PLAIN, elsewhere.url("/busy"))))
+        for path in PLAIN:
+            site.route(path, static(page()))
+        audit, dispatcher, clock = started(owner, site, check_external=True)
+        run_steps(dispatcher)
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED
+    assert clock.calls == [] and elsewhere.requests["/busy"] == 1
+    external = Page.objects.get(audit=audit, url=elsewhere.url("/busy"))
+    assert external.fetch_error == "rate_limited"
