@@ -148,9 +148,6 @@ class Dispatcher:
         """
         log.info("audit %s: waiting %.0f s for a Retry-After before chunk %s", audit.pk, seconds, after + 1)
 
-    def before_chunk(self, audit_id: int, number: int) -> None:
-        """Called as a chunk task begins, outside any transaction."""
-
 
 @dataclass
 class InlineDispatcher(Dispatcher):
@@ -163,8 +160,10 @@ class InlineDispatcher(Dispatcher):
 
     steps: list[tuple[str, int, int]] = field(default_factory=list)
     # Nothing else runs in this process while rate-limited URLs wait, so the
-    # next chunk simply sleeps until the first is due (bounded by the cap).
+    # loop sleeps until the first is due (audits.inline), in slices of `sleep`.
     sleep: Callable[[float], object] = time.sleep
+    # Told once per wait, with its length (the command prints it).
+    on_wait: Callable[[float], object] = lambda seconds: None
     pauses: dict[tuple[int, int], float] = field(default_factory=dict)
 
     def chunk(self, audit_id: int, number: int) -> None:
@@ -174,14 +173,11 @@ class InlineDispatcher(Dispatcher):
         self.steps.append(("finalize", audit_id, 0))
 
     def wait(self, audit: Audit, after: int, seconds: float) -> None:
-        # Called inside the chunk's transaction: record the pause, sleep in before_chunk.
-        self.pauses[(audit.pk, after + 1)] = seconds
-        _schedule_chunk(audit, after + 1, self)
-
-    def before_chunk(self, audit_id: int, number: int) -> None:
-        pause = self.pauses.pop((audit_id, number), 0.0)
-        if pause > 0:
-            self.sleep(min(pause, RETRY_AFTER_RESCHEDULE_CAP))
+        # No lease row for the next chunk yet: during the wait nothing is open,
+        # so the watchdog sees an audit waiting as the site asked, not a chunk
+        # lost or a stall. The loop advances after the wait.
+        self.pauses[(audit.pk, after + 1)] = min(seconds, RETRY_AFTER_RESCHEDULE_CAP)
+        self.steps.append(("wait", audit.pk, after))
 
 
 # --- what an audit's settings mean to the crawler ------------------------------------
@@ -452,7 +448,6 @@ def run_chunk(audit_id: int, number: int, dispatcher: Dispatcher | None = None,
               on_batch: Callable[[list[PageOutcome], list[IssueRow]], None] | None = None) -> str:
     """Crawl chunk ``number`` of an audit. Returns what happened, for logs and tests."""
     dispatcher = dispatcher or Dispatcher()
-    dispatcher.before_chunk(audit_id, number)
     audit = Audit.objects.get(pk=audit_id)
     if audit.status != Audit.Status.RUNNING or audit.phase != Audit.Phase.CRAWLING:
         ChunkLease.objects.filter(audit=audit, number=number).exclude(state=ChunkLease.State.DONE).update(

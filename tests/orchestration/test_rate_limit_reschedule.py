@@ -128,11 +128,13 @@ def test_retry_after_5_reschedules_the_url_5_s_ahead_and_the_rest_of_the_chunk_i
     assert_scheduled(row, before, after, 5, slack=0.5)
     assert stored(audit, site, "/slow") is None  # not stored as a failure: it is coming back
     assert all(stored(audit, site, path).status_code == 200 for path in PLAIN)
-    # Not finalized, and no busy loop: one next chunk, paused until the URL is due.
+    # Not finalized, and no busy loop: a wait until the URL is due, and no chunk
+    # row open meanwhile (the watchdog must see a waiting audit, not a lost chunk).
     audit.refresh_from_db()
     assert (audit.status, audit.pages_crawled, audit.pages_failed) == (Audit.Status.RUNNING, 4, 0)
-    assert dispatcher.steps == [("chunk", audit.pk, 1), ("chunk", audit.pk, 2)]  # 1 from start, run above
+    assert dispatcher.steps == [("chunk", audit.pk, 1), ("wait", audit.pk, 1)]  # chunk 1 from start, run above
     assert 4.0 < dispatcher.pauses[(audit.pk, 2)] <= 5.0
+    assert not ChunkLease.objects.filter(audit=audit, number=2).exists()
 
 
 @pytest.mark.django_db
@@ -302,3 +304,22 @@ def test_a_throttled_external_link_is_stored_rate_limited_without_holding_the_au
     assert clock.calls == [] and elsewhere.requests["/busy"] == 1
     external = Page.objects.get(audit=audit, url=elsewhere.url("/busy"))
     assert external.fetch_error == "rate_limited"
+
+
+@pytest.mark.django_db
+def test_a_cancel_during_the_in_process_wait_ends_it_without_another_chunk(owner, site, fast_settings):
+    serve(site, {"/slow": ("300",)})
+    audit, dispatcher, _ = started(owner, site)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 2:  # someone presses Cancel in the dashboard mid-wait
+            Audit.objects.get(pk=audit.pk).cancel("Cancelled from the dashboard.")
+
+    dispatcher.sleep = sleep
+    run_steps(dispatcher)
+    assert len(slept) == 2 and max(slept) <= 5.0  # seen at the next slice, not after 300 s
+    assert not ChunkLease.objects.filter(audit=audit, number=2).exists()
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.CANCELLED

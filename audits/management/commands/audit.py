@@ -93,12 +93,12 @@ class Command(BaseCommand):
             run_finalize(audit_id)
             report.issues(Issue.objects.filter(audit_id=audit_id, id__gt=before).order_by("id").iterator(2000))
 
-        def wait(seconds: float) -> None:
+        def waiting(seconds: float) -> None:
             # Otherwise a run that waits out a Retry-After looks hung.
             console.write(f"Waiting {seconds:.0f} s: the site asked us to come back later (Retry-After)")
-            self.sleep(seconds)
 
-        run_audit_inline(audit.pk, on_batch=report.batch, finalize=finalize_and_report, sleep=wait)
+        run_audit_inline(audit.pk, on_batch=report.batch, finalize=finalize_and_report, sleep=self.sleep,
+                         on_wait=waiting)
         audit.refresh_from_db()
         if audit.status != Audit.Status.COMPLETED:
             return 2
