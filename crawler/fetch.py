@@ -413,7 +413,7 @@ class Fetcher:
         if status not in policy.retry_statuses:
             return _FINAL
         throttled = status in (429, 503)
-        wait = parse_retry_after(headers.get("retry-after"), self._clock())
+        wait = parse_retry_after(headers.get("retry-after"), self._clock(), headers.get("date"))
         if wait is not None and wait > policy.retry_after_cap:
             if not throttled:
                 return _FINAL
@@ -724,18 +724,32 @@ def _content_length(headers: dict[str, str]) -> int | None:
 _DIGITS = re.compile(r"[0-9]+")
 
 
-def parse_retry_after(value: str | None, now: float) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date), or None."""
+def parse_retry_after(value: str | None, now: float, server_date: str | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date), or None.
+
+    An HTTP-date is measured from the response's own Date header when it has a
+    usable one, so a server whose clock is off by minutes still gets the wait
+    it meant; otherwise from ``now``.
+    """
     if not value:
         return None
     value = value.strip()
     if _DIGITS.fullmatch(value):
         return float(value) if len(value) <= 12 else math.inf
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    when = _http_date(value)
+    if when is None:
         return None
-    return max(0.0, when.timestamp() - now)
+    sent = _http_date(server_date)
+    return max(0.0, when - (sent if sent is not None else now))
+
+
+def _http_date(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(value.strip()).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 def _seconds(value: float) -> str:

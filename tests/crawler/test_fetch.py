@@ -344,6 +344,15 @@ def test_retry_after_http_date_is_measured_from_now():
     assert parse_retry_after("Tue, 01 Jan 2030 12:00:30 GMT", now=now) == 30.0
 
 
+def test_retry_after_http_date_is_measured_from_the_servers_own_date_header():
+    # The server's clock is 20 minutes ahead of ours; it means "30 s from now".
+    now = datetime.datetime(2030, 1, 1, 12, 0, 0, tzinfo=datetime.UTC).timestamp()
+    sent = "Tue, 01 Jan 2030 12:20:00 GMT"
+    assert parse_retry_after("Tue, 01 Jan 2030 12:20:30 GMT", now=now, server_date=sent) == 30.0
+    # A Date header that does not parse is no reference: our clock is used.
+    assert parse_retry_after("Tue, 01 Jan 2030 12:00:30 GMT", now=now, server_date="soon") == 30.0
+
+
 def _retry_after_once(value: str | None, in_seconds: float | None = None):
     calls = {"n": 0}
 
