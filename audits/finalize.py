@@ -17,6 +17,7 @@ from django.db.models import Count
 from crawler.catalogue import finding
 from crawler.types import FetchError
 
+from . import inlinks
 from .crawling import IssueRow, insert_issues, issue_key, issue_row
 from .models import Audit, FrontierURL, Page
 
@@ -30,33 +31,35 @@ BATCH = 1000
 
 
 # Link checks start from the few target pages that are broken or redirect and
-# reach their edges through link_audit_target. Written as CROSS JOIN because
-# SQLite, which has no statistics on a fresh audit, otherwise scans every edge
-# and looks up its target (measured on 956,280 edges: links_to_redirects 1.12 ->
-# 0.01 s, broken_links 1.71 -> 0.69 s); SQLite keeps a CROSS JOIN's order, while
-# PostgreSQL plans it as any inner join.
+# reach their edges through Inlink's index, then each edge by its primary key.
+# Written as CROSS JOIN because SQLite, which has no statistics on a fresh
+# audit, otherwise scans every edge and looks up its target (measured on
+# 956,280 edges: links_to_redirects 1.12 -> 0.01 s, broken_links 1.71 -> 0.69 s);
+# SQLite keeps a CROSS JOIN's order, while PostgreSQL plans it as any inner join.
 BROKEN_LINKS_SQL = """
     SELECT e.source_url, s.id, e.target_url, e.tag, e.anchor_text, e.internal, t.status_code, t.fetch_error
     FROM audits_page t
+    CROSS JOIN audits_inlink i
     CROSS JOIN audits_linkedge e
     LEFT JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
-    WHERE t.audit_id = %s AND e.audit_id = t.audit_id AND e.target_hash = t.url_hash
-      AND e.tag NOT IN ('form', 'hreflang')
+    WHERE t.audit_id = %s AND i.audit_id = t.audit_id AND i.target_hash = t.url_hash
+      AND i.tag NOT IN ('form', 'hreflang') AND e.id = i.edge_id
       AND (t.status_code >= 400 OR (t.fetch_error <> '' AND t.fetch_error NOT IN (%s, %s)))
 """
 LINKS_TO_REDIRECTS_SQL = """
     SELECT DISTINCT e.source_url, s.id, e.target_url, t.final_url
     FROM audits_page t
+    CROSS JOIN audits_inlink i
     CROSS JOIN audits_linkedge e
     LEFT JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
-    WHERE t.audit_id = %s AND e.audit_id = t.audit_id AND e.target_hash = t.url_hash
-      AND t.redirect_count > 0 AND t.fetch_error = '' AND t.status_code < 400
-      AND e.internal AND e.tag IN ('a', 'area')
+    WHERE t.audit_id = %s AND i.audit_id = t.audit_id AND i.target_hash = t.url_hash
+      AND i.tag IN ('a', 'area') AND e.id = i.edge_id
+      AND t.redirect_count > 0 AND t.fetch_error = '' AND t.status_code < 400 AND e.internal
 """
-# Counted from link_audit_target alone (it holds the tag): no edge row is read.
+# Counted from inlink_audit_target alone (it holds the tag): no edge row is read.
 INLINKS_SQL = (
-    "UPDATE audits_page SET inlinks = (SELECT COUNT(*) FROM audits_linkedge e WHERE e.audit_id = %s "
-    "AND e.target_hash = audits_page.url_hash AND e.tag IN ('a', 'area')) WHERE audit_id = %s"
+    "UPDATE audits_page SET inlinks = (SELECT COUNT(*) FROM audits_inlink i WHERE i.audit_id = %s "
+    "AND i.target_hash = audits_page.url_hash AND i.tag IN ('a', 'area')) WHERE audit_id = %s"
 )
 
 
@@ -65,11 +68,12 @@ def run_finalize(audit_id: int) -> bool:
     if audit.status != Audit.Status.FINALIZING:
         return False
     audit.beat()
+    inlinks.build(audit)
     if connection.vendor == "postgresql":
         # A fresh audit's rows have no planner statistics yet; without them the
         # duplicate-title join was measured at 27.5 s on 20,000 pages, 18 ms after.
         with connection.cursor() as cursor:
-            cursor.execute("ANALYZE audits_page, audits_linkedge, audits_frontierurl")
+            cursor.execute("ANALYZE audits_page, audits_linkedge, audits_inlink, audits_frontierurl")
     with transaction.atomic():
         _update_page_columns(audit)
     for check in CHECKS:

@@ -32,6 +32,7 @@ from . import exports
 from .access import audit_for_user
 from .charts import Bar, bar_chart
 from .forms import AuditForm
+from .inlinks import edges_to
 from .models import Audit, Issue, IssueCode, LinkEdge, Page, Severity
 from .services import QuotaExceeded, cancel_audit, create_audit, rerun_audit, resume_audit
 
@@ -399,7 +400,7 @@ def page_detail(request, audit, page_id):
         .only("target_url", "target_hash", "tag", "anchor_text", "nofollow", "internal")[:LINK_LIMIT]
     )
     inlinks = list(
-        LinkEdge.objects.filter(audit=audit, target_hash=page.url_hash).order_by("id")
+        edges_to(audit, page.url_hash)
         .only("source_url", "source_hash", "tag", "anchor_text", "nofollow")[:LINK_LIMIT]
     )
     # One lookup resolves every link end that was crawled to its page row, for

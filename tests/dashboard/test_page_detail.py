@@ -3,6 +3,8 @@
 import pytest
 from django.urls import reverse
 
+from audits.inlinks import build as build_inlinks
+
 from .factories import SITE, make_finished_audit, make_link, make_page
 
 pytestmark = pytest.mark.django_db
@@ -13,8 +15,11 @@ def detail(client, audit, url):
     return client.get(reverse("page-detail", args=[audit.pk, page.pk])).content.decode()
 
 
-def test_a_broken_page_shows_where_the_links_to_it_are(owner_client, owner):
+@pytest.mark.parametrize("indexed", [True, False], ids=["inlinks-built", "edges-scanned"])
+def test_a_broken_page_shows_where_the_links_to_it_are(owner_client, owner, indexed):
     audit = make_finished_audit(owner)
+    if indexed:  # as finalize leaves it; a failed or cancelled audit's edges are scanned instead
+        assert build_inlinks(audit)
     body = detail(owner_client, audit, f"{SITE}/gone")
     inlinks = body.split('id="inlinks"')[1].split("</section>")[0]
     home, about = audit.pages.get(url=f"{SITE}/"), audit.pages.get(url=f"{SITE}/about")

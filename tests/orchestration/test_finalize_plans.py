@@ -1,5 +1,7 @@
 """Finalize's link queries stay cheap on a big audit: they start from the few broken or
-redirecting target pages, and the inlink count reads only an index.
+redirecting target pages, reach their edges through Inlink's index (built after the
+crawl, so the crawl itself maintains no index by target), and the inlink count reads
+only that index.
 
 The plans are SQLite's (EXPLAIN QUERY PLAN). SQLite has no statistics on a fresh
 audit, so without the CROSS JOIN it walks every link edge and looks up its target:
@@ -29,14 +31,22 @@ def plan(sql: str, params: list) -> list[str]:
     [(BROKEN_LINKS_SQL, [1, *NOT_SITE_FAULTS]), (LINKS_TO_REDIRECTS_SQL, [1])],
     ids=["broken_links", "links_to_redirects"],
 )
-def test_link_checks_start_from_target_pages_and_reach_edges_by_the_target_index(sql, params):
+def test_link_checks_start_from_target_pages_and_reach_edges_through_the_inlink_index(sql, params):
     steps = plan(sql, params)
     assert steps[0].startswith("SEARCH t "), steps
-    assert steps[1].startswith("SEARCH e USING "), steps
-    assert "INDEX link_audit_target (audit_id=? AND target_hash=?" in steps[1], steps
+    assert steps[1].startswith("SEARCH i USING "), steps
+    assert "INDEX inlink_audit_target (audit_id=? AND target_hash=?" in steps[1], steps
+    assert steps[2].startswith("SEARCH e USING INTEGER PRIMARY KEY"), steps
 
 
-def test_the_inlink_count_reads_the_target_index_alone():
+def test_the_inlink_count_reads_the_inlink_index_alone():
     steps = plan(INLINKS_SQL.replace("UPDATE audits_page SET inlinks = ", "SELECT ").split(" WHERE audit_id")[0]
                  + " FROM audits_page WHERE audit_id = %s", [1, 1])
-    assert any("USING COVERING INDEX link_audit_target" in step for step in steps), steps
+    assert any("USING COVERING INDEX inlink_audit_target" in step for step in steps), steps
+
+
+def test_the_crawl_maintains_no_index_of_link_edges_by_target():
+    with connection.cursor() as cursor:
+        indexes = connection.introspection.get_constraints(cursor, "audits_linkedge")
+    by_target = [name for name, info in indexes.items() if "target_hash" in (info["columns"] or [])]
+    assert by_target == []
