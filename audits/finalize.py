@@ -56,7 +56,7 @@ LINKS_TO_REDIRECTS_SQL = """
       AND i.tag IN ('a', 'area') AND e.id = i.edge_id
       AND t.redirect_count > 0 AND t.fetch_error = '' AND t.status_code < 400 AND e.internal
 """
-# Counted from inlink_audit_target alone (it holds the tag): no edge row is read.
+# Counted from the Inlink key alone (it holds the tag): no edge row is read.
 INLINKS_SQL = (
     "UPDATE audits_page SET inlinks = (SELECT COUNT(*) FROM audits_inlink i WHERE i.audit_id = %s "
     "AND i.target_hash = audits_page.url_hash AND i.tag IN ('a', 'area')) WHERE audit_id = %s"

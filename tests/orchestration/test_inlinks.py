@@ -55,3 +55,13 @@ def test_a_resumed_audit_scans_until_its_next_finalize_rebuilds_the_index(owner)
     assert inlinks.build(audit)
     assert [a for _, a in linked(audit, f"{SITE}/gone")] == ["before", "after"]
     assert Inlink.objects.filter(audit=audit).count() == 2  # the earlier rows replaced, not added to
+
+
+def test_deleting_an_audit_deletes_its_inlinks(owner):
+    audit, other = make_audit(owner), make_audit(owner)
+    for a in (audit, other):
+        make_link(a, f"{SITE}/", f"{SITE}/gone")
+        assert inlinks.build(a)
+    audit.delete()
+    assert not Inlink.objects.filter(audit_id=audit.pk).exists()
+    assert Inlink.objects.filter(audit=other).count() == 1
