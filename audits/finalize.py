@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 
 from django.db import connection, transaction
 from django.db.models import Count
 
-from crawler.catalogue import finding
+from crawler.catalogue import CATALOGUE, finding
 from crawler.types import FetchError
 
 from . import inlinks
@@ -138,7 +139,10 @@ def _update_page_columns(audit: Audit) -> None:
         cursor.execute(INLINKS_SQL, [audit.pk, audit.pk])
 
 
+@lru_cache(maxsize=1024)
 def _why_broken(status: int | None, error: str) -> str:
+    # Cached: a big audit asks this for every edge to a broken target, with a
+    # handful of distinct (status, error) pairs.
     if error:
         try:
             return f"failed: {FetchError(error).label}"
@@ -156,22 +160,26 @@ def broken_links(audit_id: int) -> Iterator[IssueRow]:
     hreflang alternates are not links a visitor follows: a broken one is an
     hreflang_error (hreflang_targets), not a broken resource.
     """
+    # Rows built directly rather than through finding() and issue_row(): a big
+    # audit has one for every link to a broken target (172,763 on the
+    # 10,000-page benchmark corpus, mostly broken images).
+    severity = {code: CATALOGUE[code].severity.value
+                for code in ("broken_link_internal", "broken_link_external", "broken_resource")}
     sql = BROKEN_LINKS_SQL
     for source, source_id, target, tag, anchor, internal, status, error in _rows(sql, [audit_id, *NOT_SITE_FAULTS]):
         why = _why_broken(status, error)
         if tag in ("a", "area"):
             if internal:
-                f = finding("broken_link_internal", f"Link “{anchor or target}” {why}", target)
+                code, message = "broken_link_internal", f"Link “{anchor or target}” {why}"
             else:
                 if not error and status in UNVERIFIED_EXTERNAL:
                     continue  # recorded on the external URL's row as unverified, not reported broken
-                f = finding("broken_link_external", f"External link “{anchor or target}” {why}", target)
+                code, message = "broken_link_external", f"External link “{anchor or target}” {why}"
         else:
-            f = finding("broken_resource", f"{tag} resource {why}", target)
-        row = issue_row(audit_id, source_id, source, f)
+            code, message = "broken_resource", f"{tag} resource {why}"
         # One row per (source, target, anchor text): the anchor is part of the key.
-        row.key = issue_key(f.code, source, target, anchor)
-        yield row
+        yield IssueRow(audit_id=audit_id, page_id=source_id, url=source, code=code, severity=severity[code],
+                       message=message[:2000], target_url=target, key=issue_key(code, source, target, anchor))
 
 
 def links_to_redirects(audit_id: int) -> Iterator[IssueRow]:
