@@ -19,7 +19,7 @@ class AuditAdmin(admin.ModelAdmin):
     list_filter = ["status", "error_code", "created_at"]
     search_fields = ["start_url", "origin", "owner__username"]
     list_select_related = ["owner"]
-    readonly_fields = ["status", "phase", "error_code", "error_detail", "failed_phase", "origin",
+    readonly_fields = ["status", "phase", "error_code", "error_detail", "failed_phase", "origin", "links_indexed",
                        "pages_crawled", "pages_discovered", "pages_failed", "issues_critical",
                        "issues_warning", "issues_notice", "current_window", "chunks_done",
                        "created_at", "started_at", "finished_at", "heartbeat_at", "robots_status",

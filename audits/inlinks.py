@@ -10,9 +10,13 @@ million edges (benchmarks/edge_index.py).
 from __future__ import annotations
 
 from django.db import connection, transaction
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models.functions import Now
 
-from .models import Audit, Inlink, LinkEdge
+from .models import Audit, ChunkLease, Inlink, LinkEdge
+
+# First key of PostgreSQL's two-key advisory locks taken here ("inlk").
+LOCK_SPACE = 0x696E6C6B
 
 BUILD_SQL = """
     INSERT INTO audits_inlink (audit_id, target_hash, tag, edge_id)
@@ -22,20 +26,56 @@ BUILD_SQL = """
 """
 
 
-def build(audit: Audit) -> bool:
+def build(audit: Audit, *, while_status: tuple[str, ...]) -> bool:
     """Index the audit's edges by target, once; False when they already are.
 
-    Runs when nothing writes the audit's edges any more (finalize). A rebuild
-    after a resume replaces the rows an earlier finalize left.
+    ``while_status``: the statuses in which the audit's edges are final
+    (finalizing; failed or cancelled). Should it leave them meanwhile (a resume),
+    the build is rolled back: the crawl goes on adding edges.
+
+    Runs when nothing writes the audit's edges any more: at finalize, or for a
+    failed or cancelled audit once its leases have run out (``build_ended``).
+    A rebuild after a resume replaces the rows an earlier build left. The flag
+    is set last, so the audit row is locked only for that moment (a cancel or
+    the watchdog must not wait behind a long build); on PostgreSQL two builds of
+    one audit queue on an advisory lock instead, and the build may outlast the
+    connection's statement_timeout (a big audit's edges take seconds a million).
     """
-    with transaction.atomic():
-        if not Audit.objects.filter(pk=audit.pk, links_indexed=False).update(links_indexed=True):
+    if Audit.objects.filter(pk=audit.pk, links_indexed=True).exists():
+        return False
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_SPACE, audit.pk])
+            cursor.execute("SET LOCAL statement_timeout = 0")
+        if Audit.objects.filter(pk=audit.pk, links_indexed=True).exists():
+            return False  # built by whoever held the lock before us
+        cursor.execute("DELETE FROM audits_inlink WHERE audit_id = %s", [audit.pk])
+        cursor.execute(BUILD_SQL, [audit.pk])
+        if not Audit.objects.filter(pk=audit.pk, status__in=while_status).update(links_indexed=True):
+            transaction.set_rollback(True)
             return False
-        with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM audits_inlink WHERE audit_id = %s", [audit.pk])
-            cursor.execute(BUILD_SQL, [audit.pk])
     audit.links_indexed = True
     return True
+
+
+def build_ended(audit_id: int) -> str:
+    """Index a failed or cancelled audit's edges (the watchdog enqueues this)."""
+    audit = ended_unindexed().filter(pk=audit_id).first()
+    if audit is None:
+        return "nothing to do"
+    built = build(audit, while_status=(Audit.Status.FAILED, Audit.Status.CANCELLED))
+    return "indexed" if built else "not indexed"
+
+
+def ended_unindexed() -> QuerySet[Audit]:
+    """Failed or cancelled audits whose edges are final but not indexed yet.
+
+    Final once no chunk holds a live lease: a chunk that was mid-write when the
+    audit ended may still write one last sub-batch, and then stops.
+    """
+    live = ChunkLease.objects.filter(audit=OuterRef("pk"), state=ChunkLease.State.LEASED, leased_until__gt=Now())
+    return Audit.objects.filter(status__in=[Audit.Status.FAILED, Audit.Status.CANCELLED],
+                                links_indexed=False).exclude(Exists(live))
 
 
 def edges_to(audit: Audit, target_hash: str) -> QuerySet[LinkEdge]:

@@ -435,7 +435,7 @@ class LinkEdge(models.Model):
         # No index by target: edges arrive in crawl order with random target
         # hashes, so one would dirty a different leaf page for nearly every edge
         # on every commit (benchmarks/edge_index.py, SQLite, 910,000 edges in
-        # commits of 4,550: 35.8 s with it, 6.4 s without, 8.0 s with Inlink's
+        # commits of 4,550: 37.1 s with it, 6.0 s without, 8.3 s with Inlink's
         # sorted build at the end). Lookups by target go through Inlink.
         indexes = [
             # Outlinks of a page, and the delete before a page's edges are (re)written.
@@ -450,7 +450,7 @@ class Inlink(models.Model):
     """The link edges of an audit by target: built by finalize, sorted, in one statement.
 
     Kept apart from LinkEdge so the crawl never maintains an index by target
-    (see LinkEdge.Meta). A sorted build fills the index in key order: 1.6 s for
+    (see LinkEdge.Meta). A sorted build fills the key in order: 2.3 s for
     910,000 edges on SQLite (benchmarks/edge_index.py). ``Audit.links_indexed`` says whether an audit's rows
     are here and current; until then (a running, failed or cancelled audit)
     lookups scan the audit's edges instead (``audits.inlinks``).
@@ -458,15 +458,19 @@ class Inlink(models.Model):
 
     # The key is the lookup: inlinks of a URL (broken-link sources, a page's
     # "linked from" list), and with the tag in it finalize's inlink count per
-    # page reads the key alone. No surrogate id: on PostgreSQL its sequence and
-    # index took 6.9 -> 3.8 s of the build for 956,280 edges (measured with psql).
+    # page reads the key alone. No surrogate id: on PostgreSQL, building 956,280
+    # edges took 6.9 s with an id (its sequence and index) beside the lookup
+    # index, 3.8 s with the lookup index alone (measured with psql).
     pk = models.CompositePrimaryKey("audit", "target_hash", "tag", "edge_id")
-    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="+", db_index=False)
+    # No database constraint on either reference: rows are only ever written by
+    # the build, from edges of that audit, and go with it (Django cascades the
+    # delete). On PostgreSQL a constraint queues a check per row until COMMIT,
+    # millions of them for a big audit.
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="+", db_index=False,
+                              db_constraint=False)
     target_hash = models.CharField(max_length=32)
     tag = models.CharField(max_length=10)
-    # The LinkEdge row; not a ForeignKey: both go with their audit, and a
-    # constraint would only add a lookup per row to the build.
-    edge_id = models.BigIntegerField()
+    edge_id = models.BigIntegerField()  # the LinkEdge row
 
     def __str__(self):
         return f"{self.tag} edge {self.edge_id} -> {self.target_hash}"

@@ -10,6 +10,7 @@ import logging
 
 from django.db import DatabaseError, OperationalError
 
+from . import inlinks
 from .crawling import run_chunk, run_resume, run_start
 from .finalize import run_finalize
 from .models import Audit
@@ -79,6 +80,10 @@ def crawl_chunk(audit_id: int, number: int) -> str:
 @_records_failures(Audit.Phase.FINALIZING)
 def finalize(audit_id: int) -> None:
     run_finalize(audit_id)
+
+
+def index_links(audit_id: int) -> str:
+    return inlinks.build_ended(audit_id)
 
 
 def watchdog() -> str:

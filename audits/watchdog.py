@@ -19,10 +19,15 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django_q.models import OrmQ
 
+from . import inlinks
 from .crawling import Dispatcher, abandon_chunk, advance, has_work, retry_wait
 from .models import Audit, ChunkLease
 
 log = logging.getLogger(__name__)
+
+# Link-index builds enqueued a tick. Two watchdogs may both enqueue one audit's;
+# the build is idempotent (inlinks.build), so the second does nothing.
+INDEX_PER_TICK = 5
 
 
 def queued_task_names() -> set[str]:
@@ -69,6 +74,15 @@ def run_watchdog(now=None) -> str:
                 with transaction.atomic():
                     dispatcher.finalize(audit.pk)
                 actions.append(f"re-enqueued finalize of {audit.pk}")
+    # A failed or cancelled audit's edges are final once its leases run out:
+    # index them by target, as finalize does, so its pages' "linked from" lists
+    # need no scan. A task, not here: a big audit's build takes seconds.
+    for audit_id in inlinks.ended_unindexed().order_by("id").values_list("pk", flat=True)[:INDEX_PER_TICK]:
+        name = f"audit-{audit_id}-index-links"
+        if name not in names:
+            with transaction.atomic():
+                dispatcher_enqueue("audits.tasks.index_links", audit_id, name)
+            actions.append(f"enqueued the link index of {audit_id}")
     if actions:
         log.info("watchdog: %s", "; ".join(actions))
     return "; ".join(actions) or "nothing to do"

@@ -63,9 +63,9 @@ def measure(mode: str, pages: int, batch: int, workdir: Path) -> str:
     if rows:
         commit()
     if mode == "build-after":
-        db.execute("CREATE TABLE inlink (id INTEGER PRIMARY KEY, audit_id INT, target_hash TEXT, tag TEXT, "
-                   "edge_id INT)")
-        db.execute("CREATE INDEX inlink_target ON inlink (audit_id, target_hash, tag)")
+        # As migration 0005 creates it on SQLite: the composite key, no surrogate id.
+        db.execute("CREATE TABLE inlink (audit_id bigint NOT NULL, target_hash varchar(32) NOT NULL, "
+                   "tag varchar(10) NOT NULL, edge_id bigint NOT NULL, PRIMARY KEY (audit_id, target_hash, tag, edge_id))")
         db.execute("BEGIN IMMEDIATE")
         db.execute("INSERT INTO inlink (audit_id, target_hash, tag, edge_id) SELECT audit_id, target_hash, tag, id "
                    "FROM edge WHERE audit_id = 1 ORDER BY target_hash, tag, id")

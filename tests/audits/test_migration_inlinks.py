@@ -1,4 +1,4 @@
-"""Migration 0005 moves the target index off the link edges: an audit finalized before
+"""Migration 0005 moves the target index off the link edges: an audit that ended before
 it keeps its "linked from" lists, now through Inlink."""
 
 import pytest
@@ -26,7 +26,8 @@ def test_audits_completed_before_the_migration_get_their_inlinks_built(back_to_l
     owner = User.objects.create(username="before-0005")
     done = Audit.objects.create(owner=owner, start_url="https://a.example/", status="completed")
     failed = Audit.objects.create(owner=owner, start_url="https://b.example/", status="failed")
-    for audit in (done, failed):
+    running = Audit.objects.create(owner=owner, start_url="https://c.example/", status="running")
+    for audit in (done, failed, running):
         for source in ("s1", "s2"):
             LinkEdge.objects.create(audit=audit, source_hash=source, source_url=source, target_hash="t",
                                     target_url="t", tag="a")
@@ -41,6 +42,8 @@ def test_audits_completed_before_the_migration_get_their_inlinks_built(back_to_l
     assert Audit.objects.get(pk=done.pk).links_indexed
     assert sorted(Inlink.objects.filter(audit_id=done.pk).values_list("edge_id", flat=True)) == sorted(
         LinkEdge.objects.filter(audit_id=done.pk).values_list("id", flat=True))
-    # Not finalized: left to be scanned, and indexed by the finalize of its resume.
-    assert not Audit.objects.get(pk=failed.pk).links_indexed
-    assert not Inlink.objects.filter(audit_id=failed.pk).exists()
+    # Failed: its edges are final too (a resume clears the flag; its finalize rebuilds).
+    assert Audit.objects.get(pk=failed.pk).links_indexed
+    assert Inlink.objects.filter(audit_id=failed.pk).count() == 2
+    assert not Audit.objects.get(pk=running.pk).links_indexed
+    assert not Inlink.objects.filter(audit_id=running.pk).exists()

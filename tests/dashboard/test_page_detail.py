@@ -19,7 +19,7 @@ def detail(client, audit, url):
 def test_a_broken_page_shows_where_the_links_to_it_are(owner_client, owner, indexed):
     audit = make_finished_audit(owner)
     if indexed:  # as finalize leaves it; a failed or cancelled audit's edges are scanned instead
-        assert build_inlinks(audit)
+        assert build_inlinks(audit, while_status=(audit.status,))
     body = detail(owner_client, audit, f"{SITE}/gone")
     inlinks = body.split('id="inlinks"')[1].split("</section>")[0]
     home, about = audit.pages.get(url=f"{SITE}/"), audit.pages.get(url=f"{SITE}/about")

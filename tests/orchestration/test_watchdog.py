@@ -8,8 +8,9 @@ from django.db import connection
 from django.utils import timezone
 from django_q.models import OrmQ
 
+from audits import tasks
 from audits.crawling import InlineDispatcher, _lease_urls, claim_chunk, run_chunk, run_start
-from audits.models import Audit, ChunkLease
+from audits.models import Audit, ChunkLease, Inlink
 from audits.watchdog import queued_task_names, run_watchdog
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -99,6 +100,27 @@ def test_a_finalizing_audit_without_its_task_gets_finalize_again(owner, grid_sit
     age(audit, 10)
     run_watchdog()
     assert queued_task_names() == {f"audit-{audit.pk}-finalize"}
+
+
+def test_a_failed_audit_gets_its_links_indexed_once_no_chunk_can_still_write(owner, grid_site, fast_settings):
+    audit = crawling_audit(owner, grid_site)
+    claim_chunk(audit.pk, 1)  # a live lease: that chunk may still write one sub-batch
+    audit.fail(Audit.ErrorCode.INTERNAL_ERROR, "boom")
+    OrmQ.objects.all().delete()
+    run_watchdog()
+    assert f"audit-{audit.pk}-index-links" not in queued_task_names()
+
+    ChunkLease.objects.filter(audit=audit).update(leased_until=timezone.now() - timedelta(seconds=1))
+    run_watchdog()
+    run_watchdog()  # not enqueued twice while the first is queued
+    assert [row.name() for row in OrmQ.objects.all()] == [f"audit-{audit.pk}-index-links"]
+
+    assert tasks.index_links(audit.pk) == "indexed"
+    audit.refresh_from_db()
+    assert audit.links_indexed and Inlink.objects.filter(audit=audit).count() == audit.links.count() > 0
+    OrmQ.objects.all().delete()
+    run_watchdog()
+    assert not OrmQ.objects.exists()
 
 
 def test_the_watchdog_schedule_is_created_once_by_migration_and_runs_every_minute():

@@ -71,15 +71,20 @@ class Command(BaseCommand):
         console.write(f"Audit {audit.pk}: crawling {audit.start_url}")
         report = Report(out)
         try:
-            code = self._crawl(audit, report, opts["fail_on"], console)
-        except KeyboardInterrupt:
+            try:
+                code = self._crawl(audit, report, opts["fail_on"], console)
+            except KeyboardInterrupt:
+                audit.refresh_from_db()
+                audit.cancel("Interrupted from the command line.")
+                code = 130
             audit.refresh_from_db()
-            audit.cancel("Interrupted from the command line.")
-            code = 130
-        audit.refresh_from_db()
-        report.summary(audit, code)
-        if out not in (None, sys.stdout):
-            out.close()
+            report.summary(audit, code)
+        finally:
+            # Lines are flushed a batch at a time: whatever ends the run, none stays in the buffer.
+            if out is not None:
+                out.flush()
+            if out not in (None, sys.stdout):
+                out.close()
         self._print_summary(console, audit, code)
         if code:
             raise SystemExit(code)
