@@ -19,6 +19,8 @@ BATCH = 2000
 # On PostgreSQL, an insert-or-ignore of at least this many rows goes through COPY
 # into a staging table (below); fewer are not worth its extra statements.
 COPY_MIN_ROWS = 100
+# An upsert that returns its rows saves the read-back query, so it pays from fewer.
+STAGED_UPSERT_MIN = 10
 
 
 def _sql(table: str, columns: Sequence[str], conflict: Sequence[str], update: Sequence[str]) -> str:
@@ -53,6 +55,22 @@ def insert(model, columns: Sequence[str], rows: Iterable[tuple], *, conflict: Se
             cursor.executemany(sql, batch)
 
 
+def upsert(model, columns: Sequence[str], rows: list[tuple], *, conflict: Sequence[str], update: Sequence[str],
+           returning: Sequence[str]) -> list[tuple] | None:
+    """Insert ``rows`` or update ``update`` columns of the ones whose ``conflict`` key exists.
+
+    On PostgreSQL, STAGED_UPSERT_MIN rows or more go through the COPY staging
+    table, and the stored rows' ``returning`` columns come back from the same
+    statement. Elsewhere (SQLite's executemany cannot return rows) the result
+    is None and the caller reads the rows back. Of two rows with one key, the
+    later one is stored, as executemany's second statement would leave it.
+    """
+    if connection.vendor == "postgresql" and len(rows) >= STAGED_UPSERT_MIN:
+        return _insert_staged(model, columns, rows, conflict=conflict, update=update, returning=returning)
+    insert(model, columns, rows, conflict=conflict, update=update)
+    return None
+
+
 def append(model, columns: Sequence[str], rows: Iterable[tuple]) -> None:
     """Add ``rows`` to a table with no unique key but its id (nothing can conflict).
 
@@ -71,13 +89,17 @@ def append(model, columns: Sequence[str], rows: Iterable[tuple]) -> None:
             copy.write_row(row)
 
 
-def _insert_staged(model, columns: Sequence[str], rows: list[tuple]) -> None:
-    """PostgreSQL insert-or-ignore: COPY into a session temp table, then one INSERT ... SELECT.
+def _insert_staged(model, columns: Sequence[str], rows: list[tuple], *, conflict: Sequence[str] = (),
+                   update: Sequence[str] = (), returning: Sequence[str] = ()) -> list[tuple] | None:
+    """PostgreSQL: COPY into a session temp table, then one INSERT ... SELECT from it.
 
     Measured on 50,000 issue-shaped rows: 0.14 s of client CPU against 0.52-0.69 s
-    for executemany, and less wall time. Rows are inserted in the order given
-    (``_n``), so of two rows with one key the first wins, as with executemany.
-    Updates never come here: one INSERT may not update a row twice.
+    for executemany, and less wall time. Insert-or-ignore takes the rows in the
+    order given (``_n``), so of two rows with one key the first wins, as with
+    executemany. An upsert keeps the last row of a key (one INSERT may not update
+    a row twice) and can return the stored rows. The staging table is emptied in
+    the same round trip as the INSERT: each trip costs the database thread a wait
+    for the GIL while the crawl thread is busy.
     """
     quote = connection.ops.quote_name
     table = model._meta.db_table
@@ -86,15 +108,24 @@ def _insert_staged(model, columns: Sequence[str], rows: list[tuple]) -> None:
     # One staging table per column list (a changed list gets a new one).
     stage = quote(f"stage_{table}_{zlib.crc32(','.join(columns).encode()):08x}")
     definition = ", ".join(f"{quote(c)} {fields[c].db_type(connection)}" for c in columns)
+    if update:
+        keys = ", ".join(quote(c) for c in conflict)
+        changes = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in update)
+        sql = (f"INSERT INTO {quote(table)} ({cols}) SELECT DISTINCT ON ({keys}) {cols} FROM {stage} "
+               f"ORDER BY {keys}, _n DESC ON CONFLICT ({keys}) DO UPDATE SET {changes}")
+    else:
+        sql = f"INSERT INTO {quote(table)} ({cols}) SELECT {cols} FROM {stage} ORDER BY _n ON CONFLICT DO NOTHING"
+    if returning:
+        sql += " RETURNING " + ", ".join(quote(c) for c in returning)
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         # A temp table lives as long as the connection; this is a no-op after the first time.
         cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} ({definition}, _n bigserial)")
         with cursor.cursor.copy(f"COPY {stage} ({cols}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
-        cursor.execute(f"INSERT INTO {quote(table)} ({cols}) SELECT {cols} FROM {stage} ORDER BY _n "
-                       "ON CONFLICT DO NOTHING")
-        cursor.execute(f"DELETE FROM {stage}")
+        # No parameters, so both statements go in one round trip; the first one's rows come back.
+        cursor.execute(f"{sql}; DELETE FROM {stage}")
+        return cursor.fetchall() if returning else None
 
 
 def db_datetime(value):

@@ -838,9 +838,11 @@ class ChunkWriter:
         now = bulk.db_datetime(timezone.now())
         rows = [page_values(page_row(self.audit, o, digest, kinds.get(digest, Page.Kind.PAGE)), now)
                 for o, digest in zip(outcomes, hashes, strict=True)]
-        bulk.insert(Page, PAGE_COLUMNS, rows, conflict=["audit_id", "url_hash"], update=PAGE_UPDATE_FIELDS)
-        found = Page.objects.filter(audit=self.audit, url_hash__in=hashes)
-        return {digest: (pk, kind) for digest, pk, kind in found.values_list("url_hash", "id", "kind")}
+        found = bulk.upsert(Page, PAGE_COLUMNS, rows, conflict=["audit_id", "url_hash"], update=PAGE_UPDATE_FIELDS,
+                            returning=["url_hash", "id", "kind"])
+        if found is None:
+            found = Page.objects.filter(audit=self.audit, url_hash__in=hashes).values_list("url_hash", "id", "kind")
+        return {digest: (pk, kind) for digest, pk, kind in found}
 
     def _write_issues(self, outcomes, pages) -> list[IssueRow]:
         rows = []

@@ -1,6 +1,7 @@
 """The crawl's bulk writes: rows stored exactly as given, conflicts ignored with the first
-row of a key kept, on both databases (PostgreSQL through COPY: bulk.append for link
-edges, a staging table for insert-or-ignore of COPY_MIN_ROWS rows or more).
+row of a key kept, upserts keeping the last, on both databases (PostgreSQL through COPY:
+bulk.append for link edges, a staging table for insert-or-ignore of COPY_MIN_ROWS rows
+or more and for upserts of STAGED_UPSERT_MIN rows or more, which return what they stored).
 """
 
 import pytest
@@ -9,8 +10,14 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from audits import bulk
-from audits.crawling import EDGE_COLUMNS, ISSUE_COLUMNS
-from audits.models import Audit, Issue, LinkEdge
+from audits.crawling import (
+    EDGE_COLUMNS,
+    ISSUE_COLUMNS,
+    PAGE_COLUMNS,
+    PAGE_UPDATE_FIELDS,
+    page_values,
+)
+from audits.models import Audit, Issue, LinkEdge, Page
 
 # Text a page controls, with everything COPY's text format has to escape.
 AWKWARD = ["plain", "", "tab\there", "new\nline", "back\\slash", "\\N", "quote ' and \"", "ünïcödé ✓ 链接"]
@@ -76,3 +83,32 @@ def test_many_rows_reach_postgresql_through_copy_and_one_insert(owner):
     inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
     assert len(inserts) == 1 and "SELECT" in inserts[0] and "stage_audits_issue_" in inserts[0]
     assert Issue.objects.filter(audit=audit).count() == bulk.COPY_MIN_ROWS
+
+
+def page_rows(audit: Audit, count: int, title: str) -> list[tuple]:
+    now = bulk.db_datetime(timezone.now())
+    return [
+        page_values(Page(audit=audit, url=f"http://127.0.0.1:9/p/{i}", url_hash=f"h{i:031d}", depth=i,
+                         final_url=f"http://127.0.0.1:9/p/{i}", title=f"{title} {AWKWARD[i % len(AWKWARD)]}"), now)
+        for i in range(count)
+    ]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("count", [3, bulk.STAGED_UPSERT_MIN + 5], ids=["few rows", "staged rows"])
+def test_upsert_updates_existing_rows_and_returns_what_it_stored_where_it_can(owner, count):
+    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+    first = page_rows(audit, count, "first")
+    bulk.upsert(Page, PAGE_COLUMNS, first, conflict=["audit_id", "url_hash"], update=PAGE_UPDATE_FIELDS,
+                returning=["url_hash", "id"])
+    # The same keys again, each twice: the later row of a key is what stays.
+    again = page_rows(audit, count, "stale") + page_rows(audit, count, "second")
+    returned = bulk.upsert(Page, PAGE_COLUMNS, again, conflict=["audit_id", "url_hash"], update=PAGE_UPDATE_FIELDS,
+                           returning=["url_hash", "id"])
+    stored = dict(Page.objects.filter(audit=audit).values_list("url_hash", "title"))
+    assert stored == {row[1]: row[PAGE_COLUMNS.index("title")] for row in page_rows(audit, count, "second")}
+    staged = connection.vendor == "postgresql" and count >= bulk.STAGED_UPSERT_MIN
+    if staged:
+        assert sorted(returned) == sorted(Page.objects.filter(audit=audit).values_list("url_hash", "id"))
+    else:
+        assert returned is None  # the caller reads the rows back
