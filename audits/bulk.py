@@ -10,6 +10,7 @@ PostgreSQL alike, which is what makes re-inserting harmless.
 
 from __future__ import annotations
 
+import weakref
 import zlib
 from collections.abc import Iterable, Sequence
 
@@ -17,8 +18,9 @@ from django.db import connection, transaction
 
 BATCH = 2000
 # On PostgreSQL, an insert-or-ignore of at least this many rows goes through COPY
-# into a staging table (below); fewer are not worth its extra statements.
-COPY_MIN_ROWS = 100
+# into a staging table (below): two round trips, where executemany composes each
+# row's SQL client-side and waits on the pipeline row by row.
+COPY_MIN_ROWS = 10
 # An upsert that returns its rows saves the read-back query, so it pays from fewer.
 STAGED_UPSERT_MIN = 10
 
@@ -118,14 +120,31 @@ def _insert_staged(model, columns: Sequence[str], rows: list[tuple], *, conflict
     if returning:
         sql += " RETURNING " + ", ".join(quote(c) for c in returning)
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-        # A temp table lives as long as the connection; this is a no-op after the first time.
-        cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} ({definition}, _n bigserial)")
+        _ensure_stage(cursor, stage, definition)
         with cursor.cursor.copy(f"COPY {stage} ({cols}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
         # No parameters, so both statements go in one round trip; the first one's rows come back.
         cursor.execute(f"{sql}; DELETE FROM {stage}")
         return cursor.fetchall() if returning else None
+
+
+# Staging tables each open PostgreSQL connection has, once a transaction that
+# made one committed (a rolled-back CREATE leaves none). Keyed by the driver's
+# connection object, so a reconnect starts empty.
+_stages: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _ensure_stage(cursor, stage: str, definition: str) -> None:
+    """Create the session's staging table unless it surely exists: one round trip saved per use."""
+    raw = connection.connection
+    known = _stages.setdefault(raw, set())
+    if stage in known:
+        return
+    # A temp table lives as long as the connection; IF NOT EXISTS covers a second
+    # use before the creating transaction committed.
+    cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} ({definition}, _n bigserial)")
+    transaction.on_commit(lambda: known.add(stage))
 
 
 def db_datetime(value):

@@ -5,7 +5,7 @@ or more and for upserts of STAGED_UPSERT_MIN rows or more, which return what the
 """
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -112,3 +112,27 @@ def test_upsert_updates_existing_rows_and_returns_what_it_stored_where_it_can(ow
         assert sorted(returned) == sorted(Page.objects.filter(audit=audit).values_list("url_hash", "id"))
     else:
         assert returned is None  # the caller reads the rows back
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="staging tables are PostgreSQL's")
+def test_the_staging_table_is_created_once_a_connection_after_a_commit_not_after_a_rollback(owner):
+    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+    rows = issue_rows(audit, 3 * bulk.COPY_MIN_ROWS)
+    part = bulk.COPY_MIN_ROWS
+
+    def creates(block) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            block()
+        return sum(q["sql"].startswith("CREATE TEMP TABLE") for q in queries.captured_queries)
+
+    def rolled_back():
+        with transaction.atomic():
+            bulk.insert(Issue, ISSUE_COLUMNS, rows[:part])
+            transaction.set_rollback(True)
+
+    connection.close()  # a fresh session: no staging table yet
+    assert creates(rolled_back) == 1
+    assert creates(lambda: bulk.insert(Issue, ISSUE_COLUMNS, rows[part:2 * part])) == 1  # the rollback dropped it
+    assert creates(lambda: bulk.insert(Issue, ISSUE_COLUMNS, rows[2 * part:])) == 0
+    assert Issue.objects.filter(audit=audit).count() == 2 * part
