@@ -1,0 +1,31 @@
+"""The chunk writer takes each URL's kind from the lease it holds, so a sub-batch asks the
+frontier for kinds only for URLs the lease does not name (the start page's redirect row)."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from audits.crawling import ChunkWriter, crawl_setup
+from audits.models import Page
+
+from .outcomes import parsed_page
+
+pytestmark = pytest.mark.django_db
+
+
+def frontier_kind_reads(writer, outcomes) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        writer.write(outcomes)
+    return sum('"kind"' in q["sql"] and q["sql"].startswith("SELECT") and "audits_frontierurl" in q["sql"]
+               for q in queries.captured_queries)
+
+
+def test_kinds_come_from_the_lease_and_are_read_only_for_urls_it_does_not_hold(chunk_writer):
+    plain, items = chunk_writer
+    leased = ChunkWriter(plain.audit, plain.lease, crawl_setup(plain.audit),
+                         kinds={item.url_hash: item.kind for item in items})
+    assert frontier_kind_reads(leased, [parsed_page(items[0].url)]) == 0
+    assert frontier_kind_reads(leased, [parsed_page(items[1].url), parsed_page(items[0].url + "?other")]) == 1
+    assert frontier_kind_reads(plain, [parsed_page(items[1].url)]) == 1  # no lease kinds: asked
+    stored = dict(Page.objects.filter(audit=plain.audit, url__in=[i.url for i in items[:2]]).values_list("url", "kind"))
+    assert stored == {item.url: item.kind for item in items[:2]}
