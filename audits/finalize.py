@@ -31,6 +31,8 @@ NOT_SITE_FAULTS = (FetchError.WORKER_LOST.value, FetchError.SSRF_BLOCKED.value)
 BATCH = 1000
 
 
+# These read Inlink, which run_finalize builds first (inlinks.build): run on an
+# audit whose edges are not indexed they find nothing.
 # Link checks start from the few target pages that are broken or redirect and
 # reach their edges through Inlink's index, then each edge by its primary key.
 # Written as CROSS JOIN because SQLite, which has no statistics on a fresh
