@@ -245,11 +245,14 @@ class IssueRow:
     key: str
 
 
-def issue_row(audit_id: int, page_id: int | None, url: str, finding: Finding) -> IssueRow:
+def issue_row(audit_id: int, page_id: int | None, url: str, finding: Finding, key: str | None = None) -> IssueRow:
+    """The row for ``finding`` on ``url``; ``key`` replaces the default stable key when a
+    check keys its issues on more than the code, URL, target and message."""
+    if key is None:
+        key = issue_key(finding.code, url, finding.target_url, finding.message if not finding.target_url else "")
     return IssueRow(
         audit_id=audit_id, page_id=page_id, url=url, code=finding.code, severity=finding.severity.value,
-        message=finding.message[:2000], target_url=finding.target_url or "",
-        key=issue_key(finding.code, url, finding.target_url, finding.message if not finding.target_url else ""),
+        message=finding.message[:2000], target_url=finding.target_url or "", key=key,
     )
 
 

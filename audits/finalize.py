@@ -15,7 +15,7 @@ from functools import lru_cache
 from django.db import connection, transaction
 from django.db.models import Count
 
-from crawler.catalogue import CATALOGUE, finding
+from crawler.catalogue import finding
 from crawler.types import FetchError
 
 from . import inlinks
@@ -162,26 +162,20 @@ def broken_links(audit_id: int) -> Iterator[IssueRow]:
     hreflang alternates are not links a visitor follows: a broken one is an
     hreflang_error (hreflang_targets), not a broken resource.
     """
-    # Rows built directly rather than through finding() and issue_row(): a big
-    # audit has one for every link to a broken target (172,763 on the
-    # 10,000-page benchmark corpus, mostly broken images).
-    severity = {code: CATALOGUE[code].severity.value
-                for code in ("broken_link_internal", "broken_link_external", "broken_resource")}
     sql = BROKEN_LINKS_SQL
     for source, source_id, target, tag, anchor, internal, status, error in _rows(sql, [audit_id, *NOT_SITE_FAULTS]):
         why = _why_broken(status, error)
         if tag in ("a", "area"):
             if internal:
-                code, message = "broken_link_internal", f"Link “{anchor or target}” {why}"
+                f = finding("broken_link_internal", f"Link “{anchor or target}” {why}", target)
             else:
                 if not error and status in UNVERIFIED_EXTERNAL:
                     continue  # recorded on the external URL's row as unverified, not reported broken
-                code, message = "broken_link_external", f"External link “{anchor or target}” {why}"
+                f = finding("broken_link_external", f"External link “{anchor or target}” {why}", target)
         else:
-            code, message = "broken_resource", f"{tag} resource {why}"
+            f = finding("broken_resource", f"{tag} resource {why}", target)
         # One row per (source, target, anchor text): the anchor is part of the key.
-        yield IssueRow(audit_id=audit_id, page_id=source_id, url=source, code=code, severity=severity[code],
-                       message=message[:2000], target_url=target, key=issue_key(code, source, target, anchor))
+        yield issue_row(audit_id, source_id, source, f, key=issue_key(f.code, source, target, anchor))
 
 
 def links_to_redirects(audit_id: int) -> Iterator[IssueRow]:
@@ -288,11 +282,10 @@ def hreflang_targets(audit_id: int) -> Iterator[IssueRow]:
         # A page naming itself while noindex or canonicalised elsewhere sends both
         # signals at once; said as such, so it doesn't read as another page's fault.
         named = "names this page, which" if digest == source_hash else f"alternate {target}"
-        row = issue_row(audit_id, source_id, source, finding(
-            "hreflang_error", f"hreflang “{lang}” {named} {' and '.join(reasons)}", target))
         # Keyed apart from the return-link issue on the same (page, alternate).
-        row.key = issue_key(row.code, source, target, "target")
-        yield row
+        yield issue_row(audit_id, source_id, source, finding(
+            "hreflang_error", f"hreflang “{lang}” {named} {' and '.join(reasons)}", target),
+            key=issue_key("hreflang_error", source, target, "target"))
 
 
 def hreflang_return_links(audit_id: int) -> Iterator[IssueRow]:
@@ -323,10 +316,9 @@ def hreflang_return_links(audit_id: int) -> Iterator[IssueRow]:
                 AND r.target_hash = e.source_hash AND r.tag = 'hreflang')
     """
     for source, source_id, target, lang in _rows(sql, [audit_id, *HTML_TYPES]):
-        row = issue_row(audit_id, source_id, source, finding(
-            "hreflang_error", f"hreflang “{lang}” alternate {target} does not link back to this page", target))
-        row.key = issue_key(row.code, source, target, "return")
-        yield row
+        yield issue_row(audit_id, source_id, source, finding(
+            "hreflang_error", f"hreflang “{lang}” alternate {target} does not link back to this page", target),
+            key=issue_key("hreflang_error", source, target, "return"))
 
 
 def sitemap_problems(audit_id: int) -> Iterator[IssueRow]:
