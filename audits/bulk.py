@@ -2,14 +2,18 @@
 
 The crawl writes ~100 rows a page (link edges, issues, frontier rows). Django's
 bulk_create spends most of its time building model instances and compiling
-per-value SQL (measured: ~45 ms of CPU a page on the benchmark corpus); a
-prepared INSERT run with executemany over plain tuples does the same work in a
-small fraction of that. ``ON CONFLICT`` is understood by SQLite (3.24+) and
-PostgreSQL alike, which is what makes re-inserting harmless.
+per-value SQL (measured: ~45 ms of CPU a page on the benchmark corpus); an
+INSERT over plain tuples does the same work in a small fraction of that: on
+SQLite one multi-row statement per few hundred rows, on PostgreSQL COPY into a
+staging table (or executemany for a handful of rows). ``ON CONFLICT`` is
+understood by SQLite (3.24+) and PostgreSQL alike, which is what makes
+re-inserting harmless.
 """
 
 from __future__ import annotations
 
+import itertools
+import sqlite3
 import weakref
 import zlib
 from collections.abc import Iterable, Sequence
@@ -17,6 +21,8 @@ from collections.abc import Iterable, Sequence
 from django.db import connection, transaction
 
 BATCH = 2000
+# Rows in one SQLite multi-row INSERT (fewer if SQLite's variable limit says so).
+MULTIROW_ROWS = 500
 # On PostgreSQL, an insert-or-ignore of at least this many rows goes through COPY
 # into a staging table (below): two round trips, where executemany composes each
 # row's SQL client-side and waits on the pipeline row by row.
@@ -25,11 +31,12 @@ COPY_MIN_ROWS = 10
 STAGED_UPSERT_MIN = 10
 
 
-def _sql(table: str, columns: Sequence[str], conflict: Sequence[str], update: Sequence[str]) -> str:
+def _sql(table: str, columns: Sequence[str], conflict: Sequence[str], update: Sequence[str],
+         values: str | None = None) -> str:
     quote = connection.ops.quote_name
     cols = ", ".join(quote(c) for c in columns)
-    marks = ", ".join(["%s"] * len(columns))
-    sql = f"INSERT INTO {quote(table)} ({cols}) VALUES ({marks}) ON CONFLICT"
+    values = values or "(" + ", ".join(["%s"] * len(columns)) + ")"
+    sql = f"INSERT INTO {quote(table)} ({cols}) VALUES {values} ON CONFLICT"
     if update:
         targets = ", ".join(quote(c) for c in conflict)
         changes = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in update)
@@ -40,6 +47,9 @@ def _sql(table: str, columns: Sequence[str], conflict: Sequence[str], update: Se
 def insert(model, columns: Sequence[str], rows: Iterable[tuple], *, conflict: Sequence[str] = (),
            update: Sequence[str] = ()) -> None:
     """Insert ``rows`` (tuples in ``columns`` order); ignore conflicts, or update ``update`` columns."""
+    if connection.vendor == "sqlite":
+        _insert_multirow(model._meta.db_table, columns, rows, conflict, update)
+        return
     if connection.vendor == "postgresql" and not update:
         rows = rows if isinstance(rows, list) else list(rows)
         if len(rows) >= COPY_MIN_ROWS:
@@ -57,18 +67,59 @@ def insert(model, columns: Sequence[str], rows: Iterable[tuple], *, conflict: Se
             cursor.executemany(sql, batch)
 
 
+def _insert_multirow(table: str, columns: Sequence[str], rows: Iterable[tuple], conflict: Sequence[str],
+                     update: Sequence[str], returning: Sequence[str] = ()) -> list[tuple]:
+    """SQLite: many rows a statement (``VALUES (...), (...), ...``).
+
+    The driver releases the GIL around each step of a statement, and
+    executemany steps once a row: beside the busy crawl thread each release can
+    cost a wait to get the GIL back, which made a sub-batch's 1,300 link edges
+    take ~84 ms against ~14 ms with the crawl thread idle. One statement of many
+    rows steps once. SQLite applies the rows in order, so of two rows with one
+    key the later one updates (or the first one stays), as with executemany.
+    """
+    ncols = len(columns)
+    per = max(1, min(MULTIROW_ROWS, _sqlite_variable_limit() // ncols))
+    # Django rewrites %s to ? with a regex over the whole statement (~1 ms for
+    # 1,000 rows); given ? it has nothing to replace. Its query log, though,
+    # formats the SQL with %, so a logged connection gets %s.
+    mark = "%s" if connection.queries_logged else "?"
+    marks = "(" + ", ".join([mark] * ncols) + ")"
+    back = " RETURNING " + ", ".join(connection.ops.quote_name(c) for c in returning) if returning else ""
+    rows = iter(rows)
+    found: list[tuple] = []
+    with connection.cursor() as cursor:
+        while part := list(itertools.islice(rows, per)):
+            sql = _sql(table, columns, conflict, update, values=", ".join([marks] * len(part))) + back
+            cursor.execute(sql, [value for row in part for value in row])
+            if back:
+                found.extend(cursor.fetchall())
+    return found
+
+
+def _sqlite_variable_limit() -> int:
+    connection.ensure_connection()
+    try:
+        return connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    except AttributeError:  # Python < 3.11 has no getlimit; SQLite's old default
+        return 999
+
+
 def upsert(model, columns: Sequence[str], rows: list[tuple], *, conflict: Sequence[str], update: Sequence[str],
            returning: Sequence[str]) -> list[tuple] | None:
     """Insert ``rows`` or update ``update`` columns of the ones whose ``conflict`` key exists.
 
     On PostgreSQL, STAGED_UPSERT_MIN rows or more go through the COPY staging
     table, and the stored rows' ``returning`` columns come back from the same
-    statement. Elsewhere (SQLite's executemany cannot return rows) the result
-    is None and the caller reads the rows back. Of two rows with one key, the
-    later one is stored, as executemany's second statement would leave it.
+    statement; so they do on SQLite 3.35+ (RETURNING), a row per row given.
+    Otherwise the result is None and the caller reads the rows back. Of two
+    rows with one key, the later one is stored, as a second statement would
+    leave it.
     """
     if connection.vendor == "postgresql" and len(rows) >= STAGED_UPSERT_MIN:
         return _insert_staged(model, columns, rows, conflict=conflict, update=update, returning=returning)
+    if connection.vendor == "sqlite" and connection.features.can_return_rows_from_bulk_insert:  # SQLite 3.35+
+        return _insert_multirow(model._meta.db_table, columns, rows, conflict, update, returning)
     insert(model, columns, rows, conflict=conflict, update=update)
     return None
 
@@ -79,7 +130,7 @@ def append(model, columns: Sequence[str], rows: Iterable[tuple]) -> None:
     PostgreSQL gets them through COPY: measured against the executemany above on
     50,000 issue-shaped rows, about a third of the client CPU (0.14-0.18 against
     0.50-0.55 s) and less wall time (0.41-0.51 against 0.72-0.86 s). SQLite has
-    no COPY; its executemany of a prepared INSERT is already the cheap path.
+    no COPY; it takes the multi-row INSERT.
     """
     if connection.vendor != "postgresql":
         insert(model, columns, rows)

@@ -53,7 +53,8 @@ def issue_rows(audit: Audit, count: int, message: str = "first") -> list[tuple]:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("count", [3, bulk.COPY_MIN_ROWS + 50], ids=["few rows", "staged rows"])
+@pytest.mark.parametrize("count", [3, bulk.COPY_MIN_ROWS + 50, bulk.MULTIROW_ROWS + 7],
+                         ids=["few rows", "staged rows", "more rows than one SQLite statement takes"])
 def test_insert_or_ignore_keeps_the_first_row_of_each_key_and_stores_text_exactly(owner, count):
     audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
     first = issue_rows(audit, count)
@@ -108,8 +109,10 @@ def test_upsert_updates_existing_rows_and_returns_what_it_stored_where_it_can(ow
     stored = dict(Page.objects.filter(audit=audit).values_list("url_hash", "title"))
     assert stored == {row[1]: row[PAGE_COLUMNS.index("title")] for row in page_rows(audit, count, "second")}
     staged = connection.vendor == "postgresql" and count >= bulk.STAGED_UPSERT_MIN
-    if staged:
-        assert sorted(returned) == sorted(Page.objects.filter(audit=audit).values_list("url_hash", "id"))
+    multirow = connection.vendor == "sqlite" and connection.features.can_return_rows_from_bulk_insert
+    if staged or multirow:
+        # (SQLite returns a key's row once per row given: the same id both times.)
+        assert dict(returned) == dict(Page.objects.filter(audit=audit).values_list("url_hash", "id"))
     else:
         assert returned is None  # the caller reads the rows back
 
@@ -136,3 +139,17 @@ def test_the_staging_table_is_created_once_a_connection_after_a_commit_not_after
     assert creates(lambda: bulk.insert(Issue, ISSUE_COLUMNS, rows[part:2 * part])) == 1  # the rollback dropped it
     assert creates(lambda: bulk.insert(Issue, ISSUE_COLUMNS, rows[2 * part:])) == 0
     assert Issue.objects.filter(audit=audit).count() == 2 * part
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="the multi-row INSERT is SQLite's path")
+def test_sqlite_inserts_many_rows_a_statement_within_its_variable_limit(owner, monkeypatch):
+    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+    # A limit smaller than MULTIROW_ROWS rows' worth of variables: the limit decides.
+    monkeypatch.setattr(bulk, "_sqlite_variable_limit", lambda: 25 * len(ISSUE_COLUMNS))
+    rows = issue_rows(audit, 60)
+    with CaptureQueriesContext(connection) as queries:
+        bulk.insert(Issue, ISSUE_COLUMNS, rows)
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    assert [sql.count("), (") + 1 for sql in inserts] == [25, 25, 10]
+    assert Issue.objects.filter(audit=audit).count() == 60
