@@ -236,7 +236,9 @@ class Page(models.Model):
         RESOURCE = "resource", "Resource"
         EXTERNAL = "external", "External link"
 
-    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="pages")
+    # db_index=False here and on the other per-audit tables: every index of theirs
+    # leads with audit, so the FK's own index only cost a write per row.
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="pages", db_index=False)
     url_hash = models.CharField(max_length=32)
     url = models.TextField()
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PAGE)
@@ -302,7 +304,7 @@ class Issue(models.Model):
         REVIEWED = "reviewed", "Reviewed"
         IGNORED = "ignored", "Ignored"
 
-    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="issues")
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="issues", db_index=False)
     page = models.ForeignKey(Page, on_delete=models.CASCADE, null=True, blank=True, related_name="issues")
     url = models.TextField(help_text="The page the issue is on (the source page for link issues)")
     code = models.CharField(max_length=40, choices=IssueCode.choices)
@@ -367,7 +369,7 @@ class FrontierURL(models.Model):
         LEASED = "leased", "Leased"
         DONE = "done", "Done"
 
-    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="frontier")
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="frontier", db_index=False)
     url_hash = models.CharField(max_length=32)
     url = models.TextField()
     kind = models.CharField(max_length=10, choices=Page.Kind.choices, default=Page.Kind.PAGE)
@@ -421,7 +423,7 @@ class LinkEdge(models.Model):
     the ~90 edges a page has.
     """
 
-    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="links")
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="links", db_index=False)
     source_hash = models.CharField(max_length=32)
     source_url = models.TextField()
     target_hash = models.CharField(max_length=32)
@@ -485,7 +487,7 @@ class ChunkLease(models.Model):
         DONE = "done", "Done"
         ABANDONED = "abandoned", "Abandoned"
 
-    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="chunks")
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="chunks", db_index=False)
     number = models.PositiveIntegerField()
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     attempts = models.PositiveSmallIntegerField(default=0)
