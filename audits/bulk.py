@@ -153,6 +153,11 @@ def _insert_staged(model, columns: Sequence[str], rows: list[tuple], *, conflict
     a row twice) and can return the stored rows. The staging table is emptied in
     the same round trip as the INSERT: each trip costs the database thread a wait
     for the GIL while the crawl thread is busy.
+
+    Emptied with TRUNCATE, not DELETE: nothing vacuums a temp table, so deleted
+    rows stayed in it for the life of the connection and every later INSERT ...
+    SELECT read them all again. Finalize's 173,000 broken-link issues, 1,000 a
+    statement in one transaction, took 6.2-10.3 s that way and 4.4-5.0 s now.
     """
     quote = connection.ops.quote_name
     table = model._meta.db_table
@@ -176,7 +181,7 @@ def _insert_staged(model, columns: Sequence[str], rows: list[tuple], *, conflict
             for row in rows:
                 copy.write_row(row)
         # No parameters, so both statements go in one round trip; the first one's rows come back.
-        cursor.execute(f"{sql}; DELETE FROM {stage}")
+        cursor.execute(f"{sql}; TRUNCATE {stage}")
         return cursor.fetchall() if returning else None
 
 

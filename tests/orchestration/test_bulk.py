@@ -153,3 +153,22 @@ def test_sqlite_inserts_many_rows_a_statement_within_its_variable_limit(owner, m
     inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
     assert [sql.count("), (") + 1 for sql in inserts] == [25, 25, 10]
     assert Issue.objects.filter(audit=audit).count() == 60
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="staging tables are PostgreSQL's")
+def test_staging_tables_keep_no_rows_between_uses(owner):
+    # Nothing vacuums a temp table: rows deleted from it would be read again by
+    # every later use on the connection.
+    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+    rows = issue_rows(audit, 300)
+    with transaction.atomic():
+        for part in range(3):
+            bulk.insert(Issue, ISSUE_COLUMNS, rows[part * 100:(part + 1) * 100])
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT relname FROM pg_class WHERE relname LIKE 'stage_audits_issue_%%' "
+                           "AND relpersistence = 't'")
+            (stage,) = cursor.fetchone()
+            cursor.execute("SELECT pg_relation_size(%s)", [stage])
+            assert cursor.fetchone()[0] == 0
+    assert Issue.objects.filter(audit=audit).count() == 300
