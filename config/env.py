@@ -130,9 +130,15 @@ def sqlite_database(path: str) -> dict:
             # (measured with sqlite3_memory_used on a 3,000-page audit; the
             # 1,000-page benchmark's time moved less than its run-to-run noise).
             "cached_statements": SQLITE_CACHED_STATEMENTS,
+            # wal_autocheckpoint: SQLite copies the WAL back into the database in
+            # the commit that takes it past this many pages. At its default of
+            # 1,000 (4 MB) the crawl's writer paid that every few sub-batches,
+            # copying the same index pages again each time; at 10,000 a
+            # 1,000-page audit ran 10.6 -> 9.0 s (mean of 4 runs each, whole
+            # process). The WAL file may reach ~40 MB between checkpoints.
             "init_command": (
                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
-                " PRAGMA foreign_keys=ON;"
+                " PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint=10000;"
             ),
         },
         # A file (not :memory:) so the qcluster subprocess in the orchestration

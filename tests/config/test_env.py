@@ -57,6 +57,21 @@ def test_sqlite_connections_are_opened_with_a_small_statement_cache(tmp_path):
     assert wrapper.get_connection_params()["cached_statements"] == SQLITE_CACHED_STATEMENTS == 32
 
 
+def test_sqlite_connections_checkpoint_the_wal_every_10000_pages_not_1000(tmp_path):
+    from django.db.backends.sqlite3.base import DatabaseWrapper
+
+    db = database_from_url(f"sqlite:///{tmp_path}/x.sqlite3", base_dir=tmp_path)
+    wrapper = DatabaseWrapper({**db, "TIME_ZONE": None, "CONN_HEALTH_CHECKS": False, "CONN_MAX_AGE": 0,
+                               "AUTOCOMMIT": True, "ATOMIC_REQUESTS": False})
+    # The connection Django opens, with its init commands run (no test database needed).
+    conn = wrapper.get_new_connection(wrapper.get_connection_params())
+    try:
+        assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 10000
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
+
+
 def test_postgres_url_is_split_with_health_checks():
     db = database_from_url("postgres://u:p%40ss@127.0.0.1:5433/site?sslmode=require", base_dir=Path("/"))
     assert (db["NAME"], db["USER"], db["PASSWORD"], db["HOST"], db["PORT"]) == ("site", "u", "p@ss", "127.0.0.1", "5433")
