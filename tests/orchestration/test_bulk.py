@@ -155,20 +155,25 @@ def test_sqlite_inserts_many_rows_a_statement_within_its_variable_limit(owner, m
     assert Issue.objects.filter(audit=audit).count() == 60
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="staging tables are PostgreSQL's")
 def test_staging_tables_keep_no_rows_between_uses(owner):
-    # Nothing vacuums a temp table: rows deleted from it would be read again by
-    # every later use on the connection.
+    # Nothing vacuums a temp table: rows only deleted from it would be read
+    # again by every later use on the connection.
     audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
-    rows = issue_rows(audit, 300)
-    with transaction.atomic():
-        for part in range(3):
-            bulk.insert(Issue, ISSUE_COLUMNS, rows[part * 100:(part + 1) * 100])
+    rows = issue_rows(audit, 400)
+
+    def stage_size() -> int:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT relname FROM pg_class WHERE relname LIKE 'stage_audits_issue_%%' "
-                           "AND relpersistence = 't'")
-            (stage,) = cursor.fetchone()
-            cursor.execute("SELECT pg_relation_size(%s)", [stage])
-            assert cursor.fetchone()[0] == 0
-    assert Issue.objects.filter(audit=audit).count() == 300
+            cursor.execute("SELECT pg_relation_size(c.oid) FROM pg_class c WHERE c.relname LIKE 'stage_audits_issue_%%' "
+                           "AND c.relpersistence = 't' AND pg_table_is_visible(c.oid)")
+            return cursor.fetchone()[0]
+
+    with transaction.atomic():  # one use, as a crawl's sub-batch makes
+        bulk.insert(Issue, ISSUE_COLUMNS, rows[:100])
+    assert stage_size() == 0  # emptied at commit
+    with transaction.atomic():  # many uses in one transaction, as finalize makes
+        for part in range(1, 4):
+            bulk.insert(Issue, ISSUE_COLUMNS, rows[part * 100:(part + 1) * 100])
+        assert stage_size() == 0
+    assert Issue.objects.filter(audit=audit).count() == 400
