@@ -192,13 +192,19 @@ def _insert_staged(model, columns: Sequence[str], rows: list[tuple], *, conflict
         return cursor.fetchall() if returning else None
 
 
-# Stages used in each connection's open transaction (cleared at commit; after a
-# rollback an entry may stay, which only costs a TRUNCATE where DELETE would do).
+# Stages used in each connection's open transaction, with the outermost atomic
+# block that opened it: a new block is a new transaction (after a rollback too),
+# and a commit clears the set for a block entered again (a decorated function).
+# A stale entry would only cost a TRUNCATE where DELETE would do.
 _used: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _emptying(stage: str) -> str:
-    used = _used.setdefault(connection.connection, set())
+    outermost = connection.atomic_blocks[0]  # _insert_staged runs inside atomic()
+    block, used = _used.get(connection.connection, (None, None))
+    if block is not outermost:
+        used = set()
+        _used[connection.connection] = (outermost, used)
     if stage in used:
         return "TRUNCATE"
     used.add(stage)

@@ -177,3 +177,21 @@ def test_staging_tables_keep_no_rows_between_uses(owner):
             bulk.insert(Issue, ISSUE_COLUMNS, rows[part * 100:(part + 1) * 100])
         assert stage_size() == 0
     assert Issue.objects.filter(audit=audit).count() == 400
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="staging tables are PostgreSQL's")
+def test_a_stage_is_truncated_only_when_used_again_in_the_same_transaction(owner):
+    # TRUNCATE gives the table a new file once a transaction: worth it only for reuse.
+    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+    rows = issue_rows(audit, 60)
+    with transaction.atomic():  # a rolled-back transaction must not leave the stage marked as used
+        bulk.insert(Issue, ISSUE_COLUMNS, rows[:20])
+        transaction.set_rollback(True)
+    with CaptureQueriesContext(connection) as queries, transaction.atomic():
+        bulk.insert(Issue, ISSUE_COLUMNS, rows[20:40])
+        bulk.insert(Issue, ISSUE_COLUMNS, rows[40:60])
+    emptying = [q["sql"].rsplit(";", 1)[1].split()[0] for q in queries.captured_queries
+                if q["sql"].startswith("INSERT INTO")]
+    assert emptying == ["DELETE", "TRUNCATE"]
+    assert Issue.objects.filter(audit=audit).count() == 40
