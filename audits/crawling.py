@@ -898,10 +898,14 @@ class ChunkWriter:
                     candidates[target_hash] = Candidate(url, o.depth + 1, o.url, Page.Kind.EXTERNAL)
         # A retried page replaces the edges an earlier try wrote (the fence makes
         # this transaction the only writer of these sources), so no unique key
-        # is needed to keep them single.
+        # is needed to keep them single. Only pages are parsed, so a resource or
+        # external URL of the lease has no edges to replace: a sub-batch of
+        # resource checks skips the statement.
+        pages = [digest for digest in map(url_hash, (o.url for o in outcomes))
+                 if self.kinds.get(digest, Page.Kind.PAGE) == Page.Kind.PAGE]
         with connection.cursor() as cursor:
-            for start in range(0, len(outcomes), DELETE_BATCH):
-                sources = [url_hash(o.url) for o in outcomes[start:start + DELETE_BATCH]]
+            for start in range(0, len(pages), DELETE_BATCH):
+                sources = pages[start:start + DELETE_BATCH]
                 cursor.execute(
                     f"DELETE FROM audits_linkedge WHERE audit_id = %s AND source_hash IN "
                     f"({', '.join(['%s'] * len(sources))})", [audit_id, *sources],

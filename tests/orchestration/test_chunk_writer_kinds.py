@@ -7,6 +7,9 @@ from django.test.utils import CaptureQueriesContext
 
 from audits.crawling import ChunkWriter, crawl_setup
 from audits.models import Page
+from crawler.page import PageOutcome
+from crawler.types import FetchResult
+from crawler.urls import url_hash
 
 from .outcomes import parsed_page
 
@@ -29,3 +32,26 @@ def test_kinds_come_from_the_lease_and_are_read_only_for_urls_it_does_not_hold(c
     assert frontier_kind_reads(plain, [parsed_page(items[1].url)]) == 1  # no lease kinds: asked
     stored = dict(Page.objects.filter(audit=plain.audit, url__in=[i.url for i in items[:2]]).values_list("url", "kind"))
     assert stored == {item.url: item.kind for item in items[:2]}
+
+
+def resource_check(url: str) -> PageOutcome:
+    """A HEAD check of an image: never parsed, so it has no links."""
+    return PageOutcome(url, 1, FetchResult(url, url, status=200, content_type="image/png"), None, (), ())
+
+
+def edge_deletes(writer, outcomes) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        writer.write(outcomes)
+    return sum(q["sql"].startswith("DELETE FROM audits_linkedge") for q in queries.captured_queries)
+
+
+def test_only_pages_have_their_earlier_link_edges_deleted(chunk_writer):
+    plain, items = chunk_writer
+    page = items[0]
+    assert page.kind == Page.Kind.PAGE
+    image = page.url.rstrip("/") + "/logo.png"
+    writer = ChunkWriter(plain.audit, plain.lease, crawl_setup(plain.audit),
+                         kinds={url_hash(image): Page.Kind.RESOURCE, page.url_hash: page.kind})
+    assert edge_deletes(writer, [resource_check(image)]) == 0  # resources never have edges
+    assert edge_deletes(writer, [parsed_page(page.url), resource_check(image)]) == 1
+    assert edge_deletes(plain, [resource_check(image)]) == 1  # kind unknown: treated as a page
