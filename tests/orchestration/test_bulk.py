@@ -19,13 +19,20 @@ from audits.crawling import (
 )
 from audits.models import Audit, Issue, LinkEdge, Page
 
+only_postgresql = pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY and staging tables are PostgreSQL's")
+
+
+@pytest.fixture
+def audit(owner):
+    return Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+
+
 # Text a page controls, with everything COPY's text format has to escape.
 AWKWARD = ["plain", "", "tab\there", "new\nline", "back\\slash", "\\N", "quote ' and \"", "ünïcödé ✓ 链接"]
 
 
 @pytest.mark.django_db
-def test_appended_edges_are_stored_exactly_as_given(owner):
-    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+def test_appended_edges_are_stored_exactly_as_given(audit):
     rows = [
         (audit.pk, f"s{i:031d}", f"http://127.0.0.1:9/p/{i}", f"t{i:031d}", f"http://127.0.0.1:9/t/{i}",
          "a" if i % 2 else "img", text, i % 3 == 0, i % 2 == 0)
@@ -37,8 +44,7 @@ def test_appended_edges_are_stored_exactly_as_given(owner):
 
 
 @pytest.mark.django_db
-def test_appending_nothing_writes_nothing(owner):
-    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+def test_appending_nothing_writes_nothing(audit):
     bulk.append(LinkEdge, EDGE_COLUMNS, [])
     assert not LinkEdge.objects.filter(audit=audit).exists()
 
@@ -55,8 +61,7 @@ def issue_rows(audit: Audit, count: int, message: str = "first") -> list[tuple]:
 @pytest.mark.django_db
 @pytest.mark.parametrize("count", [3, bulk.COPY_MIN_ROWS + 50, bulk.MULTIROW_ROWS + 7],
                          ids=["few rows", "staged rows", "more rows than one SQLite statement takes"])
-def test_insert_or_ignore_keeps_the_first_row_of_each_key_and_stores_text_exactly(owner, count):
-    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+def test_insert_or_ignore_keeps_the_first_row_of_each_key_and_stores_text_exactly(audit, count):
     first = issue_rows(audit, count)
     # Within one call, a repeated key keeps its first row ...
     bulk.insert(Issue, ISSUE_COLUMNS, first + issue_rows(audit, count, "repeat"))
@@ -67,8 +72,7 @@ def test_insert_or_ignore_keeps_the_first_row_of_each_key_and_stores_text_exactl
 
 
 @pytest.mark.django_db
-def test_staged_inserts_work_again_on_the_same_connection(owner):
-    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+def test_staged_inserts_work_again_on_the_same_connection(audit):
     rows = issue_rows(audit, 3 * bulk.COPY_MIN_ROWS)
     for part in range(3):  # the staging table is emptied after each use
         bulk.insert(Issue, ISSUE_COLUMNS, rows[part * bulk.COPY_MIN_ROWS:(part + 1) * bulk.COPY_MIN_ROWS])
@@ -76,9 +80,8 @@ def test_staged_inserts_work_again_on_the_same_connection(owner):
 
 
 @pytest.mark.django_db
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY is PostgreSQL's")
-def test_many_rows_reach_postgresql_through_copy_and_one_insert(owner):
-    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+@only_postgresql
+def test_many_rows_reach_postgresql_through_copy_and_one_insert(audit):
     with CaptureQueriesContext(connection) as queries:
         bulk.insert(Issue, ISSUE_COLUMNS, issue_rows(audit, bulk.COPY_MIN_ROWS))
     inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
@@ -97,8 +100,7 @@ def page_rows(audit: Audit, count: int, title: str) -> list[tuple]:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("count", [3, bulk.STAGED_UPSERT_MIN + 5], ids=["few rows", "staged rows"])
-def test_upsert_updates_existing_rows_and_returns_what_it_stored_where_it_can(owner, count):
-    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+def test_upsert_updates_existing_rows_and_returns_what_it_stored_where_it_can(audit, count):
     first = page_rows(audit, count, "first")
     bulk.upsert(Page, PAGE_COLUMNS, first, conflict=["audit_id", "url_hash"], update=PAGE_UPDATE_FIELDS,
                 returning=["url_hash", "id"])
@@ -118,9 +120,8 @@ def test_upsert_updates_existing_rows_and_returns_what_it_stored_where_it_can(ow
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="staging tables are PostgreSQL's")
-def test_the_staging_table_is_created_once_a_connection_after_a_commit_not_after_a_rollback(owner):
-    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+@only_postgresql
+def test_the_staging_table_is_created_once_a_connection_after_a_commit_not_after_a_rollback(audit):
     rows = issue_rows(audit, 3 * bulk.COPY_MIN_ROWS)
     part = bulk.COPY_MIN_ROWS
 
@@ -143,8 +144,7 @@ def test_the_staging_table_is_created_once_a_connection_after_a_commit_not_after
 
 @pytest.mark.django_db
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="the multi-row INSERT is SQLite's path")
-def test_sqlite_inserts_many_rows_a_statement_within_its_variable_limit(owner, monkeypatch):
-    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
+def test_sqlite_inserts_many_rows_a_statement_within_its_variable_limit(audit, monkeypatch):
     # A limit smaller than MULTIROW_ROWS rows' worth of variables: the limit decides.
     monkeypatch.setattr(bulk, "_sqlite_variable_limit", lambda: 25 * len(ISSUE_COLUMNS))
     rows = issue_rows(audit, 60)
@@ -156,11 +156,10 @@ def test_sqlite_inserts_many_rows_a_statement_within_its_variable_limit(owner, m
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="staging tables are PostgreSQL's")
-def test_staging_tables_keep_no_rows_between_uses(owner):
+@only_postgresql
+def test_staging_tables_keep_no_rows_between_uses(audit):
     # Nothing vacuums a temp table: rows only deleted from it would be read
     # again by every later use on the connection.
-    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
     rows = issue_rows(audit, 400)
 
     def stage_size() -> int:
@@ -180,10 +179,9 @@ def test_staging_tables_keep_no_rows_between_uses(owner):
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="staging tables are PostgreSQL's")
-def test_a_stage_is_truncated_only_when_used_again_in_the_same_transaction(owner):
+@only_postgresql
+def test_a_stage_is_truncated_only_when_used_again_in_the_same_transaction(audit):
     # TRUNCATE gives the table a new file once a transaction: worth it only for reuse.
-    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1:9/")
     rows = issue_rows(audit, 60)
     with transaction.atomic():  # a rolled-back transaction must not leave the stage marked as used
         bulk.insert(Issue, ISSUE_COLUMNS, rows[:20])
