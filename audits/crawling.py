@@ -87,6 +87,13 @@ TEMPLATE_CEILING = 100_000
 # Results written per transaction: bigger batches amortise the commit, the lease
 # fence and the counters; a batch is also flushed after a second (max_batch_wait).
 SUB_BATCH = 50
+# A chunk of only resource and external checks (most chunks of a site with many
+# images) writes twice as many results at once: their rows are small (no links,
+# no body facts), so the transaction's fixed costs (fence, counters, commit, the
+# status read) were much of a write. 1,000-page SQLite audits, four interleaved
+# pairs: 17.0, 15.9, 14.6, 14.0 s -> 13.1, 14.8, 13.3, 12.3 s; PostgreSQL moved
+# less than its noise. Two writes a chunk still let the first overlap fetching.
+RESOURCE_SUB_BATCH = 100
 # Sources per DELETE of re-written link edges (one statement per sub-batch).
 DELETE_BATCH = 50
 WORKER_LOST_DETAIL = "The worker crawling this URL died on every try"
@@ -611,8 +618,15 @@ async def _crawl_items(items, setup: CrawlSetup, writer: ChunkWriter, db, *, ser
         return await run_window(
             items, work, sink, policy=window, host_of=lambda item: "",
             health_of=lambda outcome: fetch_health(outcome.result, window),
-            soft_deadline=deadline, batch_size=1 if serial else SUB_BATCH, max_batch_wait=1.0,
+            soft_deadline=deadline, batch_size=1 if serial else _sub_batch(items), max_batch_wait=1.0,
         )
+
+
+def _sub_batch(items: list[Item]) -> int:
+    """Results per write of this chunk: more when it holds no page (see RESOURCE_SUB_BATCH)."""
+    if any(item.kind == Page.Kind.PAGE for item in items):
+        return SUB_BATCH
+    return RESOURCE_SUB_BATCH
 
 
 def _internal_test(scope: Scope | None) -> Callable[[str], bool]:
