@@ -342,7 +342,10 @@ async def run_window(
             timers = [next_timer]
             if soft_deadline is not None and waiting:
                 timers.append(soft_deadline)
-            if batch and max_batch_wait is not None:
+            # An old batch with no room in the queue waits for the consumer's
+            # wake-up (it sets the event when it takes a batch): its timer would
+            # already be past, and waking at once for it spun the loop on the CPU.
+            if batch and max_batch_wait is not None and not queue.full():
                 timers.append(batch_started + max_batch_wait)
             wake_at = min((t for t in timers if t is not None), default=None)
             await _wait(wake, wake_at, consumer)
