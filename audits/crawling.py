@@ -92,7 +92,8 @@ SUB_BATCH = 50
 # no body facts), so the transaction's fixed costs (fence, counters, commit, the
 # status read) were much of a write. 1,000-page SQLite audits, four interleaved
 # pairs: 17.0, 15.9, 14.6, 14.0 s -> 13.1, 14.8, 13.3, 12.3 s; PostgreSQL moved
-# less than its noise. Two writes a chunk still let the first overlap fetching.
+# less than its noise. At the default CHUNK_SIZE (200) a chunk still writes twice,
+# so the first write overlaps fetching.
 RESOURCE_SUB_BATCH = 100
 # Sources per DELETE of re-written link edges (one statement per sub-batch).
 DELETE_BATCH = 50
