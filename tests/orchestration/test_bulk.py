@@ -19,6 +19,8 @@ from audits.crawling import (
 )
 from audits.models import Audit, Issue, LinkEdge, Page
 
+# `.ci/run` runs the suite on SQLite and again on PostgreSQL, so a test marked
+# for one database runs in one of the two passes.
 only_postgresql = pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY and staging tables are PostgreSQL's")
 
 
