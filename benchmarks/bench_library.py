@@ -1,4 +1,4 @@
-"""The library benchmark: parse + checks CPU, crawl throughput against Scrapy, httpx pool shapes.
+"""The library benchmark: parse + checks CPU, crawl throughput against Scrapy, HTTP layers.
 
 One run measures, side by side on the same generated corpus:
 
@@ -7,8 +7,8 @@ One run measures, side by side on the same generated corpus:
 (b) pages per second of ``crawl_site`` (no database) against Scrapy's
     CrawlSpider, both crawling the whole corpus from one loopback static
     server with the same concurrency, each in its own process;
-(c) httpx CPU per request with one pool of 32 connections against four pools
-    of 8 (the Fetcher's shape), with and without the ``sniffio`` package.
+(c) CPU per request through each HTTP layer (``benchmarks/http_layers.py``):
+    the Fetcher, its h11 pool alone, httpcore's pools and a plain httpx client.
 
 It writes the figures to ``benchmarks/RESULTS.md`` (``--results``). It is a
 script, never a timed test. Reproduce with::
@@ -214,26 +214,18 @@ def _has_uvloop() -> bool:
     return uvloop is not None
 
 
-# (c) httpx pool shapes ----------------------------------------------------------
+# (c) HTTP layers ----------------------------------------------------------------
 
 
-def measure_pools(base: str, requests: int) -> list[dict]:
-    shapes = []
-    for hide in (False, True):
-        for pools, per_pool in ((1, 32), (4, 8)):
-            args = [
-                "-m",
-                "benchmarks.httpx_pools",
-                base,
-                "--pools",
-                str(pools),
-                "--per-pool",
-                str(per_pool),
-                "--requests",
-                str(requests),
-            ]
-            shapes.append(_child(args + (["--hide-sniffio"] if hide else [])))
-    return shapes
+def measure_layers(base: str, requests: int, concurrency: int) -> list[dict]:
+    from benchmarks.http_layers import LAYERS
+
+    return [
+        _child(["-m", "benchmarks.http_layers", base, "--layer", layer, "--method", method,
+                "--requests", str(requests), "--concurrency", str(concurrency)])
+        for layer in LAYERS
+        for method in ("HEAD", "GET")
+    ]
 
 
 # Report ------------------------------------------------------------------------
@@ -249,8 +241,8 @@ def _version(name: str) -> str:
 LIBRARY_PACKAGES = (
     "httpx",
     "httpcore",
+    "h11",
     "anyio",
-    "sniffio",
     "uvloop",
     "lxml",
     "beautifulsoup4",
@@ -285,7 +277,7 @@ def _best(runs: list[dict]) -> dict:
     return max(runs, key=lambda run: run["responses"] / run["seconds"])
 
 
-def render(args, info, server, parse, crawls, pools, profile=None) -> str:
+def render(args, info, server, parse, crawls, layers, profile=None) -> str:
     ours, theirs = _best(crawls["ours"]), _best(crawls["scrapy"]) if "scrapy" in crawls else None
     ours_rate = ours["responses"] / ours["seconds"]
     lines = [
@@ -378,19 +370,22 @@ def render(args, info, server, parse, crawls, pools, profile=None) -> str:
             )
     lines += [
         "",
-        "## (c) httpx CPU per request by pool shape",
+        "## (c) CPU per request through each HTTP layer",
         "",
-        f"{pools[0]['requests']} GETs of corpus pages over 32 concurrent requests, each shape in a fresh "
-        "process. Without sniffio is emulated by failing `import sniffio` after the same sys.path "
-        "scan a missing package costs (httpcore retries that import for every lock it creates).",
+        f"{layers[0]['requests']} requests for corpus pages at {layers[0]['concurrency']} in flight, after "
+        "warming the connections, each layer and method in a fresh process "
+        "(`benchmarks/http_layers.py`). *fetcher* is `Fetcher.check` (HEAD) or `Fetcher.fetch` (GET) "
+        "with everything around the request; *pool* is its `crawler.http11.Pool` alone; *httpcore* is "
+        "httpcore's pools of four on the same sockets, the fetcher's previous shape; *httpx* is a "
+        "default `httpx.AsyncClient`.",
         "",
-        "| pools x connections | sniffio | ms CPU / request | requests/s |",
+        "| layer | method | ms CPU / request | requests/s |",
         "| --- | --- | ---: | ---: |",
     ]
-    for shape in pools:
+    for shape in layers:
         lines.append(
-            f"| {shape['pools']} x {shape['per_pool']} | {'installed' if shape['sniffio'] else 'absent'} | "
-            f"{shape['cpu_ms_per_request']:.2f} | {shape['requests_per_second']:.0f} |"
+            f"| {shape['layer']} | {shape['method']} | {shape['cpu_ms_per_request']:.2f} | "
+            f"{shape['requests_per_second']:.0f} |"
         )
     if profile:
         lines += [
@@ -419,7 +414,7 @@ PROFILE_FRAMES = (
     ("page checks (`run_page_checks`)", "run_page_checks", "checks.py"),
     ("outlink normalisation (`outlinks_of`)", "outlinks_of", "page.py"),
     ("frontier admission (`_Frontier.follow`)", "follow", "crawl.py"),
-    ("fetching (`Fetcher.fetch`, httpx + httpcore)", "fetch", "fetch.py"),
+    ("fetching (`Fetcher.fetch`, h11 on `http11.Pool`)", "fetch", "fetch.py"),
     ("  of which reading bodies (`_read_body`)", "_read_body", "fetch.py"),
     ("window scheduling and sink (`run_window`, `_consume`)", "run_window|_consume", "window.py"),
 )
@@ -482,7 +477,7 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each crawler; the best counts"
     )
-    parser.add_argument("--pool-requests", type=int, default=4000)
+    parser.add_argument("--layer-requests", type=int, default=6000)
     parser.add_argument("--install", action="store_true", help="apt-get install nginx if missing")
     parser.add_argument("--python-server", action="store_true", help="serve from Python, not nginx")
     parser.add_argument("--skip-scrapy", action="store_true")
@@ -524,11 +519,10 @@ def main() -> None:
                     f"{1000 * run['cpu_seconds'] / run['responses']:.2f} ms CPU/page",
                     flush=True,
                 )
-        pools = measure_pools(base, args.pool_requests)
-        for shape in pools:
+        layers = measure_layers(base, args.layer_requests, args.concurrency)
+        for shape in layers:
             print(
-                f"(c) {shape['pools']}x{shape['per_pool']} sniffio={shape['sniffio']}: "
-                f"{shape['cpu_ms_per_request']:.2f} ms CPU/request",
+                f"(c) {shape['layer']} {shape['method']}: {shape['cpu_ms_per_request']:.2f} ms CPU/request",
                 flush=True,
             )
         profile = None
@@ -542,7 +536,7 @@ def main() -> None:
             for label, share in profile or ():
                 print(f"profile: {share:5.1f}%  {label}")
     if args.results:
-        args.results.write_text(render(args, info, server, parse, crawls, pools, profile))
+        args.results.write_text(render(args, info, server, parse, crawls, layers, profile))
         print(f"wrote {args.results}")
 
 

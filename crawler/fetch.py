@@ -4,24 +4,19 @@ hop-by-hop redirects through the SSRF guard, and polite retries.
 ``Fetcher.fetch`` never raises for anything a site does; every failure comes
 back as ``FetchResult(error=FetchError.X, error_detail="...")``. The pieces:
 
-* Pools. httpcore scans every pooled connection for every queued request,
-  so one 32-connection pool costs about 1.5 ms of CPU per request on a small
-  machine against about 0.6 ms for several 8-connection pools. The fetcher
-  therefore holds ``ceil(concurrency / pool_connections)`` transports (each
-  one small pool) and sends each request through the least busy one, never
-  more requests in flight than the pools have connections (a request queued
-  inside a pool would spend its deadline waiting for a connection rather than
-  for the site). httpcore also imports ``sniffio`` on every lock it takes;
-  without the package installed each failed import costs ~45 us, about
-  0.2 ms per request, so ``sniffio`` belongs in the dependencies.
-* Every pool dials through ``net.GuardedBackend`` (resolve once, check,
-  connect to that IP) with ``trust_env=False``, so proxy variables in the
-  worker's environment are ignored and nothing resolves a name twice.
-* httpx's read timeout is per socket read, so a server dripping a byte at a
+* Connections. Requests go through ``http11.Pool``: h11 over keep-alive
+  connections, without httpcore's pool, whose locks and cancel scopes cost
+  more CPU per request than the HTTP itself (that module says how much).
+  At most ``concurrency`` requests are in flight; one beyond that waits for a
+  slot before its deadline starts, so it spends the deadline on the site, not
+  in a queue.
+* Every connection is dialled through ``net.GuardedBackend`` (resolve once,
+  check, connect to that IP). No proxy variable in the worker's environment
+  is read, and nothing resolves a name twice.
+* The read timeout is per socket read, so a server dripping a byte at a
   time never trips it; each exchange runs under ``asyncio.timeout``.
 * httpx inflates a whole raw chunk in one call with no bound (a 200 KB gzip
-  bomb becomes one 67 MB chunk), so bodies are read with ``aiter_raw()`` and
-  inflated here with ``decompressobj().decompress(data, max_length)``, as
+  bomb becomes one 67 MB chunk), so bodies are read raw and inflated here with ``decompressobj().decompress(data, max_length)``, as
   Scrapy does since CVE-2025-6176. Only gzip and deflate are advertised.
 """
 
@@ -46,6 +41,7 @@ from typing import TypeVar
 import httpcore
 import httpx
 
+from . import http11
 from .errors import (
     BodyTooLarge,
     ConnectFailed,
@@ -113,9 +109,6 @@ class FetchPolicy:
     rate_limited_pause: float = 60.0
     backoff_base: float = 0.5
     backoff_cap: float = 8.0
-    # Connections per pool. Smaller pools cost less CPU per request (httpcore's
-    # scan above); 4 measured cheaper than 8 in whole audits on this machine.
-    pool_connections: int = 4
     # Everything one fetch() may take: all hops, retries and waits. Without it
     # a chain of ten slow redirects could hold a worker for ten deadlines.
     total_budget: float = 60.0
@@ -195,54 +188,23 @@ class Fetcher:
         self._sleep = sleep
         self._clock = clock
         self._random = random.Random()
-        per_pool = max(1, policy.pool_connections)
-        count = max(1, math.ceil(max(1, concurrency) / per_pool))
         ssl_context = verify if isinstance(verify, ssl.SSLContext) else _ssl_context(verify)
-        backend = GuardedBackend(guard, network_backend)
-        # The transports are used directly rather than through AsyncClient:
-        # the client parses every Location header eagerly (a hostile one raises
-        # from send()), and it would add a cookie jar and proxy logic we do not
-        # want. Redirects, retries and headers are all handled here.
-        self._transports = [
-            self._make_transport(ssl_context, backend, per_pool) for _ in range(count)
-        ]
-        self._headers = {
-            "User-Agent": policy.user_agent,
-            "Accept": ACCEPT,
-            "Accept-Encoding": ACCEPT_ENCODING,
-        }
-        self._timeouts = httpx.Timeout(
-            connect=policy.connect_timeout,
-            read=policy.read_timeout,
-            write=policy.read_timeout,
-            pool=None,
-        ).as_dict()
-        self._busy = [0] * count
-        self._next = 0
-        self._slots = asyncio.Semaphore(count * per_pool)
-
-    @property
-    def pool_count(self) -> int:
-        return len(self._transports)
-
-    def _make_transport(
-        self, ssl_context: ssl.SSLContext, backend: GuardedBackend, size: int
-    ) -> httpx.AsyncHTTPTransport:
-        transport = httpx.AsyncHTTPTransport(verify=ssl_context, trust_env=False)
-        # httpx has no public hook for the network backend; its transport is a
-        # thin shell around an httpcore pool, so build that pool ourselves.
-        if not isinstance(getattr(transport, "_pool", None), httpcore.AsyncConnectionPool):
-            raise RuntimeError("httpx.AsyncHTTPTransport no longer wraps an httpcore pool")
-        transport._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context,
-            max_connections=size,
-            max_keepalive_connections=size,
-            keepalive_expiry=5.0,
-            http1=True,
-            http2=False,
-            network_backend=backend,
+        # Redirects, retries, credentials and headers are all handled here, so
+        # the pool only sends one request at a time on a connection.
+        self._pool = http11.Pool(
+            GuardedBackend(guard, network_backend),
+            ssl_context,
+            connect_timeout=policy.connect_timeout,
+            read_timeout=policy.read_timeout,
+            write_timeout=policy.read_timeout,
+            max_idle_per_origin=max(1, concurrency),
         )
-        return transport
+        self._headers = [
+            (b"User-Agent", policy.user_agent.encode()),
+            (b"Accept", ACCEPT.encode()),
+            (b"Accept-Encoding", ACCEPT_ENCODING.encode()),
+        ]
+        self._slots = asyncio.Semaphore(max(1, concurrency))
 
     async def __aenter__(self) -> Fetcher:
         return self
@@ -251,8 +213,7 @@ class Fetcher:
         await self.aclose()
 
     async def aclose(self) -> None:
-        for transport in self._transports:
-            await transport.aclose()
+        await self._pool.aclose()
 
     async def fetch(
         self, url: str, *, keep_body: bool | None = None, max_bytes: int | None = None
@@ -306,9 +267,9 @@ class Fetcher:
         for hop in range(policy.max_redirects + 1):
             # Credentials from the start URL go only to the origin they came with.
             headers = (
-                {"Authorization": credentials}
+                [(b"Authorization", credentials.encode())]
                 if credentials and _origin(target) == cred_origin
-                else {}
+                else []
             )
             response = await self._with_retries(
                 method, target, headers, keep_body, max_bytes, budget_end, trail
@@ -352,7 +313,7 @@ class Fetcher:
         self,
         method: str,
         url: httpx.URL,
-        headers: dict[str, str],
+        headers: list[tuple[bytes, bytes]],
         keep_body: bool | None,
         max_bytes: int | None,
         budget_end: float,
@@ -453,23 +414,11 @@ class Fetcher:
         ceiling = min(self.policy.backoff_cap, self.policy.backoff_base * 2**attempt)
         return ceiling / 2 + self._random.uniform(0, ceiling / 2)
 
-    def _pick(self) -> int:
-        """The least busy pool, starting the search round-robin to spread ties."""
-        count = len(self._transports)
-        start = self._next
-        self._next = (start + 1) % count
-        best = start
-        for offset in range(1, count):
-            index = (start + offset) % count
-            if self._busy[index] < self._busy[best]:
-                best = index
-        return best
-
     async def _exchange(
         self,
         method: str,
         url: httpx.URL,
-        headers: dict[str, str],
+        headers: list[tuple[bytes, bytes]],
         keep_body: bool | None,
         max_bytes: int | None,
         deadline: float,
@@ -477,73 +426,38 @@ class Fetcher:
     ) -> _Response:
         """Send one request and read (or skip) its body, all within ``deadline`` seconds."""
         async with self._slots:
-            index = self._pick()
-            self._busy[index] += 1
-            try:
-                return await self._send(
-                    self._transports[index],
-                    method,
-                    url,
-                    headers,
-                    keep_body,
-                    max_bytes,
-                    deadline,
-                    plan,
-                )
-            finally:
-                self._busy[index] -= 1
-
-    async def _send(
-        self,
-        transport: httpx.AsyncHTTPTransport,
-        method: str,
-        url: httpx.URL,
-        headers: dict[str, str],
-        keep_body: bool | None,
-        max_bytes: int | None,
-        deadline: float,
-        plan: Callable[[int, dict[str, str]], _Plan],
-    ) -> _Response:
-        started = time.monotonic()
-        loop_deadline = asyncio.get_running_loop().time() + deadline
-        cut = DeadlineExceeded(f"No complete response within the {deadline:g} s deadline")
-        request = httpx.Request(
-            method,
-            url,
-            headers={**self._headers, **headers},
-            extensions={"timeout": self._timeouts},
-        )
-        try:
-            async with asyncio.timeout_at(loop_deadline):
-                raw = await transport.handle_async_request(request)
-            raw.request = request
-        except TimeoutError:
-            raise cut from None
-        except httpx.HTTPError as exc:
-            raise _translate(exc, in_body=False) from None
-        try:
-            response = _head(raw, str(url), time.monotonic() - started)
-            response.plan = plan(response.status, response.headers)
-            redirect = response.status in REDIRECT_STATUSES and "location" in response.headers
-            if response.plan.action != "final" or method == "HEAD" or redirect:
-                await _drain_small(raw, response, loop_deadline)
-                return response
-            want = keep_body if keep_body is not None else response.content_type in HTML_TYPES
-            if not want:
-                # Headers are all we need; closing now spares reading a PDF or video.
-                return response
+            started = time.monotonic()
+            loop_deadline = asyncio.get_running_loop().time() + deadline
             try:
                 async with asyncio.timeout_at(loop_deadline):
-                    await self._read_body(raw, response, max_bytes, partial=keep_body is True)
+                    raw = await self._pool.send(method.encode(), url, [*self._headers, *headers])
             except TimeoutError:
-                response.error = cut
-                response.body = None
-            return response
-        finally:
-            await raw.aclose()
+                raise _deadline_cut(deadline) from None
+            except httpx.HTTPError as exc:
+                raise _translate(exc, in_body=False) from None
+            try:
+                response = _head(raw, str(url), time.monotonic() - started)
+                response.plan = plan(response.status, response.headers)
+                redirect = response.status in REDIRECT_STATUSES and "location" in response.headers
+                if response.plan.action != "final" or method == "HEAD" or redirect:
+                    await _drain_small(raw, method, response, loop_deadline)
+                    return response
+                want = keep_body if keep_body is not None else response.content_type in HTML_TYPES
+                if not want:
+                    # Headers are all we need; closing now spares reading a PDF or video.
+                    return response
+                try:
+                    async with asyncio.timeout_at(loop_deadline):
+                        await self._read_body(raw, response, max_bytes, partial=keep_body is True)
+                except TimeoutError:
+                    response.error = _deadline_cut(deadline)
+                    response.body = None
+                return response
+            finally:
+                await raw.aclose()
 
     async def _read_body(
-        self, raw: httpx.Response, response: _Response, max_bytes: int | None, *, partial: bool
+        self, raw: http11.Response, response: _Response, max_bytes: int | None, *, partial: bool
     ) -> None:
         """Fill ``response.body`` within the wire and decoded caps, or set ``response.error``."""
         wire_cap = max_bytes if max_bytes is not None else self.policy.max_body_bytes
@@ -564,7 +478,7 @@ class Fetcher:
             return
         body = bytearray()
         try:
-            async for chunk in raw.aiter_raw():
+            async for chunk in raw:
                 room = wire_cap - response.size
                 response.size += len(chunk)
                 for piece in decoder.feed(chunk if len(chunk) <= room else chunk[:room]):
@@ -624,19 +538,19 @@ class Fetcher:
         )
 
 
-async def _drain_small(raw: httpx.Response, response: _Response, loop_deadline: float) -> None:
+async def _drain_small(raw: http11.Response, method: str, response: _Response, loop_deadline: float) -> None:
     """Read the tiny body of a redirect, HEAD or retried answer so its
     connection goes back to the pool (httpcore closes a connection whose
     response was not read to the end). Larger or unknown-length bodies are
     not worth it: the connection is simply closed."""
     declared = _content_length(response.headers)
-    bodiless = raw.request.method == "HEAD" or response.status in (204, 304)
+    bodiless = method == "HEAD" or response.status in (204, 304)
     small = declared is not None and declared <= _DRAIN_LIMIT
     if not bodiless and (not small or "transfer-encoding" in response.headers):
         return
     try:
         async with asyncio.timeout_at(loop_deadline):
-            async for chunk in raw.aiter_raw():
+            async for chunk in raw:
                 response.size += len(chunk)
     except (TimeoutError, httpx.HTTPError):
         # The answer we needed (status and headers) is complete; a failure in
@@ -689,21 +603,39 @@ def _basic_auth(url: httpx.URL) -> str | None:
     return f"Basic {token}"
 
 
-def _head(raw: httpx.Response, url: str, ttfb: float) -> _Response:
+def _head(raw: http11.Response, url: str, ttfb: float) -> _Response:
     headers: dict[str, str] = {}
-    for name, value in raw.headers.multi_items():
-        name = name.lower()
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    for name, value in raw.headers:
+        # h11 has checked that names are tokens and lower-cased them.
+        key = name.decode("ascii")
+        text = _header_text(value)
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
     content_type, charset = _parse_content_type(headers.get("content-type", ""))
     return _Response(
         url=url,
-        status=raw.status_code,
+        status=raw.status,
         headers=headers,
         content_type=content_type,
         charset=charset,
         ttfb=ttfb,
         plan=_FINAL,
     )
+
+
+def _header_text(value: bytes) -> str:
+    """A header value as text, as httpx decodes it: ASCII, else UTF-8, else Latin-1."""
+    try:
+        return value.decode("ascii")
+    except UnicodeDecodeError:
+        pass
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
+def _deadline_cut(deadline: float) -> DeadlineExceeded:
+    return DeadlineExceeded(f"No complete response within the {deadline:g} s deadline")
 
 
 def _parse_content_type(value: str) -> tuple[str, str | None]:

@@ -12,10 +12,11 @@ Three pieces:
   the C library parses them, so the check sees the address the socket would.
   If any answer is refused the whole answer is, since a mixed answer is how
   DNS rebinding picks which address a later lookup returns.
-* ``GuardedBackend`` is the httpcore network backend the fetcher uses: its
-  ``connect_tcp`` asks the guard and dials the returned IP. httpx therefore
-  never resolves a name itself, and TLS still verifies the certificate against
-  the host name, which httpcore passes separately as ``server_hostname``.
+* ``GuardedBackend`` is the network backend (httpcore's interface) the
+  fetcher's connection pool dials through: its ``connect_tcp`` asks the guard
+  and dials the returned IP. Nothing else ever resolves a name, and TLS still
+  verifies the certificate against the host name, which the pool
+  (``http11``) passes separately as ``server_hostname``.
 """
 
 from __future__ import annotations
@@ -309,7 +310,7 @@ def _dns_message(host: str, exc: BaseException) -> str:
 class GuardedBackend(httpcore.AsyncNetworkBackend):
     """An httpcore network backend that dials only addresses the guard approved.
 
-    httpcore hands ``connect_tcp`` the URL's host; the guard resolves it once
+    The pool hands ``connect_tcp`` the URL's host; the guard resolves it once
     and the inner backend dials the checked IP, so there is no second lookup
     for a rebinding DNS server to answer differently. The default inner
     backend is ``netstream.AsyncioBackend``, which costs less CPU per read

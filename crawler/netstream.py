@@ -10,8 +10,9 @@ already queued returns without suspending, a timeout is one ``call_later``
 timer, and readability is the protocol's own state (the loop has already
 seen any EOF or reset on an idle socket).
 
-Errors are raised as the httpcore exceptions the anyio backend raises, so
-httpx maps them, and the fetcher translates them, exactly as before.
+Errors are raised as the httpcore exceptions the anyio backend raises;
+``http11`` turns them into httpx's, and the fetcher names them from there.
+The interface stays httpcore's, so tests can put a spy backend in its place.
 """
 
 from __future__ import annotations

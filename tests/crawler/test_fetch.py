@@ -499,18 +499,9 @@ def test_tls_verifies_the_host_name_while_dialling_the_pinned_address(ca):
 # -- pools ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("concurrency", "pool", "expected"), [(16, 8, 2), (32, 8, 4), (33, 8, 5), (1, 8, 1), (4, 4, 1)]
-)
-def test_the_fetcher_holds_enough_small_pools_for_its_concurrency(concurrency, pool, expected):
-    fetcher = Fetcher(FetchPolicy(pool_connections=pool), AddressGuard(), concurrency=concurrency)
-    assert fetcher.pool_count == expected
-    asyncio.run(fetcher.aclose())
-
-
-def test_requests_beyond_the_pools_wait_before_their_deadline_starts(server):
-    # Two pools of two connections; twelve slow requests at once. At most four
-    # are ever in flight, and none is charged for the time it queued.
+def test_requests_beyond_the_concurrency_wait_before_their_deadline_starts(server):
+    # Concurrency four; twelve slow requests at once. At most four are ever in
+    # flight, and none is charged for the time it queued.
     state = {"now": 0, "peak": 0}
 
     async def slow(request: Request, reader, writer, server) -> None:
@@ -523,12 +514,11 @@ def test_requests_beyond_the_pools_wait_before_their_deadline_starts(server):
             state["now"] -= 1
 
     server.route("/slow", slow)
-    policy = FetchPolicy(read_timeout=1.0, deadline=0.8, pool_connections=2)
+    policy = FetchPolicy(read_timeout=1.0, deadline=0.8)
     guard = AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
 
     async def run():
         async with Fetcher(policy, guard, concurrency=4) as fetcher:
-            assert fetcher.pool_count == 2
             return await asyncio.gather(*(fetcher.fetch(server.url("/slow")) for _ in range(12)))
 
     results = asyncio.run(run())
@@ -540,8 +530,7 @@ def test_connections_are_reused_across_fetches_redirects_and_head_checks(server)
     guard = AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
 
     async def run():
-        async with Fetcher(POLICY, guard, concurrency=POLICY.pool_connections) as fetcher:
-            assert fetcher.pool_count == 1
+        async with Fetcher(POLICY, guard, concurrency=4) as fetcher:
             results = [await fetcher.fetch(server.url("/keep-alive")) for _ in range(3)]
             results.append(await fetcher.fetch(server.url("/keep-alive-redirect")))
             results.append(await fetcher.check(server.url("/keep-alive")))

@@ -38,7 +38,7 @@ from tests.crawler.test_fetch import (  # noqa: E402,F401
     test_a_trusted_certificate_is_fetched_over_https,
     test_compressed_bodies_are_decoded_and_size_counts_wire_bytes,
     test_connections_are_reused_across_fetches_redirects_and_head_checks,
-    test_requests_beyond_the_pools_wait_before_their_deadline_starts,
+    test_requests_beyond_the_concurrency_wait_before_their_deadline_starts,
     test_tls_verifies_the_host_name_while_dialling_the_pinned_address,
 )
 from tests.crawler.test_fetch_hostile import (  # noqa: E402,F401

@@ -1,0 +1,166 @@
+"""CPU per request through each HTTP layer the fetcher could sit on.
+
+The audit sends every request through ``crawler.fetch.Fetcher``, which since
+``crawler/http11.py`` speaks h11 over its own keep-alive pool. This probe
+sends the same requests, at the same concurrency, through:
+
+* ``fetcher``: ``Fetcher.check`` (HEAD) or ``Fetcher.fetch`` (GET), all of it:
+  SSRF guard, deadlines, retries' bookkeeping, body caps, the result;
+* ``pool``: ``http11.Pool`` alone, reading each body to the end;
+* ``httpcore``: ``httpcore.AsyncConnectionPool``s of four connections on the
+  same netstream sockets, as many as the concurrency needs, taken in turn:
+  the shape the fetcher used before ``http11`` (one big httpcore pool costs
+  more, as it scans every connection for every request);
+* ``httpx``: a default ``httpx.AsyncClient`` (anyio sockets), the usual way
+  to use httpx.
+
+Each layer runs in a fresh process (``bench_library`` starts them) and warms
+its connections first, so what is measured is the steady state of a crawl::
+
+    python -m benchmarks.http_layers http://127.0.0.1:8080 --layer fetcher --method HEAD
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import time
+
+LAYERS = ("fetcher", "pool", "httpcore", "httpx")
+
+
+async def _fetcher(base: str, method: str, concurrency: int):
+    from crawler.fetch import Fetcher, FetchPolicy
+    from crawler.net import AddressGuard
+
+    fetcher = Fetcher(FetchPolicy(), AddressGuard(allow_private=True), concurrency=concurrency)
+
+    async def one(path: str) -> int:
+        result = await (fetcher.check(base + path) if method == "HEAD" else fetcher.fetch(base + path))
+        return result.status or 0
+
+    return one, fetcher.aclose
+
+
+async def _pool(base: str, method: str, concurrency: int):
+    import ssl
+
+    import httpx
+
+    from crawler.http11 import Pool
+    from crawler.netstream import AsyncioBackend
+
+    pool = Pool(
+        AsyncioBackend(),
+        ssl.create_default_context(),
+        connect_timeout=5.0,
+        read_timeout=10.0,
+        write_timeout=10.0,
+        max_idle_per_origin=concurrency,
+    )
+
+    async def one(path: str) -> int:
+        response = await pool.send(method.encode(), httpx.URL(base + path), _HEADERS)
+        async for _ in response:
+            pass
+        await response.aclose()
+        return response.status
+
+    return one, pool.aclose
+
+
+async def _httpcore(base: str, method: str, concurrency: int):
+    import httpcore
+
+    from crawler.netstream import AsyncioBackend
+
+    pools = [
+        httpcore.AsyncConnectionPool(max_connections=4, http1=True, http2=False, network_backend=AsyncioBackend())
+        for _ in range(max(1, concurrency // 4))
+    ]
+    turn = itertools.cycle(pools)
+
+    async def one(path: str) -> int:
+        response = await next(turn).request(method, base + path, headers=_HEADERS)
+        return response.status
+
+    async def close() -> None:
+        for pool in pools:
+            await pool.aclose()
+
+    return one, close
+
+
+async def _httpx(base: str, method: str, concurrency: int):
+    import httpx
+
+    client = httpx.AsyncClient(
+        limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+        trust_env=False,
+    )
+
+    async def one(path: str) -> int:
+        response = await client.request(method, base + path, headers=dict(_HEADERS))
+        return response.status_code
+
+    return one, client.aclose
+
+
+_HEADERS = [(b"User-Agent", b"SitewardBench"), (b"Accept", b"*/*"), (b"Accept-Encoding", b"gzip, deflate")]
+_MAKERS = {"fetcher": _fetcher, "pool": _pool, "httpcore": _httpcore, "httpx": _httpx}
+
+
+async def _run(base: str, paths: list[str], layer: str, method: str, requests: int, concurrency: int) -> dict:
+    one, close = await _MAKERS[layer](base, method, concurrency)
+    statuses: dict[int, int] = {}
+
+    async def burst(count: int) -> None:
+        counter = iter(range(count))
+
+        async def worker() -> None:
+            for i in counter:
+                status = await one(paths[i % len(paths)])
+                statuses[status] = statuses.get(status, 0) + 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+    await burst(4 * concurrency)  # dial and warm every connection first
+    statuses.clear()
+    cpu, wall = time.process_time(), time.monotonic()
+    await burst(requests)
+    cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+    await close()
+    if set(statuses) != {200}:
+        raise SystemExit(f"{layer}: unexpected statuses {statuses}")
+    return {
+        "layer": layer,
+        "method": method,
+        "requests": requests,
+        "concurrency": concurrency,
+        "cpu_ms_per_request": 1000 * cpu / requests,
+        "requests_per_second": requests / wall,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("base")
+    parser.add_argument("--layer", choices=LAYERS, required=True)
+    parser.add_argument("--method", choices=("HEAD", "GET"), default="HEAD")
+    parser.add_argument("--requests", type=int, default=6000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--pages", type=int, default=200, help="corpus pages to cycle through")
+    args = parser.parse_args()
+    from benchmarks.corpus import page_path
+    from benchmarks.netguard import refuse_non_loopback
+    from crawler.loop import run
+
+    refuse_non_loopback()
+    paths = [page_path(i) for i in range(args.pages)]
+    print(json.dumps(run(_run(args.base.rstrip("/"), paths, args.layer, args.method, args.requests, args.concurrency))))
+
+
+if __name__ == "__main__":
+    main()
