@@ -593,6 +593,8 @@ def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
 
 def _strip(url: httpx.URL) -> httpx.URL:
     """The URL without credentials or fragment (neither belongs on the wire)."""
+    if not url.userinfo and not url.fragment and not str(url).endswith("#"):
+        return url  # most URLs: building a copy is a second parse
     return url.copy_with(userinfo=b"", fragment=None)
 
 

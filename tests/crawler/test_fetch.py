@@ -249,6 +249,14 @@ def test_credentials_go_to_their_own_origin_and_never_across(server):
         assert "secret" not in away.final_url and "secret" not in home.final_url
 
 
+def test_a_fragment_never_goes_on_the_wire_nor_into_the_final_url(server):
+    server.route("/hop-fragment", redirect_to("/ok#from-the-redirect"))
+    results = [fetch(server, path) for path in ("/ok#section", "/ok?q=1#", "/hop-fragment")]
+    assert [r.status for r in results] == [200, 200, 200]
+    assert [r.final_url for r in results] == [server.url("/ok"), server.url("/ok?q=1"), server.url("/ok")]
+    assert all("#" not in seen.target for seen in server.seen)
+
+
 # -- retries ------------------------------------------------------------------------
 
 
