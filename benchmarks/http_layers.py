@@ -58,7 +58,7 @@ async def _pool(base: str, method: str, concurrency: int):
         connect_timeout=5.0,
         read_timeout=10.0,
         write_timeout=10.0,
-        max_idle_per_origin=concurrency,
+        max_idle=concurrency,
     )
 
     async def one(path: str) -> int:

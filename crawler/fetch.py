@@ -197,7 +197,7 @@ class Fetcher:
             connect_timeout=policy.connect_timeout,
             read_timeout=policy.read_timeout,
             write_timeout=policy.read_timeout,
-            max_idle_per_origin=max(1, concurrency),
+            max_idle=max(1, concurrency),
         )
         self._headers = [
             (b"User-Agent", policy.user_agent.encode()),
@@ -625,7 +625,11 @@ def _head(raw: http11.Response, url: str, ttfb: float) -> _Response:
 
 
 def _header_text(value: bytes) -> str:
-    """A header value as text, as httpx decodes it: ASCII, else UTF-8, else Latin-1."""
+    """A header value as text: ASCII, else UTF-8, else Latin-1.
+
+    httpx tries the same three but picks one for the whole header block, so
+    one Latin-1 value there garbles every UTF-8 one; here each value is read
+    on its own."""
     try:
         return value.decode("ascii")
     except UnicodeDecodeError:

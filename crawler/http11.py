@@ -19,9 +19,13 @@ dialled through the SSRF guard; and failures are raised as the httpx
 exceptions httpx's own transport raises, so ``fetch._translate`` names them
 as before.
 
-The pool keeps a list of idle connections per origin and reuses the newest.
-An idle connection is dropped once it has been idle for KEEPALIVE_EXPIRY or
-the event loop saw the server close it. A request that fails on a reused
+The pool keeps one list of idle connections, oldest first, at most
+``max_idle`` of them whatever the origins (a crawl checking links to
+thousands of hosts must not hold thousands of sockets), and reuses the newest
+one to the request's origin. A connection is dropped once it has been idle
+for KEEPALIVE_EXPIRY, when the event loop saw the server close it, or when
+the server sent more than the answer (a body with a HEAD answer is a common
+misconfiguration, and the next request would read it as its own answer). A request that fails on a reused
 connection before any byte of the answer arrived is sent once more on a new
 connection: the server closed the idle connection as the request went out,
 the keep-alive race RFC 9112 section 9.3.1 describes, and the fetcher only
@@ -83,9 +87,10 @@ def as_httpx_error(exc: Exception) -> httpx.HTTPError | None:
 class _Connection:
     """One socket and the h11 state of the exchange on it."""
 
-    __slots__ = ("stream", "h11", "idle_since", "reused", "received", "lost")
+    __slots__ = ("origin", "stream", "h11", "idle_since", "reused", "received", "lost")
 
-    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
+    def __init__(self, origin: Origin, stream: httpcore.AsyncNetworkStream) -> None:
+        self.origin = origin
         self.stream = stream
         self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
         self.idle_since = 0.0
@@ -111,7 +116,9 @@ class _Connection:
             state.receive_data(data)
 
     def reusable(self) -> bool:
-        return self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE
+        """The exchange is complete and nothing beyond the answer arrived."""
+        state = self.h11
+        return state.our_state is h11.DONE and state.their_state is h11.DONE and not state.trailing_data[0]
 
     async def aclose(self) -> None:
         stream, self.stream = self.stream, None
@@ -128,14 +135,13 @@ class Response:
     read before the next request could go).
     """
 
-    __slots__ = ("status", "headers", "_connection", "_pool", "_origin", "_timeout", "_done")
+    __slots__ = ("status", "headers", "_connection", "_pool", "_timeout", "_done")
 
-    def __init__(self, event: h11.Response, connection: _Connection, pool: Pool, origin: Origin) -> None:
+    def __init__(self, event: h11.Response, connection: _Connection, pool: Pool) -> None:
         self.status: int = event.status_code
         self.headers = event.headers
         self._connection: _Connection | None = connection
         self._pool = pool
-        self._origin = origin
         self._timeout = pool.read_timeout
         self._done = False
 
@@ -166,13 +172,13 @@ class Response:
         if connection is None:
             return
         if self._done and connection.reusable():
-            await self._pool.release(self._origin, connection)
+            await self._pool.release(connection)
         else:
             await connection.aclose()
 
 
 class Pool:
-    """Idle keep-alive connections per origin, and the one call that uses them: ``send``."""
+    """Idle keep-alive connections, and the one call that uses them: ``send``."""
 
     def __init__(
         self,
@@ -182,7 +188,7 @@ class Pool:
         connect_timeout: float | None,
         read_timeout: float | None,
         write_timeout: float | None,
-        max_idle_per_origin: int,
+        max_idle: int,
     ) -> None:
         self.backend = backend
         self.ssl_context = ssl_context
@@ -191,8 +197,10 @@ class Pool:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.write_timeout = write_timeout
-        self.max_idle = max(1, max_idle_per_origin)
-        self._idle: dict[Origin, list[_Connection]] = {}
+        self.max_idle = max(1, max_idle)
+        # Oldest first: each release appends, so the expired ones are at the front.
+        self._idle: list[_Connection] = []
+        self._closed = False
 
     async def send(
         self, method: bytes, url: httpx.URL, headers: Iterable[tuple[bytes, bytes]]
@@ -211,18 +219,18 @@ class Pool:
             raise httpx.LocalProtocolError(str(exc)) from exc
         connection = await self._checkout(origin)
         if not connection.reused:
-            return await self._send_on(connection, request, origin)
+            return await self._send_on(connection, request)
         try:
-            return await self._send_on(connection, request, origin)
+            return await self._send_on(connection, request)
         except (httpx.NetworkError, httpx.RemoteProtocolError):
             if connection.received or not connection.lost:
                 raise
         # The keep-alive race: the same request once more, on a new connection.
-        return await self._send_on(await self._connect(origin), request, origin)
+        return await self._send_on(await self._connect(origin), request)
 
-    async def _send_on(self, connection: _Connection, request: h11.Request, origin: Origin) -> Response:
+    async def _send_on(self, connection: _Connection, request: h11.Request) -> Response:
         try:
-            return Response(await self._exchange(connection, request), connection, self, origin)
+            return Response(await self._exchange(connection, request), connection, self)
         except BaseException as exc:
             connection.lost = _lost_connection(exc)
             await connection.aclose()
@@ -249,19 +257,40 @@ class Pool:
             # 1xx answers (100 Continue, 103 Early Hints) come before the real one.
 
     async def _checkout(self, origin: Origin) -> _Connection:
-        idle = self._idle.get(origin)
-        now = time.monotonic()
-        while idle:
-            connection = idle.pop()
-            stream = connection.stream
-            if now - connection.idle_since < KEEPALIVE_EXPIRY and not stream.get_extra_info("is_readable"):
-                connection.reused = True
-                connection.received = False
-                return connection
-            # Expired, or the server closed it (an idle HTTP/1.1 connection
-            # receives nothing else).
-            await connection.aclose()
-        return await self._connect(origin)
+        """The newest idle connection to ``origin`` that is still good, or a new one."""
+        # The list is only changed between awaits, so no other task sees it half done.
+        stale = self._take_expired()
+        idle, found = self._idle, None
+        for index in range(len(idle) - 1, -1, -1):
+            connection = idle[index]
+            if connection.origin != origin:
+                continue
+            del idle[index]
+            if connection.stream.get_extra_info("is_readable"):
+                # An idle HTTP/1.1 connection receives nothing unless the
+                # server closed or reset it.
+                stale.append(connection)
+                continue
+            found = connection
+            break
+        for dropped in stale:
+            await dropped.aclose()
+        if found is None:
+            return await self._connect(origin)
+        found.reused = True
+        found.received = False
+        return found
+
+    def _take_expired(self) -> list[_Connection]:
+        """Remove and return the idle connections past KEEPALIVE_EXPIRY (the oldest come first)."""
+        idle = self._idle
+        oldest_kept = time.monotonic() - KEEPALIVE_EXPIRY
+        count = 0
+        while count < len(idle) and idle[count].idle_since < oldest_kept:
+            count += 1
+        expired = idle[:count]
+        del idle[:count]
+        return expired
 
     async def _connect(self, origin: Origin) -> _Connection:
         scheme, host, port = origin
@@ -276,23 +305,29 @@ class Pool:
             if error is None:
                 raise  # the SSRF guard's refusal or DNS failure, a CrawlError already
             raise error from exc
-        return _Connection(stream)
+        return _Connection(origin, stream)
 
-    async def release(self, origin: Origin, connection: _Connection) -> None:
-        """Keep a connection whose exchange is complete for the next request to ``origin``."""
-        idle = self._idle.setdefault(origin, [])
-        if len(idle) >= self.max_idle:
-            await connection.aclose()
+    async def release(self, connection: _Connection) -> None:
+        """Keep a connection whose exchange is complete for the next request to its origin."""
+        if self._closed:
+            await connection.aclose()  # the pool closed while this answer was being read
             return
         connection.h11.start_next_cycle()
         connection.idle_since = time.monotonic()
+        idle = self._idle
         idle.append(connection)
+        stale = self._take_expired()
+        if len(idle) > self.max_idle:
+            stale += idle[: len(idle) - self.max_idle]
+            del idle[: len(idle) - self.max_idle]
+        for dropped in stale:
+            await dropped.aclose()
 
     async def aclose(self) -> None:
-        idle, self._idle = self._idle, {}
-        for connections in idle.values():
-            for connection in connections:
-                await connection.aclose()
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            await connection.aclose()
 
 
 def _lost_connection(exc: BaseException) -> bool:

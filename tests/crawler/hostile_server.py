@@ -4,10 +4,11 @@ It speaks raw HTTP/1.1 over asyncio streams (so it can lie, drip, reset and
 send malformed responses no well-behaved framework would), runs its event loop
 in a background thread (so both sync tests and ``asyncio.run`` clients can use
 it), binds ``127.0.0.1`` on an ephemeral port, and counts what it saw:
-``connections`` accepted, ``requests`` per path, every ``seen`` request with
-its headers, and ``bytes_sent`` per path. Every response closes the connection
-unless a handler returns True (see ``respond(keep_alive=True)``), so one
-request is normally one connection and "no request was made" is easy to assert.
+``connections`` accepted, how many are ``open`` now, ``requests`` per path,
+every ``seen`` request with its headers, and ``bytes_sent`` per path. Every
+response closes the connection unless a handler returns True (see
+``respond(keep_alive=True)``), so one request is normally one connection and
+"no request was made" is easy to assert.
 
 Usage::
 
@@ -101,6 +102,7 @@ class HostileServer:
     def __init__(self, *, ssl_context: ssl.SSLContext | None = None) -> None:
         self.ssl_context = ssl_context
         self.connections = 0
+        self.open = 0  # connections accepted and not yet closed by either side
         self.requests: Counter[str] = Counter()
         self.bytes_sent: Counter[str] = Counter()
         self.seen: list[Request] = []
@@ -190,6 +192,7 @@ class HostileServer:
         assert task is not None
         self._tasks.add(task)
         self.connections += 1
+        self.open += 1
         try:
             # A handler returning True keeps the connection open for the next
             # request (keep-alive); every built-in behaviour closes instead.
@@ -212,6 +215,7 @@ class HostileServer:
         except asyncio.CancelledError:
             pass
         finally:
+            self.open -= 1
             self._tasks.discard(task)
             if not writer.transport.is_closing():
                 writer.transport.close()

@@ -161,8 +161,8 @@ def test_header_values_are_read_as_ascii_then_utf8_then_latin1(server):
 
 
 def test_idle_connections_beyond_the_cap_are_closed(server):
-    # Concurrency 4 keeps at most four idle connections to an origin: after
-    # eight requests at once, eight more at once reuse four and dial four.
+    # A cap of four idle connections: after eight requests at once, eight more
+    # at once reuse four and dial four.
     async def slow(request, reader, writer, server) -> bool:
         await asyncio.sleep(0.2)
         return await respond(request, writer, server, body=OK_HTML, keep_alive=True)
@@ -177,7 +177,7 @@ def test_idle_connections_beyond_the_cap_are_closed(server):
             connect_timeout=1.0,
             read_timeout=1.0,
             write_timeout=1.0,
-            max_idle_per_origin=4,
+            max_idle=4,
         )
 
         async def one():
@@ -196,3 +196,100 @@ def test_idle_connections_beyond_the_cap_are_closed(server):
 
     assert asyncio.run(run()) == [200] * 16
     assert server.connections == 12
+
+
+async def _settle(condition, seconds: float = 2.0) -> None:
+    """Wait until the server threads have seen what the client did."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
+
+
+def test_a_connection_is_not_reused_when_the_server_sent_more_than_its_answer(server):
+    # A body after a HEAD answer, and a whole second answer after a GET's: the
+    # next request on that connection would read those bytes as its answer.
+    async def head_with_body(request, reader, writer, server) -> bool:
+        head = head_bytes(200, {"Content-Length": str(len(OK_HTML)), "Connection": "keep-alive"})
+        await send(writer, server, request.path, head + OK_HTML)
+        return True
+
+    async def two_answers(request, reader, writer, server) -> bool:
+        injected = b"<html>INJECTED</html>"
+        extra = head_bytes(200, {"Content-Length": str(len(injected))}) + injected
+        await respond(request, writer, server, body=OK_HTML, keep_alive=True)
+        await send(writer, server, request.path, extra)
+        return True
+
+    server.route("/head-body", head_with_body)
+    server.route("/two", two_answers)
+
+    async def steps(fetcher):
+        head = await fetcher.check(server.url("/head-body"))
+        after_head = await fetcher.fetch(server.url("/keep-alive"))
+        two = await fetcher.fetch(server.url("/two"))
+        after_two = await fetcher.fetch(server.url("/keep-alive"))
+        return [head, after_head, two, after_two]
+
+    results = _run(server, steps)
+    assert [(r.status, r.error) for r in results] == [(200, None)] * 4
+    assert results[1].body == OK_HTML and results[3].body == OK_HTML
+
+
+def test_idle_connections_are_capped_across_origins_not_per_origin():
+    # Concurrency 2 keeps two idle connections in all: a crawl checking links
+    # to thousands of hosts must not hold a socket open to each.
+    servers = [HostileServer().start() for _ in range(4)]
+    try:
+        guard = AddressGuard(allowed_targets=[("127.0.0.1", s.port) for s in servers])
+
+        async def run():
+            async with Fetcher(POLICY, guard, sleep=Sleeps(), concurrency=2) as fetcher:
+                results = [await fetcher.fetch(s.url("/keep-alive")) for s in servers]
+                await _settle(lambda: sum(s.open for s in servers) <= 2)
+                return results, [s.open for s in servers]
+
+        results, still_open = asyncio.run(run())
+        assert [r.status for r in results] == [200] * 4
+        assert still_open == [0, 0, 1, 1]  # the two most recent stay
+    finally:
+        for running in servers:
+            running.stop()
+
+
+def test_expired_idle_connections_are_closed_even_if_their_origin_is_never_asked_again(monkeypatch):
+    monkeypatch.setattr(http11, "KEEPALIVE_EXPIRY", 0.05)
+    with HostileServer() as first, HostileServer() as second:
+        guard = AddressGuard(allowed_targets=[("127.0.0.1", first.port), ("127.0.0.1", second.port)])
+
+        async def run():
+            async with Fetcher(POLICY, guard, sleep=Sleeps(), concurrency=4) as fetcher:
+                await asyncio.gather(*(fetcher.fetch(first.url("/keep-alive")) for _ in range(3)))
+                open_before = first.open
+                await asyncio.sleep(0.1)
+                await fetcher.fetch(second.url("/keep-alive"))
+                await _settle(lambda: first.open == 0)
+                return open_before, first.open
+
+        assert asyncio.run(run()) == (3, 0)
+
+
+def test_an_answer_finished_after_the_pool_closed_closes_its_connection(server):
+    async def slow(request, reader, writer, server) -> bool:
+        await asyncio.sleep(0.3)
+        return await respond(request, writer, server, body=OK_HTML, keep_alive=True)
+
+    server.route("/slow", slow)
+    guard = AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
+
+    async def run():
+        fetcher = Fetcher(POLICY, guard, sleep=Sleeps())
+        in_flight = asyncio.ensure_future(fetcher.fetch(server.url("/slow")))
+        await asyncio.sleep(0.1)
+        await fetcher.aclose()
+        result = await in_flight
+        await _settle(lambda: server.open == 0)
+        return result, server.open
+
+    result, still_open = asyncio.run(run())
+    assert result.status == 200
+    assert still_open == 0
