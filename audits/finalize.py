@@ -64,6 +64,20 @@ INLINKS_SQL = (
     "UPDATE audits_page SET inlinks = (SELECT COUNT(*) FROM audits_inlink i WHERE i.audit_id = %s "
     "AND i.target_hash = audits_page.url_hash AND i.tag IN ('a', 'area')) WHERE audit_id = %s"
 )
+# PostgreSQL runs the subquery above once per page row: 1.53 s for 20,504
+# pages and 956,280 edges, against 0.79 s for this one grouped pass joined to
+# the pages (EXPLAIN ANALYZE; 0.31 s when no count changes, as on a second
+# finalize after a resume). The outer join gives pages nobody links any more
+# their 0, and only rows whose count changes are written.
+INLINKS_PG_SQL = """
+    UPDATE audits_page p SET inlinks = c.n
+    FROM (SELECT q.id, COALESCE(g.n, 0) AS n FROM audits_page q
+          LEFT JOIN (SELECT target_hash, COUNT(*) AS n FROM audits_inlink
+                     WHERE audit_id = %s AND tag IN ('a', 'area') GROUP BY target_hash) g
+          ON g.target_hash = q.url_hash
+          WHERE q.audit_id = %s) c
+    WHERE p.id = c.id AND p.inlinks <> c.n
+"""
 
 
 def run_finalize(audit_id: int) -> bool:
@@ -138,7 +152,8 @@ def _update_page_columns(audit: Audit) -> None:
             "(SELECT url_hash FROM audits_frontierurl WHERE audit_id = %s AND in_sitemap)",
             [audit.pk, audit.pk],
         )
-        cursor.execute(INLINKS_SQL, [audit.pk, audit.pk])
+        sql = INLINKS_PG_SQL if connection.vendor == "postgresql" else INLINKS_SQL
+        cursor.execute(sql, [audit.pk, audit.pk])
 
 
 @lru_cache(maxsize=1024)

@@ -101,3 +101,21 @@ def test_finalize_builds_the_index_and_reads_broken_links_and_inlink_counts_thro
     assert sorted(broken.values_list("url", "message")) == [
         (f"{SITE}/", "Link “Gone” answered 404"), (f"{SITE}/about", "Link “Old” answered 404")]
     assert dict(audit.pages.values_list("url", "inlinks")) == {f"{SITE}/": 0, f"{SITE}/about": 1, f"{SITE}/gone": 2}
+
+
+def test_finalize_counts_each_pages_inlinks_from_links_alone_and_clears_stale_counts(owner):
+    audit = make_audit(owner, status=Audit.Status.FINALIZING)
+    home = make_page(audit, f"{SITE}/")
+    about = make_page(audit, f"{SITE}/about", inlinks=7)  # a stale count from an earlier finalize
+    lonely = make_page(audit, f"{SITE}/lonely", inlinks=3)  # nothing links here any more
+    logo = make_page(audit, f"{SITE}/logo.png", kind="resource")
+    make_link(audit, f"{SITE}/", f"{SITE}/about")
+    make_link(audit, f"{SITE}/blog", f"{SITE}/about")
+    make_link(audit, f"{SITE}/about", f"{SITE}/")
+    make_link(audit, f"{SITE}/", f"{SITE}/logo.png", tag="img")  # a resource use, not a link
+    make_link(audit, f"{SITE}/about", f"{SITE}/logo.png", tag="img")
+
+    assert run_finalize(audit.pk)
+
+    counts = {p.url: p.inlinks for p in audit.pages.all()}
+    assert counts == {home.url: 1, about.url: 2, lonely.url: 0, logo.url: 0}
