@@ -361,6 +361,7 @@ PRODUCT_PACKAGES = (
     "django-q2",
     "httpx",
     "httpcore",
+    "h11",
     "uvloop",
     "lxml",
     "protego",
