@@ -243,6 +243,7 @@ LIBRARY_PACKAGES = (
     "httpcore",
     "h11",
     "anyio",
+    "sniffio",
     "uvloop",
     "lxml",
     "beautifulsoup4",

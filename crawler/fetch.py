@@ -15,9 +15,10 @@ back as ``FetchResult(error=FetchError.X, error_detail="...")``. The pieces:
   is read, and nothing resolves a name twice.
 * The read timeout is per socket read, so a server dripping a byte at a
   time never trips it; each exchange runs under ``asyncio.timeout``.
-* httpx inflates a whole raw chunk in one call with no bound (a 200 KB gzip
-  bomb becomes one 67 MB chunk), so bodies are read raw and inflated here with ``decompressobj().decompress(data, max_length)``, as
-  Scrapy does since CVE-2025-6176. Only gzip and deflate are advertised.
+* Bodies are read raw and inflated here, in steps, with
+  ``decompressobj().decompress(data, max_length)``, as Scrapy does since
+  CVE-2025-6176: inflating a whole chunk in one call, as httpx does, turns a
+  200 KB gzip bomb into one 67 MB chunk. Only gzip and deflate are advertised.
 """
 
 from __future__ import annotations
@@ -540,7 +541,7 @@ class Fetcher:
 
 async def _drain_small(raw: http11.Response, method: str, response: _Response, loop_deadline: float) -> None:
     """Read the tiny body of a redirect, HEAD or retried answer so its
-    connection goes back to the pool (httpcore closes a connection whose
+    connection goes back to the pool (``http11`` closes a connection whose
     response was not read to the end). Larger or unknown-length bodies are
     not worth it: the connection is simply closed."""
     declared = _content_length(response.headers)

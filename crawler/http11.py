@@ -5,10 +5,10 @@ cancel scopes (in the pool, the connection and the HTTP/1.1 state), asks
 sniffio which async library is running, and scans its connections; httpx's
 transport then copies the request and response into httpcore's models and
 back. ``benchmarks/http_layers.py`` measures the CPU of a request against
-nginx at 16 in flight through each layer: in two runs here a HEAD took
-0.12-0.16 ms through this pool and 0.34-0.54 ms through httpcore's pools of
-four on the same sockets, and the whole ``Fetcher.check`` went from about
-0.7 ms to 0.25-0.3 ms. An audit of the
+nginx at 16 in flight through each layer: a HEAD costs about half as much
+CPU through this pool as through httpcore's pools of four on the same sockets
+(``benchmarks/RESULTS.md``, section (c)), and a whole ``Fetcher.check`` went
+from about 0.7 ms to 0.2-0.4 ms, depending on the machine's load. An audit of the
 benchmark corpus sends two requests a page at 10,000 pages and seven at
 1,000 (every image, script and stylesheet is checked), so this is a good part
 of what a page costs.

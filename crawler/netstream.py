@@ -158,7 +158,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
 
     async def aclose(self) -> None:
         # abort() rather than close(): nothing useful is left to flush when
-        # httpcore gives a connection up, and close() could wait on a peer
+        # the pool gives a connection up, and close() could wait on a peer
         # that stopped reading.
         self._transport.abort()
 

@@ -105,6 +105,10 @@ def test_finalize_builds_the_index_and_reads_broken_links_and_inlink_counts_thro
 
 def test_finalize_counts_each_pages_inlinks_from_links_alone_and_clears_stale_counts(owner):
     audit = make_audit(owner, status=Audit.Status.FINALIZING)
+    other = make_audit(owner)  # the same URLs in another audit keep their own counts
+    make_page(other, f"{SITE}/about", inlinks=4)
+    make_page(other, f"{SITE}/lonely", inlinks=9)
+    make_link(other, f"{SITE}/", f"{SITE}/lonely")
     home = make_page(audit, f"{SITE}/")
     about = make_page(audit, f"{SITE}/about", inlinks=7)  # a stale count from an earlier finalize
     lonely = make_page(audit, f"{SITE}/lonely", inlinks=3)  # nothing links here any more
@@ -119,3 +123,4 @@ def test_finalize_counts_each_pages_inlinks_from_links_alone_and_clears_stale_co
 
     counts = {p.url: p.inlinks for p in audit.pages.all()}
     assert counts == {home.url: 1, about.url: 2, lonely.url: 0, logo.url: 0}
+    assert {p.url: p.inlinks for p in other.pages.all()} == {about.url: 4, lonely.url: 9}
