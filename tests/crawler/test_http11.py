@@ -160,14 +160,20 @@ def test_header_values_are_read_as_ascii_then_utf8_then_latin1(server):
     assert result.headers["x-ascii"] == "cafe"
 
 
+def _slow(seconds: float):
+    """A handler answering after ``seconds``, keeping the connection open."""
+
+    async def handler(request, reader, writer, server) -> bool:
+        await asyncio.sleep(seconds)
+        return await respond(request, writer, server, body=OK_HTML, keep_alive=True)
+
+    return handler
+
+
 def test_idle_connections_beyond_the_cap_are_closed(server):
     # A cap of four idle connections: after eight requests at once, eight more
     # at once reuse four and dial four.
-    async def slow(request, reader, writer, server) -> bool:
-        await asyncio.sleep(0.2)
-        return await respond(request, writer, server, body=OK_HTML, keep_alive=True)
-
-    server.route("/slow", slow)
+    server.route("/slow", _slow(0.2))
     guard = AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
 
     async def run():
@@ -274,11 +280,7 @@ def test_expired_idle_connections_are_closed_even_if_their_origin_is_never_asked
 
 
 def test_an_answer_finished_after_the_pool_closed_closes_its_connection(server):
-    async def slow(request, reader, writer, server) -> bool:
-        await asyncio.sleep(0.3)
-        return await respond(request, writer, server, body=OK_HTML, keep_alive=True)
-
-    server.route("/slow", slow)
+    server.route("/slow", _slow(0.3))
     guard = AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
 
     async def run():
