@@ -25,9 +25,10 @@ thousands of hosts must not hold thousands of sockets), and reuses the newest
 one to the request's origin. A connection is dropped once it has been idle
 for KEEPALIVE_EXPIRY, when the event loop saw the server close it, or when
 the server sent more than the answer (a body with a HEAD answer is a common
-misconfiguration, and the next request would read it as its own answer). A request that fails on a reused
-connection before any byte of the answer arrived is sent once more on a new
-connection: the server closed the idle connection as the request went out,
+misconfiguration, and the next request would read it as its own answer).
+
+A request that fails on a reused connection before any byte of the answer
+arrived is sent once more on a new connection: the server closed the idle connection as the request went out,
 the keep-alive race RFC 9112 section 9.3.1 describes, and the fetcher only
 sends GET and HEAD, which may be retried. The fetcher bounds how many requests
 are in flight; the pool never waits for a connection.
@@ -38,6 +39,7 @@ from __future__ import annotations
 import ssl
 import time
 from collections.abc import Iterable
+from typing import NoReturn
 
 import h11
 import httpcore
@@ -75,13 +77,14 @@ _HTTPX_ERRORS: dict[type[Exception], type[httpx.HTTPError]] = {
 }
 
 
-def as_httpx_error(exc: Exception) -> httpx.HTTPError | None:
-    """The httpx error ``exc`` stands for (raise it ``from exc``); None if it is not an HTTP failure."""
+def _raise_as_httpx(exc: Exception) -> NoReturn:
+    """Raise the httpx error ``exc`` stands for, chained to it; ``exc`` itself if
+    it is no HTTP failure (the SSRF guard's refusal is a CrawlError already)."""
     for kind in type(exc).__mro__:
         mapped = _HTTPX_ERRORS.get(kind)
         if mapped is not None:
-            return mapped(str(exc))
-    return None
+            raise mapped(str(exc)) from exc
+    raise exc
 
 
 class _Connection:
@@ -156,10 +159,7 @@ class Response:
             try:
                 event = await connection.next_event(self._timeout)
             except Exception as exc:
-                error = as_httpx_error(exc)
-                if error is None:
-                    raise
-                raise error from exc
+                _raise_as_httpx(exc)
             kind = type(event)
             if kind is h11.Data:
                 return bytes(event.data)
@@ -218,12 +218,10 @@ class Pool:
         except h11.LocalProtocolError as exc:
             raise httpx.LocalProtocolError(str(exc)) from exc
         connection = await self._checkout(origin)
-        if not connection.reused:
-            return await self._send_on(connection, request)
         try:
             return await self._send_on(connection, request)
         except (httpx.NetworkError, httpx.RemoteProtocolError):
-            if connection.received or not connection.lost:
+            if not connection.reused or connection.received or not connection.lost:
                 raise
         # The keep-alive race: the same request once more, on a new connection.
         return await self._send_on(await self._connect(origin), request)
@@ -235,11 +233,8 @@ class Pool:
             connection.lost = _lost_connection(exc)
             await connection.aclose()
             if not isinstance(exc, Exception):
-                raise
-            error = as_httpx_error(exc)
-            if error is None:
-                raise
-            raise error from exc
+                raise  # a cancellation
+            _raise_as_httpx(exc)
 
     async def _exchange(self, connection: _Connection, request: h11.Request) -> h11.Response:
         state = connection.h11
@@ -301,10 +296,7 @@ class Pool:
                     self.ssl_context, server_hostname=host.decode("ascii"), timeout=self.connect_timeout
                 )
         except Exception as exc:
-            error = as_httpx_error(exc)
-            if error is None:
-                raise  # the SSRF guard's refusal or DNS failure, a CrawlError already
-            raise error from exc
+            _raise_as_httpx(exc)
         return _Connection(origin, stream)
 
     async def release(self, connection: _Connection) -> None:
