@@ -219,8 +219,13 @@ def crawl_setup(audit: Audit) -> CrawlSetup:
     robots = Robots.from_stored(audit.robots_status or "ignored", audit.robots_http_status, audit.robots_body)
     delay = robots.crawl_delay(user_agent) if audit.respect_robots else None
     cap = max(1, audit.concurrency)
+    # A chunk starts where the previous one left the window (Audit.current_window),
+    # so what the site has shown about its load carries over: a window that had
+    # grown is not ramped up again from 4 every ~200 URLs, and one that had
+    # shrunk under errors or throttling stays small. The first chunk starts at 4.
+    start = min(audit.current_window or 4, cap)
     window = WindowPolicy(
-        floor=1, start=min(4, cap), cap=cap, per_host=cap, rate=audit.rate, crawl_delay=delay or 0.0
+        floor=1, start=start, cap=cap, per_host=cap, rate=audit.rate, crawl_delay=delay or 0.0
     )
     scope = None
     if audit.origin:
@@ -490,7 +495,10 @@ def run_chunk(audit_id: int, number: int, dispatcher: Dispatcher | None = None,
     with transaction.atomic():
         if not _finish_chunk(lease, unfinished=[item.id for item in report.unfinished]):
             return "lease-lost"
-        Audit.objects.filter(pk=audit_id).update(current_window=report.final, chunks_done=F("chunks_done") + 1)
+        # A serial retry runs one URL at a time to find a poison URL, which says
+        # nothing about the site's load: the next chunk keeps the last real window.
+        window = {} if claim.serial else {"current_window": report.final}
+        Audit.objects.filter(pk=audit_id).update(chunks_done=F("chunks_done") + 1, **window)
         advance(audit, number, dispatcher)
     return "done"
 
