@@ -109,6 +109,9 @@ def origin_of(url: str) -> str:
     return normal[: normal.index("/", normal.index("://") + 3)]
 
 
+# Bounded memo: a sub-batch hashes each result's URL in several places, and a
+# site's navigation links point at the same few hundred URLs from every page.
+@lru_cache(maxsize=16_384)
 def url_hash(url: str) -> str:
     """A stable 32-hex-character key for ``url`` (pass it a normalised URL)."""
     return hashlib.blake2b(url.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
