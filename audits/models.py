@@ -304,8 +304,13 @@ class Issue(models.Model):
         REVIEWED = "reviewed", "Reviewed"
         IGNORED = "ignored", "Ignored"
 
-    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="issues", db_index=False)
-    page = models.ForeignKey(Page, on_delete=models.CASCADE, null=True, blank=True, related_name="issues")
+    # No database constraint on either reference (Django still cascades the
+    # deletes; see LinkEdge.audit for why): ~26 issues a page, each row's
+    # checks queued until COMMIT on PostgreSQL.
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="issues", db_index=False,
+                              db_constraint=False)
+    page = models.ForeignKey(Page, on_delete=models.CASCADE, null=True, blank=True, related_name="issues",
+                             db_constraint=False)
     url = models.TextField(help_text="The page the issue is on (the source page for link issues)")
     code = models.CharField(max_length=40, choices=IssueCode.choices)
     severity = models.CharField(max_length=10, choices=Severity.choices)
@@ -423,7 +428,17 @@ class LinkEdge(models.Model):
     the ~90 edges a page has.
     """
 
-    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="links", db_index=False)
+    # No database constraint: PostgreSQL checks a deferred foreign key with a
+    # query per inserted row when the transaction commits, and a sub-batch
+    # inserts ~4,500 edges and ~1,300 issues. At 1,000 pages its commits took
+    # 1.1-1.3 s in all, 0.35 s without these constraints (Issue's too). Edges
+    # and issues are only written by the chunk writer and finalize, for the
+    # audit whose lease they hold, and go with it through Django's cascade.
+    # What a constraint would catch is a writer racing the delete of its
+    # audit, which cancels the audit first; a row it leaves has an audit id
+    # that is never used again, so no screen can show it.
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="links", db_index=False,
+                              db_constraint=False)
     source_hash = models.CharField(max_length=32)
     source_url = models.TextField()
     target_hash = models.CharField(max_length=32)

@@ -1,0 +1,44 @@
+"""Edges and issues carry no database foreign keys (LinkEdge.audit explains why),
+yet go with their audit and page as before."""
+
+import pytest
+from django.db import connection
+
+from audits.models import Issue, LinkEdge, Page
+from tests.dashboard.factories import SITE, make_audit, make_issue, make_link, make_page
+
+pytestmark = pytest.mark.django_db
+
+
+def foreign_keys(table: str) -> dict:
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, table)
+    return {tuple(c["columns"]): c["foreign_key"] for c in constraints.values() if c["foreign_key"]}
+
+
+def test_the_bulk_written_tables_have_no_foreign_keys_to_check_per_row():
+    assert foreign_keys(LinkEdge._meta.db_table) == {}
+    assert foreign_keys(Issue._meta.db_table) == {}
+    # The tables written once per URL keep theirs.
+    assert ("audit_id",) in foreign_keys(Page._meta.db_table)
+
+
+def test_deleting_an_audit_still_deletes_its_edges_and_issues_and_no_one_elses(owner):
+    audit, other = make_audit(owner), make_audit(owner)
+    for a in (audit, other):
+        page = make_page(a, f"{SITE}/gone", status_code=404)
+        make_link(a, f"{SITE}/", f"{SITE}/gone")
+        make_issue(a, "http_4xx", f"{SITE}/gone", page=page)
+    audit.delete()
+    assert not LinkEdge.objects.filter(audit_id=audit.pk).exists()
+    assert not Issue.objects.filter(audit_id=audit.pk).exists()
+    assert LinkEdge.objects.filter(audit=other).count() == 1 and Issue.objects.filter(audit=other).count() == 1
+
+
+def test_deleting_a_page_still_deletes_its_issues(owner):
+    audit = make_audit(owner)
+    page, kept = make_page(audit, f"{SITE}/gone", status_code=404), make_page(audit, f"{SITE}/")
+    make_issue(audit, "http_4xx", f"{SITE}/gone", page=page)
+    make_issue(audit, "title_missing", f"{SITE}/", page=kept)
+    page.delete()
+    assert list(Issue.objects.filter(audit=audit).values_list("page_id", flat=True)) == [kept.pk]
