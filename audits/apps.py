@@ -9,8 +9,14 @@ def ensure_watchdog_schedule(sender=None, using="default", **kwargs):
     create() at start-up piles up one schedule per deploy. post_migrate (rather
     than a data migration) also restores it after a flush.
     """
+    from django.db import connections
     from django_q.models import Schedule
 
+    # post_migrate follows every migrate, also `migrate audits` on a database
+    # django_q's tables are not in yet: the schedule waits for the migrate that
+    # creates them (which sends post_migrate again).
+    if Schedule._meta.db_table not in connections[using].introspection.table_names():
+        return
     Schedule.objects.using(using).update_or_create(
         name="siteward-watchdog",
         defaults={"func": "audits.tasks.watchdog", "schedule_type": Schedule.MINUTES, "minutes": 1,

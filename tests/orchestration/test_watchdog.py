@@ -1,5 +1,7 @@
 """The watchdog finds what no exception handler sees, and acts once even when run twice at once."""
 
+import sqlite3
+import subprocess
 import threading
 from datetime import timedelta
 
@@ -12,6 +14,7 @@ from audits import tasks
 from audits.crawling import InlineDispatcher, _lease_urls, claim_chunk, run_chunk, run_start
 from audits.models import Audit, ChunkLease, Inlink
 from audits.watchdog import queued_task_names, run_watchdog
+from tests.conftest import MANAGE, subprocess_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -130,3 +133,16 @@ def test_the_watchdog_schedule_is_created_once_by_migration_and_runs_every_minut
     assert (schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats) == (
         "audits.tasks.watchdog", Schedule.MINUTES, 1, -1)
     assert Schedule.objects.filter(func="audits.tasks.watchdog").count() == 1
+
+
+def test_migrating_the_audits_app_alone_on_a_fresh_database_works_and_a_full_migrate_adds_the_schedule(tmp_path):
+    db = tmp_path / "fresh.sqlite3"
+    env = subprocess_env(DATABASE_URL=f"sqlite:///{db}", SITEWARD_VAR_DIR=str(tmp_path))
+    alone = subprocess.run([*MANAGE, "migrate", "audits", "-v", "0"], env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    full = subprocess.run([*MANAGE, "migrate", "-v", "0"], env=env, capture_output=True, text=True, timeout=120)
+    assert full.returncode == 0, full.stderr[-2000:]
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT func FROM django_q_schedule WHERE name = 'siteward-watchdog'").fetchall()
+    assert rows == [("audits.tasks.watchdog",)]
