@@ -892,6 +892,11 @@ class ChunkWriter:
         edges: list[tuple] = []
         candidates: dict[str, Candidate] = {}
         blocked: dict[str, tuple[str, str]] = {}
+        # Targets already in the frontier through a link: _queue would drop any
+        # offer of them (FrontierMemo.settled), so most links, which point at
+        # pages and resources seen before, skip the scope, depth and robots
+        # tests and the Candidate as well.
+        known = self.memo.linked
         for o in outcomes:
             if o.facts is None:
                 continue
@@ -904,7 +909,7 @@ class ChunkWriter:
                 anchor = clean(link.text, 200)
                 edges.append((audit_id, source_hash, o.url, target_hash, url, link.tag, anchor, link.nofollow,
                               internal))
-                if not page_internal or target_hash in candidates or link.tag == "form":
+                if not page_internal or target_hash in candidates or target_hash in known or link.tag == "form":
                     continue
                 if link.tag in PAGE_TAGS and internal:
                     if not self._crawlable(url) or o.depth + 1 > audit.max_depth:
