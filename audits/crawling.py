@@ -520,7 +520,7 @@ def _lease_urls(audit: Audit, lease: ChunkLease) -> list[Item]:
     held = FrontierURL.objects.filter(audit=audit, chunk=lease.number, state=FrontierURL.State.LEASED)
     if not held.exists():
         pending = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).due()
-        budget = audit.max_pages - _pages_counted(audit)
+        budget = _page_budget(audit)
         if budget <= 0:
             # Out of pages: resources and external links of crawled pages still
             # go, and so do rescheduled pages (they hold their place in the budget).
@@ -732,7 +732,7 @@ def has_work(audit: Audit) -> bool:
     due = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).due()
     if due.exclude(kind=Page.Kind.PAGE, reschedules=0).exists():
         return True
-    return due.exists() and _pages_counted(audit) < audit.max_pages
+    return due.exists() and _page_budget(audit) > 0
 
 
 def retry_wait(audit: Audit) -> float | None:
@@ -743,6 +743,23 @@ def retry_wait(audit: Audit) -> float | None:
         return None
     not_before, now = first
     return max(0.0, (not_before - now).total_seconds())
+
+
+def _page_budget(audit: Audit) -> int:
+    """How many more pages the audit may lease: exact near max_pages, a lower bound far from it.
+
+    ``pages_discovered`` grows in the same transaction as every page row it
+    counts is queued (start's seeds, the writer's admissions), so it bounds the
+    rows that use up the budget from above. While max_pages is a whole chunk or
+    more beyond it, no lease can overrun, and the frontier is not counted: that
+    count reads every page row of the audit, once per chunk, which at a
+    million pages would make the crawl's bookkeeping grow with the square of
+    its size.
+    """
+    max_pages, discovered = Audit.objects.filter(pk=audit.pk).values_list("max_pages", "pages_discovered").get()
+    if max_pages - discovered >= knob("CHUNK_SIZE"):
+        return max_pages - discovered
+    return max_pages - _pages_counted(audit)
 
 
 def _pages_counted(audit: Audit) -> int:
