@@ -730,9 +730,13 @@ def advance(audit: Audit, after: int, dispatcher: Dispatcher) -> None:
 def has_work(audit: Audit) -> bool:
     """Whether a chunk started now would lease anything."""
     due = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).due()
-    if due.exclude(kind=Page.Kind.PAGE, reschedules=0).exists():
+    # Within the budget anything due will do: one row. The other question (is
+    # there a resource, external link or rescheduled page, which the budget does
+    # not stop?) scans past every fresh pending page, so it is asked only once
+    # the budget is spent.
+    if _page_budget(audit) > 0 and due.exists():
         return True
-    return due.exists() and _page_budget(audit) > 0
+    return due.exclude(kind=Page.Kind.PAGE, reschedules=0).exists()
 
 
 def retry_wait(audit: Audit) -> float | None:
