@@ -109,12 +109,23 @@ def origin_of(url: str) -> str:
     return normal[: normal.index("/", normal.index("://") + 3)]
 
 
-# Bounded memo: a sub-batch hashes each result's URL in several places, and a
-# site's navigation links point at the same few hundred URLs from every page.
-@lru_cache(maxsize=16_384)
 def url_hash(url: str) -> str:
     """A stable 32-hex-character key for ``url`` (pass it a normalised URL)."""
+    if len(url) <= _MEMO_URL_MAX:
+        return _memo_hash(url)
+    return _hash(url)
+
+
+def _hash(url: str) -> str:
     return hashlib.blake2b(url.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+# A bounded memo: a sub-batch hashes each result's URL in several places, and a
+# site's navigation links point at the same few hundred URLs from every page.
+# Only URLs of ordinary length are kept, so its size stays a few megabytes even
+# on a site whose links are all kilobytes long (links may be up to 32 KB).
+_MEMO_URL_MAX = 512
+_memo_hash = lru_cache(maxsize=16_384)(_hash)
 
 
 # Identifiers that differ between variants of one page template. Digit runs that

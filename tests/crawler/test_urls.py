@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import pytest
 
+from crawler import urls
 from crawler.urls import (
     InvalidURL,
     Scope,
@@ -397,3 +399,12 @@ def test_compile_patterns_skips_blank_lines_and_caps_length():
 def test_scope_refuses_a_bad_pattern_when_built():
     with pytest.raises(ValueError, match="invalid pattern"):
         Scope("https://example.com", include=("[",))
+
+
+def test_url_hash_memo_keeps_only_ordinary_length_urls_and_hashes_the_same_either_way():
+    urls._memo_hash.cache_clear()
+    short, long = "https://example.com/a", "https://example.com/" + "x" * 5000
+    for url in (short, long, short, long):
+        assert url_hash(url) == hashlib.blake2b(url.encode(), digest_size=16).hexdigest()
+    info = urls._memo_hash.cache_info()
+    assert (info.currsize, info.hits) == (1, 1)  # the 5 KB URL was never kept
