@@ -223,7 +223,10 @@ def crawl_setup(audit: Audit) -> CrawlSetup:
     # so what the site has shown about its load carries over: a window that had
     # grown is not ramped up again from 4 every ~200 URLs, and one that had
     # shrunk under errors or throttling stays small. The first chunk starts at 4.
-    start = min(audit.current_window or 4, cap)
+    # Never below 2, though: slow answers (over 2 s, or bodies over 2 MB) halve
+    # the window and never grow it, so a chunk of large images would otherwise
+    # leave every later chunk at one URL at a time.
+    start = min(max(audit.current_window or 4, 2), cap)
     window = WindowPolicy(
         floor=1, start=start, cap=cap, per_host=cap, rate=audit.rate, crawl_delay=delay or 0.0
     )

@@ -38,10 +38,14 @@ def test_a_window_grown_on_a_healthy_site_keeps_growing_across_chunks(owner, gri
 def test_a_chunk_starts_from_the_stored_window_within_the_audit_cap(owner, grid_site, fast_settings):
     audit, _ = started(owner, grid_site, concurrency=8)
     assert crawl_setup(audit).window.start == 4  # nothing learnt yet
-    audit.current_window = 1  # a site that throttled the last chunk down to one
-    assert crawl_setup(audit).window.start == 1
+    audit.current_window = 3  # a site that throttled the last chunk down
+    assert crawl_setup(audit).window.start == 3
+    audit.current_window = 1  # down to one: the next chunk still probes with two
+    assert crawl_setup(audit).window.start == 2
     audit.current_window = 12  # a cap lowered since (or a larger stored value)
     assert crawl_setup(audit).window.start == 8
+    audit.concurrency = 1
+    assert crawl_setup(audit).window.start == 1
 
 
 def test_a_serial_retry_chunk_leaves_the_learnt_window_alone(owner, grid_site, fast_settings):
