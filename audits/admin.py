@@ -28,6 +28,12 @@ class AuditAdmin(admin.ModelAdmin):
     raw_id_fields = ["owner"]
     actions = ["cancel_audits", "resume_audits", "rerun_audits"]
 
+    def delete_queryset(self, request, queryset):
+        # One at a time through Audit.delete, which waits for a writer still
+        # inserting for the audit (QuerySet.delete would not).
+        for audit in queryset:
+            audit.delete()
+
     @admin.display(description="Progress")
     def progress(self, audit):
         return f"{audit.pages_crawled} / {audit.pages_discovered} pages"

@@ -96,6 +96,11 @@ def run_finalize(audit_id: int) -> bool:
         _update_page_columns(audit)
     for check in CHECKS:
         with transaction.atomic():
+            # Hold the audit row while inserting: a delete (Audit.delete takes the
+            # same lock) then waits for this check, or this check finds it gone.
+            # Issues have no foreign key to stop an insert for a deleted audit.
+            if not Audit.objects.select_for_update().filter(pk=audit.pk).exists():
+                return False
             _insert(audit, check(audit.pk))
         audit.beat()
     with transaction.atomic():

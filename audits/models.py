@@ -11,7 +11,7 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.urls import reverse
@@ -133,6 +133,20 @@ class Audit(models.Model):
 
     def get_absolute_url(self):
         return reverse("audit-detail", args=[self.pk])
+
+    def delete(self, *args, **kwargs):
+        """Delete with everything found, after any transaction still writing for this audit.
+
+        Link edges and issues have no database foreign key (LinkEdge.audit), so
+        nothing in the database stops a writer from adding rows after the
+        cascade has deleted the ones it saw. Locking the audit row first waits
+        for a finalize check in progress (it holds the row, see
+        audits.finalize), and every later one finds the audit gone. (SQLite runs
+        one write transaction at a time, so there it is already so.)
+        """
+        with transaction.atomic(using=kwargs.get("using")):
+            Audit.objects.select_for_update().filter(pk=self.pk).exists()
+            return super().delete(*args, **kwargs)
 
     @property
     def is_active(self) -> bool:
@@ -432,11 +446,13 @@ class LinkEdge(models.Model):
     # query per inserted row when the transaction commits, and a sub-batch
     # inserts ~4,500 edges and ~1,300 issues. At 1,000 pages its commits took
     # 1.1-1.3 s in all, 0.35 s without these constraints (Issue's too). Edges
-    # and issues are only written by the chunk writer and finalize, for the
-    # audit whose lease they hold, and go with it through Django's cascade.
-    # What a constraint would catch is a writer racing the delete of its
-    # audit, which cancels the audit first; a row it leaves has an audit id
-    # that is never used again, so no screen can show it.
+    # and issues are written by start, the chunk writer and finalize, and go
+    # with their audit through Django's cascade. What a constraint would catch
+    # is a writer racing the delete of its audit, leaving rows no screen shows
+    # (ids are never reused): Audit.delete locks the audit row first; each
+    # finalize check takes that lock before it inserts and stops if the audit
+    # is gone; start and the chunk writer also write Page or frontier rows,
+    # whose foreign keys stay, so their transaction fails instead.
     audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="links", db_index=False,
                               db_constraint=False)
     source_hash = models.CharField(max_length=32)

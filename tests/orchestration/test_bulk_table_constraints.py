@@ -3,8 +3,11 @@ yet go with their audit and page as before."""
 
 import pytest
 from django.db import connection
+from django.urls import reverse
 
-from audits.models import Issue, LinkEdge, Page
+from audits import finalize
+from audits.finalize import broken_links
+from audits.models import Audit, Issue, LinkEdge, Page
 from tests.dashboard.factories import SITE, make_audit, make_issue, make_link, make_page
 
 pytestmark = pytest.mark.django_db
@@ -42,3 +45,37 @@ def test_deleting_a_page_still_deletes_its_issues(owner):
     make_issue(audit, "title_missing", f"{SITE}/", page=kept)
     page.delete()
     assert list(Issue.objects.filter(audit=audit).values_list("page_id", flat=True)) == [kept.pk]
+
+
+def test_finalize_stops_inserting_once_its_audit_is_deleted_between_checks(owner, monkeypatch):
+    audit = make_audit(owner, status=Audit.Status.FINALIZING, phase=Audit.Phase.FINALIZING, origin=SITE)
+    make_page(audit, f"{SITE}/gone", status_code=404)
+    make_link(audit, f"{SITE}/", f"{SITE}/gone")
+    ran = []
+
+    def delete_the_audit(audit_id):
+        ran.append("delete")
+        Audit.objects.get(pk=audit_id).delete()
+        return iter(())
+
+    def later_check(audit_id):
+        ran.append("later")
+        return broken_links(audit_id)
+
+    monkeypatch.setattr(finalize, "CHECKS", [delete_the_audit, later_check])
+    assert finalize.run_finalize(audit.pk) is False
+    assert ran == ["delete"]
+    assert not Issue.objects.filter(audit_id=audit.pk).exists()
+    assert not LinkEdge.objects.filter(audit_id=audit.pk).exists()
+
+
+def test_deleting_audits_from_the_admin_list_deletes_their_edges_and_issues(owner, admin_client):
+    audits = [make_audit(owner) for _ in range(2)]
+    for a in audits:
+        page = make_page(a, f"{SITE}/gone", status_code=404)
+        make_link(a, f"{SITE}/", f"{SITE}/gone")
+        make_issue(a, "http_4xx", f"{SITE}/gone", page=page)
+    response = admin_client.post(reverse("admin:audits_audit_changelist"), {
+        "action": "delete_selected", "_selected_action": [a.pk for a in audits], "post": "yes"})
+    assert response.status_code == 302
+    assert not Audit.objects.exists() and not LinkEdge.objects.exists() and not Issue.objects.exists()
