@@ -16,7 +16,6 @@ from audits.crawling import (
     crawl_setup,
     run_chunk,
     run_resume,
-    run_start,
 )
 from audits.inline import run_steps
 from audits.models import Audit, ChunkLease, FrontierURL, Page
@@ -24,16 +23,9 @@ from audits.services import cancel_audit
 from crawler.page import PageOutcome
 from crawler.types import FetchResult
 
+from .starting import started
+
 pytestmark = pytest.mark.django_db
-
-
-def started(owner, site, **fields) -> tuple[Audit, InlineDispatcher]:
-    audit = Audit.objects.create(owner=owner, start_url=site.url("/"), allow_private=True, **fields)
-    dispatcher = InlineDispatcher()
-    run_start(audit.pk, dispatcher)
-    audit.refresh_from_db()
-    assert audit.phase == Audit.Phase.CRAWLING, (audit.error_code, audit.error_detail)
-    return audit, dispatcher
 
 
 def expire(lease_number: int, audit: Audit) -> None:

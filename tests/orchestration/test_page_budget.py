@@ -4,20 +4,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from audits.crawling import InlineDispatcher, run_chunk, run_start
+from audits.crawling import run_chunk
 from audits.inline import run_steps
 from audits.models import Audit
 
+from .starting import started
+
 pytestmark = pytest.mark.django_db
-
-
-def started(owner, site, **fields) -> tuple[Audit, InlineDispatcher]:
-    audit = Audit.objects.create(owner=owner, start_url=site.url("/"), allow_private=True, **fields)
-    dispatcher = InlineDispatcher()
-    run_start(audit.pk, dispatcher)
-    audit.refresh_from_db()
-    assert audit.phase == Audit.Phase.CRAWLING, (audit.error_code, audit.error_detail)
-    return audit, dispatcher
 
 
 def budget_counts(queries) -> list[str]:

@@ -5,19 +5,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from audits.crawling import InlineDispatcher, claim_chunk, crawl_setup, run_chunk, run_start
+from audits.crawling import claim_chunk, crawl_setup, run_chunk
 from audits.models import Audit, ChunkLease
 
+from .starting import started
+
 pytestmark = pytest.mark.django_db
-
-
-def started(owner, site, **fields) -> tuple[Audit, InlineDispatcher]:
-    audit = Audit.objects.create(owner=owner, start_url=site.url("/"), allow_private=True, **fields)
-    dispatcher = InlineDispatcher()
-    run_start(audit.pk, dispatcher)
-    audit.refresh_from_db()
-    assert audit.phase == Audit.Phase.CRAWLING, (audit.error_code, audit.error_detail)
-    return audit, dispatcher
 
 
 def test_a_window_grown_on_a_healthy_site_keeps_growing_across_chunks(owner, grid_site, fast_settings):

@@ -1,0 +1,13 @@
+"""An audit of a loopback site taken through start, ready for its chunks to be run by hand."""
+
+from audits.crawling import InlineDispatcher, run_start
+from audits.models import Audit
+
+
+def started(owner, site, **fields) -> tuple[Audit, InlineDispatcher]:
+    audit = Audit.objects.create(owner=owner, start_url=site.url("/"), allow_private=True, **fields)
+    dispatcher = InlineDispatcher()
+    run_start(audit.pk, dispatcher)
+    audit.refresh_from_db()
+    assert audit.phase == Audit.Phase.CRAWLING, (audit.error_code, audit.error_detail)
+    return audit, dispatcher
