@@ -96,11 +96,8 @@ def run_finalize(audit_id: int) -> bool:
         _update_page_columns(audit)
     for check in CHECKS:
         with transaction.atomic():
-            # Hold the audit row while inserting: a delete (Audit.delete takes the
-            # same lock) then waits for this check, or this check finds it gone.
-            # Issues have no foreign key to stop an insert for a deleted audit.
-            if not Audit.objects.select_for_update().filter(pk=audit.pk).exists():
-                return False
+            if not _hold(audit.pk):
+                return False  # deleted meanwhile
             _insert(audit, check(audit.pk))
         audit.beat()
     with transaction.atomic():
@@ -109,6 +106,20 @@ def run_finalize(audit_id: int) -> bool:
         # so do the chunk rows: one per chunk, they are the record of its attempts.
         FrontierURL.objects.filter(audit=audit).delete()
         return audit.finish()
+
+
+def _hold(audit_id: int) -> bool:
+    """Keep the audit row from being deleted until this transaction ends; False if it is gone.
+
+    Issues have no foreign key to stop an insert for a deleted audit, so each
+    check holds the row the way a foreign key check would: FOR KEY SHARE, which
+    Audit.delete's FOR UPDATE waits for, while a cancel or the watchdog (plain
+    UPDATEs of the row) do not. SQLite runs one write transaction at a time.
+    """
+    lock = " FOR KEY SHARE" if connection.vendor == "postgresql" else ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM audits_audit WHERE id = %s{lock}", [audit_id])
+        return cursor.fetchone() is not None
 
 
 def recount(audit: Audit) -> None:

@@ -140,9 +140,9 @@ class Audit(models.Model):
         Link edges and issues have no database foreign key (LinkEdge.audit), so
         nothing in the database stops a writer from adding rows after the
         cascade has deleted the ones it saw. Locking the audit row first waits
-        for a finalize check in progress (it holds the row, see
-        audits.finalize), and every later one finds the audit gone. (SQLite runs
-        one write transaction at a time, so there it is already so.)
+        for a finalize check in progress (it holds the row FOR KEY SHARE, see
+        audits.finalize._hold), and every later one finds the audit gone.
+        (SQLite runs one write transaction at a time, so there it is already so.)
         """
         with transaction.atomic(using=kwargs.get("using")):
             Audit.objects.select_for_update().filter(pk=self.pk).exists()

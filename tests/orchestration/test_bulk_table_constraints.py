@@ -1,8 +1,10 @@
 """Edges and issues carry no database foreign keys (LinkEdge.audit explains why),
 yet go with their audit and page as before."""
 
+import threading
+
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection, transaction
 from django.urls import reverse
 
 from audits import finalize
@@ -79,3 +81,36 @@ def test_deleting_audits_from_the_admin_list_deletes_their_edges_and_issues(owne
         "action": "delete_selected", "_selected_action": [a.pk for a in audits], "post": "yes"})
     assert response.status_code == 302
     assert not Audit.objects.exists() and not LinkEdge.objects.exists() and not Issue.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks between two sessions: PostgreSQL's")
+def test_a_finalize_check_holds_off_a_delete_of_its_audit_but_not_a_cancel(owner):
+    audit = make_audit(owner, status=Audit.Status.FINALIZING, phase=Audit.Phase.FINALIZING, origin=SITE)
+    held, release = threading.Event(), threading.Event()
+
+    def finalize_check():  # another session, as a worker's would be
+        try:
+            with transaction.atomic():
+                assert finalize._hold(audit.pk)
+                held.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=finalize_check)
+    worker.start()
+    assert held.wait(10)
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL lock_timeout = '2s'")
+            assert Audit.objects.get(pk=audit.pk).cancel()  # a plain UPDATE goes through at once
+        with pytest.raises(OperationalError, match="lock timeout"), transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL lock_timeout = '300ms'")
+            Audit.objects.get(pk=audit.pk).delete()  # waits for the check
+    finally:
+        release.set()
+        worker.join()
+    assert Audit.objects.get(pk=audit.pk).status == Audit.Status.CANCELLED
