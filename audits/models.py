@@ -144,8 +144,9 @@ class Audit(models.Model):
         audits.finalize._hold), and every later one finds the audit gone.
         (SQLite runs one write transaction at a time, so there it is already so.)
         """
-        with transaction.atomic(using=kwargs.get("using")):
-            Audit.objects.select_for_update().filter(pk=self.pk).exists()
+        using = kwargs.get("using") or self._state.db
+        with transaction.atomic(using=using):
+            Audit.objects.using(using).select_for_update().filter(pk=self.pk).exists()
             return super().delete(*args, **kwargs)
 
     @property
@@ -450,9 +451,9 @@ class LinkEdge(models.Model):
     # with their audit through Django's cascade. What a constraint would catch
     # is a writer racing the delete of its audit, leaving rows no screen shows
     # (ids are never reused): Audit.delete locks the audit row first; each
-    # finalize check takes that lock before it inserts and stops if the audit
-    # is gone; start and the chunk writer also write Page or frontier rows,
-    # whose foreign keys stay, so their transaction fails instead.
+    # finalize check holds it FOR KEY SHARE while it inserts (finalize._hold)
+    # and stops if the audit is gone; start and the chunk writer also write
+    # Page or frontier rows, whose foreign keys stay, so theirs fail instead.
     audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="links", db_index=False,
                               db_constraint=False)
     source_hash = models.CharField(max_length=32)
