@@ -8,7 +8,7 @@ One run measures, side by side on the same generated corpus:
     CrawlSpider, both crawling the whole corpus from one loopback static
     server with the same concurrency, each in its own process;
 (c) CPU per request through each HTTP layer (``benchmarks/http_layers.py``):
-    the Fetcher, its h11 pool alone, httpcore's pools and a plain httpx client.
+    the Fetcher, its HTTP/1.1 pool alone, httpcore's pools and a plain httpx client.
 
 It writes the figures to ``benchmarks/RESULTS.md`` (``--results``). It is a
 script, never a timed test. Reproduce with::
@@ -415,7 +415,7 @@ PROFILE_FRAMES = (
     ("page checks (`run_page_checks`)", "run_page_checks", "checks.py"),
     ("outlink normalisation (`outlinks_of`)", "outlinks_of", "page.py"),
     ("frontier admission (`_Frontier.follow`)", "follow", "crawl.py"),
-    ("fetching (`Fetcher.fetch`, h11 on `http11.Pool`)", "fetch", "fetch.py"),
+    ("fetching (`Fetcher.fetch` on `http11.Pool`)", "fetch", "fetch.py"),
     ("  of which reading bodies (`_read_body`)", "_read_body", "fetch.py"),
     ("window scheduling and sink (`run_window`, `_consume`)", "run_window|_consume", "window.py"),
 )

@@ -307,7 +307,7 @@ PROFILE_FRAMES = (
     ("start (`run_start`: robots, sitemaps, first page)", "run_start", "audits/crawling.py"),
     # The per-URL tasks run from the event loop, not under ``_crawl_items``'s frame.
     ("crawl loop thread: per-URL tasks (`_crawl_items.work`: fetch, parse, checks)", "work", "audits/crawling.py"),
-    ("  fetching (`Fetcher.fetch`/`check`, h11 on `http11.Pool`)", "fetch|check", "crawler/fetch.py"),
+    ("  fetching (`Fetcher.fetch`/`check` on `http11.Pool`)", "fetch|check", "crawler/fetch.py"),
     ("  parse (`parse_html`)", "parse_html", "crawler/parse.py"),
     ("  page checks (`run_page_checks`)", "run_page_checks", "crawler/checks.py"),
     ("  outlink normalisation (`outlinks_of`)", "outlinks_of", "crawler/page.py"),

@@ -1,7 +1,7 @@
 """CPU per request through each HTTP layer the fetcher could sit on.
 
 The audit sends every request through ``crawler.fetch.Fetcher``, which since
-``crawler/http11.py`` speaks h11 over its own keep-alive pool. This probe
+``crawler/http11.py`` speaks HTTP/1.1 over its own keep-alive pool. This probe
 sends the same requests, at the same concurrency, through:
 
 * ``fetcher``: ``Fetcher.check`` (HEAD) or ``Fetcher.fetch`` (GET), all of it:

@@ -4,9 +4,10 @@ hop-by-hop redirects through the SSRF guard, and polite retries.
 ``Fetcher.fetch`` never raises for anything a site does; every failure comes
 back as ``FetchResult(error=FetchError.X, error_detail="...")``. The pieces:
 
-* Connections. Requests go through ``http11.Pool``: h11 over keep-alive
-  connections, without httpcore's pool, whose locks and cancel scopes cost
-  more CPU per request than the HTTP itself (that module says how much).
+* Connections. Requests go through ``http11.Pool``: a small HTTP/1.1 codec
+  over keep-alive connections, without httpcore's pool, whose locks and
+  cancel scopes cost more CPU per request than the HTTP itself, or h11's
+  event objects (that module says how much).
   At most ``concurrency`` requests are in flight; one beyond that waits for a
   slot before its deadline starts, so it spends the deadline on the site, not
   in a queue.
@@ -609,7 +610,7 @@ def _basic_auth(url: httpx.URL) -> str | None:
 def _head(raw: http11.Response, url: str, ttfb: float) -> _Response:
     headers: dict[str, str] = {}
     for name, value in raw.headers:
-        # h11 has checked that names are tokens and lower-cased them.
+        # http11 has checked that names are tokens and lower-cased them.
         key = name.decode("ascii")
         text = _header_text(value)
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
@@ -725,7 +726,7 @@ def _translate(exc: httpx.HTTPError, *, in_body: bool) -> CrawlError:
             return IncompleteBody("The connection broke before the body was complete")
         return ConnectFailed(f"The connection broke before a response: {message}")
     if isinstance(exc, httpx.RemoteProtocolError):
-        # h11 quotes the offending bytes as bytearray(b'...'); keep just the text.
+        # h11 (httpx's own transport) quotes the offending bytes as bytearray(b'...'); keep just the text.
         message = re.sub(r"bytearray\(b(['\"])(.*?)\1\)", r"'\2'", message)
         if "Receive buffer too long" in message:
             return ProtocolFailure("Malformed HTTP response: the headers are larger than 100 KB")

@@ -1,4 +1,4 @@
-"""Keep-alive HTTP/1.1 for the fetcher: h11 over pooled netstream connections.
+"""Keep-alive HTTP/1.1 for the fetcher: a small client codec over pooled netstream connections.
 
 Why not httpcore's pool: for every request it takes anyio locks and shielded
 cancel scopes (in the pool, the connection and the HTTP/1.1 state), asks
@@ -13,11 +13,23 @@ benchmark corpus sends two requests a page at 10,000 pages and seven at
 1,000 (every image, script and stylesheet is checked), so this is a good part
 of what a page costs.
 
-What stays as it was: h11, the parser httpcore uses, reads every response
-with httpcore's 100 KB limit on a head; the sockets are ``netstream``'s,
-dialled through the SSRF guard; and failures are raised as the httpx
-exceptions httpx's own transport raises, so ``fetch._translate`` names them
-as before.
+Why not h11 (the parser httpcore uses, and this pool's until December
+2026): per exchange it builds and validates event objects and runs a state
+machine for both sides, about 0.2 ms of CPU per request, most of what a HEAD
+cost here, and the audit of a small site sends seven requests a page. The
+codec below does what a client that only sends bodiless GET and HEAD needs:
+it writes the request in one piece, finds the end of the response head with
+one search, parses the status line and fields with anchored regexes, and
+frames the body by RFC 9112 section 6.3 (no body for HEAD, 1xx, 204 and 304;
+chunked; Content-Length; else to the close). What h11 refused, it refuses,
+as httpx's RemoteProtocolError: a malformed status line or field, a head
+(or chunk line) over 100 KB, conflicting Content-Lengths, a transfer coding
+other than chunked, a bad chunk, a body cut short.
+``benchmarks/http_layers.py`` measures the pool's CPU per request.
+
+The sockets are ``netstream``'s, dialled through the SSRF guard, and
+failures are raised as the httpx exceptions httpx's own transport raises, so
+``fetch._translate`` names them as before.
 
 The pool keeps one list of idle connections, oldest first, at most
 ``max_idle`` of them whatever the origins (a crawl checking links to
@@ -36,19 +48,19 @@ are in flight; the pool never waits for a connection.
 
 from __future__ import annotations
 
+import re
 import ssl
 import time
 from collections.abc import Iterable
 from typing import NoReturn
 
-import h11
 import httpcore
 import httpx
 
 # One read from the socket: what httpcore reads at a time.
 READ_SIZE = 64 * 1024
-# A response head (status line and headers) larger than this is an attack or
-# a broken server; httpcore's limit, so h11 reports it as it did there.
+# A response head (status line and headers), or a chunk's size line or
+# trailer, larger than this is an attack or a broken server (httpcore's limit).
 MAX_HEAD_BYTES = 100 * 1024
 # Seconds an idle connection is kept for reuse (httpx's default is 5).
 KEEPALIVE_EXPIRY = 5.0
@@ -72,8 +84,6 @@ _HTTPX_ERRORS: dict[type[Exception], type[httpx.HTTPError]] = {
     httpcore.LocalProtocolError: httpx.LocalProtocolError,
     httpcore.UnsupportedProtocol: httpx.UnsupportedProtocol,
     httpcore.ProtocolError: httpx.ProtocolError,
-    h11.RemoteProtocolError: httpx.RemoteProtocolError,
-    h11.LocalProtocolError: httpx.LocalProtocolError,
 }
 
 
@@ -87,15 +97,52 @@ def _raise_as_httpx(exc: Exception) -> NoReturn:
     raise exc
 
 
-class _Connection:
-    """One socket and the h11 state of the exchange on it."""
+# The response grammar of RFC 9112, as strict as h11 was. A line may end in
+# CRLF or a bare LF (section 2.2 lets a recipient accept that); the head
+# is cut at its blank line before these run, so they see one line each.
+_STATUS_LINE = re.compile(rb"HTTP/(\d)\.(\d) (\d{3})(?: [^\x00-\x08\x0a-\x1f\x7f]*)?")
+_FIELD_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\x00-\x08\x0a-\x1f\x7f]*?)[ \t]*")
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\x00-\x08\x0a-\x1f\x7f]*)?")
+_DIGITS = re.compile(rb"[0-9]{1,18}")
+# What may go in a request we write: a target with no space or control byte,
+# token field names, field values with no control byte but tab.
+_TARGET = re.compile(rb"[\x21-\x7e]+")
+_NAME = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_VALUE = re.compile(rb"[^\x00-\x08\x0a-\x1f\x7f]*")
 
-    __slots__ = ("origin", "stream", "h11", "idle_since", "reused", "received", "lost")
+# Informational (1xx) answers taken before the real one: a server sending
+# them without end is stuck or hostile.
+MAX_INFORMATIONAL = 10
+
+# How a response's body is framed (RFC 9112 section 6.3).
+_NONE, _LENGTH, _CHUNKED, _TO_CLOSE = range(4)
+
+
+def _malformed(message: str) -> httpx.RemoteProtocolError:
+    return httpx.RemoteProtocolError(message)
+
+
+def _shown(line: bytes | bytearray) -> str:
+    """A received line, quoted short for an error message."""
+    return repr(bytes(line[:80]))
+
+
+class _Connection:
+    """One socket, the bytes received on it and not yet used, and the state of the exchange on it."""
+
+    __slots__ = ("origin", "stream", "buffer", "eof", "keep_alive", "complete", "idle_since", "reused",
+                 "received", "lost")
 
     def __init__(self, origin: Origin, stream: httpcore.AsyncNetworkStream) -> None:
         self.origin = origin
         self.stream = stream
-        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
+        self.buffer = bytearray()
+        self.eof = False
+        # Whether the server lets the connection carry another exchange after this one.
+        self.keep_alive = False
+        # Whether the current answer has been read to its end.
+        self.complete = False
         self.idle_since = 0.0
         self.reused = False
         # Whether any byte of the current answer arrived: until one has, a
@@ -104,24 +151,66 @@ class _Connection:
         # Whether the last exchange failed because the connection went away.
         self.lost = False
 
-    async def next_event(self, timeout: float | None):
-        state = self.h11
+    async def read(self, timeout: float | None) -> bytes:
+        """The next bytes from the socket (not the buffer); b"" at the end of the stream."""
+        if self.eof:
+            return b""
+        data = await self.stream.read(READ_SIZE, timeout)
+        if data:
+            self.received = True
+        else:
+            self.eof = True
+        return data
+
+    async def fill(self, timeout: float | None) -> bool:
+        """Read more into the buffer; False at the end of the stream."""
+        data = await self.read(timeout)
+        self.buffer += data
+        return bool(data)
+
+    async def line(self, timeout: float | None, what: str) -> bytes:
+        """One line (without its line ending) of a chunked body: a size line or a trailer."""
+        buffer, scanned = self.buffer, 0
+        while (end := buffer.find(b"\n", scanned)) < 0:
+            if len(buffer) > MAX_HEAD_BYTES:
+                raise _malformed("Receive buffer too long")
+            scanned = len(buffer)
+            if not await self.fill(timeout):
+                raise _malformed(f"peer closed connection without sending complete message body: {what}")
+        if end > MAX_HEAD_BYTES:
+            raise _malformed("Receive buffer too long")
+        line = bytes(buffer[:end])
+        del buffer[:end + 1]
+        return line[:-1] if line.endswith(b"\r") else line
+
+    async def head(self, timeout: float | None) -> tuple[bytes, bytes]:
+        """The next response head: its status line and the block of its fields."""
+        buffer, scanned = self.buffer, 0
         while True:
-            event = state.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            data = await self.stream.read(READ_SIZE, timeout)
-            if data:
-                self.received = True
-            elif state.their_state is h11.SEND_RESPONSE:
+            found = _HEAD_END.search(buffer, scanned)
+            if found is not None:
+                break
+            if len(buffer) > MAX_HEAD_BYTES:
+                raise _malformed("Receive buffer too long")
+            scanned = max(0, len(buffer) - 3)  # a blank line may straddle two reads
+            if not await self.fill(timeout):
                 # httpcore's wording, which fetch._translate recognises.
-                raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
-            state.receive_data(data)
+                raise _malformed("Server disconnected without sending a response.")
+        if found.start() > MAX_HEAD_BYTES:
+            raise _malformed("Receive buffer too long")
+        head = bytes(buffer[:found.start()])
+        del buffer[:found.end()]
+        status, _, fields = head.partition(b"\n")
+        return (status[:-1] if status.endswith(b"\r") else status), fields
 
     def reusable(self) -> bool:
         """The exchange is complete and nothing beyond the answer arrived."""
-        state = self.h11
-        return state.our_state is h11.DONE and state.their_state is h11.DONE and not state.trailing_data[0]
+        return self.complete and self.keep_alive and not self.eof and not self.buffer
+
+    def reset(self) -> None:
+        """Ready for the next exchange."""
+        self.complete = False
+        self.keep_alive = False
 
     async def aclose(self) -> None:
         stream, self.stream = self.stream, None
@@ -129,24 +218,70 @@ class _Connection:
             await stream.aclose()
 
 
+def _fields(block: bytes) -> list[tuple[bytes, bytes]]:
+    """``(name, value)`` pairs of a head's field block, names lower-cased."""
+    fields: list[tuple[bytes, bytes]] = []
+    if not block:
+        return fields
+    for line in block.split(b"\n"):
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if line[:1] in (b" ", b"\t"):
+            # Obsolete line folding (RFC 9112 section 5.2): part of the previous value.
+            if not fields or _VALUE.fullmatch(line) is None:
+                raise _malformed(f"illegal header line: {_shown(line)}")
+            name, value = fields[-1]
+            fields[-1] = (name, (value + b" " + line.strip(b" \t")).strip(b" \t"))
+            continue
+        match = _FIELD_LINE.fullmatch(line)
+        if match is None:
+            raise _malformed(f"illegal header line: {_shown(line)}")
+        fields.append((match[1].lower(), match[2]))
+    return fields
+
+
+def _framing(method: bytes, status: int, fields: list[tuple[bytes, bytes]]) -> tuple[int, int]:
+    """How the body after this head is delimited, and its length when declared."""
+    if method == b"HEAD" or status in (204, 304):
+        return _NONE, 0
+    codings = [c.strip().lower() for name, value in fields if name == b"transfer-encoding"
+               for c in value.split(b",")]
+    if codings:
+        # Transfer-Encoding wins over Content-Length (section 6.3); chunked is
+        # the only coding a server may use without being asked (section 6.1).
+        if codings != [b"chunked"]:
+            raise _malformed("unsupported Transfer-Encoding")
+        return _CHUNKED, 0
+    lengths = {v.strip() for name, value in fields if name == b"content-length" for v in value.split(b",")}
+    if lengths:
+        (length,) = lengths if len(lengths) == 1 else (b"",)
+        if _DIGITS.fullmatch(length) is None:
+            raise _malformed("bad Content-Length")
+        return _LENGTH, int(length)
+    return _TO_CLOSE, 0
+
+
 class Response:
     """Status and headers of one answer; iterate it for the raw body, then ``aclose()``.
 
-    ``headers`` are h11's: ``(name, value)`` byte pairs, names lower-cased.
-    Closing a response read to its end gives the connection back to the pool;
-    closing it earlier closes the connection (the unread rest would have to be
-    read before the next request could go).
+    ``headers`` are ``(name, value)`` byte pairs in the order received, names
+    lower-cased. Closing a response read to its end gives the connection back
+    to the pool; closing it earlier closes the connection (the unread rest
+    would have to be read before the next request could go).
     """
 
-    __slots__ = ("status", "headers", "_connection", "_pool", "_timeout", "_done")
+    __slots__ = ("status", "headers", "_connection", "_pool", "_timeout", "_framing", "_left", "_done")
 
-    def __init__(self, event: h11.Response, connection: _Connection, pool: Pool) -> None:
-        self.status: int = event.status_code
-        self.headers = event.headers
+    def __init__(self, status: int, headers: list[tuple[bytes, bytes]], framing: tuple[int, int],
+                 connection: _Connection, pool: Pool) -> None:
+        self.status = status
+        self.headers = headers
         self._connection: _Connection | None = connection
         self._pool = pool
         self._timeout = pool.read_timeout
-        self._done = False
+        self._framing, self._left = framing
+        self._done = self._framing == _NONE
+        connection.complete = self._done
 
     def __aiter__(self) -> Response:
         return self
@@ -155,17 +290,77 @@ class Response:
         connection = self._connection
         if connection is None or self._done:
             raise StopAsyncIteration
-        while True:
-            try:
-                event = await connection.next_event(self._timeout)
-            except Exception as exc:
-                _raise_as_httpx(exc)
-            kind = type(event)
-            if kind is h11.Data:
-                return bytes(event.data)
-            if kind is h11.EndOfMessage:
-                self._done = True
-                raise StopAsyncIteration
+        try:
+            chunk = await self._next(connection)
+        except Exception as exc:
+            _raise_as_httpx(exc)
+        if not chunk:
+            self._done = connection.complete = True
+            raise StopAsyncIteration
+        return chunk
+
+    async def _next(self, connection: _Connection) -> bytes:
+        """The next piece of the body, or b"" at its end."""
+        framing, buffer = self._framing, connection.buffer
+        if framing == _CHUNKED:
+            if self._left == 0:
+                size = await self._chunk_size(connection)
+                if size == 0:
+                    await self._trailer(connection)
+                    return b""
+                self._left = size
+            piece = await self._take(connection, "incomplete chunked read")
+            if self._left == 0:  # the chunk's data ends with a line ending of its own
+                if await connection.line(self._timeout, "incomplete chunked read"):
+                    raise _malformed("missing line ending after a chunk")
+            return piece
+        if framing == _LENGTH:
+            if self._left == 0:
+                return b""
+            return await self._take(connection, f"{self._left} more bytes were expected")
+        # To the close: HTTP/1.0's framing, and a server's that declares none.
+        if not buffer:
+            return await connection.read(self._timeout)
+        piece = bytes(buffer)
+        buffer.clear()
+        return piece
+
+    async def _take(self, connection: _Connection, missing: str) -> bytes:
+        """Up to the rest of a declared length (of a body or a chunk)."""
+        buffer = connection.buffer
+        if not buffer:
+            # Most of a body comes straight from the socket, with no copy.
+            data = await connection.read(self._timeout)
+            if not data:
+                raise _malformed(f"peer closed connection without sending complete message body: {missing}")
+            if len(data) <= self._left:
+                self._left -= len(data)
+                return data
+            buffer += data
+        count = min(self._left, len(buffer))
+        if count == len(buffer):
+            piece = bytes(buffer)
+            buffer.clear()
+        else:
+            piece = bytes(buffer[:count])
+            del buffer[:count]
+        self._left -= count
+        return piece
+
+    async def _chunk_size(self, connection: _Connection) -> int:
+        line = await connection.line(self._timeout, "incomplete chunked read")
+        match = _CHUNK_SIZE.fullmatch(line)
+        if match is None:
+            raise _malformed(f"illegal chunk header: {_shown(line)}")
+        return int(match[1], 16)
+
+    async def _trailer(self, connection: _Connection) -> None:
+        """Skip the trailer fields after the last chunk, up to the blank line (capped)."""
+        total = 0
+        while line := await connection.line(self._timeout, "incomplete chunked trailer"):
+            total += len(line)
+            if total > MAX_HEAD_BYTES:
+                raise _malformed("Receive buffer too long")
 
     async def aclose(self) -> None:
         connection, self._connection = self._connection, None
@@ -213,22 +408,19 @@ class Pool:
         """
         scheme = url.raw_scheme
         origin: Origin = (scheme, url.raw_host, url.port or (443 if scheme == b"https" else 80))
-        try:
-            request = h11.Request(method=method, target=url.raw_path, headers=[(b"Host", url.netloc), *headers])
-        except h11.LocalProtocolError as exc:
-            raise httpx.LocalProtocolError(str(exc)) from exc
+        request = _request(method, url.raw_path, [(b"Host", url.netloc), *headers])
         connection = await self._checkout(origin)
         try:
-            return await self._send_on(connection, request)
+            return await self._send_on(connection, method, request)
         except (httpx.NetworkError, httpx.RemoteProtocolError):
             if not connection.reused or connection.received or not connection.lost:
                 raise
         # The keep-alive race: the same request once more, on a new connection.
-        return await self._send_on(await self._connect(origin), request)
+        return await self._send_on(await self._connect(origin), method, request)
 
-    async def _send_on(self, connection: _Connection, request: h11.Request) -> Response:
+    async def _send_on(self, connection: _Connection, method: bytes, request: bytes) -> Response:
         try:
-            return Response(await self._exchange(connection, request), connection, self)
+            return await self._exchange(connection, method, request)
         except BaseException as exc:
             connection.lost = _lost_connection(exc)
             await connection.aclose()
@@ -236,20 +428,36 @@ class Pool:
                 raise  # a cancellation
             _raise_as_httpx(exc)
 
-    async def _exchange(self, connection: _Connection, request: h11.Request) -> h11.Response:
-        state = connection.h11
-        data = state.send(request) + state.send(h11.EndOfMessage())
+    async def _exchange(self, connection: _Connection, method: bytes, request: bytes) -> Response:
         try:
-            await connection.stream.write(data, self.write_timeout)
+            await connection.stream.write(request, self.write_timeout)
         except httpcore.WriteError:
             # The server may have answered and closed before reading it all
             # (a 413, say): read what it said, as httpcore does.
             pass
-        while True:
-            event = await connection.next_event(self.read_timeout)
-            if type(event) is h11.Response:
-                return event
+        for _ in range(MAX_INFORMATIONAL + 1):
+            status_line, block = await connection.head(self.read_timeout)
+            match = _STATUS_LINE.fullmatch(status_line)
+            if match is None:
+                raise _malformed(f"illegal status line: {_shown(status_line)}")
+            status = int(match[3])
+            fields = _fields(block)
+            if status >= 200:
+                break
+            if status == 101:
+                raise _malformed("the server switched protocols, which was not asked for")
             # 1xx answers (100 Continue, 103 Early Hints) come before the real one.
+        else:
+            raise _malformed(f"more than {MAX_INFORMATIONAL} informational answers before the response")
+        framing = _framing(method, status, fields)
+        tokens = {t.strip().lower() for name, value in fields if name == b"connection" for t in value.split(b",")}
+        # HTTP/1.0 closes unless it says keep-alive; 1.1 keeps alive unless it says close.
+        if (match[1], match[2]) == (b"1", b"1"):
+            keep = b"close" not in tokens
+        else:
+            keep = b"keep-alive" in tokens and b"close" not in tokens and framing[0] != _CHUNKED
+        connection.keep_alive = keep and framing[0] != _TO_CLOSE
+        return Response(status, fields, framing, connection, self)
 
     async def _checkout(self, origin: Origin) -> _Connection:
         """The newest idle connection to ``origin`` that is still good, or a new one."""
@@ -304,7 +512,7 @@ class Pool:
         if self._closed:
             await connection.aclose()  # the pool closed while this answer was being read
             return
-        connection.h11.start_next_cycle()
+        connection.reset()
         connection.idle_since = time.monotonic()
         idle = self._idle
         idle.append(connection)
@@ -320,6 +528,20 @@ class Pool:
         idle, self._idle = self._idle, []
         for connection in idle:
             await connection.aclose()
+
+
+def _request(method: bytes, target: bytes, headers: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """A bodiless HTTP/1.1 request, refusing what would break its framing (a
+    line ending smuggled into a field, say) as h11 did: LocalProtocolError."""
+    if _NAME.fullmatch(method) is None or _TARGET.fullmatch(target) is None:
+        raise httpx.LocalProtocolError(f"Illegal request line: {method!r} {target[:80]!r}")
+    parts = [method, b" ", target, b" HTTP/1.1\r\n"]
+    for name, value in headers:
+        if _NAME.fullmatch(name) is None or _VALUE.fullmatch(value) is None:
+            raise httpx.LocalProtocolError(f"Illegal header: {bytes(name)[:80]!r}")
+        parts += (name, b": ", value, b"\r\n")
+    parts.append(b"\r\n")
+    return b"".join(parts)
 
 
 def _lost_connection(exc: BaseException) -> bool:

@@ -29,7 +29,7 @@ from tests.crawler.hostile_server import (
 
 KiB = 1024
 MiB = 1024 * KiB
-# Socket reads, h11's receive buffer and zlib's window: fixed, not per byte.
+# Socket reads, the pool's receive buffer and zlib's window: fixed, not per byte.
 NETWORK_BUFFERS = 1 * MiB
 POLICY = FetchPolicy(connect_timeout=1.0, read_timeout=1.0, deadline=2.0)
 
