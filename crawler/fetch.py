@@ -43,7 +43,7 @@ from typing import TypeVar
 import httpcore
 import httpx
 
-from . import http11
+from . import http11, wire_url
 from .errors import (
     BodyTooLarge,
     ConnectFailed,
@@ -63,6 +63,7 @@ from .errors import (
 )
 from .net import AddressGuard, GuardedBackend
 from .types import FetchError, FetchResult, Hop
+from .wire_url import WireURL
 
 MiB = 1024 * 1024
 _E = TypeVar("_E", bound=BaseException)
@@ -314,7 +315,7 @@ class Fetcher:
     async def _with_retries(
         self,
         method: str,
-        url: httpx.URL,
+        url: httpx.URL | WireURL,
         headers: list[tuple[bytes, bytes]],
         keep_body: bool | None,
         max_bytes: int | None,
@@ -419,7 +420,7 @@ class Fetcher:
     async def _exchange(
         self,
         method: str,
-        url: httpx.URL,
+        url: httpx.URL | WireURL,
         headers: list[tuple[bytes, bytes]],
         keep_body: bool | None,
         max_bytes: int | None,
@@ -567,7 +568,10 @@ def _ssl_context(verify: bool) -> ssl.SSLContext:
     return httpx.create_ssl_context(verify=verify, trust_env=False)
 
 
-def _parse_url(url: str) -> httpx.URL:
+def _parse_url(url: str) -> httpx.URL | WireURL:
+    plain = wire_url.parse(url)
+    if plain is not None:
+        return plain  # already canonical: what httpx.URL would give, without its parse
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, UnicodeError, ValueError, TypeError) as exc:
@@ -588,19 +592,19 @@ def _scheme_of(location: str) -> str:
         return ""
 
 
-def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+def _origin(url: httpx.URL | WireURL) -> tuple[str, str, int | None]:
     port = url.port or (443 if url.scheme == "https" else 80)
     return url.scheme, url.host, port
 
 
-def _strip(url: httpx.URL) -> httpx.URL:
+def _strip(url: httpx.URL | WireURL) -> httpx.URL | WireURL:
     """The URL without credentials or fragment (neither belongs on the wire)."""
     if not url.userinfo and not url.fragment and not str(url).endswith("#"):
         return url  # most URLs: building a copy is a second parse
     return url.copy_with(userinfo=b"", fragment=None)
 
 
-def _basic_auth(url: httpx.URL) -> str | None:
+def _basic_auth(url: httpx.URL | WireURL) -> str | None:
     if not url.userinfo:
         return None
     token = base64.b64encode(f"{url.username}:{url.password}".encode()).decode("ascii")

@@ -57,6 +57,8 @@ from typing import NoReturn
 import httpcore
 import httpx
 
+from .wire_url import WireURL
+
 # One read from the socket: what httpcore reads at a time.
 READ_SIZE = 64 * 1024
 # A response head (status line and headers), or a chunk's size line or
@@ -398,7 +400,7 @@ class Pool:
         self._closed = False
 
     async def send(
-        self, method: bytes, url: httpx.URL, headers: Iterable[tuple[bytes, bytes]]
+        self, method: bytes, url: httpx.URL | WireURL, headers: Iterable[tuple[bytes, bytes]]
     ) -> Response:
         """Send a bodiless request and return once the response head is in.
 
