@@ -99,13 +99,19 @@ def _raise_as_httpx(exc: Exception) -> NoReturn:
     raise exc
 
 
-# The response grammar of RFC 9112, as strict as h11 was. A line may end in
-# CRLF or a bare LF (section 2.2 lets a recipient accept that); the head
-# is cut at its blank line before these run, so they see one line each.
-_STATUS_LINE = re.compile(rb"HTTP/(\d)\.(\d) (\d{3})(?: [^\x00-\x08\x0a-\x1f\x7f]*)?")
-_FIELD_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\x00-\x08\x0a-\x1f\x7f]*?)[ \t]*")
+# The response grammar of RFC 9112, as h11 read it: field values and reason
+# phrases may hold any byte but NUL, CR, LF, VT and FF (h11's field-vchar is
+# [^\x00\s]). A line may end in CRLF or a bare LF (section 2.2 lets a
+# recipient accept that); the head is cut at its blank line before these run,
+# so they see one line each. No pattern here can backtrack: a field line is
+# split at its first colon and its value stripped in Python, as an ambiguous
+# pattern (optional spaces around a lazy value) took seconds to minutes on a
+# long run of spaces a hostile server can send.
+_STATUS_LINE = re.compile(rb"HTTP/(\d)\.(\d) (\d{3})(?: [^\x00\n\r\x0b\x0c]*)?")
+_FIELD_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):(.*)")
+_BAD_VALUE = re.compile(rb"[\x00\n\r\x0b\x0c]")
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
-_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\x00-\x08\x0a-\x1f\x7f]*)?")
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;.*)?")
 _DIGITS = re.compile(rb"[0-9]{1,18}")
 # What may go in a request we write: a target with no space or control byte,
 # token field names, field values with no control byte but tab.
@@ -175,12 +181,12 @@ class _Connection:
         buffer, scanned = self.buffer, 0
         while (end := buffer.find(b"\n", scanned)) < 0:
             if len(buffer) > MAX_HEAD_BYTES:
-                raise _malformed("Receive buffer too long")
+                raise _malformed("a chunk size line or trailer is longer than 100 KB")
             scanned = len(buffer)
             if not await self.fill(timeout):
                 raise _malformed(f"peer closed connection without sending complete message body: {what}")
         if end > MAX_HEAD_BYTES:
-            raise _malformed("Receive buffer too long")
+            raise _malformed("a chunk size line or trailer is longer than 100 KB")
         line = bytes(buffer[:end])
         del buffer[:end + 1]
         return line[:-1] if line.endswith(b"\r") else line
@@ -189,6 +195,10 @@ class _Connection:
         """The next response head: its status line and the block of its fields."""
         buffer, scanned = self.buffer, 0
         while True:
+            if buffer[:1] and buffer[:1] != b"H":
+                # Not HTTP at all (a TLS alert from an HTTPS port, say): no need to
+                # wait for a blank line that may never come.
+                raise _malformed(f"illegal status line: {_shown(buffer[:80])}")
             found = _HEAD_END.search(buffer, scanned)
             if found is not None:
                 break
@@ -225,20 +235,25 @@ def _fields(block: bytes) -> list[tuple[bytes, bytes]]:
     fields: list[tuple[bytes, bytes]] = []
     if not block:
         return fields
+    folded: dict[int, list[bytes]] = {}  # field index -> its value's pieces, joined once
     for line in block.split(b"\n"):
         if line.endswith(b"\r"):
             line = line[:-1]
+        if _BAD_VALUE.search(line):
+            raise _malformed(f"illegal header line: {_shown(line)}")
         if line[:1] in (b" ", b"\t"):
             # Obsolete line folding (RFC 9112 section 5.2): part of the previous value.
-            if not fields or _VALUE.fullmatch(line) is None:
+            if not fields:
                 raise _malformed(f"illegal header line: {_shown(line)}")
-            name, value = fields[-1]
-            fields[-1] = (name, (value + b" " + line.strip(b" \t")).strip(b" \t"))
+            index = len(fields) - 1
+            folded.setdefault(index, [fields[index][1]]).append(line.strip(b" \t"))
             continue
         match = _FIELD_LINE.fullmatch(line)
         if match is None:
             raise _malformed(f"illegal header line: {_shown(line)}")
-        fields.append((match[1].lower(), match[2]))
+        fields.append((match[1].lower(), match[2].strip(b" \t")))
+    for index, pieces in folded.items():
+        fields[index] = (fields[index][0], b" ".join(piece for piece in pieces if piece))
     return fields
 
 
@@ -443,6 +458,8 @@ class Pool:
             if match is None:
                 raise _malformed(f"illegal status line: {_shown(status_line)}")
             status = int(match[3])
+            if status < 100:
+                raise _malformed(f"illegal status code {status}")
             fields = _fields(block)
             if status >= 200:
                 break

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 
 import httpx
 import pytest
@@ -102,7 +103,10 @@ def test_bare_line_feeds_folded_fields_and_repeated_equal_lengths_are_read(serve
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nxx", "unsupported Transfer-Encoding"),
         (b"HTTP/1.1 200 OK\r\nBad Header: x\r\nContent-Length: 0\r\n\r\n", "illegal header line"),
         (b"HTTP/1.1 200 OK\r\nX-Nul: a\x00b\r\nContent-Length: 0\r\n\r\n", "illegal header line"),
+        (b"HTTP/1.1 200 OK\r\nX-Ff: a\x0cb\r\nContent-Length: 0\r\n\r\n", "illegal header line"),
         (b"HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n", "illegal status line"),
+        (b"HTTP/1.1 099 Early\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", "illegal status code 99"),
+        (b"\x15\x03\x03\x00\x02\x02\x46", "illegal status line"),  # a TLS alert: answered at once, no wait
         (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n", "switched protocols"),
         (b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n",
          "missing line ending"),
@@ -129,7 +133,7 @@ def test_a_chunk_size_line_past_the_head_cap_is_refused(server):
     server.route("/long-chunk-line", _answer(head + b"5;" + b"x" * (http11.MAX_HEAD_BYTES + 10) + b"\r\nhello"))
     result = _fetch_twice(server, "/long-chunk-line")[0]
     assert result.error is FetchError.PROTOCOL_ERROR
-    assert "larger than 100 KB" in result.error_detail
+    assert "chunk size line or trailer is longer than 100 KB" in result.error_detail
 
 
 def test_a_chunked_body_cut_short_is_an_incomplete_body(server):
@@ -154,3 +158,37 @@ def test_a_line_ending_in_a_request_field_is_refused_before_anything_is_sent(ser
     with pytest.raises(httpx.LocalProtocolError):
         asyncio.run(run())
     assert server.connections == 0
+
+
+def test_control_bytes_h11_accepted_in_values_and_reasons_are_still_accepted(server):
+    head = b"HTTP/1.1 200 Odd\x1b reason\r\nContent-Type: text/html\r\nX-Odd: a\x01b\x7f\r\nContent-Length: %d\r\n\r\n"
+    server.route("/odd", _answer(head % len(PAGE) + PAGE))
+    result = _fetch_twice(server, "/odd")[0]
+    assert (result.status, result.error, result.body) == (200, None, PAGE)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"X-Spaces: a" + b" " * 90_000 + b"b",  # valid: spaces inside a value
+        b"X-Spaces:" + b" " * 90_000 + b"\x00",  # invalid after a long run of spaces
+        b"X-Tabs: \t" * 30_000,
+    ],
+)
+def test_long_runs_of_whitespace_in_a_field_are_read_in_linear_time(server, line):
+    # A pattern with optional spaces around a lazy value backtracked for minutes on these.
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n" + line + b"\r\nContent-Length: %d\r\n\r\n"
+    server.route("/spaces", _answer(head % len(PAGE) + PAGE))
+    started = time.monotonic()
+    result = _fetch_twice(server, "/spaces")[0]
+    assert time.monotonic() - started < 1.5
+    assert result.error in (None, FetchError.PROTOCOL_ERROR)
+
+
+def test_many_folded_lines_are_joined_in_linear_time(server):
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Folded: start\r\n" + b" more\r\n" * 12_000
+    server.route("/folds", _answer(head + b"Content-Length: %d\r\n\r\n" % len(PAGE) + PAGE))
+    started = time.monotonic()
+    result = _fetch_twice(server, "/folds")[0]
+    assert time.monotonic() - started < 1.5
+    assert result.body == PAGE and result.headers["x-folded"] == "start" + " more" * 12_000
