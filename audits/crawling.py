@@ -11,7 +11,10 @@ The lease protocol, in short:
    attempt, sets a fresh owner token and an expiry from the database clock.
    A finished chunk, a live lease or a spent attempt budget refuses the claim.
 2. The chunk leases up to CHUNK_SIZE pending URLs by marking them with its
-   number; a retry of *n* re-receives exactly the URLs still marked.
+   number; a retry of *n* re-receives exactly the URLs still marked. While
+   its last URLs run, it tops up with up to CHUNK_SIZE more at no greater
+   click depth (``ChunkWriter.top_up``, fenced like a write), so fetching
+   does not pause between chunks; a retry runs only what it held.
 3. Every write of the chunk happens in a transaction that first extends the
    lease *by token*; when the token no longer matches (the lease was reclaimed
    from a zombie), nothing is written and the chunk stops.
@@ -84,17 +87,19 @@ RESOURCE_TAGS = frozenset({"img", "script", "link", "iframe", "source", "video",
 TRAP_VARIANTS = 50
 TRAP_DEPTH_SPREAD = 5
 TEMPLATE_CEILING = 100_000
-# Results written per transaction: bigger batches amortise the commit, the lease
+# Pages written per transaction: bigger batches amortise the commit, the lease
 # fence and the counters; a batch is also flushed after a second (max_batch_wait).
 SUB_BATCH = 50
-# A chunk of only resource and external checks (most chunks of a site with many
-# images) writes twice as many results at once: their rows are small (no links,
-# no body facts), so the transaction's fixed costs (fence, counters, commit, the
-# status read) were much of a write. 1,000-page SQLite audits, four interleaved
-# pairs: 17.0, 15.9, 14.6, 14.0 s -> 13.1, 14.8, 13.3, 12.3 s; PostgreSQL moved
-# less than its noise. At the default CHUNK_SIZE (200) a chunk still writes twice,
-# so the first write overlaps fetching.
-RESOURCE_SUB_BATCH = 100
+# A resource or external check counts half a page toward a sub-batch (_weight):
+# its rows are small (no links, no body facts), so the transaction's fixed costs
+# (fence, counters, commit, the status read) were much of a write of checks.
+# Writing twice as many checks at once took 1,000-page SQLite audits (four
+# interleaved pairs) from 17.0, 15.9, 14.6, 14.0 s to 13.1, 14.8, 13.3, 12.3 s.
+# By weight rather than by the chunk's first lease, since a chunk that tops up
+# (ChunkWriter.top_up) runs pages and checks mixed: sized by its first lease,
+# a chunk begun with pages wrote its later thousands of checks 50 at a time, a
+# third more writes on PostgreSQL.
+PAGE_WEIGHT = 2
 # Sources per DELETE of re-written link edges (one statement per sub-batch).
 DELETE_BATCH = 50
 WORKER_LOST_DETAIL = "The worker crawling this URL died on every try"
@@ -483,7 +488,8 @@ def run_chunk(audit_id: int, number: int, dispatcher: Dispatcher | None = None,
     lease = claim.lease
     items = _lease_urls(audit, lease)
     setup = crawl_setup(audit)
-    writer = ChunkWriter(audit, lease, setup, on_batch=on_batch, kinds={item.url_hash: item.kind for item in items})
+    writer = ChunkWriter(audit, lease, setup, on_batch=on_batch)
+    writer.hold(items)
     try:
         if claim.serial:
             items = writer.drop_poison(items)
@@ -517,37 +523,50 @@ class Item:
     tries: int
 
 
+ITEM_FIELDS = ("id", "url", "url_hash", "kind", "depth", "in_sitemap", "tries")
+
+
 def _lease_urls(audit: Audit, lease: ChunkLease) -> list[Item]:
     """The URLs of this chunk: the ones a previous try held, or up to CHUNK_SIZE fresh ones."""
-    fields = ("id", "url", "url_hash", "kind", "depth", "in_sitemap", "tries")
     held = FrontierURL.objects.filter(audit=audit, chunk=lease.number, state=FrontierURL.State.LEASED)
     if not held.exists():
-        pending = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).due()
-        budget = _page_budget(audit)
-        if budget <= 0:
-            # Out of pages: resources and external links of crawled pages still
-            # go, and so do rescheduled pages (they hold their place in the budget).
-            pending = pending.exclude(kind=Page.Kind.PAGE, reschedules=0)
-        elif pending.filter(kind=Page.Kind.PAGE, linked=True).exists():
-            # Pages reached through links go first, so a page that is both in
-            # the sitemap and linked is crawled at its click depth; sitemap-only
-            # pages (orphan candidates) wait until links have nothing more to give.
-            pending = pending.exclude(kind=Page.Kind.PAGE, linked=False)
-        rows = pending.order_by("depth", "id").values_list("id", "kind", "reschedules")[: knob("CHUNK_SIZE")]
-        ids, pages = [], 0
-        for row_id, kind, reschedules in rows:
-            if kind == Page.Kind.PAGE and not reschedules:
-                pages += 1
-                if pages > budget:  # keep the page budget; resources and external links still go
-                    continue
-            ids.append(row_id)
-        # `state=pending` in the WHERE: of two chunks racing for a row, one gets it.
-        FrontierURL.objects.filter(id__in=ids, state=FrontierURL.State.PENDING).update(
-            state=FrontierURL.State.LEASED, chunk=lease.number)
-    rows = held.order_by("depth", "id").values_list(*fields)
-    items = [Item(*row) for row in rows]
+        _lease_fresh(audit, lease, knob("CHUNK_SIZE"))
+    items = [Item(*row) for row in held.order_by("depth", "id").values_list(*ITEM_FIELDS)]
     ChunkLease.objects.filter(pk=lease.pk, token=lease.token).update(url_count=len(items))
     return items
+
+
+def _lease_fresh(audit: Audit, lease: ChunkLease, limit: int, page_depth_cap: int | None = None) -> list[int]:
+    """Mark up to ``limit`` pending URLs as this chunk's, shallowest first; their ids.
+
+    With ``page_depth_cap`` (a top-up, see ChunkWriter.top_up) pages deeper
+    than it stay pending; resource and external checks of any depth may go.
+    """
+    pending = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).due()
+    if page_depth_cap is not None:
+        pending = pending.filter(~Q(kind=Page.Kind.PAGE) | Q(depth__lte=page_depth_cap))
+    budget = _page_budget(audit)
+    if budget <= 0:
+        # Out of pages: resources and external links of crawled pages still
+        # go, and so do rescheduled pages (they hold their place in the budget).
+        pending = pending.exclude(kind=Page.Kind.PAGE, reschedules=0)
+    elif pending.filter(kind=Page.Kind.PAGE, linked=True).exists():
+        # Pages reached through links go first, so a page that is both in
+        # the sitemap and linked is crawled at its click depth; sitemap-only
+        # pages (orphan candidates) wait until links have nothing more to give.
+        pending = pending.exclude(kind=Page.Kind.PAGE, linked=False)
+    rows = pending.order_by("depth", "id").values_list("id", "kind", "reschedules")[:limit]
+    ids, pages = [], 0
+    for row_id, kind, reschedules in rows:
+        if kind == Page.Kind.PAGE and not reschedules:
+            pages += 1
+            if pages > budget:  # keep the page budget; resources and external links still go
+                continue
+        ids.append(row_id)
+    # `state=pending` in the WHERE: of two chunks racing for a row, one gets it.
+    FrontierURL.objects.filter(id__in=ids, state=FrontierURL.State.PENDING).update(
+        state=FrontierURL.State.LEASED, chunk=lease.number)
+    return ids
 
 
 def run_with_db_here(make_coroutine):
@@ -627,18 +646,22 @@ async def _crawl_items(items, setup: CrawlSetup, writer: ChunkWriter, db, *, ser
         async def sink(outcomes: list[PageOutcome]) -> None:
             await db(writer.write, outcomes)
 
+        async def refill() -> list[Item]:
+            return await db(writer.top_up)
+
         return await run_window(
             items, work, sink, policy=window, host_of=lambda item: "",
             health_of=lambda outcome: fetch_health(outcome.result, window),
-            soft_deadline=deadline, batch_size=1 if serial else _sub_batch(items), max_batch_wait=1.0,
+            soft_deadline=deadline, max_batch_wait=1.0,
+            batch_size=1 if serial else SUB_BATCH * PAGE_WEIGHT, weight_of=None if serial else _weight,
+            # A serial retry runs exactly the URLs the chunk held, to find a poison one.
+            refill=None if serial else refill,
         )
 
 
-def _sub_batch(items: list[Item]) -> int:
-    """Results per write of this chunk: more when it holds no page (see RESOURCE_SUB_BATCH)."""
-    if any(item.kind == Page.Kind.PAGE for item in items):
-        return SUB_BATCH
-    return RESOURCE_SUB_BATCH
+def _weight(outcome: PageOutcome) -> int:
+    """What a result counts toward a sub-batch: a parsed page PAGE_WEIGHT, a check 1."""
+    return PAGE_WEIGHT if outcome.facts is not None else 1
 
 
 def _internal_test(scope: Scope | None) -> Callable[[str], bool]:
@@ -795,6 +818,45 @@ class ChunkWriter:
         # Frontier facts of the open transaction, remembered once it commits.
         self._linked: list[str] = []
         self._present: list[str] = []
+        # The deepest click depth the chunk was first given: how deep top_up may lease pages.
+        self.depth_cap: int | None = None
+
+    def hold(self, items: list[Item]) -> None:
+        """Take on leased ``items``: their kinds are known from here on (a query fewer a write)."""
+        self.kinds.update((item.url_hash, item.kind) for item in items)
+        if self.depth_cap is None and items:
+            self.depth_cap = max(item.depth for item in items)
+
+    def top_up(self) -> list[Item]:
+        """More URLs for this chunk while its last ones run; [] when there are none to give.
+
+        Called by the window once few of the chunk's URLs are left to start, so
+        fetching goes on while the chunk's last results are written, instead of
+        stopping for the end of one chunk and the start of the next (their
+        writes, the lease bookkeeping and a new connection pool cost a few
+        hundred milliseconds a chunk on PostgreSQL, against a few of fetching a
+        URL). Each top-up leases up to CHUNK_SIZE URLs, fenced like every write,
+        so a retry of the chunk re-receives what it held as before. Pages no
+        deeper than the chunk's first lease, because their links are what sets
+        the next pages' click depth: a deeper page could be written before a
+        shallower one linking the same new URL, which would then get too deep
+        a depth. The chunk ends, and the next starts from the frontier, when
+        nothing that shallow is pending (or at the soft deadline).
+        """
+        if self.depth_cap is None:
+            return []
+        with transaction.atomic():
+            self._fence()
+            if not Audit.objects.filter(pk=self.audit.pk, status=Audit.Status.RUNNING).exists():
+                raise AuditStopped()
+            ids = _lease_fresh(self.audit, self.lease, knob("CHUNK_SIZE"), page_depth_cap=self.depth_cap)
+            if not ids:
+                return []
+            rows = FrontierURL.objects.filter(id__in=ids, chunk=self.lease.number, state=FrontierURL.State.LEASED)
+            items = [Item(*row) for row in rows.order_by("depth", "id").values_list(*ITEM_FIELDS)]
+            ChunkLease.objects.filter(pk=self.lease.pk).update(url_count=F("url_count") + len(items))
+        self.hold(items)
+        return items
 
     # Serial (retry) mode: a URL is marked before it is fetched; one still marked
     # on the next try is the URL that killed the worker.

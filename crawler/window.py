@@ -6,7 +6,9 @@ health of recent results (halve on trouble, grow by one after a run of clean
 ones, the AIMD rule TCP uses), limits how many run at once per host, spaces
 starts per host for a requests-per-second rate or a robots.txt Crawl-delay, and
 stops starting new items at a soft deadline, handing back the ones it never
-started.
+started. A ``refill`` callback, asked while the last few items are starting,
+can hand it more, so the window stays full across what would otherwise be the
+end of one list of work and the start of the next.
 
 Results go to a *sink* in sub-batches while work goes on: one consumer task
 calls the sink, so sink calls never overlap and keep arrival order; the queue
@@ -177,6 +179,8 @@ async def run_window(
     soft_deadline: float | None = None,
     batch_size: int = 50,
     max_batch_wait: float | None = 1.0,
+    refill: Callable[[], Awaitable[Sequence[T]]] | None = None,
+    weight_of: Callable[[R], int] | None = None,
 ) -> WindowReport[T]:
     """Run ``work`` over ``items`` through the window and feed results to ``sink``.
 
@@ -184,16 +188,23 @@ async def run_window(
        a free per-host slot, the host's spacing elapsed, no back-pressure from
        the sink and the soft deadline (a ``time.monotonic()`` value) not passed.
     2. Each settled item feeds the window's health and joins the pending
-       batch; a batch goes to the sink when it holds ``batch_size`` results or
-       its oldest result has waited ``max_batch_wait`` seconds (None: size only).
+       batch; a batch goes to the sink when it holds ``batch_size`` results
+       (or results whose ``weight_of`` adds up to it: a costly result can
+       count for more than a cheap one) or its oldest result has waited
+       ``max_batch_wait`` seconds (None: size only).
     3. After the deadline nothing new starts; work in flight finishes (it has
        its own per-request deadline), the last partial batch is flushed, and
        the unstarted items come back in ``unfinished``.
+    4. With ``refill``: once no more items wait to start than twice what the
+       window holds, and before the deadline, ``refill()`` runs (one call at a time,
+       beside the work) and what it returns queues behind the rest. An empty
+       answer means there is no more: it is not asked again.
 
     ``work`` is expected not to raise for anything the site does (the fetcher
-    turns faults into results). If it or the sink raises, work in flight is
-    cancelled and awaited, then the exception propagates; completed results
-    still queued are handed to the sink first when the failure was in work.
+    turns faults into results). If it, ``refill`` or the sink raises, work in
+    flight is cancelled and awaited, then the exception propagates; completed
+    results still queued are handed to the sink first when the failure was in
+    work or refill.
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -202,8 +213,17 @@ async def run_window(
 
     # Per-host queues of (input index, item); dict order gives round-robin.
     waiting: dict[str, deque[tuple[int, T]]] = {}
-    for index, item in enumerate(items):
-        waiting.setdefault(host_of(item), deque()).append((index, item))
+    queued_count = 0
+
+    def enqueue(more: Sequence[T]) -> None:
+        nonlocal queued_count
+        for item in more:
+            waiting.setdefault(host_of(item), deque()).append((queued_count, item))
+            queued_count += 1
+
+    enqueue(items)
+    refilling: asyncio.Task | None = None
+    refilled_all = refill is None
     host_running: dict[str, int] = {}
     host_next_start: dict[str, float] = {}
 
@@ -215,6 +235,7 @@ async def run_window(
     # The consumer ending (a sink exception) must wake the scheduler too.
     consumer.add_done_callback(lambda _task: wake.set())
     batch: list[R] = []
+    batch_weight = 0
     batch_started = 0.0
     done = 0
     max_in_flight = 0
@@ -233,22 +254,38 @@ async def run_window(
 
         task.add_done_callback(settle)
 
+    def full() -> int:
+        """How many results from the front of the batch make a full sub-batch (0: none yet)."""
+        if batch_weight < batch_size:
+            return 0
+        if weight_of is None:
+            return batch_size
+        total = 0
+        for count, result in enumerate(batch, 1):
+            total += weight_of(result)
+            if total >= batch_size:
+                return count
+        return len(batch)
+
     def flush(force: bool) -> bool:
         """Move the batch into the sink queue if due; False when the queue is full."""
-        nonlocal batch
+        nonlocal batch, batch_weight
         if not batch:
             return True
+        cut = full()
         due = (
             force
-            or len(batch) >= batch_size
+            or cut > 0
             or (max_batch_wait is not None and time.monotonic() - batch_started >= max_batch_wait)
         )
         if not due:
             return True
         if queue.full():
             return False
-        queue.put_nowait(batch[:batch_size])
-        batch = batch[batch_size:]
+        cut = cut or len(batch)
+        queue.put_nowait(batch[:cut])
+        batch = batch[cut:]
+        batch_weight = len(batch) if weight_of is None else sum(map(weight_of, batch))
         return True
 
     async def cancel_running() -> None:
@@ -257,6 +294,9 @@ async def run_window(
         if running:
             await asyncio.gather(*running, return_exceptions=True)
         running.clear()
+
+    def waiting_count() -> int:
+        return sum(len(queued) for queued in waiting.values())
 
     failure: BaseException | None = None
     try:
@@ -285,14 +325,27 @@ async def run_window(
                 if not batch:
                     batch_started = time.monotonic()
                 batch.append(result)
+                batch_weight += 1 if weight_of is None else weight_of(result)
                 done += 1
+            if refilling is not None and refilling.done():
+                finished, refilling = refilling, None
+                if finished.exception() is not None:
+                    failure = failure or finished.exception()
+                else:
+                    more = finished.result()
+                    refilled_all = not more
+                    if soft_deadline is not None and time.monotonic() >= soft_deadline:
+                        unfinished_indexed.extend((queued_count + i, item) for i, item in enumerate(more))
+                        queued_count += len(more)
+                    else:
+                        enqueue(more)
             if failure is not None:
                 break
 
             # 2. Hand due batches to the sink; a full queue is back-pressure.
-            while len(batch) >= batch_size and flush(False):
+            while full() and flush(False):
                 pass
-            pressured = len(batch) >= batch_size
+            pressured = full() > 0
             if not pressured:
                 flush(False)
 
@@ -300,6 +353,12 @@ async def run_window(
             now = time.monotonic()
             past_deadline = soft_deadline is not None and now >= soft_deadline
             next_timer: float | None = None
+            # Asked while two windows' worth still wait: the answer (a database
+            # round trip behind a write, for the audit) comes before they run out.
+            if (not refilled_all and refilling is None and not past_deadline
+                    and waiting_count() <= 2 * window.size):
+                refilling = asyncio.ensure_future(refill())
+                refilling.add_done_callback(lambda _task: wake.set())
             if past_deadline:
                 for queued in waiting.values():
                     unfinished_indexed.extend(queued)
@@ -326,8 +385,9 @@ async def run_window(
                         del waiting[host]
                 max_in_flight = max(max_in_flight, len(running))
 
-            # 4. Finished when nothing runs and nothing is left to start.
-            if not running and not waiting:
+            # 4. Finished when nothing runs, nothing is left to start and no
+            # refill is on its way.
+            if not running and not waiting and refilling is None:
                 while batch:
                     if not flush(True):
                         await _wait(wake, None, consumer)
@@ -363,6 +423,9 @@ async def run_window(
     finally:
         if running:
             await cancel_running()
+        if refilling is not None and not refilling.done():
+            refilling.cancel()
+            await asyncio.gather(refilling, return_exceptions=True)
         if not consumer.done():
             consumer.cancel()
             await asyncio.gather(consumer, return_exceptions=True)

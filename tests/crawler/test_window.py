@@ -429,3 +429,85 @@ def test_fetch_health_reads_load_signals_not_content_faults(result, expected):
 def test_policy_refuses_impossible_settings(kwargs):
     with pytest.raises(ValueError):
         WindowPolicy(**kwargs)
+
+
+# -- refill: more work handed in while the last items run -----------------------------------------
+
+
+class Refill:
+    """Hands out ``rounds`` lists of ``per`` new jobs, then []; records what the window held when asked."""
+
+    def __init__(self, probe: Probe, rounds: int, per: int = 10, delay: float = 0.0, fail: bool = False):
+        self.probe, self.rounds, self.per, self.delay, self.fail = probe, rounds, per, delay, fail
+        self.calls = 0
+        self.started_when_asked: list[int] = []
+        self.active = False
+        self.overlapped = False
+
+    async def __call__(self) -> list[Job]:
+        if self.active:
+            self.overlapped = True
+        self.active = True
+        self.calls += 1
+        self.started_when_asked.append(len(self.probe.starts))
+        try:
+            await asyncio.sleep(self.delay)
+            if self.fail:
+                raise LookupError("refill is broken")
+            if self.calls > self.rounds:
+                return []
+            first = 1000 * self.calls
+            return [Job(first + i) for i in range(self.per)]
+        finally:
+            self.active = False
+
+
+def test_refill_is_asked_while_work_runs_and_what_it_gives_is_run_too():
+    probe, sink = Probe(), Sink()
+    refill = Refill(probe, rounds=3, per=10, delay=0.01)
+    jobs = [Job(i) for i in range(10)]
+    report = run(jobs, probe, sink, WindowPolicy(floor=1, start=4, cap=4, per_host=4), refill=refill)
+    expected = list(range(10)) + [1000 * r + i for r in (1, 2, 3) for i in range(10)]
+    assert sorted(sink.received) == sorted(expected)
+    assert report.done == 40 and report.unfinished == []
+    # Asked once per round and once more for the empty answer, never again after it,
+    # one call at a time, and each time while work handed in before still waited
+    # to start (so the window never ran dry waiting for it).
+    assert refill.calls == 4 and not refill.overlapped
+    handed_in = [10 + 10 * call for call in range(refill.calls)]
+    assert all(started < handed for started, handed in zip(refill.started_when_asked, handed_in, strict=True))
+
+
+def test_refill_is_not_asked_past_the_soft_deadline_and_late_answers_come_back_unfinished():
+    probe, sink = Probe(), Sink()
+    refill = Refill(probe, rounds=5, per=10, delay=0.3)  # answers after the deadline
+    jobs = [Job(i, delay=0.05) for i in range(6)]
+    report = run(jobs, probe, sink, WindowPolicy(floor=1, start=2, cap=2, per_host=2), refill=refill,
+                 soft_deadline=time.monotonic() + 0.1)
+    assert refill.calls == 1
+    assert sorted(job.name for job in report.unfinished) == sorted(
+        [job.name for job in jobs if job.name not in sink.received] + [1000 + i for i in range(10)])
+    assert not any(name >= 1000 for name in sink.received)
+
+
+def test_a_failing_refill_stops_the_run_after_the_finished_results_reach_the_sink():
+    probe, sink = Probe(), Sink()
+    refill = Refill(probe, rounds=1, fail=True, delay=0.02)
+    jobs = [Job(i, delay=0.01) for i in range(6)]
+    with pytest.raises(LookupError):
+        run(jobs, probe, sink, WindowPolicy(floor=1, start=2, cap=2, per_host=2), refill=refill)
+    assert set(sink.received) <= set(range(6)) and sink.received  # what finished was kept
+    assert probe.running == 0  # nothing left running
+
+
+def test_sub_batches_fill_by_weight_when_results_weigh_differently():
+    # Heavy results (weight 2, like parsed pages) and light ones (1, like checks):
+    # a batch of weight 10 holds five heavy, ten light, or a mix.
+    probe, sink = Probe(), Sink()
+    jobs = [Job(i) for i in range(40)]
+    weight = {i: 2 if i < 20 else 1 for i in range(40)}
+    run(jobs, probe, sink, WindowPolicy(floor=1, start=1, cap=1, per_host=1), batch_size=10,
+        max_batch_wait=None, weight_of=lambda job: weight[job.name])
+    assert sink.received == list(range(40))
+    assert [sum(weight[name] for name in batch) for batch in sink.batches] == [10, 10, 10, 10, 10, 10]
+    assert [len(batch) for batch in sink.batches] == [5, 5, 5, 5, 10, 10]

@@ -1,19 +1,19 @@
-"""How many results a chunk writes at once: SUB_BATCH, or RESOURCE_SUB_BATCH for a chunk
-that holds no page (resource and external checks make small rows, so a write's fixed
-costs weigh more)."""
+"""How much a chunk writes at once: SUB_BATCH parsed pages, or twice as many resource and
+external checks (small rows, so a write's fixed costs weigh more), or a mix by weight."""
 
-from audits.crawling import RESOURCE_SUB_BATCH, SUB_BATCH, Item, _sub_batch
-from audits.models import Page
+from audits.crawling import PAGE_WEIGHT, SUB_BATCH, _weight
+from crawler.page import PageOutcome
+from crawler.parse import parse_html
+from crawler.types import FetchResult
 
-
-def item(kind: str) -> Item:
-    return Item(id=1, url="http://127.0.0.1:9/x", url_hash="h", kind=kind, depth=1, in_sitemap=False, tries=0)
-
-
-def test_a_chunk_of_resource_and_external_checks_writes_more_results_at_once():
-    assert _sub_batch([item(Page.Kind.RESOURCE), item(Page.Kind.EXTERNAL)]) == RESOURCE_SUB_BATCH
-    assert RESOURCE_SUB_BATCH > SUB_BATCH
+URL = "http://127.0.0.1:9/x"
 
 
-def test_one_page_in_the_chunk_keeps_the_page_sub_batch():
-    assert _sub_batch([item(Page.Kind.RESOURCE), item(Page.Kind.PAGE)]) == SUB_BATCH
+def outcome(parsed: bool) -> PageOutcome:
+    facts = parse_html(b"<html><head><title>t</title></head><body><a href='/y'>y</a></body></html>", URL) \
+        if parsed else None
+    return PageOutcome(URL, 1, FetchResult(URL, URL, status=200), facts, (), ())
+
+
+def test_a_parsed_page_weighs_more_than_a_check():
+    assert _weight(outcome(parsed=True)) == PAGE_WEIGHT > 1 == _weight(outcome(parsed=False))

@@ -1,0 +1,115 @@
+"""A chunk tops up its lease while its last URLs run, so fetching does not stop between chunks;
+each top-up is fenced and bounded like a lease, and never reaches deeper pages than the chunk began with."""
+
+import math
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from audits import crawling
+from audits.crawling import (
+    AuditStopped,
+    ChunkWriter,
+    LeaseLost,
+    _lease_urls,
+    claim_chunk,
+    crawl_setup,
+    run_chunk,
+)
+from audits.inline import run_audit_inline
+from audits.models import Audit, ChunkLease, FrontierURL, Page
+
+from .grid_site import GridSite
+from .starting import started
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_crawl_tops_up_its_chunks_and_still_stores_every_page_once_at_its_click_depth(
+        owner, fast_settings, monkeypatch):
+    leases = []  # (limit, page depth cap, depths of the pages it leased)
+    lease_fresh = crawling._lease_fresh
+
+    def spy(audit, lease, limit, page_depth_cap=None):
+        ids = lease_fresh(audit, lease, limit, page_depth_cap)
+        depths = list(FrontierURL.objects.filter(id__in=ids, kind=Page.Kind.PAGE).values_list("depth", flat=True))
+        leases.append((len(ids), page_depth_cap, depths))
+        return ids
+
+    monkeypatch.setattr(crawling, "_lease_fresh", spy)
+    # 120 pages: click depths 0-6 (a seventh level would trip the crawler-trap guard on /p/{n}).
+    with GridSite(pages=120) as site:
+        audit = Audit.objects.create(owner=owner, start_url=site.url("/"), allow_private=True, max_pages=500,
+                                     max_depth=10)
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+        stored = {p.url.removeprefix(site.url("").rstrip("/")): p for p in audit.pages.all()}
+        assert set(stored) == site.page_paths()
+        for i in range(1, site.pages + 1):
+            assert stored[site.path(i)].depth == int(math.log2(i)), site.path(i)
+        assert all(site.hits(path) == 1 for path in site.page_paths() if not path.startswith("/missing"))
+
+    size = fast_settings.SITEWARD["CHUNK_SIZE"]
+    top_ups = [lease for lease in leases if lease[1] is not None]
+    assert top_ups, "no chunk topped up"
+    assert all(count <= size for count, _, _ in leases)  # every lease, first or top-up, is bounded
+    assert all(depth <= cap for _, cap, depths in top_ups for depth in depths)
+    # 132 URLs at 10 a lease were 17 chunks or more; topped up, a chunk lasts a click depth or more.
+    chunks = ChunkLease.objects.filter(audit=audit).count()
+    assert chunks < math.ceil(len(site.page_paths()) / size)
+    assert chunks <= 1 + int(math.log2(site.pages)) + 1
+
+
+def _holding_half_a_level(owner, site):
+    """Start (the start page) and chunks 1-3 (click depths 1-3, a chunk each) run; chunk 4
+    claimed, holding 10 of the 17 URLs at depth 4 (pages 16-31 and one broken link)."""
+    audit, dispatcher = started(owner, site)
+    for number in range(1, 4):
+        assert run_chunk(audit.pk, number, dispatcher) == "done"
+    claim = claim_chunk(audit.pk, 4)
+    items = _lease_urls(audit, claim.lease)
+    assert {item.depth for item in items} == {4} and len(items) == 10
+    writer = ChunkWriter(audit, claim.lease, crawl_setup(audit))
+    writer.hold(items)
+    return audit, claim, items, writer
+
+
+def _expire(lease) -> None:
+    ChunkLease.objects.filter(pk=lease.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
+
+
+def _pending(audit) -> int:
+    return FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).count()
+
+
+def test_a_top_up_takes_the_rest_of_the_level_and_a_retry_re_receives_it(owner, grid_site, fast_settings):
+    audit, claim, items, writer = _holding_half_a_level(owner, grid_site)
+    more = writer.top_up()
+    assert len(more) == 7 and {item.depth for item in more} == {4}
+    assert not {i.url for i in more} & {i.url for i in items}
+    assert writer.top_up() == []  # nothing that shallow is left: the chunk would end here
+    assert ChunkLease.objects.get(pk=claim.lease.pk).url_count == len(items) + len(more)
+    _expire(claim.lease)
+    retry = claim_chunk(audit.pk, 4)
+    assert sorted(i.url for i in _lease_urls(audit, retry.lease)) == sorted(i.url for i in items + more)
+
+
+def test_a_zombie_cannot_top_up(owner, grid_site, fast_settings):
+    audit, claim, _, zombie = _holding_half_a_level(owner, grid_site)
+    _expire(claim.lease)
+    assert claim_chunk(audit.pk, 4) is not None  # another worker took it over
+    pending = _pending(audit)
+    with pytest.raises(LeaseLost):
+        zombie.top_up()
+    assert _pending(audit) == pending
+
+
+def test_a_cancelled_audit_is_not_topped_up(owner, grid_site, fast_settings):
+    audit, _, _, writer = _holding_half_a_level(owner, grid_site)
+    assert audit.cancel()
+    pending = _pending(audit)
+    with pytest.raises(AuditStopped):
+        writer.top_up()
+    assert _pending(audit) == pending
