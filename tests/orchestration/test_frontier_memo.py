@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from audits import frontier_memo
+from audits.crawling import ChunkWriter
 from audits.models import Audit, FrontierURL
 from crawler.urls import url_hash
 
@@ -40,10 +41,13 @@ def test_a_rolled_back_sub_batch_is_not_remembered_and_its_targets_are_queued_on
     audit = writer.audit
     new = grid_site.url("/memo/after-rollback")
 
-    def database_gone(self, **counters):
+    def database_gone(self, *args, **counters):
         raise RuntimeError("database went away mid-transaction")
 
-    monkeypatch.setattr(Audit, "beat", database_gone)  # fails after the frontier insert, inside it
+    # Fails after the frontier insert, inside the transaction (the last statement
+    # of a write: the beat, or on PostgreSQL the statement that also fences).
+    monkeypatch.setattr(Audit, "beat", database_gone)
+    monkeypatch.setattr(ChunkWriter, "_close_on_postgresql", database_gone)
     with pytest.raises(RuntimeError):
         writer.write([parsed_page(items[0].url, (new, "text"), depth=1)])
     monkeypatch.undo()

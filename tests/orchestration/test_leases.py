@@ -113,17 +113,22 @@ def test_the_url_that_kills_its_worker_is_isolated_on_retry(owner, grid_site, fa
     assert grid_site.hits(poison.url.removeprefix(grid_site.url("").rstrip("/"))) == 0
 
 
-def test_cancel_mid_chunk_stops_within_a_batch_and_resume_finishes_the_crawl(owner, grid_site, fast_settings):
+def test_cancel_mid_chunk_stops_within_a_batch_and_resume_finishes_the_crawl(
+        owner, grid_site, fast_settings, monkeypatch):
     audit, dispatcher = started(owner, grid_site, max_pages=100)
     run_chunk(audit.pk, 1, dispatcher)
     dispatcher.steps.clear()
     cancelled = []
+    write_links = ChunkWriter._write_links
 
-    def cancel_on_first_batch(outcomes, issues):
+    def cancel_during_first_batch(self, outcomes):
+        # The dashboard's cancel lands while the chunk's first sub-batch is being written.
         if not cancelled:
             cancelled.append(cancel_audit(Audit.objects.get(pk=audit.pk)))
+        return write_links(self, outcomes)
 
-    assert run_chunk(audit.pk, 2, dispatcher, on_batch=cancel_on_first_batch) == "stopped"
+    monkeypatch.setattr(ChunkWriter, "_write_links", cancel_during_first_batch)
+    assert run_chunk(audit.pk, 2, dispatcher) == "stopped"
     audit.refresh_from_db()
     assert audit.status == Audit.Status.CANCELLED and audit.error_code == "cancelled"
     kept = audit.pages.count()
