@@ -521,9 +521,10 @@ class Item:
     depth: int
     in_sitemap: bool
     tries: int
+    linked: bool = True
 
 
-ITEM_FIELDS = ("id", "url", "url_hash", "kind", "depth", "in_sitemap", "tries")
+ITEM_FIELDS = ("id", "url", "url_hash", "kind", "depth", "in_sitemap", "tries", "linked")
 
 
 def _lease_urls(audit: Audit, lease: ChunkLease) -> list[Item]:
@@ -534,6 +535,10 @@ def _lease_urls(audit: Audit, lease: ChunkLease) -> list[Item]:
     items = [Item(*row) for row in held.order_by("depth", "id").values_list(*ITEM_FIELDS)]
     ChunkLease.objects.filter(pk=lease.pk, token=lease.token).update(url_count=len(items))
     return items
+
+
+# A page depth cap no page meets: a top-up of checks only.
+NO_PAGES = -1
 
 
 def _lease_fresh(audit: Audit, lease: ChunkLease, limit: int, page_depth_cap: int | None = None) -> list[int]:
@@ -818,14 +823,19 @@ class ChunkWriter:
         # Frontier facts of the open transaction, remembered once it commits.
         self._linked: list[str] = []
         self._present: list[str] = []
-        # The deepest click depth the chunk was first given: how deep top_up may lease pages.
+        # How deep top_up may lease pages: the deepest linked page of the first lease.
         self.depth_cap: int | None = None
 
     def hold(self, items: list[Item]) -> None:
         """Take on leased ``items``: their kinds are known from here on (a query fewer a write)."""
         self.kinds.update((item.url_hash, item.kind) for item in items)
         if self.depth_cap is None and items:
-            self.depth_cap = max(item.depth for item in items)
+            # Linked pages only: a resource sits a click below the page that
+            # links it, and a sitemap-only page may sit anywhere, so either
+            # would let top-ups reach pages a level (or many) too deep. Without
+            # a linked page the chunk tops up with checks only.
+            depths = [item.depth for item in items if item.kind == Page.Kind.PAGE and item.linked]
+            self.depth_cap = max(depths) if depths else NO_PAGES
 
     def top_up(self) -> list[Item]:
         """More URLs for this chunk while its last ones run; [] when there are none to give.
@@ -842,6 +852,11 @@ class ChunkWriter:
         shallower one linking the same new URL, which would then get too deep
         a depth. The chunk ends, and the next starts from the frontier, when
         nothing that shallow is pending (or at the soft deadline).
+
+        The cap filter cannot use the frontier index's depth range, so near
+        the end of a level a top-up reads the pending rows below it: fine at
+        tens of thousands of pending URLs, worth an index if frontiers of
+        millions are audited.
         """
         if self.depth_cap is None:
             return []

@@ -329,7 +329,9 @@ async def run_window(
                 done += 1
             if refilling is not None and refilling.done():
                 finished, refilling = refilling, None
-                if finished.exception() is not None:
+                if finished.cancelled():
+                    refilled_all = True  # cancelled from outside: ask no more
+                elif finished.exception() is not None:
                     failure = failure or finished.exception()
                 else:
                     more = finished.result()

@@ -9,8 +9,10 @@ from django.utils import timezone
 
 from audits import crawling
 from audits.crawling import (
+    NO_PAGES,
     AuditStopped,
     ChunkWriter,
+    Item,
     LeaseLost,
     _lease_urls,
     claim_chunk,
@@ -113,3 +115,24 @@ def test_a_cancelled_audit_is_not_topped_up(owner, grid_site, fast_settings):
     with pytest.raises(AuditStopped):
         writer.top_up()
     assert _pending(audit) == pending
+
+
+def _item(kind: str, depth: int, linked: bool = True) -> Item:
+    return Item(id=depth, url=f"http://127.0.0.1:9/{kind}/{depth}", url_hash=f"{kind}{depth}", kind=kind,
+                depth=depth, in_sitemap=not linked, tries=0, linked=linked)
+
+
+def test_the_depth_a_chunk_tops_up_to_is_that_of_its_deepest_linked_page(owner, grid_site, fast_settings):
+    audit, _ = started(owner, grid_site)
+    claim = claim_chunk(audit.pk, 1)
+
+    def cap(items):
+        writer = ChunkWriter(audit, claim.lease, crawl_setup(audit))
+        writer.hold(items)
+        return writer.depth_cap
+
+    # A resource sits a click below its page; a sitemap-only page may sit anywhere.
+    assert cap([_item(Page.Kind.PAGE, 3), _item(Page.Kind.RESOURCE, 4), _item(Page.Kind.PAGE, 9, linked=False)]) == 3
+    # No linked page in the first lease: top-ups bring checks only.
+    assert cap([_item(Page.Kind.RESOURCE, 4), _item(Page.Kind.PAGE, 9, linked=False)]) == NO_PAGES
+    assert NO_PAGES < 0
