@@ -312,7 +312,8 @@ PROFILE_FRAMES = (
     ("  page checks (`run_page_checks`)", "run_page_checks", "crawler/checks.py"),
     ("  outlink normalisation (`outlinks_of`)", "outlinks_of", "crawler/page.py"),
     ("database thread: sub-batch writes (`ChunkWriter.write`)", "write", "audits/crawling.py"),
-    ("  fence (`ChunkWriter._fence`)", "_fence", "audits/crawling.py"),
+    ("  fence (`ChunkWriter._fence`; on PostgreSQL `_close_on_postgresql`)", "_fence|_close_on_postgresql",
+     "audits/crawling.py"),
     ("  pages upsert + id read-back (`_write_pages`)", "_write_pages", "audits/crawling.py"),
     ("    building Page rows (`page_row`)", "page_row", "audits/crawling.py"),
     ("  issues (`_write_issues`)", "_write_issues", "audits/crawling.py"),
@@ -330,6 +331,7 @@ PROFILE_FRAMES = (
      "commands/audit.py"),
     ("chunk bookkeeping (`_lease_urls`, `advance`, `_finish_chunk`, `claim_chunk`)",
      "_lease_urls|advance|_finish_chunk|claim_chunk", "audits/crawling.py"),
+    ("chunk top-ups (`ChunkWriter.top_up`)", "top_up", "audits/crawling.py"),
     ("finalize (`run_finalize`)", "run_finalize", "audits/finalize.py"),
     ("console summary (`_print_summary`)", "_print_summary", "commands/audit.py"),
 )

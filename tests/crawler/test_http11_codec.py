@@ -69,21 +69,22 @@ def test_a_body_without_a_declared_length_is_read_to_the_close_and_the_connectio
     assert server.connections == 2
 
 
-def test_a_server_saying_connection_close_gets_a_new_connection_for_the_next_request(server):
-    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
-    # The server keeps the socket open: only the header says not to reuse it.
-    server.route("/close", _answer(head % len(PAGE) + PAGE, keep_alive=True))
-    results = _fetch_twice(server, "/close")
+@pytest.mark.parametrize(
+    "version, connection, connections",
+    [
+        ("1.1", "close", 2),  # 1.1 keeps alive unless it says close
+        ("1.0", "Keep-Alive", 1),  # 1.0 closes unless it says keep-alive
+    ],
+)
+def test_the_connection_header_decides_whether_the_next_request_reuses_the_connection(
+        server, version, connection, connections):
+    head = (f"HTTP/{version} 200 OK\r\nContent-Type: text/html\r\nConnection: {connection}\r\n"
+            f"Content-Length: {len(PAGE)}\r\n\r\n").encode()
+    # The server keeps the socket open either way: only the header decides.
+    server.route("/conn", _answer(head + PAGE, keep_alive=True))
+    results = _fetch_twice(server, "/conn")
     assert [r.body for r in results] == [PAGE, PAGE]
-    assert server.connections == 2
-
-
-def test_an_http_1_0_answer_asking_for_keep_alive_keeps_its_connection(server):
-    head = b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\nConnection: Keep-Alive\r\nContent-Length: %d\r\n\r\n"
-    server.route("/ka10", _answer(head % len(PAGE) + PAGE, keep_alive=True))
-    results = _fetch_twice(server, "/ka10")
-    assert [r.body for r in results] == [PAGE, PAGE]
-    assert server.connections == 1
+    assert server.connections == connections
 
 
 def test_bare_line_feeds_folded_fields_and_repeated_equal_lengths_are_read(server):
