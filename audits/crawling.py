@@ -945,17 +945,19 @@ class ChunkWriter:
         token first (the fence fails) or waits for this commit.
         """
         ttl = timedelta(seconds=knob("LEASE_SECONDS"))
-        changes = "".join(f", {name} = {name} + %s" for name, value in counters.items() if value)
+        quote = connection.ops.quote_name
+        leases, frontier, audits = (quote(model._meta.db_table) for model in (ChunkLease, FrontierURL, Audit))
+        changes = "".join(f", {quote(name)} = {quote(name)} + %s" for name, value in counters.items() if value)
         sql = f"""
             WITH fence AS (
-                UPDATE audits_chunklease SET leased_until = STATEMENT_TIMESTAMP() + %s
+                UPDATE {leases} SET leased_until = STATEMENT_TIMESTAMP() + %s
                 WHERE id = %s AND token = %s AND state = %s RETURNING id
             ), done AS (
-                UPDATE audits_frontierurl SET state = %s
+                UPDATE {frontier} SET state = %s
                 WHERE audit_id = %s AND chunk = %s AND state = %s AND url_hash = ANY(%s)
                   AND EXISTS (SELECT 1 FROM fence)
             )
-            UPDATE audits_audit SET heartbeat_at = %s{changes}
+            UPDATE {audits} SET heartbeat_at = %s{changes}
             WHERE id = %s AND EXISTS (SELECT 1 FROM fence) RETURNING status
         """
         params = [

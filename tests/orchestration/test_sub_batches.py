@@ -1,7 +1,7 @@
 """How much a chunk writes at once: SUB_BATCH parsed pages, or twice as many resource and
 external checks (small rows, so a write's fixed costs weigh more), or a mix by weight."""
 
-from audits.crawling import PAGE_WEIGHT, SUB_BATCH, _weight
+from audits.crawling import PAGE_WEIGHT, _weight
 from crawler.page import PageOutcome
 from crawler.parse import parse_html
 from crawler.types import FetchResult
