@@ -12,9 +12,10 @@ The lease protocol, in short:
    A finished chunk, a live lease or a spent attempt budget refuses the claim.
 2. The chunk leases up to CHUNK_SIZE pending URLs by marking them with its
    number; a retry of *n* re-receives exactly the URLs still marked. While
-   its last URLs run, it tops up with up to CHUNK_SIZE more at no greater
-   click depth (``ChunkWriter.top_up``, fenced like a write), so fetching
-   does not pause between chunks; a retry runs only what it held.
+   its last URLs run, it tops up with up to CHUNK_SIZE more pages at no
+   greater click depth, and more checks than that (``ChunkWriter.top_up``,
+   fenced like a write), so fetching does not pause between chunks; a retry
+   runs only what it held.
 3. Every write of the chunk happens in a transaction that first extends the
    lease *by token*; when the token no longer matches (the lease was reclaimed
    from a zombie), nothing is written and the chunk stops.
@@ -89,7 +90,12 @@ TRAP_DEPTH_SPREAD = 5
 TEMPLATE_CEILING = 100_000
 # Pages written per transaction: bigger batches amortise the commit, the lease
 # fence and the counters; a batch is also flushed after a second (max_batch_wait).
-SUB_BATCH = 50
+# 1,000-page audits on PostgreSQL, two alternating runs each: at 50 the crawl
+# waited on the database thread for 1.3-1.6 s and the audit took 11.0-12.5 s;
+# at 100, 0.6 s and 9.0-9.5 s (database thread busy 4.2-4.5 s, not 5.9-6.6 s;
+# SQLite 7.0-7.2 s). At 200 each top-up waited behind longer writes and the
+# crawl ran short of work instead (9.0-10.1 s; SQLite 7.7-8.7 s).
+SUB_BATCH = 100
 # A resource or external check counts half a page toward a sub-batch (_weight):
 # its rows are small (no links, no body facts), so the transaction's fixed costs
 # (fence, counters, commit, the status read) were much of a write of checks.
@@ -541,11 +547,22 @@ def _lease_urls(audit: Audit, lease: ChunkLease) -> list[Item]:
 NO_PAGES = -1
 
 
-def _lease_fresh(audit: Audit, lease: ChunkLease, limit: int, page_depth_cap: int | None = None) -> list[int]:
+# A top-up (ChunkWriter.top_up) may lease this many URLs per page it may lease,
+# the rest checks: a HEAD check costs a small part of a page's fetch, parse and
+# rows. On a 1,000-page audit whose last ~6,000 URLs were resource checks,
+# 200-URL top-ups lasted ~110 ms each while their answers, queued behind a
+# sub-batch write, took about as long: the window ran short of work for
+# 1.4-1.8 s of a ~7 s crawl.
+TOP_UP_URLS_PER_PAGE = 4
+
+
+def _lease_fresh(audit: Audit, lease: ChunkLease, limit: int, page_depth_cap: int | None = None,
+                 url_limit: int | None = None) -> list[int]:
     """Mark up to ``limit`` pending URLs as this chunk's, shallowest first; their ids.
 
     With ``page_depth_cap`` (a top-up, see ChunkWriter.top_up) pages deeper
     than it stay pending; resource and external checks of any depth may go.
+    With ``url_limit``, up to that many URLs go, of which at most ``limit`` pages.
     """
     pending = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).due()
     if page_depth_cap is not None:
@@ -560,13 +577,17 @@ def _lease_fresh(audit: Audit, lease: ChunkLease, limit: int, page_depth_cap: in
         # the sitemap and linked is crawled at its click depth; sitemap-only
         # pages (orphan candidates) wait until links have nothing more to give.
         pending = pending.exclude(kind=Page.Kind.PAGE, linked=False)
-    rows = pending.order_by("depth", "id").values_list("id", "kind", "reschedules")[:limit]
-    ids, pages = [], 0
+    rows = pending.order_by("depth", "id").values_list("id", "kind", "reschedules")[:max(limit, url_limit or 0)]
+    ids, pages, counted = [], 0, 0
     for row_id, kind, reschedules in rows:
-        if kind == Page.Kind.PAGE and not reschedules:
+        if kind == Page.Kind.PAGE:
             pages += 1
-            if pages > budget:  # keep the page budget; resources and external links still go
+            if pages > limit:  # a top-up's extra room is for checks
                 continue
+            if not reschedules:
+                counted += 1
+                if counted > budget:  # keep the page budget; resources and external links still go
+                    continue
         ids.append(row_id)
     # `state=pending` in the WHERE: of two chunks racing for a row, one gets it.
     FrontierURL.objects.filter(id__in=ids, state=FrontierURL.State.PENDING).update(
@@ -845,8 +866,10 @@ class ChunkWriter:
         stopping for the end of one chunk and the start of the next (their
         writes, the lease bookkeeping and a new connection pool cost a few
         hundred milliseconds a chunk on PostgreSQL, against a few of fetching a
-        URL). Each top-up leases up to CHUNK_SIZE URLs, fenced like every write,
-        so a retry of the chunk re-receives what it held as before. Pages no
+        URL). Each top-up leases up to CHUNK_SIZE pages, and resource or
+        external checks up to TOP_UP_URLS_PER_PAGE times that many URLs in all,
+        fenced like every write, so a retry of the chunk re-receives what it
+        held as before. Pages no
         deeper than the chunk's first lease, because their links are what sets
         the next pages' click depth: a deeper page could be written before a
         shallower one linking the same new URL, which would then get too deep
@@ -864,7 +887,9 @@ class ChunkWriter:
             self._fence()
             if not Audit.objects.filter(pk=self.audit.pk, status=Audit.Status.RUNNING).exists():
                 raise AuditStopped()
-            ids = _lease_fresh(self.audit, self.lease, knob("CHUNK_SIZE"), page_depth_cap=self.depth_cap)
+            size = knob("CHUNK_SIZE")
+            ids = _lease_fresh(self.audit, self.lease, size, page_depth_cap=self.depth_cap,
+                               url_limit=size * TOP_UP_URLS_PER_PAGE)
             if not ids:
                 return []
             rows = FrontierURL.objects.filter(id__in=ids, chunk=self.lease.number, state=FrontierURL.State.LEASED)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 from crawler.types import FetchError, FetchResult
-from crawler.window import WindowPolicy, fetch_health, run_window
+from crawler.window import REFILL_LEAD_MAX, WindowPolicy, _refill_lead, fetch_health, run_window
 
 
 @dataclass(frozen=True)
@@ -476,6 +476,41 @@ def test_refill_is_asked_while_work_runs_and_what_it_gives_is_run_too():
     assert refill.calls == 4 and not refill.overlapped
     handed_in = [10 + 10 * call for call in range(refill.calls)]
     assert all(started < handed for started, handed in zip(refill.started_when_asked, handed_in, strict=True))
+
+
+def test_a_slow_refill_is_asked_early_enough_that_the_window_stops_running_dry():
+    # 2 jobs of 10 ms in flight start ~200 jobs/s; a refill answers 100 ms after
+    # it is asked, ~20 jobs' worth, while asking at two windows (4 waiting)
+    # covers 20 ms. The lead grows from what each wait used until the answers
+    # come while handed-in work still waits, then stays there.
+    probe, sink = Probe(), Sink()
+    answered: list[int] = []  # jobs started when each answer came
+
+    class Timed(Refill):
+        async def __call__(self):
+            more = await super().__call__()
+            answered.append(len(self.probe.starts))
+            return more
+
+    refill = Timed(probe, rounds=12, per=40, delay=0.1)
+    jobs = [Job(i, delay=0.01) for i in range(40)]
+    report = run(jobs, probe, sink, WindowPolicy(floor=1, start=2, cap=2, per_host=2), refill=refill)
+    assert report.done == 40 * 13 and not refill.overlapped
+    handed_in = [40 * (call + 1) for call in range(len(answered))]
+    dry = [started >= handed for started, handed in zip(answered, handed_in, strict=True)]
+    assert dry[0]  # the first answer came too late for a two-window lead
+    assert not any(dry[6:-1]), dry  # later ones came in time (the last answer is the empty one)
+
+
+@pytest.mark.parametrize(("lead", "used", "expected"), [
+    (4, 4, 8),          # the window ran dry: everything waiting was used, so double
+    (32, 20, 40),       # in time: twice what the wait used
+    (400, 10, 200),     # one quick answer halves the lead, no more
+    (8, 1, 4),          # never below two windows (window of 2)
+    (1000, 5000, REFILL_LEAD_MAX),  # never above the cap
+])
+def test_the_refill_lead_follows_what_the_last_wait_used(lead, used, expected):
+    assert _refill_lead(lead, used, 2) == expected
 
 
 def test_refill_is_not_asked_past_the_soft_deadline_and_late_answers_come_back_unfinished():

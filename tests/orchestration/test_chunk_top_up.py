@@ -10,6 +10,7 @@ from django.utils import timezone
 from audits import crawling
 from audits.crawling import (
     NO_PAGES,
+    TOP_UP_URLS_PER_PAGE,
     AuditStopped,
     ChunkWriter,
     Item,
@@ -33,8 +34,8 @@ def test_a_crawl_tops_up_its_chunks_and_still_stores_every_page_once_at_its_clic
     leases = []  # (limit, page depth cap, depths of the pages it leased)
     lease_fresh = crawling._lease_fresh
 
-    def spy(audit, lease, limit, page_depth_cap=None):
-        ids = lease_fresh(audit, lease, limit, page_depth_cap)
+    def spy(audit, lease, limit, page_depth_cap=None, url_limit=None):
+        ids = lease_fresh(audit, lease, limit, page_depth_cap, url_limit)
         depths = list(FrontierURL.objects.filter(id__in=ids, kind=Page.Kind.PAGE).values_list("depth", flat=True))
         leases.append((len(ids), page_depth_cap, depths))
         return ids
@@ -56,7 +57,10 @@ def test_a_crawl_tops_up_its_chunks_and_still_stores_every_page_once_at_its_clic
     size = fast_settings.SITEWARD["CHUNK_SIZE"]
     top_ups = [lease for lease in leases if lease[1] is not None]
     assert top_ups, "no chunk topped up"
-    assert all(count <= size for count, _, _ in leases)  # every lease, first or top-up, is bounded
+    # Every lease, first or top-up, is bounded: a first lease by CHUNK_SIZE, a
+    # top-up by CHUNK_SIZE pages and TOP_UP_URLS_PER_PAGE times that in all.
+    assert all(count <= size for count, cap, _ in leases if cap is None)
+    assert all(count <= size * TOP_UP_URLS_PER_PAGE and len(depths) <= size for count, _, depths in top_ups)
     assert all(depth <= cap for _, cap, depths in top_ups for depth in depths)
     # 132 URLs at 10 a lease were 17 chunks or more; topped up, a chunk lasts a click depth or more.
     chunks = ChunkLease.objects.filter(audit=audit).count()
@@ -136,3 +140,31 @@ def test_the_depth_a_chunk_tops_up_to_is_that_of_its_deepest_linked_page(owner, 
     # No linked page in the first lease: top-ups bring checks only.
     assert cap([_item(Page.Kind.RESOURCE, 4), _item(Page.Kind.PAGE, 9, linked=False)]) == NO_PAGES
     assert NO_PAGES < 0
+
+
+def test_a_top_up_takes_more_checks_than_pages_but_no_more_pages_than_a_lease(owner, grid_site, fast_settings):
+    # A HEAD check costs a small part of a parsed page, so a top-up that only
+    # took CHUNK_SIZE URLs ran out within ~100 ms on a site's thousands of
+    # resource checks, before the next answer could come back.
+    audit, _ = started(owner, grid_site)
+    claim = claim_chunk(audit.pk, 1)
+    writer = ChunkWriter(audit, claim.lease, crawl_setup(audit))
+    writer.hold(_lease_urls(audit, claim.lease))
+    FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).delete()
+    size = fast_settings.SITEWARD["CHUNK_SIZE"]
+    depth = writer.depth_cap
+    FrontierURL.objects.bulk_create(
+        [FrontierURL(audit=audit, url=f"http://127.0.0.1:9/p/{i}", url_hash=f"p{i}", kind=Page.Kind.PAGE,
+                     depth=depth, linked=True) for i in range(2 * size)]
+        + [FrontierURL(audit=audit, url=f"http://127.0.0.1:9/r/{i}", url_hash=f"r{i}", kind=Page.Kind.RESOURCE,
+                       depth=depth + 1) for i in range(size * TOP_UP_URLS_PER_PAGE * 2)])
+    more = writer.top_up()
+    kinds = [item.kind for item in more]
+    # Of the first TOP_UP_URLS_PER_PAGE * size pending URLs (the 2 * size
+    # shallower pages, then checks), the first size pages and every check.
+    assert kinds.count(Page.Kind.PAGE) == size
+    assert kinds.count(Page.Kind.RESOURCE) == size * TOP_UP_URLS_PER_PAGE - 2 * size
+    assert _pending(audit) == 2 * size + size * TOP_UP_URLS_PER_PAGE * 2 - len(more)
+    # Only checks left that shallow: a whole top-up of them.
+    FrontierURL.objects.filter(audit=audit, kind=Page.Kind.PAGE, state=FrontierURL.State.PENDING).delete()
+    assert [item.kind for item in writer.top_up()] == [Page.Kind.RESOURCE] * (size * TOP_UP_URLS_PER_PAGE)
