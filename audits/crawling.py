@@ -543,6 +543,30 @@ def _lease_urls(audit: Audit, lease: ChunkLease) -> list[Item]:
     return items
 
 
+def _spread_checks(items: list[Item]) -> list[Item]:
+    """The pages in their order, with the checks spread evenly between them.
+
+    A top-up's checks sit a click below its pages, so in lease order they all
+    came last: the window took its time over the pages, then ran through the
+    checks (~10 times as fast) and was out of work before the next top-up,
+    asked when a set number of items was left, could arrive. Spread out, the
+    items left at any point take about as long as any others. Only pages set
+    click depths (checks have no links), so their order is what must hold.
+    """
+    pages = [item for item in items if item.kind == Page.Kind.PAGE]
+    checks = [item for item in items if item.kind != Page.Kind.PAGE]
+    if not pages or not checks:
+        return items
+    spread: list[Item] = []
+    taken = 0
+    for n, page in enumerate(pages, 1):
+        due = -(-n * len(checks) // len(pages))  # checks placed by the n-th page: ceil(n * checks / pages)
+        spread.append(page)
+        spread.extend(checks[taken:due])
+        taken = due
+    return spread
+
+
 # A page depth cap no page meets: a top-up of checks only.
 NO_PAGES = -1
 
@@ -893,7 +917,7 @@ class ChunkWriter:
             if not ids:
                 return []
             rows = FrontierURL.objects.filter(id__in=ids, chunk=self.lease.number, state=FrontierURL.State.LEASED)
-            items = [Item(*row) for row in rows.order_by("depth", "id").values_list(*ITEM_FIELDS)]
+            items = _spread_checks([Item(*row) for row in rows.order_by("depth", "id").values_list(*ITEM_FIELDS)])
             ChunkLease.objects.filter(pk=self.lease.pk).update(url_count=F("url_count") + len(items))
         self.hold(items)
         return items

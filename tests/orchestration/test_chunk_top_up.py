@@ -16,6 +16,7 @@ from audits.crawling import (
     Item,
     LeaseLost,
     _lease_urls,
+    _spread_checks,
     claim_chunk,
     crawl_setup,
     run_chunk,
@@ -164,7 +165,25 @@ def test_a_top_up_takes_more_checks_than_pages_but_no_more_pages_than_a_lease(ow
     # shallower pages, then checks), the first size pages and every check.
     assert kinds.count(Page.Kind.PAGE) == size
     assert kinds.count(Page.Kind.RESOURCE) == size * TOP_UP_URLS_PER_PAGE - 2 * size
+    assert more == _spread_checks(more) and kinds[0] == Page.Kind.PAGE  # checks spread between the pages
     assert _pending(audit) == 2 * size + size * TOP_UP_URLS_PER_PAGE * 2 - len(more)
     # Only checks left that shallow: a whole top-up of them.
     FrontierURL.objects.filter(audit=audit, kind=Page.Kind.PAGE, state=FrontierURL.State.PENDING).delete()
     assert [item.kind for item in writer.top_up()] == [Page.Kind.RESOURCE] * (size * TOP_UP_URLS_PER_PAGE)
+
+
+@pytest.mark.parametrize(("pages", "checks"), [(3, 7), (5, 2), (1, 4), (4, 0), (0, 3), (200, 647)])
+def test_a_top_up_spreads_its_checks_between_its_pages_and_keeps_the_pages_in_order(pages, checks):
+    # In lease order a top-up's checks, a click below its pages, all came last:
+    # the window then ran through them ~10 times faster than the pages and ran
+    # dry before the next top-up it had asked for came back.
+    items = [_item(Page.Kind.PAGE, depth) for depth in range(pages)]
+    items += [_item(Page.Kind.RESOURCE, 1000 + n) for n in range(checks)]
+    spread = _spread_checks(items)
+    assert sorted(spread, key=lambda item: item.id) == sorted(items, key=lambda item: item.id)
+    assert [item for item in spread if item.kind == Page.Kind.PAGE] == items[:pages]
+    if pages and checks:
+        # A page first, then no run of checks longer than a page's share of them.
+        shape = "".join("P" if item.kind == Page.Kind.PAGE else "c" for item in spread)
+        assert shape[0] == "P"
+        assert max(len(run) for run in shape.split("P")) <= math.ceil(checks / pages)
