@@ -168,10 +168,11 @@ async def _consume(
         wake.set()
 
 
-# The most items a refill is asked ahead of need, whatever its latency: a bound
-# on what a slow refill can make the caller hold (an audit's chunk re-runs all
-# it held after a crash).
-REFILL_LEAD_MAX = 1024
+# The most items a refill is asked ahead of need, whatever its latency. With
+# one answer on its way, the caller holds at most this many unstarted items
+# plus that answer and what runs (an audit's chunk re-runs all it held, one
+# URL at a time, after a crash).
+REFILL_LEAD_MAX = 512
 
 
 def _refill_lead(lead: int, used: int, window_size: int) -> int:
@@ -180,14 +181,16 @@ def _refill_lead(lead: int, used: int, window_size: int) -> int:
     Twice what the last wait used: when the window ran dry meanwhile, ``used``
     was everything that waited, so the lead doubles until an answer comes in
     time; once it does, the lead settles at twice the items the window starts
-    in one refill's latency. It falls at most by half a refill, since one quick
-    answer (the database happened to be idle) says little about the next.
-    Never below two windows, never above REFILL_LEAD_MAX. Measured on a 1,000-page audit whose last 6,000 URLs are
+    in one refill's latency. It falls by at most a quarter an answer: latency
+    has two modes for the audit (a top-up queued behind a sub-batch write, or
+    not), and one quick answer says little about the next. Never below two
+    windows (the ask also checks the window's size then), never above
+    REFILL_LEAD_MAX. Measured on a 1,000-page audit whose last 6,000 URLs are
     fast HEAD checks: 200-URL top-ups lasted ~110 ms, their answers came
     ~80 ms after the ask, and asking at two windows (32) left the window empty
     for 0.8-1.4 s of a ~7 s crawl.
     """
-    return max(2 * window_size, min(REFILL_LEAD_MAX, max(2 * used, lead // 2)))
+    return max(2 * window_size, min(REFILL_LEAD_MAX, max(2 * used, lead * 3 // 4)))
 
 
 async def run_window(
@@ -219,11 +222,14 @@ async def run_window(
        the unstarted items come back in ``unfinished``.
     4. With ``refill``: once no more items wait to start than the refill lead,
        and before the deadline, ``refill()`` runs (one call at a time, beside
-       the work) and what it returns queues behind the rest. An empty answer
-       means there is no more: it is not asked again. The lead starts at twice
-       what the window holds and then follows the refill's own latency (see
-       ``_refill_lead``), so the window does not run dry while an answer is on
-       its way.
+       the work) and what it returns queues behind the rest. The lead is at
+       least twice what the window holds and follows the refill's own latency
+       (see ``_refill_lead``), so the window does not run dry while an answer
+       is on its way. An empty answer means there is no more, and it is not
+       asked again; but one that comes while more than two windows' worth
+       still wait is asked once more when the window is nearly out of work
+       (what runs meanwhile may give the refill more: for the audit, the URLs
+       its results add to the frontier).
 
     ``work`` is expected not to raise for anything the site does (the fetcher
     turns faults into results). If it, ``refill`` or the sink raises, work in
@@ -250,6 +256,7 @@ async def run_window(
     refilling: asyncio.Task | None = None
     refilled_all = refill is None
     refill_lead = 2 * window.size
+    asked_again = False  # after an early empty answer (point 4 above)
     started_total = 0  # items started so far, to measure what a refill's wait used up
     started_at_ask = 0
     host_running: dict[str, int] = {}
@@ -365,8 +372,14 @@ async def run_window(
                     failure = failure or finished.exception()
                 else:
                     more = finished.result()
-                    refilled_all = not more
-                    refill_lead = _refill_lead(refill_lead, started_total - started_at_ask, window.size)
+                    if more:
+                        refill_lead = _refill_lead(refill_lead, started_total - started_at_ask, window.size)
+                        asked_again = False
+                    elif asked_again or waiting_count() <= 2 * window.size:
+                        refilled_all = True
+                    else:
+                        asked_again = True
+                        refill_lead = 2 * window.size
                     if soft_deadline is not None and time.monotonic() >= soft_deadline:
                         unfinished_indexed.extend((queued_count + i, item) for i, item in enumerate(more))
                         queued_count += len(more)
@@ -389,7 +402,7 @@ async def run_window(
             # Asked while enough still waits to cover the answer's latency (for
             # the audit, a database transaction queued behind a write).
             if (not refilled_all and refilling is None and not past_deadline
-                    and waiting_count() <= refill_lead):
+                    and waiting_count() <= max(refill_lead, 2 * window.size)):
                 started_at_ask = started_total
                 refilling = asyncio.ensure_future(refill())
                 refilling.add_done_callback(lambda _task: wake.set())

@@ -499,18 +499,63 @@ def test_a_slow_refill_is_asked_early_enough_that_the_window_stops_running_dry()
     handed_in = [40 * (call + 1) for call in range(len(answered))]
     dry = [started >= handed for started, handed in zip(answered, handed_in, strict=True)]
     assert dry[0]  # the first answer came too late for a two-window lead
-    assert not any(dry[6:-1]), dry  # later ones came in time (the last answer is the empty one)
+    # Later ones came in time (the last answer is the empty one); one stall of
+    # a loaded machine's event loop may still leave a single one late.
+    assert sum(dry[6:-1]) <= 1, dry
 
 
 @pytest.mark.parametrize(("lead", "used", "expected"), [
     (4, 4, 8),          # the window ran dry: everything waiting was used, so double
     (32, 20, 40),       # in time: twice what the wait used
-    (400, 10, 200),     # one quick answer halves the lead, no more
-    (8, 1, 4),          # never below two windows (window of 2)
-    (1000, 5000, REFILL_LEAD_MAX),  # never above the cap
+    (400, 10, 300),     # one quick answer takes a quarter off the lead, no more
+    (4, 1, 4),          # never below two windows (window of 2)
+    (400, 5000, REFILL_LEAD_MAX),  # never above the cap
 ])
 def test_the_refill_lead_follows_what_the_last_wait_used(lead, used, expected):
     assert _refill_lead(lead, used, 2) == expected
+
+
+def test_the_refill_is_asked_by_twice_the_window_it_has_grown_to_not_the_one_it_started_with():
+    probe, sink = Probe(), Sink()
+    refill = Refill(probe, rounds=1, per=10, delay=0.01)
+    jobs = [Job(i, delay=0.005) for i in range(60)]
+    policy = WindowPolicy(floor=1, start=2, cap=8, per_host=8, grow_after=1)
+    run(jobs, probe, sink, policy, refill=refill)
+    asked_at = refill.started_when_asked[0]
+    grown = max(running for _, _, running in probe.starts[:asked_at])
+    assert grown > policy.start
+    # Asked while more than two starting windows (4) waited, as two grown windows allow.
+    assert len(jobs) - asked_at > 2 * policy.start
+
+
+def test_an_empty_refill_while_much_still_waits_is_asked_once_more_near_the_end():
+    # The audit's top-up can find nothing while its running URLs are about to
+    # add more to the frontier: an early "no more" is checked again later.
+    probe, sink = Probe(), Sink()
+    # Three slow answers (0.2 s, ~40 jobs' worth at 2 x 10 ms) run the window
+    # dry, so the lead doubles 4 -> 8 -> 16 -> 32; the fourth answer, quick and
+    # empty, then comes with ~30 jobs still waiting.
+    big = [[Job(1000 * r + i) for i in range(40)] for r in (1, 2, 3)]
+    answers = [(0.2, big[0]), (0.2, big[1]), (0.2, big[2]), (0.002, []),
+               (0.002, [Job(5000 + i) for i in range(5)]), (0.002, []), (0.002, [])]
+    waiting_when_answered: list[int] = []
+    handed_in = [20]
+
+    async def refill():
+        delay, more = answers[len(waiting_when_answered)]
+        await asyncio.sleep(delay)
+        waiting_when_answered.append(handed_in[0] - len(probe.starts))
+        handed_in[0] += len(more)
+        return more
+
+    jobs = [Job(i, delay=0.01) for i in range(20)]
+    run(jobs, probe, sink, WindowPolicy(floor=1, start=2, cap=2, per_host=2), refill=refill)
+    assert sorted(sink.received) == sorted(
+        list(range(20)) + [job.name for more in big for job in more] + [5000 + i for i in range(5)])
+    # The early empty answer was asked again near the end, which gave five
+    # more; the next empty answer, with at most two windows waiting, was final.
+    assert len(waiting_when_answered) == 6
+    assert waiting_when_answered[3] > 4 >= waiting_when_answered[5]
 
 
 def test_refill_is_not_asked_past_the_soft_deadline_and_late_answers_come_back_unfinished():
