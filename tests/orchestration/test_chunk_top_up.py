@@ -187,3 +187,24 @@ def test_a_top_up_spreads_its_checks_between_its_pages_and_keeps_the_pages_in_or
         shape = "".join("P" if item.kind == Page.Kind.PAGE else "c" for item in spread)
         assert shape[0] == "P"
         assert max(len(run) for run in shape.split("P")) <= math.ceil(checks / pages)
+
+
+def test_a_top_up_near_max_pages_takes_only_the_pages_left_and_its_checks(owner, grid_site, fast_settings):
+    audit, _ = started(owner, grid_site)
+    claim = claim_chunk(audit.pk, 1)
+    writer = ChunkWriter(audit, claim.lease, crawl_setup(audit))
+    writer.hold(_lease_urls(audit, claim.lease))
+    FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).delete()
+    size = fast_settings.SITEWARD["CHUNK_SIZE"]
+    depth = writer.depth_cap
+    FrontierURL.objects.bulk_create(
+        [FrontierURL(audit=audit, url=f"http://127.0.0.1:9/p/{i}", url_hash=f"p{i}", kind=Page.Kind.PAGE,
+                     depth=depth, linked=True) for i in range(2 * size)]
+        + [FrontierURL(audit=audit, url=f"http://127.0.0.1:9/r/{i}", url_hash=f"r{i}", kind=Page.Kind.RESOURCE,
+                       depth=depth + 1) for i in range(size * TOP_UP_URLS_PER_PAGE * 2)])
+    Audit.objects.filter(pk=audit.pk).update(max_pages=crawling._pages_counted(audit) + 3)
+    more = writer.top_up()
+    kinds = [item.kind for item in more]
+    # Three pages are left in the budget; the checks among the URLs read still go.
+    assert kinds.count(Page.Kind.PAGE) == 3
+    assert kinds.count(Page.Kind.RESOURCE) == size * TOP_UP_URLS_PER_PAGE - 2 * size
