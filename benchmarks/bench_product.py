@@ -488,11 +488,14 @@ def render(args, info, sizes: list[dict], pg_note: str, profile) -> str:
         "",
     ]
     for size in sizes:
+        server = size.get("server")  # absent when the run stopped before the server was probed
         corpus_line = (
             f"## {size['pages']:,} pages\n\nCorpus: {size['pages']} pages (seed {args.seed}, "
-            f"{size['mbytes']:.0f} MB of HTML) + {size['broken']} broken targets. "
-            f"Server: {size['server']['what']}; alone it answered {size['server']['per_second']:.0f} "
-            f"requests/s at concurrency {args.concurrency}, so it is not the limit below."
+            f"{size['mbytes']:.0f} MB of HTML) + {size['broken']} broken targets. " + (
+                f"Server: {server['what']}; alone it answered {server['per_second']:.0f} "
+                f"requests/s at concurrency {args.concurrency}, so it is not the limit below."
+                if server else "The run stopped before the server was probed."
+            )
         )
         lines += [corpus_line, ""]
         lines += [
