@@ -143,22 +143,29 @@ def test_the_depth_a_chunk_tops_up_to_is_that_of_its_deepest_linked_page(owner, 
     assert NO_PAGES < 0
 
 
-def test_a_top_up_takes_more_checks_than_pages_but_no_more_pages_than_a_lease(owner, grid_site, fast_settings):
-    # A HEAD check costs a small part of a parsed page, so a top-up that only
-    # took CHUNK_SIZE URLs ran out within ~100 ms on a site's thousands of
-    # resource checks, before the next answer could come back.
-    audit, _ = started(owner, grid_site)
+def _pending_pages_then_checks(owner, site, size: int) -> tuple[Audit, ChunkWriter]:
+    """Chunk 1 claimed and held; pending: 2 * size pages at its depth cap, then twice a
+    top-up's room of resource checks a click deeper."""
+    audit, _ = started(owner, site)
     claim = claim_chunk(audit.pk, 1)
     writer = ChunkWriter(audit, claim.lease, crawl_setup(audit))
     writer.hold(_lease_urls(audit, claim.lease))
     FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).delete()
-    size = fast_settings.SITEWARD["CHUNK_SIZE"]
     depth = writer.depth_cap
     FrontierURL.objects.bulk_create(
         [FrontierURL(audit=audit, url=f"http://127.0.0.1:9/p/{i}", url_hash=f"p{i}", kind=Page.Kind.PAGE,
                      depth=depth, linked=True) for i in range(2 * size)]
         + [FrontierURL(audit=audit, url=f"http://127.0.0.1:9/r/{i}", url_hash=f"r{i}", kind=Page.Kind.RESOURCE,
                        depth=depth + 1) for i in range(size * TOP_UP_URLS_PER_PAGE * 2)])
+    return audit, writer
+
+
+def test_a_top_up_takes_more_checks_than_pages_but_no_more_pages_than_a_lease(owner, grid_site, fast_settings):
+    # A HEAD check costs a small part of a parsed page, so a top-up that only
+    # took CHUNK_SIZE URLs ran out within ~100 ms on a site's thousands of
+    # resource checks, before the next answer could come back.
+    size = fast_settings.SITEWARD["CHUNK_SIZE"]
+    audit, writer = _pending_pages_then_checks(owner, grid_site, size)
     more = writer.top_up()
     kinds = [item.kind for item in more]
     # Of the first TOP_UP_URLS_PER_PAGE * size pending URLs (the 2 * size
@@ -190,18 +197,8 @@ def test_a_top_up_spreads_its_checks_between_its_pages_and_keeps_the_pages_in_or
 
 
 def test_a_top_up_near_max_pages_takes_only_the_pages_left_and_its_checks(owner, grid_site, fast_settings):
-    audit, _ = started(owner, grid_site)
-    claim = claim_chunk(audit.pk, 1)
-    writer = ChunkWriter(audit, claim.lease, crawl_setup(audit))
-    writer.hold(_lease_urls(audit, claim.lease))
-    FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).delete()
     size = fast_settings.SITEWARD["CHUNK_SIZE"]
-    depth = writer.depth_cap
-    FrontierURL.objects.bulk_create(
-        [FrontierURL(audit=audit, url=f"http://127.0.0.1:9/p/{i}", url_hash=f"p{i}", kind=Page.Kind.PAGE,
-                     depth=depth, linked=True) for i in range(2 * size)]
-        + [FrontierURL(audit=audit, url=f"http://127.0.0.1:9/r/{i}", url_hash=f"r{i}", kind=Page.Kind.RESOURCE,
-                       depth=depth + 1) for i in range(size * TOP_UP_URLS_PER_PAGE * 2)])
+    audit, writer = _pending_pages_then_checks(owner, grid_site, size)
     Audit.objects.filter(pk=audit.pk).update(max_pages=crawling._pages_counted(audit) + 3)
     more = writer.top_up()
     kinds = [item.kind for item in more]
