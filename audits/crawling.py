@@ -538,15 +538,20 @@ def _lease_urls(audit: Audit, lease: ChunkLease) -> list[Item]:
     held = FrontierURL.objects.filter(audit=audit, chunk=lease.number, state=FrontierURL.State.LEASED)
     if not held.exists():
         _lease_fresh(audit, lease, knob("CHUNK_SIZE"))
-    items = [Item(*row) for row in held.order_by("depth", "id").values_list(*ITEM_FIELDS)]
+    items = _items(held)
     ChunkLease.objects.filter(pk=lease.pk, token=lease.token).update(url_count=len(items))
     return items
+
+
+def _items(rows) -> list[Item]:
+    """The leased frontier ``rows`` as the window runs them: pages shallowest first, checks between."""
+    return _spread_checks([Item(*row) for row in rows.order_by("depth", "id").values_list(*ITEM_FIELDS)])
 
 
 def _spread_checks(items: list[Item]) -> list[Item]:
     """The pages in their order, with the checks spread evenly between them.
 
-    A top-up's checks sit a click below its pages, so in lease order they all
+    A lease's checks sit a click below its pages, so in lease order they all
     came last: the window took its time over the pages, then ran through the
     checks (~10 times as fast) and was out of work before the next top-up,
     asked when a set number of items was left, could arrive. Spread out, the
@@ -917,7 +922,7 @@ class ChunkWriter:
             if not ids:
                 return []
             rows = FrontierURL.objects.filter(id__in=ids, chunk=self.lease.number, state=FrontierURL.State.LEASED)
-            items = _spread_checks([Item(*row) for row in rows.order_by("depth", "id").values_list(*ITEM_FIELDS)])
+            items = _items(rows)
             ChunkLease.objects.filter(pk=self.lease.pk).update(url_count=F("url_count") + len(items))
         self.hold(items)
         return items

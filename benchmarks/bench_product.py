@@ -719,7 +719,7 @@ def main() -> None:
                 if not args.skip_scrapy:
                     scrapy_runs.append(_scrapy_run(base, corpus, args, workdir, "after"))
                     size["scrapy"] = _yardstick(size)
-                if args.profile and n == (args.profile_size or max(int(x) for x in args.sizes.split(","))):
+                if args.profile and n == (args.profile_size or max(size_list)):
                     spy = workdir / "audit-pyspy.txt"
                     kind = args.profile_database
                     try:

@@ -205,3 +205,16 @@ def test_a_top_up_near_max_pages_takes_only_the_pages_left_and_its_checks(owner,
     # Three pages are left in the budget; the checks among the URLs read still go.
     assert kinds.count(Page.Kind.PAGE) == 3
     assert kinds.count(Page.Kind.RESOURCE) == size * TOP_UP_URLS_PER_PAGE - 2 * size
+
+
+def test_a_first_lease_spreads_its_checks_between_its_pages_too(owner, grid_site, fast_settings):
+    audit, _ = started(owner, grid_site)
+    FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).delete()
+    FrontierURL.objects.bulk_create(
+        [FrontierURL(audit=audit, url=f"http://127.0.0.1:9/r/{i}", url_hash=f"r{i}", kind=Page.Kind.RESOURCE,
+                     depth=1) for i in range(6)]
+        + [FrontierURL(audit=audit, url=f"http://127.0.0.1:9/p/{i}", url_hash=f"p{i}", kind=Page.Kind.PAGE,
+                       depth=1, linked=True) for i in range(3)])
+    items = _lease_urls(audit, claim_chunk(audit.pk, 1).lease)
+    shape = "".join("P" if item.kind == Page.Kind.PAGE else "c" for item in items)
+    assert shape == "PccPccPcc"  # in lease order the six checks came first
