@@ -76,6 +76,24 @@ def test_usage_errors_exit_2_with_a_message(fast_settings, capsys):
     assert Audit.objects.count() == 0
 
 
+def test_only_the_command_line_freezes_the_heap_for_a_quick_exit(fast_settings, monkeypatch, capsys):
+    # manage.py exits right after run_from_argv: frozen objects are skipped by
+    # the interpreter's final collections. call_command, used in long-lived
+    # processes (and these tests), must leave the collector alone.
+    import gc
+
+    from audits.management.commands.audit import Command
+
+    frozen = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    with pytest.raises(SystemExit) as exited:
+        Command().run_from_argv(["manage.py", "audit", "ftp://example.com/"])
+    assert exited.value.code == 2 and frozen == [True]
+    assert "Not a usable start URL" in capsys.readouterr().err
+    frozen.clear()
+    assert run_audit("ftp://example.com/") == 2 and frozen == []
+
+
 def test_a_private_address_is_refused_without_allow_private(site, fast_settings, settings, capsys):
     settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": False}
     assert run_audit(site.url("/")) == 2

@@ -12,6 +12,7 @@ as results arrive, prints a short summary and exits with:
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -38,6 +39,19 @@ class Command(BaseCommand):
     help = "Crawl and audit a site in-process; exit 1 when issues at --fail-on level are found."
     # How the run waits out a Retry-After once only rate-limited URLs are left.
     sleep = staticmethod(time.sleep)
+
+    def run_from_argv(self, argv):
+        # Only the command line comes here (call_command goes to execute), and
+        # the interpreter exits right after. Its finalization runs full cyclic
+        # collections over everything still alive (the crawl's URL caches, the
+        # ORM's state): 0.13-0.2 s of a 1,000-page audit's ~5.5 s, measured,
+        # to free memory the process is about to hand back anyway. Frozen
+        # objects are skipped; reference counting still closes files and
+        # connections as modules are torn down.
+        try:
+            super().run_from_argv(argv)
+        finally:
+            gc.freeze()
 
     def add_arguments(self, parser):
         parser.add_argument("url", help="Start URL (http or https)")
