@@ -3,8 +3,7 @@
 Each check is one query that returns the rows to report; issues are written in
 batches with insert-or-ignore on their stable key, so running finalize twice
 (django-q2 redelivers, the watchdog re-enqueues) reports everything once. The SQL
-runs unchanged on SQLite and PostgreSQL, except the inlink count, which each
-database gets in the form it runs fastest (see INLINKS_PG_SQL).
+runs unchanged on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from django.db.models import Count
 from crawler.catalogue import finding
 from crawler.types import FetchError
 
-from . import inlinks
 from .crawling import IssueRow, insert_issues, issue_key, issue_row
 from .models import Audit, FrontierURL, Page
 
@@ -32,51 +30,45 @@ NOT_SITE_FAULTS = (FetchError.WORKER_LOST.value, FetchError.SSRF_BLOCKED.value)
 BATCH = 1000
 
 
-# These read Inlink, which run_finalize builds first (inlinks.build): run on an
-# audit whose edges are not indexed they find nothing.
-# Link checks start from the few target pages that are broken or redirect and
-# reach their edges through Inlink's index, then each edge by its primary key.
-# Written as CROSS JOIN because SQLite, which has no statistics on a fresh
-# audit, otherwise scans every edge and looks up its target (measured on
-# 956,280 edges: links_to_redirects 1.12 -> 0.01 s, broken_links 1.71 -> 0.69 s);
-# SQLite keeps a CROSS JOIN's order, while PostgreSQL plans it as any inner join.
-BROKEN_LINKS_SQL = """
-    SELECT e.source_url, s.id, e.target_url, e.tag, e.anchor_text, e.internal, t.status_code, t.fetch_error
-    FROM audits_page t
-    CROSS JOIN audits_inlink i
-    CROSS JOIN audits_linkedge e
+# Every link to a target page that is broken or redirects, from one pass over
+# the audit's edges: each edge comes through link_audit_source by its audit
+# prefix, its target through the unique (audit, url_hash) on pages. No index by
+# target is needed, so finalize does not wait for Inlink's build (an
+# INSERT ... SELECT of every edge: 0.25 s on SQLite and 0.35-0.45 s on
+# PostgreSQL at 1,000 pages, 2.3 and 3.8 s at 10,000), which only a page's
+# "linked from" list reads (inlinks.build, after the audit ends). Written as
+# CROSS JOIN so SQLite, which has no statistics on a fresh audit, keeps that
+# order; PostgreSQL plans it as any inner join (with fresh statistics, a hash
+# join of the audit's edges).
+# Broken: the target's final result is 4xx, 5xx or a failure of the site's.
+# Redirecting: an internal link (a, area) to a target that redirects to a page
+# that answers. hreflang alternates and form actions are not links a visitor
+# follows (a broken hreflang target is an hreflang_error: hreflang_targets).
+LINK_TARGETS_SQL = """
+    SELECT e.source_url, s.id, e.target_url, e.tag, e.anchor_text, e.internal,
+           t.status_code, t.fetch_error, t.redirect_count, t.final_url
+    FROM audits_linkedge e
+    CROSS JOIN audits_page t
     LEFT JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
-    WHERE t.audit_id = %s AND i.audit_id = t.audit_id AND i.target_hash = t.url_hash
-      AND i.tag NOT IN ('form', 'hreflang') AND e.id = i.edge_id
-      AND (t.status_code >= 400 OR (t.fetch_error <> '' AND t.fetch_error NOT IN (%s, %s)))
+    WHERE e.audit_id = %s AND t.audit_id = e.audit_id AND t.url_hash = e.target_hash
+      AND e.tag NOT IN ('form', 'hreflang')
+      AND (t.status_code >= 400 OR (t.fetch_error <> '' AND t.fetch_error NOT IN (%s, %s))
+           OR (t.redirect_count > 0 AND t.fetch_error = '' AND t.status_code < 400
+               AND e.internal AND e.tag IN ('a', 'area')))
 """
-LINKS_TO_REDIRECTS_SQL = """
-    SELECT DISTINCT e.source_url, s.id, e.target_url, t.final_url
-    FROM audits_page t
-    CROSS JOIN audits_inlink i
-    CROSS JOIN audits_linkedge e
-    LEFT JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
-    WHERE t.audit_id = %s AND i.audit_id = t.audit_id AND i.target_hash = t.url_hash
-      AND i.tag IN ('a', 'area') AND e.id = i.edge_id
-      AND t.redirect_count > 0 AND t.fetch_error = '' AND t.status_code < 400 AND e.internal
-"""
-# Counted from the Inlink key alone (it holds the tag): no edge row is read.
-INLINKS_SQL = (
-    "UPDATE audits_page SET inlinks = (SELECT COUNT(*) FROM audits_inlink i WHERE i.audit_id = %s "
-    "AND i.target_hash = audits_page.url_hash AND i.tag IN ('a', 'area')) WHERE audit_id = %s"
-)
-# PostgreSQL runs the subquery above once per page row: 1.53 s for 20,504
-# pages and 956,280 edges, against 0.79 s for this one grouped pass joined to
-# the pages (EXPLAIN ANALYZE; 0.31 s when no count changes, as on a second
-# finalize after a resume). The outer join gives pages nobody links any more
-# their 0, and only rows whose count changes are written.
-INLINKS_PG_SQL = """
-    UPDATE audits_page p SET inlinks = c.n
+# Each page's inlinks (a and area edges to it) from one grouped pass over the
+# audit's edges, joined to its pages; the outer join gives pages nobody links
+# any more their 0, and only rows whose count changes are written (a second
+# finalize after a resume rewrites few). One statement for both databases
+# (UPDATE ... FROM: SQLite 3.33+). PostgreSQL ran a per-page subquery form in
+# 1.53 s against 0.79 s for this one (20,504 pages, 956,280 edges).
+INLINKS_SQL = """
+    UPDATE audits_page AS p SET inlinks = c.n
     FROM (SELECT q.id, COALESCE(g.n, 0) AS n FROM audits_page q
-          LEFT JOIN (SELECT target_hash, COUNT(*) AS n FROM audits_inlink
+          LEFT JOIN (SELECT target_hash, COUNT(*) AS n FROM audits_linkedge
                      WHERE audit_id = %s AND tag IN ('a', 'area') GROUP BY target_hash) g
           ON g.target_hash = q.url_hash
-          WHERE q.audit_id = %s) c
+          WHERE q.audit_id = %s) AS c
     WHERE p.id = c.id AND p.inlinks <> c.n
 """
 
@@ -86,7 +78,6 @@ def run_finalize(audit_id: int) -> bool:
     if audit.status != Audit.Status.FINALIZING:
         return False
     audit.beat()
-    inlinks.build(audit, while_status=(Audit.Status.FINALIZING,))
     if connection.vendor == "postgresql":
         # A fresh audit's rows have no planner statistics yet; without them the
         # duplicate-title join was measured at 27.5 s on 20,000 pages, 18 ms after.
@@ -96,7 +87,7 @@ def run_finalize(audit_id: int) -> bool:
         # the rest for the pages' screens later).
         with connection.cursor() as cursor:
             cursor.execute(
-                "ANALYZE audits_page, audits_inlink,"
+                "ANALYZE audits_page,"
                 " audits_linkedge (audit_id, source_hash, target_hash, tag, internal),"
                 " audits_frontierurl (audit_id, url_hash, in_sitemap, linked, skip_reason)"
             )
@@ -177,8 +168,7 @@ def _update_page_columns(audit: Audit) -> None:
             "(SELECT url_hash FROM audits_frontierurl WHERE audit_id = %s AND in_sitemap)",
             [audit.pk, audit.pk],
         )
-        sql = INLINKS_PG_SQL if connection.vendor == "postgresql" else INLINKS_SQL
-        cursor.execute(sql, [audit.pk, audit.pk])
+        cursor.execute(INLINKS_SQL, [audit.pk, audit.pk])
 
 
 @lru_cache(maxsize=1024)
@@ -196,14 +186,20 @@ def _why_broken(status: int | None, error: str) -> str:
 # --- the checks ----------------------------------------------------------------------
 
 
-def broken_links(audit_id: int) -> Iterator[IssueRow]:
-    """Links and resources whose target's final result is 4xx, 5xx or a failure.
+def link_targets(audit_id: int) -> Iterator[IssueRow]:
+    """Links and resources whose target is broken, and internal links to targets that redirect.
 
-    hreflang alternates are not links a visitor follows: a broken one is an
+    A broken target's final result is 4xx, 5xx or a failure; hreflang
+    alternates are not links a visitor follows: a broken one is an
     hreflang_error (hreflang_targets), not a broken resource.
     """
-    sql = BROKEN_LINKS_SQL
-    for source, source_id, target, tag, anchor, internal, status, error in _rows(sql, [audit_id, *NOT_SITE_FAULTS]):
+    params = [audit_id, *NOT_SITE_FAULTS]
+    for source, source_id, target, tag, anchor, internal, status, error, redirects, final in _rows(
+            LINK_TARGETS_SQL, params):
+        if redirects and not error and status is not None and status < 400:
+            f = finding("redirect_internal_link", f"Links to {target}, which redirects to {final}", target)
+            yield issue_row(audit_id, source_id, source, f)
+            continue
         why = _why_broken(status, error)
         if tag in ("a", "area"):
             if internal:
@@ -216,13 +212,6 @@ def broken_links(audit_id: int) -> Iterator[IssueRow]:
             f = finding("broken_resource", f"{tag} resource {why}", target)
         # One row per (source, target, anchor text): the anchor is part of the key.
         yield issue_row(audit_id, source_id, source, f, key=issue_key(f.code, source, target, anchor))
-
-
-def links_to_redirects(audit_id: int) -> Iterator[IssueRow]:
-    sql = LINKS_TO_REDIRECTS_SQL
-    for source, source_id, target, final in _rows(sql, [audit_id]):
-        yield issue_row(audit_id, source_id, source,
-                        finding("redirect_internal_link", f"Links to {target}, which redirects to {final}", target))
 
 
 def redirects_to_broken(audit_id: int) -> Iterator[IssueRow]:
@@ -274,12 +263,12 @@ def hreflang_targets(audit_id: int) -> Iterator[IssueRow]:
     them itself.
 
     Indexes: the audit's edges come through link_audit_source (audit, source_hash)
-    by its audit prefix, as broken_links reads them; both page ends through the
+    by its audit prefix, as link_targets reads them; both page ends through the
     unique (audit, url_hash) on pages, the robots verdict through the unique
     (audit, url_hash) on the frontier: one indexed lookup per hreflang edge
     (SQLite's plan; PostgreSQL may hash-join the audit's rows instead, which is
     cheaper still). 100,000 pages with 800,000 edges: 2.2 s on SQLite, 0.6 s on
-    PostgreSQL, about what broken_links takes.
+    PostgreSQL, about what link_targets takes.
     """
     sql = """
         SELECT e.source_url, e.source_hash, s.id, e.target_url, e.anchor_text, t.kind, t.status_code, t.redirect_count,
@@ -429,7 +418,7 @@ def deep_pages(audit_id: int) -> Iterator[IssueRow]:
 
 
 CHECKS = [
-    broken_links, links_to_redirects, redirects_to_broken, bad_canonicals, hreflang_targets,
+    link_targets, redirects_to_broken, bad_canonicals, hreflang_targets,
     hreflang_return_links, sitemap_problems, duplicate_titles, duplicate_descriptions, duplicate_content,
     deep_pages,
 ]

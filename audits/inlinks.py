@@ -1,10 +1,13 @@
-"""Link edges by target: built once an audit's crawl is over, read by finalize and the page view.
+"""Link edges by target: built once an audit has ended, read by a page's "linked from" list.
 
 The crawl writes edges in the order pages are fetched, each with a random
 target hash, so an index by target kept up during the crawl costs a random
 leaf-page write per edge on every commit (see LinkEdge.Meta). Built afterwards
 with one sorted INSERT ... SELECT, the same index costs under two seconds per
-million edges (benchmarks/edge_index.py).
+million edges (benchmarks/edge_index.py). Finalize does not need it (its link
+checks read each edge once), so the build is a task of its own after the audit
+ends: enqueued by the finalize task, and by the watchdog for any ended audit
+still without it (a failed or cancelled one, one the command line finished).
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ def build(audit: Audit, *, while_status: tuple[str, ...]) -> bool:
     (finalizing; failed or cancelled). Should it leave them meanwhile (a resume),
     the build is rolled back: the crawl goes on adding edges.
 
-    Runs when nothing writes the audit's edges any more: at finalize, or for a
-    failed or cancelled audit once its leases have run out (``build_ended``).
+    Runs when nothing writes the audit's edges any more: once the audit has
+    completed, or failed or been cancelled and its leases have run out
+    (``build_ended``).
     A rebuild after a resume replaces the rows an earlier build left. The flag
     is set last, so the audit row is locked only for that moment (a cancel or
     the watchdog must not wait behind a long build); on PostgreSQL two builds of
@@ -59,23 +63,23 @@ def build(audit: Audit, *, while_status: tuple[str, ...]) -> bool:
 
 
 def build_ended(audit_id: int) -> str:
-    """Index a failed or cancelled audit's edges (the watchdog enqueues this)."""
+    """Index an ended audit's edges (the finalize task and the watchdog enqueue this)."""
     audit = ended_unindexed().filter(pk=audit_id).first()
     if audit is None:
         return "nothing to do"
-    built = build(audit, while_status=(Audit.Status.FAILED, Audit.Status.CANCELLED))
+    built = build(audit, while_status=tuple(Audit.ENDED))
     return "indexed" if built else "not indexed"
 
 
 def ended_unindexed() -> QuerySet[Audit]:
-    """Failed or cancelled audits whose edges are final but not indexed yet.
+    """Ended audits whose edges are final but not indexed yet.
 
-    Final once no chunk holds a live lease: a chunk that was mid-write when the
-    audit ended may still write one last sub-batch, and then stops.
+    A completed audit's are final; a failed or cancelled one's once no chunk
+    holds a live lease: a chunk that was mid-write when the audit ended may
+    still write one last sub-batch, and then stops.
     """
     live = ChunkLease.objects.filter(audit=OuterRef("pk"), state=ChunkLease.State.LEASED, leased_until__gt=Now())
-    return Audit.objects.filter(status__in=[Audit.Status.FAILED, Audit.Status.CANCELLED],
-                                links_indexed=False).exclude(Exists(live))
+    return Audit.objects.filter(status__in=Audit.ENDED, links_indexed=False).exclude(Exists(live))
 
 
 def edges_to(audit: Audit, target_hash: str) -> QuerySet[LinkEdge]:
@@ -84,6 +88,6 @@ def edges_to(audit: Audit, target_hash: str) -> QuerySet[LinkEdge]:
     if audit.links_indexed:
         ids = Inlink.objects.filter(audit=audit, target_hash=target_hash).values("edge_id")
         return edges.filter(id__in=ids).order_by("id")
-    # Not built yet (running) or not current (failed, cancelled, resumed): a scan
-    # of the audit's edges, correct and fine for one page's view.
+    # Not built yet (running, or just ended) or not current (resumed): a scan of
+    # the audit's edges, correct and fine for one page's view.
     return edges.filter(target_hash=target_hash).order_by("id")

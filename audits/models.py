@@ -102,7 +102,7 @@ class Audit(models.Model):
     robots_http_status = models.PositiveSmallIntegerField(null=True, blank=True)
     robots_body = models.TextField(blank=True)
     sitemap_found = models.BooleanField(null=True)
-    # Whether the audit's link edges are in Inlink (finalize builds it; a resume clears it).
+    # Whether the audit's link edges are in Inlink (built after the audit ends; a resume clears it).
     links_indexed = models.BooleanField(default=False)
 
     created_at = models.DateTimeField(auto_now_add=True)
@@ -481,18 +481,18 @@ class LinkEdge(models.Model):
 
 
 class Inlink(models.Model):
-    """The link edges of an audit by target: built by finalize, sorted, in one statement.
+    """The link edges of an audit by target: built once the audit has ended, sorted, in one statement.
 
     Kept apart from LinkEdge so the crawl never maintains an index by target
     (see LinkEdge.Meta). A sorted build fills the key in order: 2.3 s for
     910,000 edges on SQLite (benchmarks/edge_index.py). ``Audit.links_indexed`` says whether an audit's rows
-    are here and current; until then (a running, failed or cancelled audit)
-    lookups scan the audit's edges instead (``audits.inlinks``).
+    are here and current; until then (a running or resumed audit, or one whose
+    build task has not run yet) lookups scan the audit's edges instead
+    (``audits.inlinks``).
     """
 
-    # The key is the lookup: inlinks of a URL (broken-link sources, a page's
-    # "linked from" list), and with the tag in it finalize's inlink count per
-    # page reads the key alone. No surrogate id: on PostgreSQL, building 956,280
+    # The key is the lookup: inlinks of a URL (a page's "linked from" list). No
+    # surrogate id: on PostgreSQL, building 956,280
     # edges took 6.9 s with an id (its sequence and index) beside the lookup
     # index, 3.8 s with the lookup index alone (measured with psql).
     pk = models.CompositePrimaryKey("audit", "target_hash", "tag", "edge_id")

@@ -14,6 +14,7 @@ from . import inlinks
 from .crawling import run_chunk, run_resume, run_start
 from .finalize import run_finalize
 from .models import Audit
+from .services import enqueue
 from .watchdog import run_watchdog
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,11 @@ def crawl_chunk(audit_id: int, number: int) -> str:
 
 @_records_failures(Audit.Phase.FINALIZING)
 def finalize(audit_id: int) -> None:
-    run_finalize(audit_id)
+    if run_finalize(audit_id):
+        # The by-target index a page's "linked from" list reads, as a task of
+        # its own: the audit is complete, and its report readable, without
+        # waiting for a build of every edge (seconds for a big audit).
+        enqueue("audits.tasks.index_links", audit_id, name=f"audit-{audit_id}-index-links")
 
 
 def index_links(audit_id: int) -> str:

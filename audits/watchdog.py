@@ -74,9 +74,11 @@ def run_watchdog(now=None) -> str:
                 with transaction.atomic():
                     dispatcher.finalize(audit.pk)
                 actions.append(f"re-enqueued finalize of {audit.pk}")
-    # A failed or cancelled audit's edges are final once its leases run out:
-    # index them by target, as finalize does, so its pages' "linked from" lists
-    # need no scan. A task, not here: a big audit's build takes seconds.
+    # An ended audit's edges are final (a failed or cancelled one's once its
+    # leases run out): index them by target, so its pages' "linked from" lists
+    # need no scan. The finalize task enqueues this for the audits it completes;
+    # here it catches the rest (failed, cancelled, finished by the command
+    # line, or an enqueue lost). A task, not here: a big audit's build takes seconds.
     for audit_id in inlinks.ended_unindexed().order_by("id").values_list("pk", flat=True)[:INDEX_PER_TICK]:
         name = f"audit-{audit_id}-index-links"
         if name not in names:

@@ -8,7 +8,7 @@ from django.db import OperationalError, connection, transaction
 from django.urls import reverse
 
 from audits import finalize
-from audits.finalize import broken_links
+from audits.finalize import link_targets
 from audits.models import Audit, Issue, LinkEdge, Page
 from tests.dashboard.factories import SITE, make_audit, make_issue, make_link, make_page
 
@@ -62,7 +62,7 @@ def test_finalize_stops_inserting_once_its_audit_is_deleted_between_checks(owner
 
     def later_check(audit_id):
         ran.append("later")
-        return broken_links(audit_id)
+        return link_targets(audit_id)
 
     monkeypatch.setattr(finalize, "CHECKS", [delete_the_audit, later_check])
     assert finalize.run_finalize(audit.pk) is False

@@ -1,18 +1,17 @@
-"""Finalize's link queries stay cheap on a big audit: they start from the few broken or
-redirecting target pages, reach their edges through Inlink's index (built after the
-crawl, so the crawl itself maintains no index by target), and the inlink count reads
-only that index.
+"""Finalize's link queries read each of the audit's edges once, through indexes the
+crawl keeps anyway, and need no index by target (the crawl maintains none, and
+Inlink is built only after the audit has ended).
 
 The plans are SQLite's (EXPLAIN QUERY PLAN). SQLite has no statistics on a fresh
-audit, so without the CROSS JOIN it walks every link edge and looks up its target:
-1.1 s instead of 0.01 s for links_to_redirects on a 956,280-edge audit
-(RESULTS-product.md). PostgreSQL analyses the tables first and plans for itself.
+audit: the CROSS JOIN keeps the edges first, each target then found by the pages'
+unique key, instead of a walk of every page with a scan of edges for each.
+PostgreSQL analyses the tables first and plans for itself.
 """
 
 import pytest
 from django.db import connection
 
-from audits.finalize import BROKEN_LINKS_SQL, INLINKS_SQL, LINKS_TO_REDIRECTS_SQL, NOT_SITE_FAULTS
+from audits.finalize import INLINKS_SQL, LINK_TARGETS_SQL, NOT_SITE_FAULTS
 
 pytestmark = [
     pytest.mark.django_db,
@@ -26,23 +25,19 @@ def plan(sql: str, params: list) -> list[str]:
         return [row[-1] for row in cursor.fetchall()]
 
 
-@pytest.mark.parametrize(
-    "sql, params",
-    [(BROKEN_LINKS_SQL, [1, *NOT_SITE_FAULTS]), (LINKS_TO_REDIRECTS_SQL, [1])],
-    ids=["broken_links", "links_to_redirects"],
-)
-def test_link_checks_start_from_target_pages_and_reach_edges_through_the_inlink_index(sql, params):
-    steps = plan(sql, params)
-    assert steps[0].startswith("SEARCH t "), steps
-    assert steps[1].startswith("SEARCH i USING "), steps
-    assert "INDEX sqlite_autoindex_audits_inlink_1 (audit_id=? AND target_hash=?" in steps[1], steps  # its key
-    assert steps[2].startswith("SEARCH e USING INTEGER PRIMARY KEY"), steps
+def test_link_checks_read_the_audits_edges_once_and_each_target_by_the_page_key():
+    steps = plan(LINK_TARGETS_SQL, [1, *NOT_SITE_FAULTS])
+    assert steps[0] == "SEARCH e USING INDEX link_audit_source (audit_id=?)", steps
+    assert steps[1].startswith("SEARCH t USING ") and "(audit_id=? AND url_hash=?)" in steps[1], steps
+    assert not any("audits_inlink" in step or "AUTOMATIC" in step or step.startswith("SCAN") for step in steps), steps
 
 
-def test_the_inlink_count_reads_the_inlink_index_alone():
-    steps = plan(INLINKS_SQL.replace("UPDATE audits_page SET inlinks = ", "SELECT ").split(" WHERE audit_id")[0]
-                 + " FROM audits_page WHERE audit_id = %s", [1, 1])
-    assert any("USING COVERING INDEX sqlite_autoindex_audits_inlink_1" in step for step in steps), steps
+def test_the_inlink_count_groups_the_audits_edges_in_one_pass():
+    steps = plan(INLINKS_SQL, [1, 1])
+    edge_reads = [step for step in steps if "audits_linkedge" in step]
+    assert edge_reads == ["SEARCH audits_linkedge USING INDEX link_audit_source (audit_id=?)"], steps
+    assert "USE TEMP B-TREE FOR GROUP BY" in steps
+    assert not any("audits_inlink" in step for step in steps), steps
 
 
 def test_the_crawl_maintains_no_index_of_link_edges_by_target():

@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from audits import inlinks
 from audits.finalize import run_finalize
 from audits.models import Audit, Inlink
+from crawler.types import FetchError
 from crawler.urls import url_hash
 from tests.dashboard.factories import SITE, make_audit, make_link, make_page
 
@@ -87,20 +88,87 @@ def test_a_build_is_undone_when_the_audit_left_the_statuses_its_edges_are_final_
     assert not Inlink.objects.filter(audit=audit).exists()
 
 
-def test_finalize_builds_the_index_and_reads_broken_links_and_inlink_counts_through_it(owner):
+def test_finalize_reads_broken_links_and_inlink_counts_from_the_edges_without_building_the_index(owner):
     audit = make_audit(owner, status=Audit.Status.FINALIZING, phase=Audit.Phase.FINALIZING, origin=SITE)
     for url, status in ((f"{SITE}/", 200), (f"{SITE}/about", 200), (f"{SITE}/gone", 404)):
         make_page(audit, url, status_code=status)
     make_links(audit, ("/", "/about", "About"), ("/", "/gone", "Gone"), ("/about", "/gone", "Old"))
 
-    assert run_finalize(audit.pk)
+    with CaptureQueriesContext(connection) as queries:
+        assert run_finalize(audit.pk)
 
     audit.refresh_from_db()
-    assert audit.links_indexed and audit.status == Audit.Status.COMPLETED
+    assert audit.status == Audit.Status.COMPLETED and not audit.links_indexed
+    assert not any("audits_inlink" in q["sql"] for q in queries.captured_queries)
     broken = audit.issues.filter(code="broken_link_internal")
     assert sorted(broken.values_list("url", "message")) == [
         (f"{SITE}/", "Link “Gone” answered 404"), (f"{SITE}/about", "Link “Old” answered 404")]
     assert dict(audit.pages.values_list("url", "inlinks")) == {f"{SITE}/": 0, f"{SITE}/about": 1, f"{SITE}/gone": 2}
+    # Until the build task runs, a page's "linked from" list scans the edges.
+    assert [a for _, a in linked(audit, f"{SITE}/gone")] == ["Gone", "Old"]
+
+
+def test_the_finalize_task_hands_the_index_to_a_task_of_its_own(owner, django_capture_on_commit_callbacks):
+    from django_q.models import OrmQ
+
+    from audits import tasks
+
+    audit = make_audit(owner, status=Audit.Status.FINALIZING, phase=Audit.Phase.FINALIZING, origin=SITE)
+    make_page(audit, f"{SITE}/")
+    make_page(audit, f"{SITE}/gone", status_code=404)
+    make_links(audit, ("/", "/gone", "Gone"))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.finalize(audit.pk)
+
+    assert [row.name() for row in OrmQ.objects.all()] == [f"audit-{audit.pk}-index-links"]
+    assert tasks.index_links(audit.pk) == "indexed"
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED and audit.links_indexed
+    assert Inlink.objects.filter(audit=audit).count() == 1
+    assert [a for _, a in linked(audit, f"{SITE}/gone")] == ["Gone"]
+    assert tasks.index_links(audit.pk) == "nothing to do"  # a second delivery
+
+
+def test_link_checks_report_each_kind_of_bad_target_once_per_link(owner):
+    audit = make_audit(owner, status=Audit.Status.FINALIZING, phase=Audit.Phase.FINALIZING, origin=SITE)
+    ext = "https://other.example"
+    make_page(audit, f"{SITE}/")
+    make_page(audit, f"{SITE}/gone", status_code=404)
+    make_page(audit, f"{SITE}/old", status_code=200, redirect_count=1, final_url=f"{SITE}/new")
+    make_page(audit, f"{SITE}/moved-away", status_code=410, redirect_count=1, final_url=f"{SITE}/dead")
+    make_page(audit, f"{SITE}/lost", status_code=None, fetch_error="worker_lost")  # our fault, not the site's
+    make_page(audit, f"{SITE}/hangs", status_code=None, fetch_error="read_timeout")
+    make_page(audit, f"{SITE}/logo.png", status_code=404, kind="resource")
+    make_page(audit, f"{ext}/down", status_code=500, kind="external")
+    make_page(audit, f"{ext}/private", status_code=403, kind="external")  # unverified, not broken
+    make_page(audit, f"{ext}/moved", status_code=200, redirect_count=1, final_url=f"{ext}/new", kind="external")
+    for target, tag, anchor in (
+        ("/gone", "a", "Gone"), ("/gone", "hreflang", ""), ("/gone", "form", ""), ("/old", "a", "Old"),
+        ("/old", "img", ""), ("/moved-away", "a", "Away"), ("/lost", "a", "Lost"), ("/hangs", "a", "Slow"),
+        ("/logo.png", "img", ""),
+    ):
+        make_link(audit, f"{SITE}/", f"{SITE}{target}", anchor=anchor, tag=tag)
+    for target in ("/down", "/private", "/moved"):
+        make_link(audit, f"{SITE}/", f"{ext}{target}", anchor=target[1:], internal=False)
+
+    assert run_finalize(audit.pk)
+
+    link_codes = ["broken_link_internal", "broken_link_external", "broken_resource", "redirect_internal_link"]
+    found = sorted(audit.issues.filter(url=f"{SITE}/", code__in=link_codes)
+                   .values_list("code", "target_url", "message"))
+    assert found == [
+        ("broken_link_external", f"{ext}/down", "External link “down” answered 500"),
+        ("broken_link_internal", f"{SITE}/gone", "Link “Gone” answered 404"),
+        ("broken_link_internal", f"{SITE}/hangs", "Link “Slow” failed: " + FetchError.READ_TIMEOUT.label),
+        ("broken_link_internal", f"{SITE}/moved-away", "Link “Away” answered 410"),
+        ("broken_resource", f"{SITE}/logo.png", "img resource answered 404"),
+        ("redirect_internal_link", f"{SITE}/old", f"Links to {SITE}/old, which redirects to {SITE}/new"),
+    ]
+    source = audit.pages.get(url=f"{SITE}/")
+    assert set(audit.issues.filter(code__in=link_codes).values_list("page_id", flat=True)) == {source.pk}
+    # The broken hreflang alternate is hreflang_targets' to report, as what it is.
+    assert audit.issues.filter(code="hreflang_error", target_url=f"{SITE}/gone").count() == 1
 
 
 def test_finalize_counts_each_pages_inlinks_from_links_alone_and_clears_stale_counts(owner):

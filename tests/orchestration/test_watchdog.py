@@ -126,6 +126,17 @@ def test_a_failed_audit_gets_its_links_indexed_once_no_chunk_can_still_write(own
     assert not OrmQ.objects.exists()
 
 
+def test_a_completed_audit_without_its_link_index_gets_it_from_the_watchdog(owner, grid_site, fast_settings):
+    # The command line completes audits with no cluster to hand the build to.
+    audit = crawling_audit(owner, grid_site)
+    Audit.objects.filter(pk=audit.pk).update(status=Audit.Status.COMPLETED, phase=Audit.Phase.DONE)
+    OrmQ.objects.all().delete()
+    run_watchdog()
+    assert [row.name() for row in OrmQ.objects.all()] == [f"audit-{audit.pk}-index-links"]
+    assert tasks.index_links(audit.pk) == "indexed"
+    assert Inlink.objects.filter(audit=audit).count() == audit.links.count() > 0
+
+
 def test_the_watchdog_schedule_is_created_once_by_migration_and_runs_every_minute():
     from django_q.models import Schedule
 
