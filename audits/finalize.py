@@ -60,14 +60,17 @@ LINK_TARGETS_SQL = """
 # audit's edges, joined to its pages; the outer join gives pages nobody links
 # any more their 0, and only rows whose count changes are written (a second
 # finalize after a resume rewrites few). One statement for both databases
-# (UPDATE ... FROM: SQLite 3.33+). PostgreSQL ran a per-page subquery form in
-# 1.53 s against 0.79 s for this one (20,504 pages, 956,280 edges).
-INLINKS_SQL = """
+# (UPDATE ... FROM, which SQLite has from 3.33; _count_inlinks_here before).
+# PostgreSQL ran a per-page subquery form in 1.53 s against 0.79 s for this one
+# (20,504 pages, 956,280 edges).
+INLINK_COUNTS_SQL = (
+    "SELECT target_hash, COUNT(*) AS n FROM audits_linkedge "
+    "WHERE audit_id = %s AND tag IN ('a', 'area') GROUP BY target_hash"
+)
+INLINKS_SQL = f"""
     UPDATE audits_page AS p SET inlinks = c.n
     FROM (SELECT q.id, COALESCE(g.n, 0) AS n FROM audits_page q
-          LEFT JOIN (SELECT target_hash, COUNT(*) AS n FROM audits_linkedge
-                     WHERE audit_id = %s AND tag IN ('a', 'area') GROUP BY target_hash) g
-          ON g.target_hash = q.url_hash
+          LEFT JOIN ({INLINK_COUNTS_SQL}) g ON g.target_hash = q.url_hash
           WHERE q.audit_id = %s) AS c
     WHERE p.id = c.id AND p.inlinks <> c.n
 """
@@ -168,7 +171,24 @@ def _update_page_columns(audit: Audit) -> None:
             "(SELECT url_hash FROM audits_frontierurl WHERE audit_id = %s AND in_sitemap)",
             [audit.pk, audit.pk],
         )
-        cursor.execute(INLINKS_SQL, [audit.pk, audit.pk])
+        if connection.vendor == "sqlite" and connection.Database.sqlite_version_info < (3, 33):
+            _count_inlinks_here(cursor, audit.pk)
+        else:
+            cursor.execute(INLINKS_SQL, [audit.pk, audit.pk])
+
+
+def _count_inlinks_here(cursor, audit_id: int) -> None:
+    """INLINKS_SQL for SQLite before 3.33 (Django supports 3.31): no UPDATE ... FROM.
+
+    The grouped counts come back here (one row per linked URL) and only the
+    pages whose count changes are written: a per-page subquery instead would
+    read every edge of the audit once per page, as there is no index by target.
+    """
+    cursor.execute(INLINK_COUNTS_SQL, [audit_id])
+    counts = dict(cursor.fetchall())
+    cursor.execute("SELECT id, url_hash, inlinks FROM audits_page WHERE audit_id = %s", [audit_id])
+    changed = [(counts.get(digest, 0), pk) for pk, digest, n in cursor.fetchall() if counts.get(digest, 0) != n]
+    cursor.executemany("UPDATE audits_page SET inlinks = %s WHERE id = %s", changed)
 
 
 @lru_cache(maxsize=1024)
