@@ -3,7 +3,8 @@
 Each check is one query that returns the rows to report; issues are written in
 batches with insert-or-ignore on their stable key, so running finalize twice
 (django-q2 redelivers, the watchdog re-enqueues) reports everything once. The SQL
-runs unchanged on SQLite and PostgreSQL.
+runs unchanged on SQLite and PostgreSQL (SQLite before 3.33 counts inlinks with
+the help of Python: _count_inlinks_here).
 """
 
 from __future__ import annotations
@@ -171,10 +172,14 @@ def _update_page_columns(audit: Audit) -> None:
             "(SELECT url_hash FROM audits_frontierurl WHERE audit_id = %s AND in_sitemap)",
             [audit.pk, audit.pk],
         )
-        if connection.vendor == "sqlite" and connection.Database.sqlite_version_info < (3, 33):
+        if not _has_update_from():
             _count_inlinks_here(cursor, audit.pk)
         else:
             cursor.execute(INLINKS_SQL, [audit.pk, audit.pk])
+
+
+def _has_update_from() -> bool:
+    return connection.vendor != "sqlite" or connection.Database.sqlite_version_info >= (3, 33)
 
 
 def _count_inlinks_here(cursor, audit_id: int) -> None:

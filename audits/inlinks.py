@@ -32,9 +32,10 @@ BUILD_SQL = """
 def build(audit: Audit, *, while_status: tuple[str, ...]) -> bool:
     """Index the audit's edges by target, once; False when they already are.
 
-    ``while_status``: the statuses in which the audit's edges are final
-    (finalizing; failed or cancelled). Should it leave them meanwhile (a resume),
-    the build is rolled back: the crawl goes on adding edges.
+    ``while_status``: the statuses in which the audit's edges are final (an
+    ended audit's). Should it leave them meanwhile (a resume), or end again
+    after one (its ``finished_at`` is no longer the one ``audit`` was read
+    with: the resumed crawl added edges), the build is rolled back.
 
     Runs when nothing writes the audit's edges any more: once the audit has
     completed, or failed or been cancelled and its leases have run out
@@ -55,7 +56,8 @@ def build(audit: Audit, *, while_status: tuple[str, ...]) -> bool:
             return False  # built by whoever held the lock before us
         cursor.execute("DELETE FROM audits_inlink WHERE audit_id = %s", [audit.pk])
         cursor.execute(BUILD_SQL, [audit.pk])
-        if not Audit.objects.filter(pk=audit.pk, status__in=while_status).update(links_indexed=True):
+        still_final = Audit.objects.filter(pk=audit.pk, status__in=while_status, finished_at=audit.finished_at)
+        if not still_final.update(links_indexed=True):
             transaction.set_rollback(True)
             return False
     audit.links_indexed = True

@@ -412,6 +412,8 @@ def _bytecode_note(info: dict) -> str:
     bytecode = info.get("bytecode")
     if not bytecode:
         return ""
+    if not bytecode.get("compiled"):
+        return " Compiling the checkout's bytecode before the runs failed (`compileall`), so runs may have compiled modules at start-up."
     note = (" The checkout's bytecode is compiled once before the runs (`compileall`), as Python's "
             "first import of each module does, so every run starts as a user's second run would")
     if bytecode.get("dont_write_env"):

@@ -1,11 +1,14 @@
 """Link edges by target: built once after the crawl, rebuilt after a resume, and found
 the same way whether built or not."""
 
-import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
+from datetime import timedelta
 
-from audits import inlinks
+import pytest
+from django.db import DatabaseError, connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from audits import finalize, inlinks
 from audits.finalize import run_finalize
 from audits.models import Audit, Inlink
 from crawler.types import FetchError
@@ -53,7 +56,7 @@ def test_a_second_build_does_nothing(owner):
     assert Inlink.objects.filter(audit=audit).count() == 1
 
 
-def test_a_resumed_audit_scans_until_its_next_finalize_rebuilds_the_index(owner):
+def test_a_resumed_audit_scans_until_its_index_is_built_again(owner):
     audit = make_audit(owner)
     make_link(audit, f"{SITE}/", f"{SITE}/gone", anchor="before")
     assert inlinks.build(audit, while_status=ENDED)
@@ -68,6 +71,19 @@ def test_a_resumed_audit_scans_until_its_next_finalize_rebuilds_the_index(owner)
     assert inlinks.build(audit, while_status=ENDED)
     assert [a for _, a in linked(audit, f"{SITE}/gone")] == ["before", "after"]
     assert Inlink.objects.filter(audit=audit).count() == 2  # the earlier rows replaced, not added to
+
+
+def test_a_build_is_undone_when_the_audit_was_resumed_and_ended_again_meanwhile(owner):
+    audit = make_audit(owner, status=Audit.Status.FAILED, finished_at=timezone.now() - timedelta(minutes=5))
+    make_link(audit, f"{SITE}/", f"{SITE}/gone")
+    seen = Audit.objects.get(pk=audit.pk)  # what the build task read: failed, edges final
+    # Meanwhile: resumed, crawled further and completed again.
+    Audit.objects.filter(pk=audit.pk).update(status=Audit.Status.COMPLETED, finished_at=timezone.now())
+    make_link(audit, f"{SITE}/new", f"{SITE}/gone")
+
+    assert not inlinks.build(seen, while_status=tuple(Audit.ENDED))
+    assert not Audit.objects.get(pk=audit.pk).links_indexed
+    assert not Inlink.objects.filter(audit=audit).exists()
 
 
 def test_deleting_an_audit_deletes_its_inlinks(owner):
@@ -130,6 +146,44 @@ def test_the_finalize_task_hands_the_index_to_a_task_of_its_own(owner, django_ca
     assert tasks.index_links(audit.pk) == "nothing to do"  # a second delivery
 
 
+def test_an_index_task_that_cannot_be_enqueued_leaves_the_audit_complete(owner, monkeypatch, caplog):
+    from audits import tasks
+
+    audit = make_audit(owner, status=Audit.Status.FINALIZING, phase=Audit.Phase.FINALIZING, origin=SITE)
+    make_page(audit, f"{SITE}/")
+
+    def locked(*args, **kwargs):
+        raise DatabaseError("database is locked")
+
+    monkeypatch.setattr(tasks, "enqueue", locked)
+    tasks.finalize(audit.pk)
+
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED and not audit.error_code
+    assert "the watchdog will" in caplog.text  # ended_unindexed() finds it
+    assert inlinks.ended_unindexed().filter(pk=audit.pk).exists()
+
+
+def test_a_link_to_a_redirect_is_one_issue_per_source_however_often_it_appears(owner, monkeypatch):
+    monkeypatch.setattr(finalize, "BATCH", 1)  # duplicates land in different insert batches
+    audit = make_audit(owner, status=Audit.Status.FINALIZING, phase=Audit.Phase.FINALIZING, origin=SITE)
+    make_page(audit, f"{SITE}/")
+    make_page(audit, f"{SITE}/old", redirect_count=1, final_url=f"{SITE}/new")
+    make_page(audit, f"{SITE}/gone", status_code=404)
+    for anchor, tag in (("Old", "a"), ("Old page", "a"), ("", "area")):
+        make_link(audit, f"{SITE}/", f"{SITE}/old", anchor=anchor, tag=tag)
+    for anchor in ("Gone", "Gone"):  # the same anchor twice: one issue
+        make_link(audit, f"{SITE}/", f"{SITE}/gone", anchor=anchor)
+    make_link(audit, f"{SITE}/", f"{SITE}/gone", anchor="Also gone")
+
+    assert run_finalize(audit.pk)
+
+    redirects = audit.issues.filter(code="redirect_internal_link")
+    assert list(redirects.values_list("url", "target_url")) == [(f"{SITE}/", f"{SITE}/old")]
+    broken = audit.issues.filter(code="broken_link_internal").order_by("message")
+    assert list(broken.values_list("message", flat=True)) == ["Link “Also gone” answered 404", "Link “Gone” answered 404"]
+
+
 def test_link_checks_report_each_kind_of_bad_target_once_per_link(owner):
     audit = make_audit(owner, status=Audit.Status.FINALIZING, phase=Audit.Phase.FINALIZING, origin=SITE)
     ext = "https://other.example"
@@ -178,7 +232,7 @@ def test_finalize_counts_each_pages_inlinks_from_links_alone_and_clears_stale_co
         if connection.vendor != "sqlite":
             pytest.skip("SQLite's fallback")
         # Django supports SQLite from 3.31; UPDATE ... FROM came in 3.33.
-        monkeypatch.setattr(connection.Database, "sqlite_version_info", (3, 31, 1))
+        monkeypatch.setattr(finalize, "_has_update_from", lambda: False)
     audit = make_audit(owner, status=Audit.Status.FINALIZING)
     other = make_audit(owner)  # the same URLs in another audit keep their own counts
     make_page(other, f"{SITE}/about", inlinks=4)
