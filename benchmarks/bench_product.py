@@ -60,13 +60,12 @@ TARGET_PEAK_MB = 150.0
 TARGET_GROWTH_MB = 30.0
 PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 SAMPLE_SECONDS = 0.05
-MANAGE = str(REPO / "manage.py")
 
 
 # --- measuring one child process ---------------------------------------------------
 
 
-def measure_child(cmd: list[str], env: dict, timeout: float, log: Path) -> dict:
+def measure_child(cmd: list[str], env: dict, timeout: float, log: Path, cwd: Path = REPO) -> dict:
     """Run ``cmd``, sampling its RSS every 50 ms; wall, CPU and peak RSS of that child alone.
 
     ``os.wait4`` reaps the child and returns its own rusage (user + system CPU),
@@ -77,7 +76,7 @@ def measure_child(cmd: list[str], env: dict, timeout: float, log: Path) -> dict:
     """
     with open(log, "w") as out:
         began = time.monotonic()
-        proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
         handle = psutil.Process(proc.pid)
         peak_sampled = 0
         samples: list[tuple[float, int]] = []
@@ -205,6 +204,8 @@ def stored_rows(query, corpus: Corpus) -> dict:
         "depth_range": list(depths),
         "chunks": chunks[0],
         "audit_seconds": _seconds(audit[7], audit[8]),
+        "started_epoch": _epoch(audit[7]),
+        "finished_epoch": _epoch(audit[8]),
         "finalize_seconds": _seconds(chunks[2], audit[8]),
         "missing_pages": missing[:5],
         "missing_count": len(missing),
@@ -222,19 +223,31 @@ def _seconds(start, end) -> float | None:
     return (end - start).total_seconds()
 
 
+def _epoch(value) -> float | None:
+    """Seconds since the epoch of a stored timestamp (SQLite gives naive UTC text, PostgreSQL aware values)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.UTC)
+    return value.timestamp()
+
+
 # --- one audit ---------------------------------------------------------------------
 
 
-def audit_command(base: str, corpus: Corpus, concurrency: int) -> list[str]:
+def audit_command(base: str, corpus: Corpus, concurrency: int, root: Path = REPO,
+                  python: str = sys.executable) -> list[str]:
     """The real ``manage.py audit`` command line, unchanged: nothing in the product is patched."""
     return [
-        sys.executable, MANAGE, "audit", base + "/", "--allow-private",
+        python, str(root / "manage.py"), "audit", base + "/", "--allow-private",
         "--max-pages", str(corpus.reachable + 100), "--max-depth", "50",
         "--concurrency", str(concurrency), "--no-external", "--out", "/dev/null",
     ]
 
 
-def django_env(database_url: str, workdir: Path) -> dict:
+def django_env(database_url: str, workdir: Path, root: Path = REPO) -> dict:
     env = {
         key: value for key, value in os.environ.items()
         if not key.startswith(("DATABASE_URL", "SITEWARD_", "Q_", "DJANGO_"))
@@ -245,33 +258,41 @@ def django_env(database_url: str, workdir: Path) -> dict:
         SITEWARD_VAR_DIR=str(workdir / "var"),
         DJANGO_SETTINGS_MODULE="config.settings",
         LOG_LEVEL="WARNING",
-        PYTHONPATH=str(REPO),
+        PYTHONPATH=str(root),
     )
     return env
 
 
 def run_audit(base: str, corpus: Corpus, kind: str, concurrency: int, workdir: Path, timeout: float,
-              spy: Path | None = None) -> dict:
+              spy: Path | None = None, root: Path = REPO, python: str = sys.executable,
+              env_extra: dict[str, str] | None = None) -> dict:
+    """One audit of ``corpus`` on a fresh ``kind`` database, by the checkout at ``root`` (this one by default)."""
     with fresh_database(kind, workdir) as (url, query, what):
-        env = django_env(url, workdir)
+        env = django_env(url, workdir, root) | (env_extra or {})
         migrate = subprocess.run(
-            [sys.executable, MANAGE, "migrate", "--no-input", "-v", "0"], env=env, cwd=REPO,
+            [python, str(root / "manage.py"), "migrate", "--no-input", "-v", "0"], env=env, cwd=root,
             capture_output=True, text=True, timeout=300,
         )
         if migrate.returncode:
             raise RuntimeError(f"migrate failed on {kind}: {migrate.stderr[-2000:]}")
-        cmd = audit_command(base, corpus, concurrency)
+        cmd = audit_command(base, corpus, concurrency, root, python)
         if spy is not None:
             spy.unlink(missing_ok=True)
             cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "-r", "100", "-f", "raw",
                    "-o", str(spy), "--"] + cmd
         log = workdir / f"audit-{kind}-{len(corpus.pages)}{'-spy' if spy else ''}.log"
-        run = measure_child(cmd, env, timeout, log)
+        spawned = time.time()
+        run = measure_child(cmd, env, timeout, log, cwd=root)
         # Exit 1 means "issues at the fail-on level were found", which this corpus has (404 links).
         if spy is None and run["returncode"] not in (0, 1):
             raise RuntimeError(f"audit exited {run['returncode']} on {kind}: {log.read_text()[-3000:]}")
         run.update(stored_rows(query, corpus))
         run["database"] = what
+        # Start-up (interpreter, Django, the command) and exit, from the audit's own timestamps.
+        if run["started_epoch"] is not None:
+            run["startup_seconds"] = run["started_epoch"] - spawned
+        if run["finished_epoch"] is not None:
+            run["exit_seconds"] = spawned + run["wall"] - run["finished_epoch"]
     return run
 
 
@@ -391,7 +412,7 @@ def machine() -> dict:
     return info
 
 
-def compile_bytecode() -> dict:
+def compile_bytecode(root: Path = REPO) -> dict:
     """Write the checkout's bytecode before any run, as a first run would.
 
     Python caches each module's bytecode in __pycache__ on first import, so a
@@ -403,8 +424,8 @@ def compile_bytecode() -> dict:
     """
     import compileall
 
-    ok = all(compileall.compile_dir(REPO / d, quiet=1) for d in ("audits", "crawler", "config", "benchmarks"))
-    ok = compileall.compile_file(REPO / "manage.py", quiet=1) and ok
+    ok = all(compileall.compile_dir(root / d, quiet=1) for d in ("audits", "crawler", "config", "benchmarks"))
+    ok = compileall.compile_file(root / "manage.py", quiet=1) and ok
     return {"compiled": bool(ok), "dont_write_env": os.environ.get("PYTHONDONTWRITEBYTECODE", "")}
 
 

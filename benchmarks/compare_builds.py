@@ -1,0 +1,161 @@
+"""Compare builds: the same ``manage.py audit`` run by one or more checkouts, interleaved.
+
+A change to the crawl is judged here before it goes into a run of record
+(``bench_product``). This machine's speed drifts by tens of percent within
+minutes, so one run of each build says little: each repetition runs every
+build once on each database, the order reversed every other repetition, and
+the summary gives each build's median and fastest run, with every run listed
+and each run's time split into start-up, crawl, finalize and exit (from the
+audit's own timestamps). With ``--scrapy`` each repetition also crawls the
+corpus with Scrapy first, and every run gets its ratio against the fastest
+Scrapy run, so how often a build meets a target shows, not only its best.
+
+    .venv/bin/python -m benchmarks.compare_builds --size 1000 --reps 5 \\
+        before=/tmp/siteward-before after=.
+
+A build is ``LABEL=CHECKOUT``, optionally with environment variables for its
+runs: ``LABEL=CHECKOUT:NAME=VALUE,NAME=VALUE``. Each checkout runs with its own
+``.venv/bin/python`` when it has one (a ``git worktree`` can link this one's),
+else with this interpreter. It is a script, never a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run as a file as well as with -m
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.bench_product import _ratio, postgres_available, run_audit, run_scrapy  # noqa: E402
+from benchmarks.corpus import build_corpus  # noqa: E402
+from benchmarks.static_server import serve  # noqa: E402
+
+
+@dataclass
+class Build:
+    label: str
+    root: Path
+    env: dict[str, str]
+    runs: list[dict] = field(default_factory=list)
+
+    @property
+    def python(self) -> str:
+        own = self.root / ".venv" / "bin" / "python"
+        return str(own) if own.exists() else sys.executable
+
+
+def parse_build(spec: str) -> Build:
+    """``LABEL=CHECKOUT[:NAME=VALUE,...]`` as a Build; ValueError when it is not that."""
+    label, sep, rest = spec.partition("=")
+    if not sep or not label or not rest:
+        raise ValueError(f"a build is LABEL=CHECKOUT[:NAME=VALUE,...], got {spec!r}")
+    checkout, _, assignments = rest.partition(":")
+    env = {}
+    for assignment in filter(None, assignments.split(",")):
+        name, sep, value = assignment.partition("=")
+        if not sep or not name:
+            raise ValueError(f"environment for {label} must be NAME=VALUE, got {assignment!r}")
+        env[name] = value
+    root = Path(checkout).resolve()
+    if not (root / "manage.py").exists():
+        raise ValueError(f"{root} has no manage.py")
+    return Build(label, root, env)
+
+
+def compile_checkout(build: Build) -> None:
+    """Bytecode first, as bench_product does: no run pays for compiling the project."""
+    paths = [str(build.root / d) for d in ("audits", "crawler", "config")] + [str(build.root / "manage.py")]
+    subprocess.run([build.python, "-m", "compileall", "-q", *paths], check=True, stdout=subprocess.DEVNULL)
+
+
+def phases(run: dict) -> str:
+    crawl = (run["audit_seconds"] or 0) - (run["finalize_seconds"] or 0)
+    return (f"start-up {run.get('startup_seconds', float('nan')):.2f} crawl {crawl:.2f} "
+            f"finalize {run['finalize_seconds'] or 0:.2f} exit {run.get('exit_seconds', float('nan')):.2f}")
+
+
+def summary_line(kind: str, build: Build, runs: list[dict], yardstick: dict | None) -> str:
+    walls = [r["wall"] for r in runs]
+    line = (f"{kind:8s} {build.label:12s} wall median {statistics.median(walls):6.2f} s, fastest {min(walls):6.2f} s, "
+            f"CPU median {statistics.median(r['cpu'] for r in runs):6.2f} s; all {'yes' if all(r['complete'] for r in runs) else 'NO'} "
+            f"stored; runs " + " ".join(f"{w:.2f}" for w in walls))
+    if yardstick:
+        # bench_product's ratio (pages/s against Scrapy's fastest run), every run, best first.
+        ratios = sorted((_ratio(r, yardstick) for r in runs), reverse=True)
+        line += "; x Scrapy " + " ".join(f"{x:.2f}" for x in ratios)
+    return line
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("builds", nargs="+", help="LABEL=CHECKOUT[:NAME=VALUE,...], one or more")
+    parser.add_argument("--size", type=int, default=1000, help="corpus pages")
+    parser.add_argument("--seed", type=int, default=20260101)
+    parser.add_argument("--databases", default="sqlite,postgres")
+    parser.add_argument("--reps", type=int, default=5, help="runs of each build on each database")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--scrapy", action="store_true", help="crawl with Scrapy at the start of each repetition")
+    parser.add_argument("--python-server", action="store_true", help="serve from Python, not nginx")
+    parser.add_argument("--json", type=Path, help="also dump every run here")
+    args = parser.parse_args()
+    try:
+        builds = [parse_build(spec) for spec in args.builds]
+    except ValueError as exc:
+        parser.error(str(exc))
+    if len({b.label for b in builds}) != len(builds):
+        parser.error("each build needs a label of its own")
+    if args.reps < 1:
+        parser.error("--reps must be at least 1")
+    kinds = [k for k in args.databases.split(",") if k]
+    if unknown := set(kinds) - {"sqlite", "postgres"}:
+        parser.error(f"unknown database {', '.join(sorted(unknown))}")
+    if "postgres" in kinds and (why := postgres_available()):
+        print(f"PostgreSQL skipped: {why}", flush=True)
+        kinds.remove("postgres")
+    for build in builds:
+        compile_checkout(build)
+
+    corpus = build_corpus(args.size, args.seed)
+    workdir = Path(tempfile.mkdtemp(prefix="siteward-compare-"))
+    results: dict[tuple[str, str], list[dict]] = {}
+    scrapy: list[dict] = []
+    with serve(corpus, prefer_nginx=not args.python_server) as (base, what):
+        print(f"corpus: {args.size} pages + {len(corpus.broken)} broken targets, served by {what}", flush=True)
+        for rep in range(1, args.reps + 1):
+            if args.scrapy:
+                run = run_scrapy(base, corpus, args.concurrency, workdir, args.timeout)
+                run.pop("samples", None)
+                scrapy.append(run)
+                print(f"rep {rep} Scrapy wall {run['wall']:.2f} s, CPU {run['cpu']:.2f} s", flush=True)
+            for kind in kinds:
+                for build in (builds if rep % 2 else builds[::-1]):
+                    run = run_audit(base, corpus, kind, args.concurrency, workdir, args.timeout,
+                                    root=build.root, python=build.python, env_extra=build.env)
+                    run.pop("samples", None)
+                    run.update(build=build.label, rep=rep)
+                    results.setdefault((kind, build.label), []).append(run)
+                    print(f"rep {rep} {kind:8s} {build.label:12s} wall {run['wall']:6.2f} s, CPU {run['cpu']:6.2f} s, "
+                          f"peak {run['peak_mb']:.0f} MB, {phases(run)}, all stored: {run['complete']}", flush=True)
+    best = min(scrapy, key=lambda run: run["wall"] / run["responses"], default=None)
+    print()
+    if best:
+        print(f"Scrapy fastest {best['wall']:.2f} s of " + " ".join(f"{run['wall']:.2f}" for run in scrapy))
+    for kind in kinds:
+        for build in builds:
+            print(summary_line(kind, build, results[(kind, build.label)], best))
+    if args.json:
+        args.json.write_text(json.dumps({"scrapy": scrapy, "runs": [r for runs in results.values() for r in runs]},
+                                        indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
