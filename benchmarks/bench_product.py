@@ -265,8 +265,12 @@ def django_env(database_url: str, workdir: Path, root: Path = REPO) -> dict:
 
 def run_audit(base: str, corpus: Corpus, kind: str, concurrency: int, workdir: Path, timeout: float,
               spy: Path | None = None, root: Path = REPO, python: str = sys.executable,
-              env_extra: dict[str, str] | None = None) -> dict:
-    """One audit of ``corpus`` on a fresh ``kind`` database, by the checkout at ``root`` (this one by default)."""
+              env_extra: dict[str, str] | None = None, log_tag: str = "") -> dict:
+    """One audit of ``corpus`` on a fresh ``kind`` database, by the checkout at ``root`` (this one by default).
+
+    ``env_extra`` is applied last (to migrate too), so it can replace any
+    variable set here; the run of record passes none.
+    """
     with fresh_database(kind, workdir) as (url, query, what):
         env = django_env(url, workdir, root) | (env_extra or {})
         migrate = subprocess.run(
@@ -280,7 +284,7 @@ def run_audit(base: str, corpus: Corpus, kind: str, concurrency: int, workdir: P
             spy.unlink(missing_ok=True)
             cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "-r", "100", "-f", "raw",
                    "-o", str(spy), "--"] + cmd
-        log = workdir / f"audit-{kind}-{len(corpus.pages)}{'-spy' if spy else ''}.log"
+        log = workdir / f"audit-{kind}-{len(corpus.pages)}{'-spy' if spy else ''}{log_tag}.log"
         spawned = time.time()
         run = measure_child(cmd, env, timeout, log, cwd=root)
         # Exit 1 means "issues at the fail-on level were found", which this corpus has (404 links).
@@ -288,11 +292,14 @@ def run_audit(base: str, corpus: Corpus, kind: str, concurrency: int, workdir: P
             raise RuntimeError(f"audit exited {run['returncode']} on {kind}: {log.read_text()[-3000:]}")
         run.update(stored_rows(query, corpus))
         run["database"] = what
-        # Start-up (interpreter, Django, the command) and exit, from the audit's own timestamps.
+        # From the audit's own timestamps: start-up (interpreter, Django, the
+        # command, up to started_at) and what follows finished_at (the report's
+        # finalize issues, the console summary, interpreter exit). ``wall`` ends
+        # when the 50 ms poll sees the exit, so the latter reads up to that high.
         if run["started_epoch"] is not None:
             run["startup_seconds"] = run["started_epoch"] - spawned
         if run["finished_epoch"] is not None:
-            run["exit_seconds"] = spawned + run["wall"] - run["finished_epoch"]
+            run["after_finish_seconds"] = spawned + run["wall"] - run["finished_epoch"]
     return run
 
 
@@ -412,7 +419,7 @@ def machine() -> dict:
     return info
 
 
-def compile_bytecode(root: Path = REPO) -> dict:
+def compile_bytecode() -> dict:
     """Write the checkout's bytecode before any run, as a first run would.
 
     Python caches each module's bytecode in __pycache__ on first import, so a
@@ -424,8 +431,8 @@ def compile_bytecode(root: Path = REPO) -> dict:
     """
     import compileall
 
-    ok = all(compileall.compile_dir(root / d, quiet=1) for d in ("audits", "crawler", "config", "benchmarks"))
-    ok = compileall.compile_file(root / "manage.py", quiet=1) and ok
+    ok = all(compileall.compile_dir(REPO / d, quiet=1) for d in ("audits", "crawler", "config", "benchmarks"))
+    ok = compileall.compile_file(REPO / "manage.py", quiet=1) and ok
     return {"compiled": bool(ok), "dont_write_env": os.environ.get("PYTHONDONTWRITEBYTECODE", "")}
 
 

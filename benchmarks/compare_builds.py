@@ -3,12 +3,17 @@
 A change to the crawl is judged here before it goes into a run of record
 (``bench_product``). This machine's speed drifts by tens of percent within
 minutes, so one run of each build says little: each repetition runs every
-build once on each database, the order reversed every other repetition, and
-the summary gives each build's median and fastest run, with every run listed
-and each run's time split into start-up, crawl, finalize and exit (from the
-audit's own timestamps). With ``--scrapy`` each repetition also crawls the
-corpus with Scrapy first, and every run gets its ratio against the fastest
-Scrapy run, so how often a build meets a target shows, not only its best.
+build once on each database, the order rotated by one each repetition, and
+the summary gives each build's median and fastest run and lists every run.
+Each run's line splits its time by the audit's own timestamps: start-up
+(spawn to ``started_at``), start and crawl (to the last chunk's end),
+finalize (to ``finished_at``) and after (the report's finalize issues, the
+console summary, interpreter exit; read to the 50 ms the exit is polled at).
+With ``--scrapy`` each repetition also crawls the corpus with Scrapy first,
+and every run gets its ratio against the fastest Scrapy run (pages/s, as in
+bench_product, which also crawls once more after its last round), so how
+often a build meets a target shows, not only its best. A run that fails is
+listed as failed and the comparison goes on.
 
     .venv/bin/python -m benchmarks.compare_builds --size 1000 --reps 5 \\
         before=/tmp/siteward-before after=.
@@ -23,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,7 +41,14 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a file as well as with -m
     sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_product import _ratio, postgres_available, run_audit, run_scrapy  # noqa: E402
+from benchmarks.bench_product import (  # noqa: E402
+    _ratio,
+    _yardstick,
+    machine,
+    postgres_available,
+    run_audit,
+    run_scrapy,
+)
 from benchmarks.corpus import build_corpus  # noqa: E402
 from benchmarks.static_server import serve  # noqa: E402
 
@@ -71,18 +85,36 @@ def parse_build(spec: str) -> Build:
 
 
 def compile_checkout(build: Build) -> None:
-    """Bytecode first, as bench_product does: no run pays for compiling the project."""
+    """Bytecode first, as bench_product does, by the build's own interpreter (its .pyc tag)."""
     paths = [str(build.root / d) for d in ("audits", "crawler", "config")] + [str(build.root / "manage.py")]
     subprocess.run([build.python, "-m", "compileall", "-q", *paths], check=True, stdout=subprocess.DEVNULL)
 
 
+def describe(build: Build) -> dict:
+    """What reproduces a build: its checkout, interpreter, environment and commit."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(build.root), *args], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    return {"label": build.label, "root": str(build.root), "python": build.python, "env": build.env,
+            "commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
 def phases(run: dict) -> str:
-    crawl = (run["audit_seconds"] or 0) - (run["finalize_seconds"] or 0)
-    return (f"start-up {run.get('startup_seconds', float('nan')):.2f} crawl {crawl:.2f} "
-            f"finalize {run['finalize_seconds'] or 0:.2f} exit {run.get('exit_seconds', float('nan')):.2f}")
+    def fmt(value) -> str:
+        return "n/a" if value is None else f"{value:.2f}"
+
+    audit, finalize = run.get("audit_seconds"), run.get("finalize_seconds")
+    crawl = audit - finalize if audit is not None and finalize is not None else None
+    return (f"start-up {fmt(run.get('startup_seconds'))}, start+crawl {fmt(crawl)}, finalize {fmt(finalize)}, "
+            f"after {fmt(run.get('after_finish_seconds'))}")
 
 
 def summary_line(kind: str, build: Build, runs: list[dict], yardstick: dict | None) -> str:
+    failed = sum(1 for r in runs if "error" in r)
+    runs = [r for r in runs if "error" not in r]
+    if not runs:
+        return f"{kind:8s} {build.label:12s} every run failed"
     walls = [r["wall"] for r in runs]
     line = (f"{kind:8s} {build.label:12s} wall median {statistics.median(walls):6.2f} s, fastest {min(walls):6.2f} s, "
             f"CPU median {statistics.median(r['cpu'] for r in runs):6.2f} s; all {'yes' if all(r['complete'] for r in runs) else 'NO'} "
@@ -91,6 +123,8 @@ def summary_line(kind: str, build: Build, runs: list[dict], yardstick: dict | No
         # bench_product's ratio (pages/s against Scrapy's fastest run), every run, best first.
         ratios = sorted((_ratio(r, yardstick) for r in runs), reverse=True)
         line += "; x Scrapy " + " ".join(f"{x:.2f}" for x in ratios)
+    if failed:
+        line += f"; {failed} run(s) FAILED"
     return line
 
 
@@ -115,12 +149,14 @@ def main() -> None:
         parser.error("each build needs a label of its own")
     if args.reps < 1:
         parser.error("--reps must be at least 1")
-    kinds = [k for k in args.databases.split(",") if k]
+    kinds = [k.strip() for k in args.databases.split(",") if k.strip()]
     if unknown := set(kinds) - {"sqlite", "postgres"}:
         parser.error(f"unknown database {', '.join(sorted(unknown))}")
     if "postgres" in kinds and (why := postgres_available()):
         print(f"PostgreSQL skipped: {why}", flush=True)
         kinds.remove("postgres")
+    if not kinds:
+        parser.error("no database left to run on")
     for build in builds:
         compile_checkout(build)
 
@@ -128,34 +164,57 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="siteward-compare-"))
     results: dict[tuple[str, str], list[dict]] = {}
     scrapy: list[dict] = []
-    with serve(corpus, prefer_nginx=not args.python_server) as (base, what):
-        print(f"corpus: {args.size} pages + {len(corpus.broken)} broken targets, served by {what}", flush=True)
-        for rep in range(1, args.reps + 1):
-            if args.scrapy:
-                run = run_scrapy(base, corpus, args.concurrency, workdir, args.timeout)
-                run.pop("samples", None)
-                scrapy.append(run)
-                print(f"rep {rep} Scrapy wall {run['wall']:.2f} s, CPU {run['cpu']:.2f} s", flush=True)
-            for kind in kinds:
-                for build in (builds if rep % 2 else builds[::-1]):
-                    run = run_audit(base, corpus, kind, args.concurrency, workdir, args.timeout,
-                                    root=build.root, python=build.python, env_extra=build.env)
-                    run.pop("samples", None)
-                    run.update(build=build.label, rep=rep)
-                    results.setdefault((kind, build.label), []).append(run)
-                    print(f"rep {rep} {kind:8s} {build.label:12s} wall {run['wall']:6.2f} s, CPU {run['cpu']:6.2f} s, "
-                          f"peak {run['peak_mb']:.0f} MB, {phases(run)}, all stored: {run['complete']}", flush=True)
-    best = min(scrapy, key=lambda run: run["wall"] / run["responses"], default=None)
-    print()
-    if best:
-        print(f"Scrapy fastest {best['wall']:.2f} s of " + " ".join(f"{run['wall']:.2f}" for run in scrapy))
-    for kind in kinds:
-        for build in builds:
-            print(summary_line(kind, build, results[(kind, build.label)], best))
-    if args.json:
-        args.json.write_text(json.dumps({"scrapy": scrapy, "runs": [r for runs in results.values() for r in runs]},
-                                        indent=1, default=str))
+    try:
+        with serve(corpus, prefer_nginx=not args.python_server) as (base, what):
+            print(f"corpus: {args.size} pages + {len(corpus.broken)} broken targets, served by {what}", flush=True)
+            for rep in range(1, args.reps + 1):
+                if args.scrapy:
+                    try:
+                        run = run_scrapy(base, corpus, args.concurrency, workdir, args.timeout)
+                    except (RuntimeError, subprocess.SubprocessError) as exc:
+                        print(f"rep {rep} Scrapy FAILED: {str(exc)[:300]}", flush=True)
+                    else:
+                        run.pop("samples", None)
+                        scrapy.append(run)
+                        print(f"rep {rep} Scrapy wall {run['wall']:.2f} s, CPU {run['cpu']:.2f} s", flush=True)
+                # Rotated, so each build goes first (just after Scrapy) as often as the others.
+                shift = (rep - 1) % len(builds)
+                for kind in kinds:
+                    for build in builds[shift:] + builds[:shift]:
+                        results.setdefault((kind, build.label), []).append(
+                            one_run(base, corpus, kind, build, rep, workdir, args))
+    finally:
+        yardstick = _yardstick({"scrapy_runs": [r for r in scrapy if r.get("responses")]})
+        print()
+        if yardstick:
+            print(f"Scrapy fastest {yardstick['wall']:.2f} s of " + " ".join(f"{r['wall']:.2f}" for r in scrapy))
+        for kind in kinds:
+            for build in builds:
+                if (kind, build.label) in results:
+                    print(summary_line(kind, build, results[(kind, build.label)], yardstick))
+        if args.json:
+            dump = {"argv": sys.argv, "machine": machine(), "builds": [describe(b) for b in builds],
+                    "scrapy": scrapy, "runs": [r for runs in results.values() for r in runs]}
+            args.json.write_text(json.dumps(dump, indent=1, default=str))
+        if os.environ.get("BENCH_KEEP_WORKDIR"):
+            print(f"logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
+
+def one_run(base: str, corpus, kind: str, build: Build, rep: int, workdir: Path, args) -> dict:
+    """One audit by ``build``, or a record of why it failed."""
+    try:
+        run = run_audit(base, corpus, kind, args.concurrency, workdir, args.timeout, root=build.root,
+                        python=build.python, env_extra=build.env, log_tag=f"-{build.label}-{rep}")
+    except (RuntimeError, subprocess.SubprocessError) as exc:
+        print(f"rep {rep} {kind:8s} {build.label:12s} FAILED: {str(exc)[:300]}", flush=True)
+        return {"build": build.label, "database": kind, "rep": rep, "error": str(exc)}
+    run.pop("samples", None)
+    run.update(build=build.label, rep=rep)
+    print(f"rep {rep} {kind:8s} {build.label:12s} wall {run['wall']:6.2f} s, CPU {run['cpu']:6.2f} s, "
+          f"peak {run['peak_mb']:.0f} MB, {phases(run)}, all stored: {run['complete']}", flush=True)
+    return run
 
 if __name__ == "__main__":
     main()
