@@ -419,7 +419,7 @@ def machine() -> dict:
     return info
 
 
-def compile_bytecode() -> dict:
+def compile_bytecode(root: Path = REPO, python: str = sys.executable) -> dict:
     """Write the checkout's bytecode before any run, as a first run would.
 
     Python caches each module's bytecode in __pycache__ on first import, so a
@@ -427,13 +427,14 @@ def compile_bytecode() -> dict:
     pip-compiled site-packages. With PYTHONDONTWRITEBYTECODE set (some sandboxes
     and container images set it) nothing is cached and every run compiled
     the project's ~60 modules again: ~0.1-0.2 s of each audit's start-up,
-    measured. compileall writes the files whatever the variable says.
+    measured. compileall writes the files whatever the variable says. It runs
+    in ``python``, the interpreter the audits will run with, whose version
+    names the files (``root`` may be another checkout, with its own).
     """
-    import compileall
-
-    ok = all(compileall.compile_dir(REPO / d, quiet=1) for d in ("audits", "crawler", "config", "benchmarks"))
-    ok = compileall.compile_file(REPO / "manage.py", quiet=1) and ok
-    return {"compiled": bool(ok), "dont_write_env": os.environ.get("PYTHONDONTWRITEBYTECODE", "")}
+    paths = [str(root / d) for d in ("audits", "crawler", "config", "benchmarks")] + [str(root / "manage.py")]
+    done = subprocess.run([python, "-m", "compileall", "-q", *paths], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    return {"compiled": done.returncode == 0, "dont_write_env": os.environ.get("PYTHONDONTWRITEBYTECODE", "")}
 
 
 def _bytecode_note(info: dict) -> str:

@@ -34,7 +34,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,6 +44,7 @@ if str(REPO) not in sys.path:  # run as a file as well as with -m
 from benchmarks.bench_product import (  # noqa: E402
     _ratio,
     _yardstick,
+    compile_bytecode,
     machine,
     postgres_available,
     run_audit,
@@ -58,7 +59,6 @@ class Build:
     label: str
     root: Path
     env: dict[str, str]
-    runs: list[dict] = field(default_factory=list)
 
     @property
     def python(self) -> str:
@@ -82,12 +82,6 @@ def parse_build(spec: str) -> Build:
     if not (root / "manage.py").exists():
         raise ValueError(f"{root} has no manage.py")
     return Build(label, root, env)
-
-
-def compile_checkout(build: Build) -> None:
-    """Bytecode first, as bench_product does, by the build's own interpreter (its .pyc tag)."""
-    paths = [str(build.root / d) for d in ("audits", "crawler", "config")] + [str(build.root / "manage.py")]
-    subprocess.run([build.python, "-m", "compileall", "-q", *paths], check=True, stdout=subprocess.DEVNULL)
 
 
 def describe(build: Build) -> dict:
@@ -158,7 +152,8 @@ def main() -> None:
     if not kinds:
         parser.error("no database left to run on")
     for build in builds:
-        compile_checkout(build)
+        if not compile_bytecode(build.root, build.python)["compiled"]:
+            print(f"{build.label}: compiling its bytecode failed; its runs may compile modules at start-up")
 
     corpus = build_corpus(args.size, args.seed)
     workdir = Path(tempfile.mkdtemp(prefix="siteward-compare-"))
@@ -215,6 +210,7 @@ def one_run(base: str, corpus, kind: str, build: Build, rep: int, workdir: Path,
     print(f"rep {rep} {kind:8s} {build.label:12s} wall {run['wall']:6.2f} s, CPU {run['cpu']:6.2f} s, "
           f"peak {run['peak_mb']:.0f} MB, {phases(run)}, all stored: {run['complete']}", flush=True)
     return run
+
 
 if __name__ == "__main__":
     main()
