@@ -60,9 +60,46 @@ TARGET_PEAK_MB = 150.0
 TARGET_GROWTH_MB = 30.0
 PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 SAMPLE_SECONDS = 0.05
+# Servers whose CPU during a run is recorded beside the child's own: on two
+# cores, what the database server and the static server burn is taken from
+# the audit's threads.
+SERVER_NAMES = ("postgres", "nginx")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # --- measuring one child process ---------------------------------------------------
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine (all cores) has spent busy since boot (``/proc/stat``)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(value) for value in stat.readline().split()[1:9]]
+    # user nice system idle iowait irq softirq steal: busy is all but idle and iowait.
+    return (sum(ticks) - ticks[3] - ticks[4]) / CLOCK_TICKS
+
+
+def server_cpu_seconds(names: tuple[str, ...] = SERVER_NAMES) -> dict[str, float]:
+    """CPU seconds used so far by the processes with these command names.
+
+    A process's reaped children count too (``cutime``/``cstime``): PostgreSQL
+    starts a backend per connection and its postmaster collects the backend's
+    CPU when it exits, so a backend that lived and died within a run is in the
+    difference of two readings.
+    """
+    totals = dict.fromkeys(names, 0.0)
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as stat:
+                line = stat.read()
+        except OSError:  # gone meanwhile
+            continue
+        name = line[line.index("(") + 1:line.rindex(")")]
+        if name in totals:
+            fields = line[line.rindex(")") + 2:].split()
+            totals[name] += sum(int(value) for value in fields[11:15]) / CLOCK_TICKS  # utime stime cutime cstime
+    return totals
 
 
 def measure_child(cmd: list[str], env: dict, timeout: float, log: Path, cwd: Path = REPO) -> dict:
@@ -73,8 +110,11 @@ def measure_child(cmd: list[str], env: dict, timeout: float, log: Path, cwd: Pat
     one: the child's ``ru_maxrss`` is not usable here, because Linux carries the
     high-water mark of the address space the child was forked from (this
     process, which holds the whole corpus: ~460 MB at 10,000 pages) across exec.
+    The machine's busy CPU over the same span and the servers' part of it
+    (``SERVER_NAMES``) come from two readings of ``/proc``, before and after.
     """
     with open(log, "w") as out:
+        busy_before, servers_before = machine_busy_seconds(), server_cpu_seconds()
         began = time.monotonic()
         proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
         handle = psutil.Process(proc.pid)
@@ -99,6 +139,7 @@ def measure_child(cmd: list[str], env: dict, timeout: float, log: Path, cwd: Pat
                 raise RuntimeError(f"{cmd[:4]} killed after {timeout:.0f} s; see {log}")
             time.sleep(SAMPLE_SECONDS)
         wall = time.monotonic() - began
+        busy_after, servers_after = machine_busy_seconds(), server_cpu_seconds()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return {
         "returncode": proc.returncode,
@@ -106,6 +147,10 @@ def measure_child(cmd: list[str], env: dict, timeout: float, log: Path, cwd: Pat
         "cpu": rusage.ru_utime + rusage.ru_stime,
         "cpu_user": rusage.ru_utime,
         "cpu_system": rusage.ru_stime,
+        # The rest of the machine in the same span: every core's busy time
+        # (this child included), and the servers' share of it.
+        "machine_cpu": busy_after - busy_before,
+        "server_cpu": {name: servers_after[name] - servers_before[name] for name in servers_before},
         "peak_mb": peak_sampled / 2**20,
         "ru_maxrss_mb": rusage.ru_maxrss / 1024,  # KiB on Linux; see the docstring
         "samples": samples,

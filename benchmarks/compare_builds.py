@@ -8,7 +8,10 @@ the summary gives each build's median and fastest run and lists every run.
 Each run's line splits its time by the audit's own timestamps: start-up
 (spawn to ``started_at``), start and crawl (to the last chunk's end),
 finalize (to ``finished_at``) and after (the report's finalize issues, the
-console summary, interpreter exit; read to the 50 ms the exit is polled at).
+console summary, interpreter exit; read to the 50 ms the exit is polled at),
+and gives the whole machine's busy CPU over the run (every core, the audit
+and this script's 50 ms sampling included) and what the database server and
+nginx spent of it: on two cores, their share is taken from the audit.
 With ``--scrapy`` each repetition also crawls the corpus with Scrapy first,
 and every run gets its ratio against the fastest Scrapy run (pages/s, as in
 bench_product, which also crawls once more after its last round), so how
@@ -100,8 +103,10 @@ def phases(run: dict) -> str:
 
     audit, finalize = run.get("audit_seconds"), run.get("finalize_seconds")
     crawl = audit - finalize if audit is not None and finalize is not None else None
+    servers = ", ".join(f"{name} {seconds:.2f}" for name, seconds in run.get("server_cpu", {}).items())
     return (f"start-up {fmt(run.get('startup_seconds'))}, start+crawl {fmt(crawl)}, finalize {fmt(finalize)}, "
-            f"after {fmt(run.get('after_finish_seconds'))}")
+            f"after {fmt(run.get('after_finish_seconds'))}; machine CPU {fmt(run.get('machine_cpu'))} "
+            f"(servers: {servers or 'n/a'})")
 
 
 def summary_line(kind: str, build: Build, runs: list[dict], yardstick: dict | None) -> str:
@@ -113,6 +118,10 @@ def summary_line(kind: str, build: Build, runs: list[dict], yardstick: dict | No
     line = (f"{kind:8s} {build.label:12s} wall median {statistics.median(walls):6.2f} s, fastest {min(walls):6.2f} s, "
             f"CPU median {statistics.median(r['cpu'] for r in runs):6.2f} s; all {'yes' if all(r['complete'] for r in runs) else 'NO'} "
             f"stored; runs " + " ".join(f"{w:.2f}" for w in walls))
+    servers = sorted({name for r in runs for name in r.get("server_cpu", {})})
+    if servers:
+        line += "; servers' CPU median " + ", ".join(
+            f"{name} {statistics.median(r['server_cpu'].get(name, 0.0) for r in runs):.2f} s" for name in servers)
     if yardstick:
         # bench_product's ratio (pages/s against Scrapy's fastest run), every run, best first.
         ratios = sorted((_ratio(r, yardstick) for r in runs), reverse=True)
