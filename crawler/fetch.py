@@ -546,6 +546,10 @@ async def _drain_small(raw: http11.Response, method: str, response: _Response, l
     connection goes back to the pool (``http11`` closes a connection whose
     response was not read to the end). Larger or unknown-length bodies are
     not worth it: the connection is simply closed."""
+    if raw.done:
+        # Nothing to read (a HEAD answer, a 204, a 304): no deadline timer,
+        # no read. Every resource check is a HEAD, ~6.5 a page.
+        return
     declared = _content_length(response.headers)
     bodiless = method == "HEAD" or response.status in (204, 304)
     small = declared is not None and declared <= _DRAIN_LIMIT

@@ -300,6 +300,11 @@ class Response:
         self._done = self._framing == _NONE
         connection.complete = self._done
 
+    @property
+    def done(self) -> bool:
+        """Whether the body has been read to its end, or there is none (HEAD, 204, 304)."""
+        return self._done
+
     def __aiter__(self) -> Response:
         return self
 
