@@ -170,7 +170,8 @@ def main() -> None:
     scrapy: list[dict] = []
     try:
         with serve(corpus, prefer_nginx=not args.python_server) as (base, what):
-            print(f"corpus: {args.size} pages + {len(corpus.broken)} broken targets, served by {what}", flush=True)
+            print(f"corpus: {args.size} pages + {len(corpus.broken)} broken targets, {len(corpus.assets)} assets "
+                  f"({len(corpus.missing_assets)} missing), served by {what}", flush=True)
             for rep in range(1, args.reps + 1):
                 if args.scrapy:
                     try:

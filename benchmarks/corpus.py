@@ -12,6 +12,11 @@ text-to-HTML ratio). It carries 60-110 ``<a>`` links (86 on average), about
 reachable from ``/`` (links to ``i+1`` and to its binary-tree children keep
 the click depth low), and the same seed always gives byte-identical pages.
 
+The images, stylesheets, scripts and icon the pages reference exist too, as
+small placeholder files, except 3% of the article and card images, chosen
+by their path: a site whose every image answered 404 would make an audit
+record tens of thousands of broken-resource issues no real site has.
+
     python -m benchmarks.corpus --pages 2000 --out /tmp/corpus   # write files for nginx
 """
 
@@ -19,7 +24,8 @@ from __future__ import annotations
 
 import argparse
 import random
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 _WORDS = (
@@ -41,11 +47,13 @@ _SECTIONS = (
 
 @dataclass(frozen=True)
 class Corpus:
-    """Path -> HTML bytes for every page that exists; other paths answer 404."""
+    """Path -> HTML bytes for every page that exists, path -> bytes for every asset; other paths answer 404."""
 
     pages: dict[str, bytes]
     broken: frozenset[str]  # paths linked from pages that do not exist
     seed: int
+    assets: dict[str, bytes] = field(default_factory=dict)  # images, stylesheets, scripts, the icon
+    missing_assets: frozenset[str] = frozenset()  # asset paths referenced but not served
 
     @property
     def reachable(self) -> int:
@@ -59,6 +67,24 @@ class Corpus:
 
 def page_path(i: int) -> str:
     return "/" if i == 0 else f"/p/{i}.html"
+
+
+# Referenced by every page, always there.
+_SITE_ASSETS = ("/static/site.css", "/static/print.css", "/static/app.js", "/favicon.ico", "/img/avatar.png")
+# Placeholder bodies by extension: what a HEAD check sees is the type and length.
+_ASSET_BODIES = {
+    ".css": b"body{margin:0}\n" * 64,
+    ".js": b"void 0;\n" * 128,
+    ".ico": b"\x00\x00\x01\x00" + bytes(1020),
+    ".png": b"\x89PNG\r\n\x1a\n" + bytes(2040),
+    ".jpg": b"\xff\xd8\xff\xe0" + bytes(4092),
+}
+MISSING_ASSET_PERCENT = 3
+
+
+def _asset_missing(path: str) -> bool:
+    """3% of the numbered images, by a hash of the path (no random state: pages stay byte-identical)."""
+    return path not in _SITE_ASSETS and zlib.crc32(path.encode()) % 100 < MISSING_ASSET_PERCENT
 
 
 def _sentence(rng: random.Random, low: int, high: int) -> str:
@@ -110,7 +136,7 @@ def _style_block(rng: random.Random) -> str:
 
 
 def _render(
-    i: int, n: int, rng: random.Random, broken_pool: list[str], used_broken: set[str]
+    i: int, n: int, rng: random.Random, broken_pool: list[str], used_broken: set[str], images: set[str]
 ) -> bytes:
     """One page shaped like a content site's article: about 40 KB, roughly a
     quarter of it visible text, the rest markup, styles, scripts and icons."""
@@ -234,6 +260,7 @@ def _render(
         out.append("</p>\n")
         if paragraph % 4 == 2:
             img = rng.randrange(5000)
+            images.add(f"/img/{img}-800.jpg")
             alt = f' alt="{_sentence(rng, 2, 6)}"' if rng.random() < 0.8 else ""
             out.append(
                 '<figure class="media media-wide"><picture>'
@@ -259,6 +286,7 @@ def _render(
     out.append('<h2 id="related-title" class="widget-title">Related</h2><div class="card-grid">\n')
     for href in related:
         img = rng.randrange(5000)
+        images.add(f"/img/{img}-320.jpg")
         out.append(
             f'<div class="card"><a class="card-link" href="{href}" data-track="related">'
             f'<div class="card-media"><img src="/img/{img}-320.jpg" alt="" width="320" height="180" '
@@ -298,15 +326,19 @@ def build_corpus(n_pages: int = 2000, seed: int = 20260101) -> Corpus:
     rng = random.Random(seed)
     broken_pool = [f"/gone/{k}.html" for k in range(max(5, n_pages // 20))]
     used_broken: set[str] = set()
+    images: set[str] = set()
     pages = {
-        page_path(i): _render(i, n_pages, rng, broken_pool, used_broken) for i in range(n_pages)
+        page_path(i): _render(i, n_pages, rng, broken_pool, used_broken, images) for i in range(n_pages)
     }
-    return Corpus(pages=pages, broken=frozenset(used_broken), seed=seed)
+    referenced = images | set(_SITE_ASSETS)
+    assets = {path: _ASSET_BODIES[Path(path).suffix] for path in sorted(referenced) if not _asset_missing(path)}
+    return Corpus(pages=pages, broken=frozenset(used_broken), seed=seed, assets=assets,
+                  missing_assets=frozenset(referenced - assets.keys()))
 
 
 def write_corpus(corpus: Corpus, root: Path) -> None:
-    """Write pages as files (``/`` becomes ``index.html``) for a file server such as nginx."""
-    for path, body in corpus.pages.items():
+    """Write pages and assets as files (``/`` becomes ``index.html``) for a file server such as nginx."""
+    for path, body in (*corpus.pages.items(), *corpus.assets.items()):
         target = root / ("index.html" if path == "/" else path.lstrip("/"))
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(body)
@@ -323,7 +355,8 @@ def main() -> None:
     sizes = sorted(len(b) for b in corpus.pages.values())
     print(
         f"{len(corpus.pages)} pages, median {sizes[len(sizes) // 2]} bytes, "
-        f"{len(corpus.broken)} broken targets, written to {args.out}"
+        f"{len(corpus.broken)} broken targets, {len(corpus.assets)} assets "
+        f"({len(corpus.missing_assets)} missing), written to {args.out}"
     )
 
 

@@ -40,7 +40,8 @@ http {{
     tcp_nopush on;
     keepalive_requests 1000000;
     keepalive_timeout 60;
-    types {{ text/html html; }}
+    types {{ text/html html; text/css css; application/javascript js; image/png png; image/jpeg jpg;
+             image/x-icon ico; }}
     default_type text/html;
     client_body_temp_path {root}/tmp;
     proxy_temp_path {root}/tmp;
@@ -126,14 +127,17 @@ class _Responder(asyncio.Protocol):
             self.transport.close()
 
 
+# The asset types nginx is given above, for the Python server.
+_ASSET_TYPES = {".css": b"text/css", ".js": b"application/javascript", ".png": b"image/png",
+                ".jpg": b"image/jpeg", ".ico": b"image/x-icon"}
+
+
 def _python_worker(sock: socket.socket, corpus: Corpus) -> None:
+    served = [(path, body, b"text/html; charset=utf-8") for path, body in corpus.pages.items()]
+    served += [(path, body, _ASSET_TYPES[Path(path).suffix]) for path, body in corpus.assets.items()]
     responses = {
-        path: (
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n"
-            b"Content-Length: %d\r\n\r\n" % len(body),
-            body,
-        )
-        for path, body in corpus.pages.items()
+        path: (b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" % (kind, len(body)), body)
+        for path, body, kind in served
     }
     not_found = b"HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: 0\r\n\r\n"
 
