@@ -84,7 +84,8 @@ def server_cpu_seconds(names: tuple[str, ...] = SERVER_NAMES) -> dict[str, float
     A process's reaped children count too (``cutime``/``cstime``): PostgreSQL
     starts a backend per connection and its postmaster collects the backend's
     CPU when it exits, so a backend that lived and died within a run is in the
-    difference of two readings.
+    difference of two readings. A backend reaped while a reading walks /proc
+    may be counted twice or not at all: a few milliseconds, against seconds.
     """
     totals = dict.fromkeys(names, 0.0)
     for entry in os.scandir("/proc"):
@@ -228,12 +229,15 @@ def stored_rows(query, corpus: Corpus) -> dict:
     paths = {urlsplit(url).path or "/": status for url, status in page_rows}
     missing = [p for p in corpus.pages if paths.get(p) != 200]
     missing_broken = [p for p in corpus.broken if paths.get(p) != 404]
-    # Each checked resource answered as served: 200 for an asset, 404 for a missing one.
+    # Every asset the audit checks was checked once, and answered as served:
+    # 200, or 404 for a missing one. The icon is served but not checked
+    # (<link rel=icon> is not a resource reference for the parser).
     resource_rows = query("SELECT url, status_code FROM audits_page WHERE kind = 'resource'")
     resources_by_status = Counter(status for _, status in resource_rows)
-    wrong_resources = [url for url, status in resource_rows
-                       if status != (404 if urlsplit(url).path in corpus.missing_assets
-                                     or urlsplit(url).path not in corpus.assets else 200)]
+    checked = {urlsplit(url).path: status for url, status in resource_rows}
+    expected = (corpus.assets.keys() | corpus.missing_assets) - {"/favicon.ico"}
+    wrong_resources = sorted(path for path in expected | checked.keys()
+                             if checked.get(path) != (200 if path in corpus.assets else 404))
     (issues,) = query("SELECT COUNT(*) FROM audits_issue")[0]
     by_code = Counter(dict(query("SELECT code, COUNT(*) FROM audits_issue GROUP BY code")))
     (edges,) = query("SELECT COUNT(*) FROM audits_linkedge")[0]
@@ -261,7 +265,8 @@ def stored_rows(query, corpus: Corpus) -> dict:
         "missing_pages": missing[:5],
         "missing_count": len(missing),
         "missing_broken": len(missing_broken),
-        "resources_by_status": {str(status): n for status, n in sorted(resources_by_status.items(), key=str)},
+        "resources_by_status": {str(status): n for status, n in sorted(resources_by_status.items(),
+                                                                        key=lambda item: str(item[0]))},
         "wrong_resources": len(wrong_resources),
         "complete": audit[1] == "completed" and not missing and not missing_broken and not wrong_resources
         and edges == int(outlinks),

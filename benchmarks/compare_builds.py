@@ -121,7 +121,8 @@ def summary_line(kind: str, build: Build, runs: list[dict], yardstick: dict | No
     servers = sorted({name for r in runs for name in r.get("server_cpu", {})})
     if servers:
         line += "; servers' CPU median " + ", ".join(
-            f"{name} {statistics.median(r['server_cpu'].get(name, 0.0) for r in runs):.2f} s" for name in servers)
+            f"{name} {statistics.median(r.get('server_cpu', {}).get(name, 0.0) for r in runs):.2f} s"
+            for name in servers)
     if yardstick:
         # bench_product's ratio (pages/s against Scrapy's fastest run), every run, best first.
         ratios = sorted((_ratio(r, yardstick) for r in runs), reverse=True)

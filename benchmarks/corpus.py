@@ -12,10 +12,12 @@ text-to-HTML ratio). It carries 60-110 ``<a>`` links (86 on average), about
 reachable from ``/`` (links to ``i+1`` and to its binary-tree children keep
 the click depth low), and the same seed always gives byte-identical pages.
 
-The images, stylesheets, scripts and icon the pages reference exist too, as
-small placeholder files, except 3% of the article and card images, chosen
-by their path: a site whose every image answered 404 would make an audit
-record tens of thousands of broken-resource issues no real site has.
+The images, stylesheets and scripts an audit checks (``src`` of ``<img>`` and
+``<script>``, stylesheet links) and the icon exist too, as small placeholder
+files, except 3% of the article and card images, chosen by their path: a
+site whose every image answered 404 would make an audit record tens of
+thousands of broken-resource issues no real site has. (The ``og:image``, the
+JSON-LD logo and the ``srcset`` candidates are not served: nothing requests them.)
 
     python -m benchmarks.corpus --pages 2000 --out /tmp/corpus   # write files for nginx
 """

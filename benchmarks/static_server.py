@@ -40,8 +40,7 @@ http {{
     tcp_nopush on;
     keepalive_requests 1000000;
     keepalive_timeout 60;
-    types {{ text/html html; text/css css; application/javascript js; image/png png; image/jpeg jpg;
-             image/x-icon ico; }}
+    types {{ text/html html; {asset_types} }}
     default_type text/html;
     client_body_temp_path {root}/tmp;
     proxy_temp_path {root}/tmp;
@@ -83,7 +82,8 @@ def nginx_server(corpus: Corpus, workers: int = 1) -> Iterator[tuple[str, str]]:
         (root / "tmp").mkdir()
         port = free_port()
         conf = root / "nginx.conf"
-        conf.write_text(_NGINX_CONF.format(workers=workers, root=root, port=port))
+        asset_types = " ".join(f"{kind.decode()} {suffix[1:]};" for suffix, kind in _ASSET_TYPES.items())
+        conf.write_text(_NGINX_CONF.format(workers=workers, root=root, port=port, asset_types=asset_types))
         proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(root)])
         try:
             _wait_listening(port)
@@ -120,14 +120,15 @@ class _Responder(asyncio.Protocol):
                 break
             head, self.buffer = self.buffer[:end], self.buffer[end + 4 :]
             method, _, rest = head.partition(b" ")
-            path = rest.split(b" ", 1)[0].decode("latin-1")
+            # The query is not part of the file, as for nginx: /static/site.css?v=1 is site.css.
+            path = rest.split(b" ", 1)[0].split(b"?", 1)[0].decode("latin-1")
             header, body = self.responses.get(path, (self.not_found, b""))
             self.transport.write(header if method == b"HEAD" else header + body)
         if len(self.buffer) > 65536:
             self.transport.close()
 
 
-# The asset types nginx is given above, for the Python server.
+# Content types of the corpus's assets, for both servers.
 _ASSET_TYPES = {".css": b"text/css", ".js": b"application/javascript", ".png": b"image/png",
                 ".jpg": b"image/jpeg", ".ico": b"image/x-icon"}
 
