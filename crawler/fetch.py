@@ -547,8 +547,8 @@ async def _drain_small(raw: http11.Response, method: str, response: _Response, l
     response was not read to the end). Larger or unknown-length bodies are
     not worth it: the connection is simply closed."""
     if raw.done:
-        # Nothing to read (a HEAD answer, a 204, a 304): no deadline timer,
-        # no read. Every resource check is a HEAD, ~6.5 a page.
+        # Nothing to read (a HEAD answer, a 204, a 304): no deadline timer and
+        # no iteration. Every resource check is a HEAD, several a page.
         return
     declared = _content_length(response.headers)
     bodiless = method == "HEAD" or response.status in (204, 304)

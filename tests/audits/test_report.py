@@ -4,6 +4,8 @@ import io
 import json
 from types import SimpleNamespace
 
+import pytest
+
 from audits.management.commands.audit import _JSON, Report
 from crawler.page import PageOutcome
 from crawler.types import FetchError, FetchResult, PageFacts
@@ -21,7 +23,8 @@ HOSTILE = [
 
 def test_page_lines_are_the_json_the_encoder_gives_for_the_same_record():
     for text in HOSTILE:
-        for status, error, title in ((200, None, text), (None, "read_timeout", None), (404, None, "")):
+        for status, error, title in ((200, None, text), (None, "read_timeout", None), (0, None, ""),
+                                     (2**70, None, "big")):
             codes = ["missing_title", text] if text else []
             line = Report.page_line(f"http://a/{text}", f"http://b/{text}", status, 3, title, error, codes)
             record = {"type": "page", "url": f"http://a/{text}", "final_url": f"http://b/{text}",
@@ -66,12 +69,14 @@ def test_a_batch_writes_one_line_per_page_then_its_issues_in_order():
         ("missing_h1", None), ("thin_content", None), ("broken_link_internal", "http://s/x")]
 
 
-def test_issue_values_write_every_row_in_order_across_flushes():
+def test_issue_values_write_every_row_in_order_and_flush_every_2000_lines_and_at_the_end():
     class Counting(io.StringIO):
-        flushes = 0
+        def __init__(self):
+            super().__init__()
+            self.lines_at_flush = []
 
         def flush(self):
-            self.flushes += 1
+            self.lines_at_flush.append(self.getvalue().count("\n"))
             super().flush()
 
     out = Counting()
@@ -79,10 +84,15 @@ def test_issue_values_write_every_row_in_order_across_flushes():
     Report(out).issue_values(iter(rows))
     records = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [r["url"] for r in records] == [f"http://s/{n}" for n in range(4500)]
-    assert out.flushes >= 3  # at least every 2,000 lines, so a reader sees a long finalize's issues as they come
+    assert out.lines_at_flush == [2000, 4000, 4500]
 
 
-def test_no_output_file_means_nothing_is_composed():
+def test_a_status_that_is_not_an_int_is_refused_not_written_wrong():
+    with pytest.raises(TypeError):
+        Report.page_line("http://s/a", "http://s/a", 200.5, 1, None, None, [])
+
+
+def test_no_output_file_means_nothing_is_composed_and_no_row_is_read():
     touched = []
 
     class Watched:
@@ -90,7 +100,11 @@ def test_no_output_file_means_nothing_is_composed():
             touched.append(name)
             raise AttributeError(name)
 
+    def rows():
+        touched.append("issue rows read")
+        yield ("code", "notice", "http://s/a", None, "m")
+
     report = Report(None)
     report.batch([Watched()], [Watched()])
-    report.issue_values(Watched() for _ in range(3))
+    report.issue_values(rows())
     assert touched == []

@@ -265,12 +265,19 @@ async def respond(
     keep_alive: bool = False,
 ) -> bool:
     """A well-formed response (no body for HEAD); returns ``keep_alive`` for the handler."""
+    data = response_bytes(status=status, body=body, headers=headers, keep_alive=keep_alive,
+                          head_only=request.method == "HEAD")
+    await send(writer, server, request.path, data)
+    return keep_alive
+
+
+def response_bytes(*, status: int = 200, body: bytes = b"", headers: dict[str, str] | None = None,
+                   keep_alive: bool = False, head_only: bool = False) -> bytes:
+    """The bytes ``respond`` sends, for a handler that writes them together with something else."""
     all_headers = {"Content-Type": "text/html; charset=utf-8", "Content-Length": str(len(body))}
     all_headers.update(headers or {})
     all_headers["Connection"] = "keep-alive" if keep_alive else "close"
-    data = head_bytes(status, all_headers) + (b"" if request.method == "HEAD" else body)
-    await send(writer, server, request.path, data)
-    return keep_alive
+    return head_bytes(status, all_headers) + (b"" if head_only else body)
 
 
 def static(

@@ -14,7 +14,15 @@ from crawler.fetch import Fetcher, FetchPolicy
 from crawler.net import AddressGuard, GuardedBackend
 from crawler.netstream import AsyncioBackend
 from crawler.types import FetchError
-from tests.crawler.hostile_server import OK_HTML, HostileServer, Sleeps, head_bytes, respond, send
+from tests.crawler.hostile_server import (
+    OK_HTML,
+    HostileServer,
+    Sleeps,
+    head_bytes,
+    respond,
+    response_bytes,
+    send,
+)
 
 POLICY = FetchPolicy(connect_timeout=1.0, read_timeout=1.0, deadline=3.0, max_retries=0)
 
@@ -222,8 +230,7 @@ def test_a_connection_is_not_reused_when_the_server_sent_more_than_its_answer(se
     async def two_answers(request, reader, writer, server) -> bool:
         injected = b"<html>INJECTED</html>"
         extra = head_bytes(200, {"Content-Length": str(len(injected))}) + injected
-        answer = head_bytes(200, {"Content-Type": "text/html; charset=utf-8", "Content-Length": str(len(OK_HTML)),
-                                  "Connection": "keep-alive"}) + OK_HTML
+        answer = response_bytes(body=OK_HTML, keep_alive=True)
         # One write, as for the HEAD: sent apart, the second answer could reach
         # the client (the server runs in another thread) only after it had
         # checked the connection out again, and the test would race.

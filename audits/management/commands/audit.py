@@ -225,16 +225,22 @@ def _text(value: str | None) -> str:
 
 
 def _number(value: int | None) -> str:
-    return "null" if value is None else str(int(value))
+    # int.__repr__ is what the encoder writes an int with, and it refuses
+    # anything else (a float or a string here would be a bug upstream).
+    return "null" if value is None else int.__repr__(value)
+
+
+# Issue lines written between two flushes of the report.
+FLUSH_EVERY = 2000
 
 
 class Report:
     """The JSON Lines report, written as results arrive (one object per line, each with a type).
 
-    Page and issue lines, ~34,000 at 1,000 pages and ~200,000 at 10,000, are
-    composed from their quoted fields (``_text``) rather than built as dicts
-    and encoded: 0.6 against 2.6 us a line, on the database thread, whose
-    Python holds the interpreter lock the crawl needs. The text is the one
+    Page and issue lines, one per stored URL and issue, are composed from
+    their quoted fields (``_text``) rather than built as dicts and encoded:
+    0.6 against 2.6 us a line, on the database thread, whose Python holds the
+    interpreter lock the crawl thread needs. The text is the one
     ``_JSON.encode`` gives for the same record (tests/audits/test_report.py).
     """
 
@@ -283,14 +289,15 @@ class Report:
         self.issue_values((i.code, i.severity, i.url, i.target_url, i.message) for i in issues)
 
     def issue_values(self, rows) -> None:
-        """Issue records from (code, severity, url, target_url, message) tuples, flushed every 2,000."""
+        """Issue records from (code, severity, url, target_url, message) tuples, flushed every FLUSH_EVERY."""
         if self.out is None:
             return
         issue_line = self.issue_line
         rows = iter(rows)
-        while lines := [issue_line(*row) for row in itertools.islice(rows, 2000)]:
+        while lines := [issue_line(*row) for row in itertools.islice(rows, FLUSH_EVERY)]:
             self.out.write("".join(lines))
-            self._flush()
+            if len(lines) == FLUSH_EVERY:  # a long run of issues (finalize's) shows as it comes
+                self._flush()
         self._flush()
 
     def summary(self, audit: Audit, code: int) -> None:
