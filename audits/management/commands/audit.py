@@ -266,9 +266,9 @@ class Report:
 
     def _flush(self) -> None:
         # Once per sub-batch (at least every second while crawling), not per
-        # line: a line-by-line flush was a write call for each of the ~200,000
-        # records of a 10,000-page audit, and a reader still sees each batch
-        # as soon as it is stored.
+        # line: a line-by-line flush was a write call for each record (tens of
+        # thousands in a 10,000-page audit), and a reader still sees each
+        # batch as soon as it is stored.
         if self.out is not None:
             self.out.flush()
 
