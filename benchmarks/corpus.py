@@ -73,13 +73,14 @@ def page_path(i: int) -> str:
 
 # Referenced by every page, always there.
 _SITE_ASSETS = ("/static/site.css", "/static/print.css", "/static/app.js", "/favicon.ico", "/img/avatar.png")
-# Placeholder bodies by extension: what a HEAD check sees is the type and length.
-_ASSET_BODIES = {
-    ".css": b"body{margin:0}\n" * 64,
-    ".js": b"void 0;\n" * 128,
-    ".ico": b"\x00\x00\x01\x00" + bytes(1020),
-    ".png": b"\x89PNG\r\n\x1a\n" + bytes(2040),
-    ".jpg": b"\xff\xd8\xff\xe0" + bytes(4092),
+# Each asset kind by extension: its content type (both static servers send
+# it) and a placeholder body; what a HEAD check sees is the type and length.
+ASSET_KINDS = {
+    ".css": ("text/css", b"body{margin:0}\n" * 64),
+    ".js": ("application/javascript", b"void 0;\n" * 128),
+    ".ico": ("image/x-icon", b"\x00\x00\x01\x00" + bytes(1020)),
+    ".png": ("image/png", b"\x89PNG\r\n\x1a\n" + bytes(2040)),
+    ".jpg": ("image/jpeg", b"\xff\xd8\xff\xe0" + bytes(4092)),
 }
 MISSING_ASSET_PERCENT = 3
 
@@ -333,7 +334,7 @@ def build_corpus(n_pages: int = 2000, seed: int = 20260101) -> Corpus:
         page_path(i): _render(i, n_pages, rng, broken_pool, used_broken, images) for i in range(n_pages)
     }
     referenced = images | set(_SITE_ASSETS)
-    assets = {path: _ASSET_BODIES[Path(path).suffix] for path in sorted(referenced) if not _asset_missing(path)}
+    assets = {path: ASSET_KINDS[Path(path).suffix][1] for path in sorted(referenced) if not _asset_missing(path)}
     return Corpus(pages=pages, broken=frozenset(used_broken), seed=seed, assets=assets,
                   missing_assets=frozenset(referenced - assets.keys()))
 

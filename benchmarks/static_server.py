@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from benchmarks.corpus import Corpus, build_corpus, write_corpus
+from benchmarks.corpus import ASSET_KINDS, Corpus, build_corpus, write_corpus
 
 NGINX = "/usr/sbin/nginx"
 
@@ -82,7 +82,7 @@ def nginx_server(corpus: Corpus, workers: int = 1) -> Iterator[tuple[str, str]]:
         (root / "tmp").mkdir()
         port = free_port()
         conf = root / "nginx.conf"
-        asset_types = " ".join(f"{kind.decode()} {suffix[1:]};" for suffix, kind in _ASSET_TYPES.items())
+        asset_types = " ".join(f"{kind} {suffix[1:]};" for suffix, (kind, _) in ASSET_KINDS.items())
         conf.write_text(_NGINX_CONF.format(workers=workers, root=root, port=port, asset_types=asset_types))
         proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(root)])
         try:
@@ -128,14 +128,9 @@ class _Responder(asyncio.Protocol):
             self.transport.close()
 
 
-# Content types of the corpus's assets, for both servers.
-_ASSET_TYPES = {".css": b"text/css", ".js": b"application/javascript", ".png": b"image/png",
-                ".jpg": b"image/jpeg", ".ico": b"image/x-icon"}
-
-
 def _python_worker(sock: socket.socket, corpus: Corpus) -> None:
     served = [(path, body, b"text/html; charset=utf-8") for path, body in corpus.pages.items()]
-    served += [(path, body, _ASSET_TYPES[Path(path).suffix]) for path, body in corpus.assets.items()]
+    served += [(path, body, ASSET_KINDS[Path(path).suffix][0].encode()) for path, body in corpus.assets.items()]
     responses = {
         path: (b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" % (kind, len(body)), body)
         for path, body, kind in served
