@@ -13,7 +13,13 @@ sends the same requests, at the same concurrency, through:
   (one big httpcore pool costs more, as it scans every connection for every
   request);
 * ``httpx``: a default ``httpx.AsyncClient`` (anyio sockets), the usual way
-  to use httpx.
+  to use httpx;
+* ``protocol`` (run by hand; not one of ``LAYERS``, which ``bench_library``
+  runs): the floor, a bare ``asyncio.Protocol`` per keep-alive connection, the
+  request's bytes built once, the head found with one search and only
+  Content-Length framing understood. No crawler can be this thin (it checks
+  nothing), so the gap to ``fetcher`` bounds what any leaner HTTP path could
+  save per request.
 
 Each layer runs in a fresh process (``bench_library`` starts them) and warms
 its connections first, so what is measured is the steady state of a crawl::
@@ -123,8 +129,61 @@ async def _httpx(base: str, method: str, concurrency: int):
     return one, client.aclose
 
 
+async def _protocol(base: str, method: str, concurrency: int):
+    host, _, port = base.partition("://")[2].partition(":")
+    loop = asyncio.get_running_loop()
+    fields = b"".join(name + b": " + value + b"\r\n" for name, value in _HEADERS)
+    prefix = method.encode() + b" "
+    suffix = f" HTTP/1.1\r\nHost: {host}:{port}\r\n".encode() + fields + b"\r\n"
+
+    class Answer(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.buffer = bytearray()
+            self.waiter: asyncio.Future = loop.create_future()
+            self.need = -1  # bytes the whole answer takes once its head is in
+
+        def data_received(self, data: bytes) -> None:
+            self.buffer += data
+            if self.need < 0:
+                end = self.buffer.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                head = bytes(self.buffer[:end]).lower()
+                start = head.find(b"\r\ncontent-length:")
+                if start < 0:
+                    self.waiter.set_exception(SystemExit("protocol layer: only Content-Length framing is understood"))
+                    return
+                line_end = head.find(b"\r\n", start + 2)
+                length = int(head[start + 17:line_end if line_end >= 0 else None])
+                self.need = end + 4 + (0 if method == "HEAD" else length)
+            if len(self.buffer) >= self.need and not self.waiter.done():
+                self.waiter.set_result(None)
+
+    idle = []
+    for _ in range(concurrency):
+        transport, answer = await loop.create_connection(Answer, host, int(port))
+        idle.append((transport, answer))
+
+    async def one(path: str) -> int:
+        transport, answer = idle.pop()
+        answer.buffer.clear()
+        answer.need = -1
+        answer.waiter = loop.create_future()
+        transport.write(prefix + path.encode() + suffix)
+        await answer.waiter
+        status = int(answer.buffer[9:12])
+        idle.append((transport, answer))
+        return status
+
+    async def close() -> None:
+        for transport, _answer in idle:
+            transport.close()
+
+    return one, close
+
+
 _HEADERS = [(b"User-Agent", b"SitewardBench"), (b"Accept", b"*/*"), (b"Accept-Encoding", b"gzip, deflate")]
-_MAKERS = {"fetcher": _fetcher, "pool": _pool, "httpcore": _httpcore, "httpx": _httpx}
+_MAKERS = {"fetcher": _fetcher, "pool": _pool, "httpcore": _httpcore, "httpx": _httpx, "protocol": _protocol}
 
 
 async def _run(base: str, paths: list[str], layer: str, method: str, requests: int, concurrency: int) -> dict:
@@ -162,7 +221,7 @@ async def _run(base: str, paths: list[str], layer: str, method: str, requests: i
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("base")
-    parser.add_argument("--layer", choices=LAYERS, required=True)
+    parser.add_argument("--layer", choices=(*LAYERS, "protocol"), required=True)
     parser.add_argument("--method", choices=("HEAD", "GET"), default="HEAD")
     parser.add_argument("--requests", type=int, default=6000)
     parser.add_argument("--concurrency", type=int, default=16)
