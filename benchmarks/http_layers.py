@@ -16,7 +16,7 @@ sends the same requests, at the same concurrency, through:
   to use httpx;
 * ``protocol`` (run by hand; not one of ``LAYERS``, which ``bench_library``
   runs): the floor, a bare ``asyncio.Protocol`` per keep-alive connection, the
-  request's bytes built once, the head found with one search and only
+  request's fixed parts built once, the head found with one search and only
   Content-Length framing understood. No crawler can be this thin (it checks
   nothing), so the gap to ``fetcher`` bounds what any leaner HTTP path could
   save per request.
@@ -130,20 +130,33 @@ async def _httpx(base: str, method: str, concurrency: int):
 
 
 async def _protocol(base: str, method: str, concurrency: int):
-    host, _, port = base.partition("://")[2].partition(":")
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base)
+    host, port = parts.hostname, parts.port or 80
     loop = asyncio.get_running_loop()
     fields = b"".join(name + b": " + value + b"\r\n" for name, value in _HEADERS)
     prefix = method.encode() + b" "
-    suffix = f" HTTP/1.1\r\nHost: {host}:{port}\r\n".encode() + fields + b"\r\n"
+    suffix = f" HTTP/1.1\r\nHost: {parts.netloc}\r\n".encode() + fields + b"\r\n"
 
     class Answer(asyncio.Protocol):
+        """One connection's answer: strict, so a framing mistake fails the run instead of skewing it."""
+
         def __init__(self) -> None:
             self.buffer = bytearray()
             self.waiter: asyncio.Future = loop.create_future()
             self.need = -1  # bytes the whole answer takes once its head is in
 
+        def fail(self, message: str) -> None:
+            self.need = 0
+            if not self.waiter.done():
+                self.waiter.set_exception(SystemExit(f"protocol layer: {message}"))
+
         def data_received(self, data: bytes) -> None:
             self.buffer += data
+            if self.waiter.done():
+                self.fail("bytes arrived after the answer was complete")
+                return
             if self.need < 0:
                 end = self.buffer.find(b"\r\n\r\n")
                 if end < 0:
@@ -151,27 +164,34 @@ async def _protocol(base: str, method: str, concurrency: int):
                 head = bytes(self.buffer[:end]).lower()
                 start = head.find(b"\r\ncontent-length:")
                 if start < 0:
-                    self.waiter.set_exception(SystemExit("protocol layer: only Content-Length framing is understood"))
+                    self.fail("only Content-Length framing is understood")
                     return
                 line_end = head.find(b"\r\n", start + 2)
                 length = int(head[start + 17:line_end if line_end >= 0 else None])
                 self.need = end + 4 + (0 if method == "HEAD" else length)
-            if len(self.buffer) >= self.need and not self.waiter.done():
+            if len(self.buffer) > self.need:
+                self.fail("more bytes than the answer's framing says")
+            elif len(self.buffer) == self.need:
                 self.waiter.set_result(None)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.fail(f"the server closed the connection ({exc or 'end of stream'})")
 
     idle = []
     for _ in range(concurrency):
-        transport, answer = await loop.create_connection(Answer, host, int(port))
+        transport, answer = await loop.create_connection(Answer, host, port)
         idle.append((transport, answer))
 
     async def one(path: str) -> int:
         transport, answer = idle.pop()
-        answer.buffer.clear()
+        if answer.buffer or (answer.waiter.done() and answer.waiter.exception() is not None):
+            raise SystemExit("protocol layer: the connection is not clean for the next request")
         answer.need = -1
         answer.waiter = loop.create_future()
         transport.write(prefix + path.encode() + suffix)
         await answer.waiter
         status = int(answer.buffer[9:12])
+        answer.buffer.clear()
         idle.append((transport, answer))
         return status
 
@@ -214,6 +234,7 @@ async def _run(base: str, paths: list[str], layer: str, method: str, requests: i
         "requests": requests,
         "concurrency": concurrency,
         "cpu_ms_per_request": 1000 * cpu / requests,
+        "statuses": statuses,
         "requests_per_second": requests / wall,
     }
 

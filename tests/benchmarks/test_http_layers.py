@@ -1,24 +1,80 @@
-"""The HTTP layers probe: its floor layer must finish each answer before reusing a connection."""
+"""The HTTP layers probe: its floor layer must take each answer whole, never more, never less."""
 
-from benchmarks.corpus import build_corpus, page_path
+import asyncio
+import contextlib
+import socketserver
+import threading
+import time
+
+import pytest
+
 from benchmarks.http_layers import _run
-from benchmarks.static_server import python_server
 from crawler.loop import run
 
-
-def test_the_protocol_floor_reads_every_get_body_to_its_end_on_kept_alive_connections():
-    corpus = build_corpus(12, seed=7)  # pages of ~40 KB: several reads each
-    paths = [page_path(i) for i in range(12)]
-    with python_server(corpus) as (base, _):
-        # _run exits unless every answer was a 200: a body left unread would be
-        # taken for the next answer's head on the same connection.
-        result = run(_run(base, paths, "protocol", "GET", requests=120, concurrency=3))
-    assert result["requests"] == 120
-    assert result["requests_per_second"] > 0
+BODY = bytes(range(256)) * 160  # 40 KB
 
 
-def test_the_protocol_floor_takes_a_head_answer_without_a_body():
-    corpus = build_corpus(12, seed=7)
-    with python_server(corpus) as (base, _):
-        result = run(_run(base, [page_path(i) for i in range(12)], "protocol", "HEAD", requests=60, concurrency=2))
-    assert result["method"] == "HEAD" and result["requests"] == 60
+class _SplitAnswers(socketserver.BaseRequestHandler):
+    """Keep-alive answers whose body comes in two writes 20 ms apart, so a
+    client that stopped at the head would read the rest as the next answer."""
+
+    chunked = False
+
+    def handle(self):
+        pending = b""
+        while True:
+            while b"\r\n\r\n" not in pending:
+                data = self.request.recv(65536)
+                if not data:
+                    return
+                pending += data
+            head, _, pending = pending.partition(b"\r\n\r\n")
+            if self.chunked:
+                self.request.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                     b"5\r\nhello\r\n0\r\n\r\n")
+                continue
+            self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+                                 b"Content-Length: %d\r\n\r\n" % len(BODY))
+            if head.startswith(b"GET "):
+                self.request.sendall(BODY[:1000])
+                time.sleep(0.02)
+                self.request.sendall(BODY[1000:])
+
+
+class _ChunkedAnswers(_SplitAnswers):
+    chunked = True
+
+
+@contextlib.contextmanager
+def _server(handler=_SplitAnswers):
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _probe(base: str, method: str, requests: int) -> dict:
+    async def probe():
+        return await asyncio.wait_for(_run(base, ["/a", "/b"], "protocol", method, requests, 2), 20)
+    return run(probe())
+
+
+def test_the_protocol_floor_waits_for_each_get_body_that_arrives_in_parts():
+    with _server() as base:
+        result = _probe(base, "GET", 30)
+    assert result["statuses"] == {200: 30}
+
+
+def test_the_protocol_floor_takes_a_head_answer_without_waiting_for_a_body():
+    with _server() as base:
+        result = _probe(base, "HEAD", 30)
+    assert result["statuses"] == {200: 30}
+
+
+def test_the_protocol_floor_refuses_an_answer_without_a_content_length():
+    with _server(_ChunkedAnswers) as base, pytest.raises(SystemExit, match="Content-Length"):
+        _probe(base, "GET", 4)
