@@ -146,9 +146,11 @@ async def _protocol(base: str, method: str, concurrency: int):
             self.buffer = bytearray()
             self.waiter: asyncio.Future = loop.create_future()
             self.need = -1  # bytes the whole answer takes once its head is in
+            self.error = ""  # why this connection can take no more requests
 
         def fail(self, message: str) -> None:
             self.need = 0
+            self.error = self.error or message
             if not self.waiter.done():
                 self.waiter.set_exception(SystemExit(f"protocol layer: {message}"))
 
@@ -184,8 +186,8 @@ async def _protocol(base: str, method: str, concurrency: int):
 
     async def one(path: str) -> int:
         transport, answer = idle.pop()
-        if answer.buffer or (answer.waiter.done() and answer.waiter.exception() is not None):
-            raise SystemExit("protocol layer: the connection is not clean for the next request")
+        if answer.error or answer.buffer:
+            raise SystemExit(f"protocol layer: {answer.error or 'bytes left over from the last answer'}")
         answer.need = -1
         answer.waiter = loop.create_future()
         transport.write(prefix + path.encode() + suffix)
@@ -242,7 +244,7 @@ async def _run(base: str, paths: list[str], layer: str, method: str, requests: i
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("base")
-    parser.add_argument("--layer", choices=(*LAYERS, "protocol"), required=True)
+    parser.add_argument("--layer", choices=list(_MAKERS), required=True)
     parser.add_argument("--method", choices=("HEAD", "GET"), default="HEAD")
     parser.add_argument("--requests", type=int, default=6000)
     parser.add_argument("--concurrency", type=int, default=16)
