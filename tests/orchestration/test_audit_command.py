@@ -147,3 +147,39 @@ def test_ctrl_c_exits_130_keeps_partial_results_and_cancels_the_audit(tmp_path):
     audit = Audit.objects.get(pk=records[-1]["audit_id"])
     assert audit.status == "cancelled" and audit.pages.count() >= 5
     assert os.path.getsize(out) > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ctrl_c_that_leaves_the_connection_mid_query_still_cancels_and_exits_130(tmp_path, fast_settings,
+                                                                                  monkeypatch):
+    # Ctrl-C can land while psycopg waits for a query's result and leave the
+    # connection with that command still in progress ("another command is
+    # already in progress" on the next query). Here the interrupt lands as the
+    # second chunk is claimed, with the connection left in just that state.
+    from django.db import connection
+
+    from audits import crawling
+
+    from .grid_site import GridSite
+
+    claim = crawling.claim_chunk
+    stored_before = []
+
+    def interrupted_claim(audit_id, number):
+        if number < 2:
+            return claim(audit_id, number)
+        stored_before.append(Audit.objects.get(pk=audit_id).pages.count())
+        if connection.vendor == "postgresql":
+            connection.ensure_connection()
+            connection.connection.pgconn.send_query(b"SELECT pg_sleep(0.2)")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(crawling, "claim_chunk", interrupted_claim)
+    with GridSite(pages=40) as grid:
+        out = tmp_path / "r.jsonl"
+        assert run_audit(grid.url("/"), "--allow-private", "--out", str(out)) == 130
+    summary = json.loads(out.read_text().splitlines()[-1])
+    assert summary["type"] == "summary" and summary["status"] == "cancelled" and summary["exit_code"] == 130
+    audit = Audit.objects.get(pk=summary["audit_id"])
+    assert audit.status == "cancelled" and audit.error_code == "cancelled"
+    assert stored_before[0] > 1 and audit.pages.count() == stored_before[0]  # what was crawled stays

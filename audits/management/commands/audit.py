@@ -22,7 +22,7 @@ from json.encoder import encode_basestring
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max
 
 from crawler.errors import CrawlError
@@ -35,6 +35,23 @@ from ...models import Audit, Issue, Page
 from ...services import create_audit
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
+
+
+def _drop_interrupted_connection() -> None:
+    """Close this thread's connection if Ctrl-C left it in a query or a transaction.
+
+    psycopg cancels a query it is waiting on when interrupted, but an interrupt
+    that lands inside its protocol code leaves the command in progress: every
+    later query then fails with "another command is already in progress", and
+    the audit could not be marked cancelled. The next query reconnects.
+    """
+    raw = connection.connection
+    if raw is None or connection.vendor != "postgresql" or connection.in_atomic_block:
+        return  # SQLite finishes a statement before Python sees the signal
+    from psycopg.pq import TransactionStatus
+
+    if raw.info.transaction_status != TransactionStatus.IDLE:
+        connection.close()
 
 
 class Command(BaseCommand):
@@ -90,6 +107,7 @@ class Command(BaseCommand):
             try:
                 code = self._crawl(audit, report, opts["fail_on"], console)
             except KeyboardInterrupt:
+                _drop_interrupted_connection()
                 audit.refresh_from_db()
                 audit.cancel("Interrupted from the command line.")
                 code = 130
