@@ -18,6 +18,7 @@ class GridSite:
         self.pages = pages
         self.delay = delay
         self.counts: Counter = Counter()
+        self._held = 0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -50,6 +51,11 @@ class GridSite:
         with self._lock:
             return self.counts[path]
 
+    def serving(self) -> bool:
+        """Whether a request is held in its delay: its answer is not sent yet, so the crawler waits on it."""
+        with self._lock:
+            return self._held > 0
+
     def start(self) -> GridSite:
         site = self
 
@@ -59,8 +65,13 @@ class GridSite:
             def do_GET(self):
                 with site._lock:
                     site.counts[self.path] += 1
-                if site.delay:
-                    time.sleep(site.delay)
+                    site._held += 1
+                try:
+                    if site.delay:
+                        time.sleep(site.delay)
+                finally:
+                    with site._lock:
+                        site._held -= 1
                 status, body = 404, b"<html><head><title>Not found</title></head><body>gone</body></html>"
                 if self.path == "/robots.txt":
                     status, body = 404, b"no robots here"

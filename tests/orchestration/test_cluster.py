@@ -45,8 +45,12 @@ def test_a_cluster_killed_mid_crawl_and_restarted_finishes_the_audit(owner, clus
         audit = new_audit(owner, site)
 
         def mid_chunk():
+            # A request being answered (each takes 0.15 s) means the leased chunk
+            # is waiting on it, so the kill below, a few ms later, lands before
+            # that chunk can finish: it must be retried.
             audit.refresh_from_db()
-            return audit.pages_crawled >= 8 and ChunkLease.objects.filter(audit=audit, state="leased").exists()
+            return (audit.pages_crawled >= 8 and ChunkLease.objects.filter(audit=audit, state="leased").exists()
+                    and site.serving())
 
         wait_for(mid_chunk, 60, interval=0.05, message="a chunk in flight")
         cluster.kill()  # SIGKILL: sentinel, pusher and the worker holding a chunk all die at once
