@@ -133,7 +133,8 @@ def test_retry_after_5_reschedules_the_url_5_s_ahead_and_the_rest_of_the_chunk_i
     audit.refresh_from_db()
     assert (audit.status, audit.pages_crawled, audit.pages_failed) == (Audit.Status.RUNNING, 4, 0)
     assert dispatcher.steps == [("chunk", audit.pk, 1), ("wait", audit.pk, 1)]  # chunk 1 from start, run above
-    assert 4.0 < dispatcher.pauses[(audit.pk, 2)] <= 5.0
+    # Waits what is left of the 5 s (less what the chunk took after the 429), never more.
+    assert 2.0 < dispatcher.pauses[(audit.pk, 2)] <= 5.0
     assert not ChunkLease.objects.filter(audit=audit, number=2).exists()
 
 
@@ -156,7 +157,7 @@ def test_the_url_is_fetched_again_once_due_and_stored_once_while_999999_gives_up
     run_steps(dispatcher)
     audit.refresh_from_db()
     assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
-    assert len(clock.calls) == 1 and 4.0 < clock.calls[0] <= 5.0
+    assert len(clock.calls) == 1 and 2.0 < clock.calls[0] <= 5.0
     assert site.requests["/slow"] == 2
     assert Page.objects.filter(audit=audit, url=site.url("/slow")).count() == 1
     slow = stored(audit, site, "/slow")
@@ -192,7 +193,7 @@ def test_other_urls_of_the_chunk_are_not_held_up_by_a_long_retry_after(owner, si
     assert run_chunk(audit.pk, 1, dispatcher) == "done"
     assert time.monotonic() - began < 10
     assert all(stored(audit, site, path) is not None for path in PLAIN)
-    assert 19.0 < dispatcher.pauses[(audit.pk, 2)] <= 20.0
+    assert 15.0 < dispatcher.pauses[(audit.pk, 2)] <= 20.0
 
 
 @pytest.mark.django_db
