@@ -65,13 +65,13 @@ class GridSite:
             def do_GET(self):
                 with site._lock:
                     site.counts[self.path] += 1
-                    site._held += 1
-                try:
-                    if site.delay:
+                    site._held += bool(site.delay)
+                if site.delay:
+                    try:
                         time.sleep(site.delay)
-                finally:
-                    with site._lock:
-                        site._held -= 1
+                    finally:
+                        with site._lock:
+                            site._held -= 1
                 status, body = 404, b"<html><head><title>Not found</title></head><body>gone</body></html>"
                 if self.path == "/robots.txt":
                     status, body = 404, b"no robots here"

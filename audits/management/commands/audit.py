@@ -38,19 +38,19 @@ SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
 
 
 def _drop_interrupted_connection() -> None:
-    """Close this thread's connection if Ctrl-C left it in a query or a transaction.
+    """Close this thread's PostgreSQL connection if Ctrl-C left a command in progress on it.
 
     psycopg cancels a query it is waiting on when interrupted, but an interrupt
     that lands inside its protocol code leaves the command in progress: every
     later query then fails with "another command is already in progress", and
     the audit could not be marked cancelled. The next query reconnects.
+    (SQLite finishes a statement before Python sees the signal.)
     """
-    raw = connection.connection
-    if raw is None or connection.vendor != "postgresql" or connection.in_atomic_block:
-        return  # SQLite finishes a statement before Python sees the signal
+    if connection.vendor != "postgresql" or connection.connection is None:
+        return
     from psycopg.pq import TransactionStatus
 
-    if raw.info.transaction_status != TransactionStatus.IDLE:
+    if connection.connection.info.transaction_status != TransactionStatus.IDLE:
         connection.close()
 
 
