@@ -29,6 +29,7 @@ fetching runs in the event loop, writes run in one database thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -624,6 +625,36 @@ def _lease_fresh(audit: Audit, lease: ChunkLease, limit: int, page_depth_cap: in
     return ids
 
 
+# How long an interrupted chunk waits for its crawl thread to unwind (cancelled
+# tasks, closed sockets) before the exception goes on without it.
+CRAWL_STOP_SECONDS = 10.0
+
+
+class _CrawlStop:
+    """Cancels the crawl thread's main task from another thread, even before it has started."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._task: asyncio.Task | None = None
+        self._cancelled = False
+
+    def started(self) -> None:
+        """Called by the crawl's main task first thing: a cancel asked for already applies now."""
+        with self._lock:
+            self._task = asyncio.current_task()
+            if self._cancelled:
+                self._task.cancel()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            if self._task is not None:
+                try:
+                    self._task.get_loop().call_soon_threadsafe(self._task.cancel)
+                except RuntimeError:  # the loop has closed: the crawl is over anyway
+                    pass
+
+
 def run_with_db_here(make_coroutine):
     """Run an async crawl in a helper thread while every database call runs on this thread.
 
@@ -634,6 +665,7 @@ def run_with_db_here(make_coroutine):
     """
     requests: queue.SimpleQueue = queue.SimpleQueue()
     outcome: dict = {}
+    stop = _CrawlStop()
 
     async def db(fn, *args):
         loop = asyncio.get_running_loop()
@@ -641,9 +673,13 @@ def run_with_db_here(make_coroutine):
         requests.put((fn, args, future, loop))
         return await future
 
+    async def crawl():
+        stop.started()
+        return await make_coroutine(db)
+
     def crawl_thread():
         try:
-            outcome["value"] = crawl_loop.run(make_coroutine(db))
+            outcome["value"] = crawl_loop.run(crawl())
         except BaseException as exc:  # handed to the caller's thread below
             outcome["error"] = exc
         finally:
@@ -651,15 +687,25 @@ def run_with_db_here(make_coroutine):
 
     thread = threading.Thread(target=crawl_thread, name="crawl-loop", daemon=True)
     with crawl_gc():  # both threads allocate hard and free by refcount (crawler.gcpolicy)
-        thread.start()
-        while (request := requests.get()) is not None:
-            fn, args, future, loop = request
-            try:
-                value = fn(*args)
-            except BaseException as exc:
-                loop.call_soon_threadsafe(_settle, future, None, exc)
-            else:
-                loop.call_soon_threadsafe(_settle, future, value, None)
+        try:
+            thread.start()
+            while (request := requests.get()) is not None:
+                fn, args, future, loop = request
+                try:
+                    value = fn(*args)
+                except BaseException as exc:
+                    loop.call_soon_threadsafe(_settle, future, None, exc)
+                else:
+                    loop.call_soon_threadsafe(_settle, future, value, None)
+        except BaseException:
+            # Ctrl-C lands here, in the wait for the next request. Left running,
+            # the crawl thread (a daemon) was still inside uvloop or lxml when
+            # the interpreter shut down, and the `audit` command, having printed
+            # its summary and "exit code 130", died of SIGSEGV instead.
+            stop.cancel()
+            with contextlib.suppress(RuntimeError):  # the thread never started
+                thread.join(CRAWL_STOP_SECONDS)
+            raise
         thread.join()
     if "error" in outcome:
         raise outcome["error"]
