@@ -39,55 +39,59 @@ def test_a_chunk_crawls_on_uvloop_and_its_database_calls_still_run_on_the_caller
     assert db_thread == threading.get_ident() != crawl_thread
 
 
-def _interrupt(signum, frame):
+def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+@pytest.fixture
+def interrupt_caller():
+    """A callable that makes Ctrl-C land in this (the caller's) thread, sent from any thread.
+
+    SIGUSR1 aimed at this thread rather than SIGINT at the process: the kernel
+    may hand a process signal to whichever thread it likes, and then the
+    caller's wait is not interrupted until something else wakes it.
+    """
+    caller = threading.get_ident()
+    previous = signal.signal(signal.SIGUSR1, _raise_interrupt)
+    try:
+        yield lambda: signal.pthread_kill(caller, signal.SIGUSR1)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
 
 
 def _crawl_threads_alive() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "crawl-loop" and t.is_alive()]
 
 
-@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs pthread_kill")
-def test_an_interrupt_while_the_crawl_runs_stops_the_crawl_thread_before_it_propagates():
+def test_an_interrupt_while_the_crawl_runs_stops_the_crawl_thread_before_it_propagates(interrupt_caller):
     # Ctrl-C reaches the caller's thread while it waits for database requests.
     # A crawl thread left running was still in C code (uvloop, lxml) when the
     # interpreter shut down, and `manage.py audit` died of SIGSEGV, not 130.
-    caller = threading.get_ident()
     unwound = threading.Event()
-    previous = signal.signal(signal.SIGUSR1, _interrupt)
-    try:
-        async def crawl(db):
-            try:
-                signal.pthread_kill(caller, signal.SIGUSR1)
-                await asyncio.sleep(60)
-            finally:
-                unwound.set()
 
-        with pytest.raises(KeyboardInterrupt):
-            run_with_db_here(crawl)
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
+    async def crawl(db):
+        try:
+            interrupt_caller()
+            await asyncio.sleep(60)
+        finally:
+            unwound.set()
+
+    with pytest.raises(KeyboardInterrupt):
+        run_with_db_here(crawl)
     assert unwound.is_set()
     assert _crawl_threads_alive() == []
 
 
-@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs pthread_kill")
-def test_an_interrupt_while_a_database_call_runs_still_ends_the_crawl_and_propagates():
-    caller = threading.get_ident()
-    previous = signal.signal(signal.SIGUSR1, _interrupt)
-
+def test_an_interrupt_while_a_database_call_runs_still_ends_the_crawl_and_propagates(interrupt_caller):
     def slow_write():
-        signal.pthread_kill(caller, signal.SIGUSR1)
+        interrupt_caller()
         threading.Event().wait(0.5)  # the handler runs here, in the caller's thread
         return "written"
 
-    try:
-        async def crawl(db):
-            await db(slow_write)
-            await asyncio.sleep(60)
+    async def crawl(db):
+        await db(slow_write)
+        await asyncio.sleep(60)
 
-        with pytest.raises(KeyboardInterrupt):
-            run_with_db_here(crawl)
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
+    with pytest.raises(KeyboardInterrupt):
+        run_with_db_here(crawl)
     assert _crawl_threads_alive() == []
