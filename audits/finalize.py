@@ -29,6 +29,8 @@ UNVERIFIED_EXTERNAL = (401, 403, 429, 999)  # the server refuses robots: not evi
 # Our own failures say nothing about the site, so they never make a link "broken".
 NOT_SITE_FAULTS = (FetchError.WORKER_LOST.value, FetchError.SSRF_BLOCKED.value)
 BATCH = 1000
+# PostgreSQL's sample for the statistics finalize gathers is 300 rows per unit.
+FINALIZE_STATISTICS_TARGET = 10
 
 
 # Every link to a target page that is broken or redirects, from one pass over
@@ -88,13 +90,22 @@ def run_finalize(audit_id: int) -> bool:
         # Edges and frontier rows only for the columns the checks join and filter
         # on: the edges' URL and anchor text columns were half the time of the
         # whole ANALYZE at 1,000 pages (edges 195 -> 92 ms; autovacuum gathers
-        # the rest for the pages' screens later).
-        with connection.cursor() as cursor:
+        # the rest for the pages' screens later). The plans need row counts and
+        # rough distinct counts, not fine histograms: a sample of 3,000 rows
+        # (statistics target 10) instead of 30,000 took ANALYZE from ~225 to
+        # ~45 ms at 1,000 pages, and finalize from 3.8-4.0 to 3.2-3.3 s at
+        # 10,000. The setting is put back: SET LOCAL alone would last until the
+        # end of an enclosing transaction, not of this block.
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SHOW default_statistics_target")
+            (target,) = cursor.fetchone()
+            cursor.execute(f"SET LOCAL default_statistics_target = {FINALIZE_STATISTICS_TARGET}")
             cursor.execute(
                 "ANALYZE audits_page,"
                 " audits_linkedge (audit_id, source_hash, target_hash, tag, internal),"
                 " audits_frontierurl (audit_id, url_hash, in_sitemap, linked, skip_reason)"
             )
+            cursor.execute("SELECT set_config('default_statistics_target', %s, true)", [target])
     with transaction.atomic():
         _update_page_columns(audit)
     for check in CHECKS:
