@@ -29,7 +29,8 @@ class AuditsConfig(AppConfig):
     verbose_name = "Site audits"
 
     def ready(self):
-        # Registers the django-q2 configuration check (see system_checks.py).
-        from . import system_checks  # noqa: F401
+        # Registers the django-q2 configuration check (system_checks.py) and
+        # the field__in_array lookup (lookups.py).
+        from . import lookups, system_checks  # noqa: F401
 
         post_migrate.connect(ensure_watchdog_schedule, sender=self)

@@ -74,6 +74,7 @@ from crawler.window import WindowPolicy, fetch_health, run_window
 
 from . import bulk
 from .frontier_memo import memo_for
+from .lookups import pg_array
 from .models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge, Page
 
 log = logging.getLogger(__name__)
@@ -620,7 +621,7 @@ def _lease_fresh(audit: Audit, lease: ChunkLease, limit: int, page_depth_cap: in
                     continue
         ids.append(row_id)
     # `state=pending` in the WHERE: of two chunks racing for a row, one gets it.
-    FrontierURL.objects.filter(id__in=ids, state=FrontierURL.State.PENDING).update(
+    FrontierURL.objects.filter(id__in_array=ids, state=FrontierURL.State.PENDING).update(
         state=FrontierURL.State.LEASED, chunk=lease.number)
     return ids
 
@@ -785,7 +786,7 @@ def _release(lease: ChunkLease, ids: list[int] | None = None) -> None:
         rows = FrontierURL.objects.filter(audit_id=lease.audit_id, chunk=lease.number,
                                           state=FrontierURL.State.LEASED)
         if ids is not None:
-            rows = rows.filter(id__in=ids)
+            rows = rows.filter(id__in_array=ids)
         rows.update(state=FrontierURL.State.PENDING, chunk=None)
 
 
@@ -797,7 +798,7 @@ def _finish_chunk(lease: ChunkLease, unfinished: list[int] | None = None) -> boo
         if not done:
             return False
         if unfinished:
-            FrontierURL.objects.filter(id__in=unfinished, chunk=lease.number, state=FrontierURL.State.LEASED
+            FrontierURL.objects.filter(id__in_array=unfinished, chunk=lease.number, state=FrontierURL.State.LEASED
                                        ).update(state=FrontierURL.State.PENDING, chunk=None)
     return True
 
@@ -833,7 +834,7 @@ def _record_lost(audit: Audit, rows: list[FrontierURL]) -> None:
              in_sitemap=row.in_sitemap)
         for row in rows
     ], ignore_conflicts=True)
-    FrontierURL.objects.filter(id__in=[row.id for row in rows]).update(state=FrontierURL.State.DONE)
+    FrontierURL.objects.filter(id__in_array=[row.id for row in rows]).update(state=FrontierURL.State.DONE)
     audit.beat(pages_failed=sum(1 for row in rows if row.kind == Page.Kind.PAGE))
 
 
@@ -967,7 +968,7 @@ class ChunkWriter:
                                url_limit=size * TOP_UP_URLS_PER_PAGE)
             if not ids:
                 return []
-            rows = FrontierURL.objects.filter(id__in=ids, chunk=self.lease.number, state=FrontierURL.State.LEASED)
+            rows = FrontierURL.objects.filter(id__in_array=ids, chunk=self.lease.number, state=FrontierURL.State.LEASED)
             items = _items(rows)
             ChunkLease.objects.filter(pk=self.lease.pk).update(url_count=F("url_count") + len(items))
         self.hold(items)
@@ -980,7 +981,7 @@ class ChunkWriter:
         if poison:
             with transaction.atomic():
                 self._fence()
-                _record_lost(self.audit, list(FrontierURL.objects.filter(id__in=[i.id for i in poison])))
+                _record_lost(self.audit, list(FrontierURL.objects.filter(id__in_array=[i.id for i in poison])))
         return [item for item in items if item.tries == 0]
 
     def mark_try(self, item: Item) -> None:
@@ -1021,7 +1022,7 @@ class ChunkWriter:
                 status = self._close_on_postgresql(hashes, counters)
             else:
                 FrontierURL.objects.filter(
-                    audit=self.audit, chunk=self.lease.number, state=FrontierURL.State.LEASED, url_hash__in=hashes,
+                    audit=self.audit, chunk=self.lease.number, state=FrontierURL.State.LEASED, url_hash__in_array=hashes,
                 ).update(state=FrontierURL.State.DONE)
                 self.audit.beat(**counters)
         self.memo.remember(self._linked, self._present)  # committed: safe to rely on
@@ -1054,7 +1055,7 @@ class ChunkWriter:
                 WHERE id = %s AND token = %s AND state = %s RETURNING id
             ), done AS (
                 UPDATE {frontier} SET state = %s
-                WHERE audit_id = %s AND chunk = %s AND state = %s AND url_hash = ANY(%s)
+                WHERE audit_id = %s AND chunk = %s AND state = %s AND url_hash = ANY(%s::text[])
                   AND EXISTS (SELECT 1 FROM fence)
             )
             UPDATE {audits} SET heartbeat_at = %s{changes}
@@ -1062,7 +1063,7 @@ class ChunkWriter:
         """
         params = [
             ttl, self.lease.pk, self.lease.token, ChunkLease.State.LEASED,
-            FrontierURL.State.DONE, self.audit.pk, self.lease.number, FrontierURL.State.LEASED, hashes,
+            FrontierURL.State.DONE, self.audit.pk, self.lease.number, FrontierURL.State.LEASED, pg_array(hashes)[0],
             timezone.now(), *[value for value in counters.values() if value], self.audit.pk,
         ]
         with connection.cursor() as cursor:
@@ -1087,7 +1088,7 @@ class ChunkWriter:
         # throttled external URL as unverified): another site's throttling is
         # not worth holding the audit open for.
         ours = FrontierURL.objects.filter(audit=self.audit, chunk=self.lease.number,
-                                          state=FrontierURL.State.LEASED, url_hash__in=list(asked)).exclude(
+                                          state=FrontierURL.State.LEASED, url_hash__in_array=list(asked)).exclude(
                                               kind=Page.Kind.EXTERNAL)
         spent = dict(ours.values_list("url_hash", "reschedules"))
         later: dict[int, list[str]] = {}
@@ -1096,7 +1097,7 @@ class ChunkWriter:
                 # Whole seconds, so one UPDATE serves every URL given the same wait.
                 later.setdefault(math.ceil(asked[digest].result.retry_after), []).append(digest)
         for seconds, hashes in later.items():
-            ours.filter(url_hash__in=hashes).reschedule(seconds)
+            ours.filter(url_hash__in_array=hashes).reschedule(seconds)
         rescheduled = {digest for hashes in later.values() for digest in hashes}
         kept = []
         for o in outcomes:
@@ -1113,7 +1114,7 @@ class ChunkWriter:
         hashes = [url_hash(o.url) for o in outcomes]
         kinds = self.kinds
         if not all(digest in kinds for digest in hashes):
-            kinds = dict(FrontierURL.objects.filter(audit=self.audit, url_hash__in=hashes).values_list(
+            kinds = dict(FrontierURL.objects.filter(audit=self.audit, url_hash__in_array=hashes).values_list(
                 "url_hash", "kind"))
         now = bulk.db_datetime(timezone.now())
         rows = [page_row(self.audit.pk, o, digest, kinds.get(digest, Page.Kind.PAGE), now)
@@ -1121,7 +1122,7 @@ class ChunkWriter:
         found = bulk.upsert(Page, PAGE_COLUMNS, rows, conflict=["audit_id", "url_hash"], update=PAGE_UPDATE_FIELDS,
                             returning=["url_hash", "id", "kind"])
         if found is None:
-            found = Page.objects.filter(audit=self.audit, url_hash__in=hashes).values_list("url_hash", "id", "kind")
+            found = Page.objects.filter(audit=self.audit, url_hash__in_array=hashes).values_list("url_hash", "id", "kind")
         return {digest: (pk, kind) for digest, pk, kind in found}
 
     def _write_issues(self, outcomes, pages) -> list[IssueRow]:
@@ -1202,15 +1203,15 @@ class ChunkWriter:
         candidates = {h: c for h, c in candidates.items() if not memo.settled(h, c.kind == Page.Kind.PAGE)}
         blocked = {h: v for h, v in blocked.items() if not memo.settled(h, True)}
         all_hashes = list(candidates) + list(blocked)
-        existing = dict(FrontierURL.objects.filter(audit=audit, url_hash__in=all_hashes).values_list(
+        existing = dict(FrontierURL.objects.filter(audit=audit, url_hash__in_array=all_hashes).values_list(
             "url_hash", "linked")) if all_hashes else {}
         # A sitemap-only URL reached by a link now gets its click depth.
         relink = [h for h, linked in existing.items()
                   if not linked and h in candidates and candidates[h].kind == Page.Kind.PAGE]
         for depth in {candidates[h].depth for h in relink}:
             hashes = [h for h in relink if candidates[h].depth == depth]
-            FrontierURL.objects.filter(audit=audit, url_hash__in=hashes).update(linked=True, depth=depth)
-            Page.objects.filter(audit=audit, url_hash__in=hashes, depth__gt=depth).update(depth=depth)
+            FrontierURL.objects.filter(audit=audit, url_hash__in_array=hashes).update(linked=True, depth=depth)
+            Page.objects.filter(audit=audit, url_hash__in_array=hashes, depth__gt=depth).update(depth=depth)
         # Trap checks only for URLs seen for the first time: most links point at known pages.
         fresh = []
         for digest, c in candidates.items():
@@ -1226,7 +1227,7 @@ class ChunkWriter:
         keys = {key for _, c, key in fresh if key}
         stats = {
             key: [n, shallowest]
-            for key, n, shallowest in FrontierURL.objects.filter(audit=audit, template_key__in=keys)
+            for key, n, shallowest in FrontierURL.objects.filter(audit=audit, template_key__in_array=keys)
             .values("template_key").annotate(n=Count("id"), shallowest=Min("depth"))
             .values_list("template_key", "n", "shallowest")
         } if keys else {}

@@ -1,6 +1,8 @@
 """On PostgreSQL, finalize gives the planner statistics for a fresh audit's rows from a
 small sample, and leaves the connection's own statistics target as it was."""
 
+from itertools import pairwise
+
 import pytest
 from django.db import connection
 
@@ -36,7 +38,7 @@ def test_finalize_analyses_a_fresh_audit_with_a_small_sample_and_restores_the_ta
     urls = [f"{SITE}/page-{n:03d}" for n in range(60)]
     for url in urls:
         make_page(audit, url)
-    for source, target in zip(urls, urls[1:]):
+    for source, target in pairwise(urls):
         make_link(audit, source, target)
     before = statistics_target()
 
