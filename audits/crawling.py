@@ -35,6 +35,7 @@ import hashlib
 import json
 import logging
 import math
+import operator
 import os
 import queue
 import threading
@@ -1290,6 +1291,8 @@ EDGE_COLUMNS = ["audit_id", "source_hash", "source_url", "target_hash", "target_
                 "nofollow", "internal"]
 ISSUE_COLUMNS = ["audit_id", "page_id", "url", "code", "severity", "message", "target_url", "key", "review",
                  "created_at"]
+# The values of a row dict in PAGE_COLUMNS order, as a tuple (C, not a generator).
+_PAGE_ORDER = operator.itemgetter(*PAGE_COLUMNS)
 FRONTIER_COLUMNS = ["audit_id", "url_hash", "url", "kind", "depth", "found_on", "template_key", "in_sitemap",
                     "linked", "state", "chunk", "skip_reason", "tries", "not_before", "reschedules"]
 
@@ -1344,7 +1347,7 @@ def page_row(audit_id: int, outcome: PageOutcome, digest: str, kind: str, now) -
         "in_sitemap": False, "inlinks": 0,  # both set by finalize, from the frontier and the edges
         "final_url": clean(result.final_url, 8000), "status_code": result.status,
         "redirect_chain": json.dumps([[clean(h.url, 2000), h.status, clean(h.location, 2000)]
-                                      for h in result.redirects]),
+                                      for h in result.redirects]) if result.redirects else "[]",
         "redirect_count": len(result.redirects), "content_type": clean(result.content_type, 100),
         "size_bytes": min(result.size, 2**31 - 1), "ttfb_ms": int(result.ttfb * 1000),
         "total_ms": int(result.elapsed * 1000), "title": clean(title, 1000), "description": clean(description, 2000),
@@ -1354,7 +1357,7 @@ def page_row(audit_id: int, outcome: PageOutcome, digest: str, kind: str, now) -
         "fetch_error": result.error.value if result.error else "",
         "fetch_error_detail": clean(result.error_detail, 500), "crawled_at": now,
     }
-    return tuple(values[c] for c in PAGE_COLUMNS)
+    return _PAGE_ORDER(values)
 
 
 # --- resume ----------------------------------------------------------------------------
