@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import ssl
 import struct
@@ -197,6 +198,51 @@ def test_a_large_body_arrives_whole_through_read_flow_control():
             return b"".join(parts)
 
     assert _run(main()) == body
+
+
+def test_writes_arrive_whole_and_in_order_while_the_transport_holds_a_remainder():
+    # A write larger than the socket takes leaves its rest with the transport;
+    # later writes must queue behind that rest, not go out ahead of it through
+    # the socket as the server drains it.
+    big = bytes(range(256)) * (4 * 1024)  # 1 MiB
+    pieces = [piece for n in range(12) for piece in (big if n % 2 else big[::-1], b"small %d" % n)]
+    expected = b"".join(pieces)
+
+    async def handler(reader, writer):
+        data = await reader.readexactly(len(expected))
+        writer.write(b"ok" if data == expected else b"garbled")
+        await writer.drain()
+        writer.close()
+
+    async def main():
+        async with _connected(handler) as stream:
+            for piece in pieces:
+                await stream.write(piece, timeout=5)
+                await asyncio.sleep(0)  # let the loop flush part of what the transport holds
+            return await stream.read(100, timeout=5)
+
+    assert _run(main()) == b"ok"
+
+
+def test_closing_plain_connections_leaves_no_descriptor_open():
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    async def main():
+        server, port = await _serve(_silent)
+        async with server:
+            before = open_descriptors()
+            streams = []  # kept referenced: only aclose may free what a stream holds
+            for _ in range(20):
+                stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=2)
+                await stream.write(b"GET / HTTP/1.1\r\n\r\n", timeout=2)
+                await stream.aclose()
+                streams.append(stream)
+            await asyncio.sleep(0.05)  # the loop closes aborted transports on its next turn
+            return before, open_descriptors(), len(streams)
+
+    before, after, kept = _run(main())
+    assert kept == 20 and after <= before
 
 
 def test_refused_connection_raises_connect_error():
