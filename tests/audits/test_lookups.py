@@ -50,6 +50,19 @@ def test_ids_duplicates_none_and_empty_lists_behave_like_in(rows):
     assert same(rows, "url_hash", set(AWKWARD[:2])) == ids[:2]
 
 
+def test_a_generator_of_values_serves_a_queryset_evaluated_twice(rows):
+    ids = sorted(rows.values_list("id", flat=True))
+    chosen = rows.filter(id__in_array=(pk for pk in ids[:2]))
+    assert chosen.count() == 2
+    assert sorted(chosen.values_list("id", flat=True)) == ids[:2]
+
+
+def test_a_subquery_goes_through_in(rows):
+    ids = sorted(rows.values_list("id", flat=True))
+    inner = FrontierURL.objects.filter(id__in=ids[:3]).values("id")
+    assert sorted(rows.filter(id__in_array=inner).values_list("id", flat=True)) == ids[:3]
+
+
 def test_values_that_are_not_plain_for_the_column_go_through_in(rows):
     ids = sorted(rows.values_list("id", flat=True))
     # Django's __in turns these into ints; so must __in_array.
