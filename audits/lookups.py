@@ -31,18 +31,22 @@ TEXT_FIELDS = frozenset({"CharField", "TextField"})
 
 
 def pg_array(values: Iterable[int] | Iterable[str]) -> tuple[str, str]:
-    """A PostgreSQL array literal of ``values`` (all ints or all strs) and its type, for ``= ANY(%s::type)``.
-
-    Strings are double-quoted with backslash and quote escaped, so commas,
-    braces, spaces and the word NULL in them stay plain characters.
-    """
+    """A PostgreSQL array literal of ``values`` (all ints or all strs) and its type, for ``= ANY(%s::type)``."""
     values = list(values)
     if all(type(v) is int for v in values):
-        return "{" + ",".join(map(str, values)) + "}", "bigint[]"
+        return _array_literal(values, "bigint[]")
     if not all(type(v) is str for v in values):
         raise TypeError("pg_array takes ints or strs")
+    return _array_literal(values, "text[]")
+
+
+def _array_literal(values: list, array_type: str) -> tuple[str, str]:
+    if array_type == "bigint[]":
+        return "{" + ",".join(map(str, values)) + "}", array_type
+    # Each string double-quoted with backslash and quote escaped, so commas,
+    # braces, spaces and the word NULL in them stay plain characters.
     quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
-    return "{" + ",".join(quoted) + "}", "text[]"
+    return "{" + ",".join(quoted) + "}", array_type
 
 
 @Field.register_lookup
@@ -53,29 +57,28 @@ class InArray(Lookup):
     def get_prep_lookup(self):
         return self.rhs
 
-    def _plain_values(self) -> list | None:
-        """The distinct values without None, if all fit the column as they are; else None."""
+    def _plain_values(self) -> tuple[list, str] | None:
+        """The distinct values without None and their array type, if all fit the column as they are."""
         if not isinstance(self.rhs, (list, tuple, set, frozenset)):
             return None
         values = [v for v in dict.fromkeys(self.rhs) if v is not None]
         kind = self.lhs.output_field.get_internal_type()
         if kind in INTEGER_FIELDS and all(type(v) is int for v in values):
-            return values
+            return values, "bigint[]"
         if kind in TEXT_FIELDS and all(type(v) is str for v in values):
-            return values
+            return values, "text[]"
         return None
 
-    def as_sql(self, compiler, connection):
-        values = self._plain_values()
-        if not values:  # not plain, or empty (which __in turns into "matches nothing")
+    def as_sql(self, compiler, connection, *, array: bool = False):
+        plain = self._plain_values()
+        if plain is None or not plain[0]:  # not plain, or empty (which __in turns into "matches nothing")
             return compiler.compile(In(self.lhs, self.rhs))
+        values, array_type = plain
         lhs, lhs_params = self.process_lhs(compiler, connection)
+        if array:
+            literal, array_type = _array_literal(values, array_type)
+            return f"{lhs} = ANY(%s::{array_type})", [*lhs_params, literal]
         return f"{lhs} IN ({', '.join(['%s'] * len(values))})", [*lhs_params, *values]
 
     def as_postgresql(self, compiler, connection):
-        values = self._plain_values()
-        if not values:
-            return compiler.compile(In(self.lhs, self.rhs))
-        lhs, lhs_params = self.process_lhs(compiler, connection)
-        literal, array_type = pg_array(values)
-        return f"{lhs} = ANY(%s::{array_type})", [*lhs_params, literal]
+        return self.as_sql(compiler, connection, array=True)
