@@ -29,6 +29,11 @@ def ensure_secret_key():
 
 
 def main():
+    # No cyclic collections while Django and the apps load: the audits app
+    # resumes them once it is ready (crawler.gcpolicy says why).
+    from crawler.gcpolicy import pause_for_startup
+
+    pause_for_startup()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     ensure_secret_key()
     from django.core.management import execute_from_command_line

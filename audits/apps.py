@@ -1,6 +1,8 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
+from crawler.gcpolicy import resume_after_startup
+
 
 def ensure_watchdog_schedule(sender=None, using="default", **kwargs):
     """Create (or correct) the watchdog Schedule, idempotently, after every migrate.
@@ -34,3 +36,6 @@ class AuditsConfig(AppConfig):
         from . import lookups, system_checks  # noqa: F401
 
         post_migrate.connect(ensure_watchdog_schedule, sender=self)
+        # Last in INSTALLED_APPS, so ready last: start-up's objects are made
+        # (manage.py paused collection for them; crawler.gcpolicy says why).
+        resume_after_startup()

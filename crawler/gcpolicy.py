@@ -13,6 +13,14 @@ reclaims cycles long before they matter for memory.
 
 The thresholds are process-wide, so they are raised while at least one crawl
 runs here and put back when the last one ends.
+
+Start-up is the other case: importing Django, the apps and the crawler makes
+~110,000 objects that live as long as the process, and the collector walked
+them 155 times while it did (55-64 ms, timed with ``gc.callbacks``), to find
+~1,300 objects of garbage, a few hundred kilobytes. So ``manage.py`` pauses
+collection while it starts, and the audits app, ready last, freezes what
+start-up made (later full collections skip it) and lets collection run again:
+``manage.py audit --help``, 25 interleaved runs, median 425 -> 341 ms.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from contextlib import contextmanager
 CRAWL_THRESHOLDS = (50_000, 50, 100)
 
 _lock = threading.Lock()
+_startup_paused = False
 _active = 0
 _saved: tuple[int, int, int] | None = None
 
@@ -46,3 +55,24 @@ def crawl_gc() -> Iterator[None]:
             if _active == 0 and _saved is not None:
                 gc.set_threshold(*_saved)
                 _saved = None
+
+
+def pause_for_startup() -> None:
+    """No collections until ``resume_after_startup``: for a process about to import its code."""
+    global _startup_paused
+    if gc.isenabled():
+        gc.disable()
+        _startup_paused = True
+
+
+def resume_after_startup() -> None:
+    """Freeze what start-up made and collect again; nothing unless ``pause_for_startup`` paused it.
+
+    The start-up garbage is frozen with the rest instead of costing a full
+    collection to find: a fixed few hundred kilobytes, once per process.
+    """
+    global _startup_paused
+    if _startup_paused:
+        _startup_paused = False
+        gc.freeze()
+        gc.enable()
