@@ -29,8 +29,8 @@ def ensure_secret_key():
 
 
 def main():
-    # No cyclic collections while Django and the apps load: the audits app
-    # resumes them once it is ready (crawler.gcpolicy says why).
+    # Next to no cyclic collections while Django and the apps load: the audits
+    # app puts the collector back once it is ready (crawler.gcpolicy says why).
     from crawler.gcpolicy import pause_for_startup
 
     pause_for_startup()

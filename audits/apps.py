@@ -37,5 +37,5 @@ class AuditsConfig(AppConfig):
 
         post_migrate.connect(ensure_watchdog_schedule, sender=self)
         # Last in INSTALLED_APPS, so ready last: start-up's objects are made
-        # (manage.py paused collection for them; crawler.gcpolicy says why).
+        # (manage.py held collection back for them; crawler.gcpolicy says why).
         resume_after_startup()

@@ -67,51 +67,61 @@ def test_a_crawl_runs_under_the_raised_thresholds_and_puts_them_back(default_thr
 
 
 @pytest.fixture
-def collector_state():
-    enabled, frozen = gc.isenabled(), gc.get_freeze_count()
-    yield
-    gc.unfreeze()  # what a test froze goes back; what was frozen before stays counted out
-    if frozen:
-        gc.freeze()
-    (gc.enable if enabled else gc.disable)()
-
-
-def test_startup_pause_stops_collection_and_resume_freezes_what_startup_made(collector_state):
+def collector_state(monkeypatch):
     from crawler import gcpolicy
 
-    gc.enable()
+    thresholds, frozen = gc.get_threshold(), gc.get_freeze_count()
+    monkeypatch.setattr(gcpolicy, "_startup_saved", None)
+    yield gcpolicy
+    if not frozen:
+        gc.unfreeze()  # this process froze nothing before the test: leave it so
+    gc.set_threshold(*thresholds)
+
+
+def test_startup_raises_the_thresholds_and_resume_freezes_what_it_made_and_puts_them_back(collector_state):
+    gcpolicy = collector_state
+    gc.set_threshold(700, 10, 10)
     gcpolicy.pause_for_startup()
-    assert not gc.isenabled()
+    assert gc.get_threshold() == gcpolicy.STARTUP_THRESHOLDS
+    assert gc.isenabled()  # held back, not off: a process whose apps never get ready still collects
     made_at_startup = [[] for _ in range(1000)]  # tracked containers, like modules' and classes' dicts
-    gcpolicy.resume_after_startup()
-    assert gc.isenabled()
-    assert gc.get_freeze_count() >= len(made_at_startup)
-
-
-def test_resume_does_nothing_unless_startup_paused_collection(collector_state):
-    from crawler import gcpolicy
-
-    # A process started without manage.py (pytest, a WSGI server) gets no freeze,
-    # and a collector someone else disabled stays disabled.
-    gc.disable()
-    gcpolicy.pause_for_startup()
     before = gc.get_freeze_count()
     gcpolicy.resume_after_startup()
-    assert not gc.isenabled() and gc.get_freeze_count() == before
+    assert gc.get_threshold() == (700, 10, 10)
+    assert gc.get_freeze_count() >= before + len(made_at_startup)
 
 
-def test_manage_py_collects_again_once_started_with_startup_frozen(tmp_path):
+def test_resume_does_nothing_unless_startup_raised_the_thresholds(collector_state):
+    gcpolicy = collector_state
+    # A process started without manage.py (pytest, a WSGI server) gets no freeze
+    # and keeps the thresholds it has.
+    gc.set_threshold(900, 20, 30)
+    before = gc.get_freeze_count()
+    gcpolicy.resume_after_startup()
+    assert gc.get_threshold() == (900, 20, 30) and gc.get_freeze_count() == before
+
+
+def test_a_second_pause_keeps_the_thresholds_the_first_one_saved(collector_state):
+    gcpolicy = collector_state
+    gc.set_threshold(700, 10, 10)
+    gcpolicy.pause_for_startup()
+    gcpolicy.pause_for_startup()
+    gcpolicy.resume_after_startup()
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_manage_py_puts_the_collector_back_once_started_with_startup_frozen(tmp_path):
     import os
     import subprocess
 
     from tests.conftest import MANAGE, ROOT
 
-    code = "import gc; print('collector', gc.isenabled(), gc.get_freeze_count())"
+    code = "import gc; print('collector', gc.get_threshold()[0], gc.get_freeze_count())"
     done = subprocess.run(MANAGE + ["shell", "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "SECRET_KEY": "test",
                                "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"})
     assert done.returncode == 0, done.stderr
     [line] = [line for line in done.stdout.splitlines() if line.startswith("collector ")]
-    _, enabled, frozen = line.split()
+    _, threshold, frozen = line.split()
     # Django, the apps and the admin make tens of thousands of objects.
-    assert enabled == "True" and int(frozen) > 20_000
+    assert threshold == "700" and int(frozen) > 20_000  # CPython's default, put back
