@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
-from crawler.gcpolicy import resume_after_startup
+from crawler.gcpolicy import put_back_after_startup
 
 
 def ensure_watchdog_schedule(sender=None, using="default", **kwargs):
@@ -38,4 +38,4 @@ class AuditsConfig(AppConfig):
         post_migrate.connect(ensure_watchdog_schedule, sender=self)
         # Last in INSTALLED_APPS, so ready last: start-up's objects are made
         # (manage.py held collection back for them; crawler.gcpolicy says why).
-        resume_after_startup()
+        put_back_after_startup()

@@ -60,8 +60,8 @@ def crawl_gc() -> Iterator[None]:
                 _saved = None
 
 
-def pause_for_startup() -> None:
-    """Collect next to nothing until ``resume_after_startup``: for a process about to import its code.
+def hold_back_for_startup() -> None:
+    """Collect next to nothing until ``put_back_after_startup``: for a process about to import its code.
 
     The thresholds are raised rather than the collector turned off, so a
     process whose apps never become ready (settings that fail to load, and
@@ -74,8 +74,8 @@ def pause_for_startup() -> None:
         gc.set_threshold(*STARTUP_THRESHOLDS)
 
 
-def resume_after_startup() -> None:
-    """Freeze what start-up made and put the thresholds back; nothing unless ``pause_for_startup`` ran.
+def put_back_after_startup() -> None:
+    """Freeze what start-up made and put the thresholds back; nothing unless ``hold_back_for_startup`` ran.
 
     The start-up garbage is frozen with the rest instead of costing a full
     collection to find: a fixed few hundred kilobytes, once per process.

@@ -81,12 +81,12 @@ def collector_state(monkeypatch):
 def test_startup_raises_the_thresholds_and_resume_freezes_what_it_made_and_puts_them_back(collector_state):
     gcpolicy = collector_state
     gc.set_threshold(700, 10, 10)
-    gcpolicy.pause_for_startup()
+    gcpolicy.hold_back_for_startup()
     assert gc.get_threshold() == gcpolicy.STARTUP_THRESHOLDS
     assert gc.isenabled()  # held back, not off: a process whose apps never get ready still collects
     made_at_startup = [[] for _ in range(1000)]  # tracked containers, like modules' and classes' dicts
     before = gc.get_freeze_count()
-    gcpolicy.resume_after_startup()
+    gcpolicy.put_back_after_startup()
     assert gc.get_threshold() == (700, 10, 10)
     assert gc.get_freeze_count() >= before + len(made_at_startup)
 
@@ -97,16 +97,16 @@ def test_resume_does_nothing_unless_startup_raised_the_thresholds(collector_stat
     # and keeps the thresholds it has.
     gc.set_threshold(900, 20, 30)
     before = gc.get_freeze_count()
-    gcpolicy.resume_after_startup()
+    gcpolicy.put_back_after_startup()
     assert gc.get_threshold() == (900, 20, 30) and gc.get_freeze_count() == before
 
 
-def test_a_second_pause_keeps_the_thresholds_the_first_one_saved(collector_state):
+def test_holding_back_twice_keeps_the_thresholds_the_first_hold_saved(collector_state):
     gcpolicy = collector_state
     gc.set_threshold(700, 10, 10)
-    gcpolicy.pause_for_startup()
-    gcpolicy.pause_for_startup()
-    gcpolicy.resume_after_startup()
+    gcpolicy.hold_back_for_startup()
+    gcpolicy.hold_back_for_startup()
+    gcpolicy.put_back_after_startup()
     assert gc.get_threshold() == (700, 10, 10)
 
 
