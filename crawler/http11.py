@@ -19,7 +19,8 @@ machine for both sides, about 0.2 ms of CPU per request, most of what a HEAD
 cost here, and the audit of a small site sends seven requests a page. The
 codec below does what a client that only sends bodiless GET and HEAD needs:
 it writes the request in one piece, finds the end of the response head with
-one search, parses the status line and fields with anchored regexes, and
+two fixed-string searches, parses the status line with an anchored regex and
+the fields by splitting each line at its colon, and
 frames the body by RFC 9112 section 6.3 (no body for HEAD, 1xx, 204 and 304;
 chunked; Content-Length; else to the close). What h11 refused, it refuses,
 as httpx's RemoteProtocolError: a malformed status line or field, a head
@@ -104,20 +105,36 @@ def _raise_as_httpx(exc: Exception) -> NoReturn:
 # [^\x00\s]). A line may end in CRLF or a bare LF (section 2.2 lets a
 # recipient accept that); the head is cut at its blank line before these run,
 # so they see one line each. No pattern here can backtrack: a field line is
-# split at its first colon and its value stripped in Python, as an ambiguous
+# split at its first colon and its value stripped in Python (_fields), as an ambiguous
 # pattern (optional spaces around a lazy value) took seconds to minutes on a
 # long run of spaces a hostile server can send.
 _STATUS_LINE = re.compile(rb"HTTP/(\d)\.(\d) (\d{3})(?: [^\x00\n\r\x0b\x0c]*)?")
-_FIELD_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):(.*)")
-_BAD_VALUE = re.compile(rb"[\x00\n\r\x0b\x0c]")
-_HEAD_END = re.compile(rb"\r?\n\r?\n")
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;.*)?")
 _DIGITS = re.compile(rb"[0-9]{1,18}")
-# What may go in a request we write: a target with no space or control byte,
-# token field names, field values with no control byte but tab.
-_TARGET = re.compile(rb"[\x21-\x7e]+")
-_NAME = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_VALUE = re.compile(rb"[^\x00-\x08\x0a-\x1f\x7f]*")
+
+
+def _byte_class(members: bytes) -> bytes:
+    """A ``bytes.translate`` table sending ``members`` to 1 and every other byte to 0:
+    ``0 not in data.translate(table)`` says every byte of ``data`` is a member,
+    in two C loops with nothing to set up (an int: ``bytes in bytes`` first
+    tries the bytes as an int and formats a TypeError, several times the cost
+    of the search). Each request and response went
+    through about twenty regex matches here (field lines, names and values,
+    the search for the blank line): a fifth of the instructions of a HEAD
+    check (callgrind over ``benchmarks/http_layers.py``)."""
+    return bytes(1 if byte in members else 0 for byte in range(256))
+
+
+# Token characters (RFC 9110 section 5.6.2): field names and methods.
+_TOKEN = _byte_class(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+# Visible ASCII: a request target (no space or control byte).
+_VISIBLE = _byte_class(bytes(range(0x21, 0x7F)))
+# What a field value we write may hold: no control byte but tab.
+_VALUE = _byte_class(b"\t" + bytes(range(0x20, 0x7F)) + bytes(range(0x80, 0x100)))
+# Bytes no received field line may hold but CR (looked for on its own: every
+# line ends in one, cut off first), as ints (see _byte_class): NUL, VT, FF. A
+# reason phrase may hold none of the four (_STATUS_LINE).
+_RARE_IN_FIELDS = (0x00, 0x0B, 0x0C)
 
 # Informational (1xx) answers taken before the real one: a server sending
 # them without end is stuck or hostile.
@@ -199,7 +216,7 @@ class _Connection:
                 # Not HTTP at all (a TLS alert from an HTTPS port, say): no need to
                 # wait for a blank line that may never come.
                 raise _malformed(f"illegal status line: {_shown(buffer[:80])}")
-            found = _HEAD_END.search(buffer, scanned)
+            found = _blank_line(buffer, scanned)
             if found is not None:
                 break
             if len(buffer) > MAX_HEAD_BYTES:
@@ -208,10 +225,11 @@ class _Connection:
             if not await self.fill(timeout):
                 # httpcore's wording, which fetch._translate recognises.
                 raise _malformed("Server disconnected without sending a response.")
-        if found.start() > MAX_HEAD_BYTES:
+        end, body_start = found
+        if end > MAX_HEAD_BYTES:
             raise _malformed("Receive buffer too long")
-        head = bytes(buffer[:found.start()])
-        del buffer[:found.end()]
+        head = bytes(buffer[:end])
+        del buffer[:body_start]
         status, _, fields = head.partition(b"\n")
         return (status[:-1] if status.endswith(b"\r") else status), fields
 
@@ -230,28 +248,58 @@ class _Connection:
             await stream.aclose()
 
 
+def _blank_line(buffer: bytearray, start: int) -> tuple[int, int] | None:
+    """Where the blank line ending a response head is, searching from ``start``:
+    (the end of the head's last line, the start of what follows), or None.
+
+    What the pattern ``\\r?\\n\\r?\\n`` finds, but with two searches for a
+    fixed string (memchr-fast) instead of a pattern tried at every byte: the
+    earliest line feed followed by an empty line, its carriage return included.
+    """
+    crlf = buffer.find(b"\n\r\n", start)
+    lf = buffer.find(b"\n\n", start)
+    if lf >= 0 and (crlf < 0 or lf < crlf):
+        at, after = lf, lf + 2
+    elif crlf >= 0:
+        at, after = crlf, crlf + 3
+    else:
+        return None
+    if at > start and buffer[at - 1] == 0x0D:
+        at -= 1
+    return at, after
+
+
 def _fields(block: bytes) -> list[tuple[bytes, bytes]]:
     """``(name, value)`` pairs of a head's field block, names lower-cased."""
     fields: list[tuple[bytes, bytes]] = []
     if not block:
         return fields
     folded: dict[int, list[bytes]] = {}  # field index -> its value's pieces, joined once
-    for line in block.split(b"\n"):
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if _BAD_VALUE.search(line):
+    # What most heads are (every line ending CRLF, no other CR, no NUL, VT or
+    # FF, no folded line) is told from the whole block, so most lines need no
+    # test of their own for them.
+    newlines = block.count(b"\n")
+    plain_endings = block.count(b"\r\n") == newlines == block.count(b"\r")
+    if plain_endings:
+        lines = block.split(b"\r\n")
+    else:
+        lines = [line[:-1] if line.endswith(b"\r") else line for line in block.split(b"\n")]
+    odd = 0x00 in block or 0x0B in block or 0x0C in block  # _RARE_IN_FIELDS
+    folding = block[:1] in (b" ", b"\t") or block.find(b"\n ") >= 0 or block.find(b"\n\t") >= 0
+    for line in lines:
+        if (not plain_endings and 0x0D in line) or (odd and any(byte in line for byte in _RARE_IN_FIELDS)):
             raise _malformed(f"illegal header line: {_shown(line)}")
-        if line[:1] in (b" ", b"\t"):
+        if folding and line[:1] in (b" ", b"\t"):
             # Obsolete line folding (RFC 9112 section 5.2): part of the previous value.
             if not fields:
                 raise _malformed(f"illegal header line: {_shown(line)}")
             index = len(fields) - 1
             folded.setdefault(index, [fields[index][1]]).append(line.strip(b" \t"))
             continue
-        match = _FIELD_LINE.fullmatch(line)
-        if match is None:
+        name, colon, value = line.partition(b":")
+        if not colon or not name or 0 in name.translate(_TOKEN):
             raise _malformed(f"illegal header line: {_shown(line)}")
-        fields.append((match[1].lower(), match[2].strip(b" \t")))
+        fields.append((name.lower(), value.strip(b" \t")))
     for index, pieces in folded.items():
         fields[index] = (fields[index][0], b" ".join(piece for piece in pieces if piece))
     return fields
@@ -557,11 +605,11 @@ class Pool:
 def _request(method: bytes, target: bytes, headers: Iterable[tuple[bytes, bytes]]) -> bytes:
     """A bodiless HTTP/1.1 request, refusing what would break its framing (a
     line ending smuggled into a field, say) as h11 did: LocalProtocolError."""
-    if _NAME.fullmatch(method) is None or _TARGET.fullmatch(target) is None:
+    if not method or 0 in method.translate(_TOKEN) or not target or 0 in target.translate(_VISIBLE):
         raise httpx.LocalProtocolError(f"Illegal request line: {method!r} {target[:80]!r}")
     parts = [method, b" ", target, b" HTTP/1.1\r\n"]
     for name, value in headers:
-        if _NAME.fullmatch(name) is None or _VALUE.fullmatch(value) is None:
+        if not name or 0 in name.translate(_TOKEN) or 0 in value.translate(_VALUE):
             raise httpx.LocalProtocolError(f"Illegal header: {bytes(name)[:80]!r}")
         parts += (name, b": ", value, b"\r\n")
     parts.append(b"\r\n")

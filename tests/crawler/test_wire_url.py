@@ -3,6 +3,9 @@ httpx.URL gives, and anything not canonical is left to httpx."""
 
 from __future__ import annotations
 
+import random
+import re
+
 import httpx
 import pytest
 
@@ -21,6 +24,7 @@ CANONICAL = [
     "http://example.com/?redirect=/next?x=1",
     "http://example.com/%2e%2E/upper-and-lower-escapes",
     "http://1.2.3/three-numeric-labels-is-a-name",
+    "http://example.com/a%41%4a?b=%7e%7E",
 ]
 
 NOT_CANONICAL = [
@@ -38,6 +42,11 @@ NOT_CANONICAL = [
     "http://example.com/a b",  # httpx quotes these
     "http://example.com/a|b",
     "http://example.com/a%zz",
+    "http://example.com/a%4",  # a "%" that starts no escape: httpx quotes it
+    "http://example.com/a%",
+    "http://example.com/%%41",
+    "http://example.com/q?x=%G1",
+    "http://example.com/q?x=%",
     "http://example.com/q?x={}",
     "http://café.example/",  # IDNA
     "http://xn--caf-dma.example/menu",  # httpx.URL.host decodes it
@@ -81,3 +90,26 @@ def test_a_redirect_resolves_against_a_canonical_url_as_against_httpx():
     base = "http://example.com:8080/dir/page.html?x=1"
     for location in ["/abs", "rel", "../up", "?q=2", "https://other.example/", "//cdn.example/x"]:
         assert wire_url.parse(base).join(location) == httpx.URL(base).join(location)
+
+
+# The pattern parse used before its path and query became one character class
+# (with a separate test for "%"): an escape or an allowed character, character
+# by character. What each accepts must be the same.
+_ESCAPE_BY_ESCAPE = re.compile(
+    r"(/(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*)"
+    r"(\?(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*)?"
+)
+
+
+def test_percent_signs_are_accepted_exactly_where_they_start_an_escape():
+    rng = random.Random(20261204)
+    alphabet = "%%%%aF09gZ/?.~-"
+    for _ in range(20_000):
+        tail = "/" + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
+        url = "http://example.com" + tail
+        parsed = wire_url.parse(url)
+        dotted = any(segment in (".", "..") for segment in tail.split("?")[0].split("/"))
+        expected = _ESCAPE_BY_ESCAPE.fullmatch(tail) is not None and not dotted
+        assert (parsed is not None) == expected, url
+        if parsed is not None:
+            assert _parts(parsed) == _parts(httpx.URL(url)), url
