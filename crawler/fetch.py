@@ -15,7 +15,8 @@ back as ``FetchResult(error=FetchError.X, error_detail="...")``. The pieces:
   check, connect to that IP). No proxy variable in the worker's environment
   is read, and nothing resolves a name twice.
 * The read timeout is per socket read, so a server dripping a byte at a
-  time never trips it; each exchange runs under ``asyncio.timeout``.
+  time never trips it; each exchange runs under a deadline
+  (``crawler.timers.Deadline``, asyncio.timeout's semantics on a shared timer).
 * Bodies are read raw and inflated here, in steps, with
   ``decompressobj().decompress(data, max_length)``, as Scrapy does since
   CVE-2025-6176: inflating a whole chunk in one call, as httpx does, turns a
@@ -62,6 +63,7 @@ from .errors import (
     TooManyRedirects,
 )
 from .net import AddressGuard, GuardedBackend
+from .timers import Deadline, TimerQueue
 from .types import FetchError, FetchResult, Hop
 from .wire_url import WireURL
 
@@ -208,6 +210,8 @@ class Fetcher:
             (b"Accept-Encoding", ACCEPT_ENCODING.encode()),
         ]
         self._slots = asyncio.Semaphore(max(1, concurrency))
+        # Each exchange's deadline, on one loop timer (crawler.timers).
+        self._deadlines = TimerQueue(policy.deadline)
 
     async def __aenter__(self) -> Fetcher:
         return self
@@ -431,8 +435,11 @@ class Fetcher:
         async with self._slots:
             started = time.monotonic()
             loop_deadline = asyncio.get_running_loop().time() + deadline
+            # The usual deadline goes on the fetcher's timer queue; a shorter
+            # one (the end of the fetch's total budget) gets a timer of its own.
+            queue = self._deadlines if deadline == self._deadlines.delay else None
             try:
-                async with asyncio.timeout_at(loop_deadline):
+                with Deadline(queue, None if queue else loop_deadline):
                     raw = await self._pool.send(method.encode(), url, [*self._headers, *headers])
             except TimeoutError:
                 raise _deadline_cut(deadline) from None
@@ -450,7 +457,7 @@ class Fetcher:
                     # Headers are all we need; closing now spares reading a PDF or video.
                     return response
                 try:
-                    async with asyncio.timeout_at(loop_deadline):
+                    with Deadline(None, loop_deadline):
                         await self._read_body(raw, response, max_bytes, partial=keep_body is True)
                 except TimeoutError:
                     response.error = _deadline_cut(deadline)
@@ -556,7 +563,7 @@ async def _drain_small(raw: http11.Response, method: str, response: _Response, l
     if not bodiless and (not small or "transfer-encoding" in response.headers):
         return
     try:
-        async with asyncio.timeout_at(loop_deadline):
+        with Deadline(None, loop_deadline):
             async for chunk in raw:
                 response.size += len(chunk)
     except (TimeoutError, httpx.HTTPError):

@@ -6,8 +6,8 @@ scope (which looks up the current task each time) and answers the pool's
 dict, which calls ``getpeername``. Profiles put that machinery at a large
 share of the crawl's fetch CPU. This backend talks to an ``asyncio.Protocol``
 directly: data the event loop received waits in a queue, a read with data
-already queued returns without suspending, a timeout is one ``call_later``
-timer, and readability is the protocol's own state (the loop has already
+already queued returns without suspending, a timeout is an entry on a timer
+queue the backend's connections share (``crawler.timers``), and readability is the protocol's own state (the loop has already
 seen any EOF or reset on an idle socket).
 
 Errors are raised as the httpcore exceptions the anyio backend raises;
@@ -25,26 +25,53 @@ from typing import Any
 
 import httpcore
 
+from .timers import TimerQueue
+
 # Above this many unread bytes the transport stops reading from the socket,
 # so a fast server cannot grow the queue while the fetcher is busy.
 READ_HIGH_WATER = 256 * 1024
 
 
 
-async def _wait(protocol, slot: str, timeout: float | None, timeout_error: type[Exception]) -> None:
+# Distinct timeouts a backend keeps a TimerQueue for (the pool's read and write
+# timeouts); reads with any other timeout get a loop timer each.
+MAX_TIMER_QUEUES = 8
+
+
+def _timer_queue(timers: dict[float, TimerQueue] | None, timeout: float) -> TimerQueue | None:
+    if timers is None:
+        return None
+    queue = timers.get(timeout)
+    if queue is None and len(timers) < MAX_TIMER_QUEUES:
+        queue = timers[timeout] = TimerQueue(timeout)
+    return queue
+
+
+async def _wait(protocol, slot: str, timeout: float | None, timeout_error: type[Exception],
+                timers: dict[float, TimerQueue] | None = None) -> None:
     """Park on a future the protocol resolves (data arrived, buffer drained, connection lost).
 
-    The future sits in ``protocol.<slot>``; a timeout is one call_later timer that
-    fails it with ``timeout_error``, with no extra task as asyncio.wait_for would make.
+    The future sits in ``protocol.<slot>``; a timeout fails it with
+    ``timeout_error``: a timer on the backend's queue for that timeout (see
+    ``crawler.timers``), else one call_later timer, with no extra task as
+    asyncio.wait_for would make.
     """
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[None] = loop.create_future()
     setattr(protocol, slot, waiter)
-    timer = loop.call_later(timeout, _expire, waiter, timeout_error) if timeout is not None else None
+    queue = timer = None
+    if timeout is not None:
+        queue = _timer_queue(timers, timeout)
+        if queue is not None:
+            timer = queue.call_later(_expire, waiter, timeout_error)
+        else:
+            timer = loop.call_later(timeout, _expire, waiter, timeout_error)
     try:
         await waiter
     finally:
-        if timer is not None:
+        if queue is not None:
+            queue.cancel(timer)
+        elif timer is not None:
             timer.cancel()
         if getattr(protocol, slot) is waiter:
             setattr(protocol, slot, None)
@@ -113,9 +140,12 @@ class _Protocol(asyncio.Protocol):
 class AsyncioStream(httpcore.AsyncNetworkStream):
     """One TCP (or TLS-over-TCP) connection as httpcore wants to see it."""
 
-    def __init__(self, transport: asyncio.Transport, protocol: _Protocol, *, plain: bool = False) -> None:
+    def __init__(self, transport: asyncio.Transport, protocol: _Protocol, *, plain: bool = False,
+                 timers: dict[float, TimerQueue] | None = None) -> None:
         self._transport = transport
         self._protocol = protocol
+        # The backend's timer queues, shared by its connections (None: a loop timer per wait).
+        self._timers = timers
         # A plain TCP connection's requests go out through a duplicate of its
         # socket: socket.send releases the interpreter lock around the system
         # call, the loop's transport.write does not, and on loopback a send
@@ -155,7 +185,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         return data
 
     async def _wait_readable(self, timeout: float | None) -> None:
-        await _wait(self._protocol, "read_waiter", timeout, httpcore.ReadTimeout)
+        await _wait(self._protocol, "read_waiter", timeout, httpcore.ReadTimeout, self._timers)
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
@@ -180,7 +210,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             raise httpcore.WriteError(str(exc)) from exc
         if not protocol.write_paused:
             return
-        await _wait(protocol, "drain_waiter", timeout, httpcore.WriteTimeout)
+        await _wait(protocol, "drain_waiter", timeout, httpcore.WriteTimeout, self._timers)
         if protocol.lost:
             raise httpcore.WriteError(str(protocol.error or "the connection was closed"))
 
@@ -227,7 +257,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             raise httpcore.ConnectError("the connection closed during the TLS handshake")
         # Flow control must now pause the TLS transport, not the raw one below it.
         self._protocol.transport = transport  # type: ignore[assignment]
-        return AsyncioStream(transport, self._protocol)  # type: ignore[arg-type]
+        return AsyncioStream(transport, self._protocol, timers=self._timers)  # type: ignore[arg-type]
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":
@@ -248,7 +278,14 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
 
 
 class AsyncioBackend(httpcore.AsyncNetworkBackend):
-    """Dials TCP with the running asyncio loop; see the module docstring."""
+    """Dials TCP with the running asyncio loop; see the module docstring.
+
+    Its connections share one TimerQueue per timeout value for their reads'
+    and writes' timeouts: a fetcher's reads all use its read timeout.
+    """
+
+    def __init__(self) -> None:
+        self._timers: dict[float, TimerQueue] = {}
 
     async def connect_tcp(
         self,
@@ -277,7 +314,7 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         except OSError as exc:
             transport.abort()
             raise httpcore.ConnectError(str(exc)) from exc
-        return AsyncioStream(transport, protocol, plain=True)
+        return AsyncioStream(transport, protocol, plain=True, timers=self._timers)
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Any = None

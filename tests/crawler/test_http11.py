@@ -37,6 +37,7 @@ class CountingBackend(AsyncioBackend):
     """netstream's backend, counting the requests written on its connections."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.writes = 0
 
     async def connect_tcp(self, *args, **kwargs):
