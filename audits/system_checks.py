@@ -9,8 +9,11 @@ to a second worker while the first is still crawling it.
 from django.conf import settings
 from django.core.checks import Error, register
 
+# The tag of the checks the `audit` command runs for --enqueue (it skips the rest).
+CLUSTER_CHECKS = "siteward_cluster"
 
-@register()
+
+@register(CLUSTER_CHECKS)
 def check_q_cluster_timing(app_configs=None, **kwargs):
     conf = getattr(settings, "Q_CLUSTER", {})
     timeout, retry = conf.get("timeout"), conf.get("retry")

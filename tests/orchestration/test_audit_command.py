@@ -125,6 +125,33 @@ def test_enqueue_hands_the_audit_to_the_cluster_and_prints_its_id(site, fast_set
     assert [row.name() for row in OrmQ.objects.all()] == [f"audit-{audit_id}-start"]
 
 
+def test_enqueue_refuses_a_cluster_that_would_run_a_chunk_twice(site, fast_settings, settings, capsys):
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 300, "retry": 200}
+    assert run_audit(site.url("/"), "--allow-private", "--enqueue") == 2
+    assert "siteward.E002" in capsys.readouterr().err
+    assert Audit.objects.count() == 0 and OrmQ.objects.count() == 0
+
+
+def test_an_in_process_audit_skips_the_web_apps_system_checks(site, fast_settings, monkeypatch, capsys):
+    # They cost start-up time and judge nothing the crawl uses: an error in
+    # one (here a made-up one) does not stop the CI gate, as it stops `check`.
+    from django.core import checks
+
+    from audits.management.commands.audit import Command
+
+    def broken_web_app(app_configs=None, **kwargs):
+        return [checks.Error("the web app is misconfigured", id="test.E999")]
+
+    monkeypatch.setattr(checks.registry.registry, "registered_checks", {broken_web_app})
+    monkeypatch.setattr("django.core.management.base.connections.close_all", lambda: None)
+    try:
+        Command().run_from_argv(["manage.py", "audit", site.url("/"), "--allow-private", "--max-pages", "5"])
+    except SystemExit as exited:  # 1: issues at the fail-on level
+        assert exited.code == 1
+    assert "test.E999" not in capsys.readouterr().err
+    assert Audit.objects.get().status == "completed"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_ctrl_c_exits_130_keeps_partial_results_and_cancels_the_audit(tmp_path):
     from .grid_site import GridSite

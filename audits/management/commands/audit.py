@@ -21,7 +21,7 @@ from collections import Counter
 from json.encoder import encode_basestring
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, SystemCheckError
 from django.db import connection, transaction
 from django.db.models import Max
 
@@ -33,6 +33,7 @@ from ...finalize import run_finalize
 from ...inline import run_audit_inline
 from ...models import Audit, Issue, Page
 from ...services import create_audit
+from ...system_checks import CLUSTER_CHECKS
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
 
@@ -56,6 +57,13 @@ def _drop_interrupted_connection() -> None:
 
 class Command(BaseCommand):
     help = "Crawl and audit a site in-process; exit 1 when issues at --fail-on level are found."
+    # Django's system checks look over the web app (models, admin, the URLconf,
+    # whose import alone is 20-40 ms of a CI run's start-up, measured); an
+    # in-process audit uses none of it, and `manage.py check`, `migrate`,
+    # `runserver` and `qcluster` still run them. The one check that bears on
+    # this command, that the worker cluster's timeout and retry cannot run a
+    # chunk twice at once, runs for --enqueue, which hands the audit to it.
+    requires_system_checks = []
     # How the run waits out a Retry-After once only rate-limited URLs are left.
     sleep = staticmethod(time.sleep)
 
@@ -95,6 +103,7 @@ class Command(BaseCommand):
         limits = self._limits(opts)
         owner = self._owner(opts.get("owner"))
         if opts["enqueue"]:
+            self._check_cluster_settings()
             audit = create_audit(owner, enforce_quota=False, **limits)
             self.stdout.write(str(audit.pk))
             return
@@ -122,6 +131,13 @@ class Command(BaseCommand):
         self._print_summary(console, audit, code)
         if code:
             raise SystemExit(code)
+
+    def _check_cluster_settings(self) -> None:
+        try:
+            self.check(tags=[CLUSTER_CHECKS])
+        except SystemCheckError as exc:
+            detail = str(exc).removeprefix("SystemCheckError: ")
+            raise CommandError(f"The worker cluster is misconfigured. {detail}", returncode=2) from None
 
     # --- running --------------------------------------------------------------
 
