@@ -46,7 +46,7 @@ def subprocess_env(**extra) -> dict:
     from django.db import connection
 
     db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
+    if connection.vendor == "sqlite":
         url = "sqlite:///" + str(Path(db["NAME"]).resolve())
     else:
         auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")

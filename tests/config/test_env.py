@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.db.utils import load_backend
 
 from config.env import (
     SQLITE_CACHED_STATEMENTS,
@@ -48,21 +49,19 @@ def test_sqlite_url_gets_wal_immediate_and_a_busy_timeout():
 
 
 def test_sqlite_connections_are_opened_with_a_small_statement_cache(tmp_path):
-    from django.db.backends.sqlite3.base import DatabaseWrapper
-
     db = database_from_url(f"sqlite:///{tmp_path}/x.sqlite3", base_dir=tmp_path)
-    wrapper = DatabaseWrapper({**db, "TIME_ZONE": None, "CONN_HEALTH_CHECKS": False, "CONN_MAX_AGE": 0,
-                               "AUTOCOMMIT": True, "ATOMIC_REQUESTS": False})
+    wrapper = load_backend(db["ENGINE"]).DatabaseWrapper({
+        **db, "TIME_ZONE": None, "CONN_HEALTH_CHECKS": False, "CONN_MAX_AGE": 0, "AUTOCOMMIT": True,
+        "ATOMIC_REQUESTS": False})
     # What Django hands to sqlite3.connect: 32, not Python's default of 128.
     assert wrapper.get_connection_params()["cached_statements"] == SQLITE_CACHED_STATEMENTS == 32
 
 
 def test_sqlite_connections_checkpoint_the_wal_every_10000_pages_not_1000(tmp_path):
-    from django.db.backends.sqlite3.base import DatabaseWrapper
-
     db = database_from_url(f"sqlite:///{tmp_path}/x.sqlite3", base_dir=tmp_path)
-    wrapper = DatabaseWrapper({**db, "TIME_ZONE": None, "CONN_HEALTH_CHECKS": False, "CONN_MAX_AGE": 0,
-                               "AUTOCOMMIT": True, "ATOMIC_REQUESTS": False})
+    wrapper = load_backend(db["ENGINE"]).DatabaseWrapper({
+        **db, "TIME_ZONE": None, "CONN_HEALTH_CHECKS": False, "CONN_MAX_AGE": 0, "AUTOCOMMIT": True,
+        "ATOMIC_REQUESTS": False})
     # The connection Django opens, with its init commands run (no test database needed).
     conn = wrapper.get_new_connection(wrapper.get_connection_params())
     try:
