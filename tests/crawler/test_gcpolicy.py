@@ -96,9 +96,11 @@ def test_resume_does_nothing_unless_startup_raised_the_thresholds(collector_stat
     # A process started without manage.py (pytest, a WSGI server) gets no freeze
     # and keeps the thresholds it has.
     gc.set_threshold(900, 20, 30)
+    fresh = [[] for _ in range(1000)]  # tracked, so a freeze would count them
     before = gc.get_freeze_count()
     gcpolicy.put_back_after_startup()
-    assert gc.get_threshold() == (900, 20, 30) and gc.get_freeze_count() == before
+    # Not ==: a frozen object may be freed meanwhile (the count then drops by it).
+    assert gc.get_threshold() == (900, 20, 30) and gc.get_freeze_count() < before + len(fresh)
 
 
 def test_holding_back_twice_keeps_the_thresholds_the_first_hold_saved(collector_state):
