@@ -913,6 +913,8 @@ class ChunkWriter:
         # url_hash -> kind of the URLs this chunk leased, known from the lease:
         # a query fewer a sub-batch (a round trip matters on PostgreSQL).
         self.kinds = kinds or {}
+        # url_hash -> frontier row id of the same URLs (_close_on_postgresql).
+        self.ids: dict[str, int] = {}
         self.lease = lease
         self.setup = setup
         self.on_batch = on_batch
@@ -927,6 +929,7 @@ class ChunkWriter:
     def hold(self, items: list[Item]) -> None:
         """Take on leased ``items``: their kinds are known from here on (a query fewer a write)."""
         self.kinds.update((item.url_hash, item.kind) for item in items)
+        self.ids.update((item.url_hash, item.id) for item in items)
         if self.depth_cap is None and items:
             # Linked pages only: a resource sits a click below the page that
             # links it, and a sitemap-only page may sit anywhere, so either
@@ -1050,21 +1053,33 @@ class ChunkWriter:
         quote = connection.ops.quote_name
         leases, frontier, audits = (quote(model._meta.db_table) for model in (ChunkLease, FrontierURL, Audit))
         changes = "".join(f", {quote(name)} = {quote(name)} + %s" for name, value in counters.items() if value)
+        # The URLs are found by their row ids when the lease gave them (always,
+        # but for the start page's own write), with no condition on the audit:
+        # the primary key is then the only index that fits. With the audit and
+        # the hashes, a frontier that has no planner statistics yet (a new
+        # crawl's) was read through the (audit, chunk) or (audit, state) index,
+        # the chunk's every row filtered by hash, a chunk that tops up holding
+        # nearly every URL of the audit (EXPLAIN ANALYZE on a copy of a
+        # 1,000-page audit's rows: 7,777 rows read for 74 updated, 8.8 ms).
+        ids = [self.ids.get(digest) for digest in hashes]
+        if None in ids:
+            target, key = "audit_id = %s AND url_hash = ANY(%s::text[])", [self.audit.pk, pg_array(hashes)[0]]
+        else:
+            target, key = "id = ANY(%s::bigint[])", [pg_array(ids)[0]]
         sql = f"""
             WITH fence AS (
                 UPDATE {leases} SET leased_until = STATEMENT_TIMESTAMP() + %s
                 WHERE id = %s AND token = %s AND state = %s RETURNING id
             ), done AS (
                 UPDATE {frontier} SET state = %s
-                WHERE audit_id = %s AND chunk = %s AND state = %s AND url_hash = ANY(%s::text[])
-                  AND EXISTS (SELECT 1 FROM fence)
+                WHERE {target} AND chunk = %s AND state = %s AND EXISTS (SELECT 1 FROM fence)
             )
             UPDATE {audits} SET heartbeat_at = %s{changes}
             WHERE id = %s AND EXISTS (SELECT 1 FROM fence) RETURNING status
         """
         params = [
             ttl, self.lease.pk, self.lease.token, ChunkLease.State.LEASED,
-            FrontierURL.State.DONE, self.audit.pk, self.lease.number, FrontierURL.State.LEASED, pg_array(hashes)[0],
+            FrontierURL.State.DONE, *key, self.lease.number, FrontierURL.State.LEASED,
             timezone.now(), *[value for value in counters.values() if value], self.audit.pk,
         ]
         with connection.cursor() as cursor:
