@@ -7,8 +7,9 @@ dict, which calls ``getpeername``. Profiles put that machinery at a large
 share of the crawl's fetch CPU. This backend talks to an ``asyncio.Protocol``
 directly: data the event loop received waits in a queue, a read with data
 already queued returns without suspending, a timeout is an entry on a timer
-queue the backend's connections share (``crawler.timers``), and readability is the protocol's own state (the loop has already
-seen any EOF or reset on an idle socket).
+queue the backend's connections share (``crawler.timers``), and readability
+is the protocol's own state (the loop has already seen any EOF or reset on
+an idle socket).
 
 Errors are raised as the httpcore exceptions the anyio backend raises;
 ``http11`` turns them into httpx's, and the fetcher names them from there.

@@ -438,7 +438,7 @@ async def run_window(
             if not running and not waiting and refilling is None:
                 while batch:
                     if not flush(True):
-                        await _wait(wake, None, consumer)
+                        await _wait(wake, consumer)
                         if consumer.done():
                             break
                 if not batch:
@@ -456,14 +456,14 @@ async def run_window(
             if batch and max_batch_wait is not None and not queue.full():
                 timers.append(batch_started + max_batch_wait)
             wake_at = min((t for t in timers if t is not None), default=None)
-            await _wait(wake, wake_at, consumer, alarm)
+            await _wait(wake, consumer, alarm, wake_at)
 
         if failure is not None:
             # A bug in work: keep the results that did complete, then raise.
             await cancel_running()
             while batch and not consumer.done():
                 if not flush(True):
-                    await _wait(wake, None, consumer)
+                    await _wait(wake, consumer)
             await _finish(queue, consumer, wake)
             raise failure
 
@@ -527,26 +527,19 @@ class _Alarm:
         self.wake.set()
 
 
-async def _wait(wake: asyncio.Event, wake_at: float | None, consumer: asyncio.Task,
-                alarm: _Alarm | None = None) -> None:
-    """Wait for the wake event, at most until ``wake_at`` (monotonic seconds).
-
-    With an ``alarm`` (the scheduler's own), its timer stays armed for the next
-    wait; without, a timer is made for this wait alone.
-    """
+async def _wait(wake: asyncio.Event, consumer: asyncio.Task, alarm: _Alarm | None = None,
+                wake_at: float | None = None) -> None:
+    """Wait for the wake event; with the scheduler's ``alarm``, at most until
+    ``wake_at`` (monotonic seconds), its timer left armed for the next wait."""
     if wake.is_set() or consumer.done():
         wake.clear()
         return
-    own = alarm is None
-    if own:
-        alarm = _Alarm(wake)
-    alarm.arm(wake_at)
+    if alarm is not None:
+        alarm.arm(wake_at)
     try:
         await wake.wait()
     finally:
         wake.clear()
-        if own:
-            alarm.disarm()
 
 
 async def _finish(queue: asyncio.Queue, consumer: asyncio.Task, wake: asyncio.Event) -> None:
@@ -555,5 +548,5 @@ async def _finish(queue: asyncio.Queue, consumer: asyncio.Task, wake: asyncio.Ev
         if not queue.full():
             queue.put_nowait(_DONE)
             break
-        await _wait(wake, None, consumer)
+        await _wait(wake, consumer)
     await consumer
