@@ -1252,7 +1252,8 @@ class ChunkWriter:
         keys = {key for _, c, key in fresh if key}
         stats = {
             key: [n, shallowest]
-            for key, n, shallowest in FrontierURL.objects.filter(audit=audit, template_key__in_array=keys)
+            for key, n, shallowest in FrontierURL.objects.filter(audit=audit, kind=Page.Kind.PAGE,
+                                                                 template_key__in_array=keys)
             .values("template_key").annotate(n=Count("id"), shallowest=Min("depth"))
             .values_list("template_key", "n", "shallowest")
         } if keys else {}
