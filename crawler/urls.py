@@ -63,6 +63,13 @@ _PORT = re.compile(r"[0-9]{1,5}")
 _HEX_NUMBER = re.compile(r"0[xX][0-9A-Fa-f]*")
 
 
+# An absolute URL that may already be canonical: lower-case http(s) scheme and
+# host, an optional port, a path of characters normalisation never changes (no
+# "%", ";" or dot segment; checked below), no query, any fragment. Most links
+# on a page look like this; ``_already_normal`` confirms one without the parse.
+_PLAIN = re.compile(r"(https?)://([a-z0-9.\-]+(?::[0-9]+)?)(/[A-Za-z0-9\-._~!$&'()*+,=:@/]*)?(?:#.*)?", re.DOTALL)
+
+
 def normalize(url: str, base: str | None = None) -> str:
     """Return the one canonical absolute http(s) spelling of ``url``.
 
@@ -75,6 +82,36 @@ def normalize(url: str, base: str | None = None) -> str:
         raise InvalidURL("URL is not a string")
     if len(url) > _MAX_INPUT:
         raise InvalidURL(f"URL longer than {_MAX_INPUT} characters")
+    if base is None and (normal := _already_normal(url)) is not None:
+        return normal
+    return _normalize(url, base)
+
+
+def _already_normal(url: str) -> str | None:
+    """``url`` without its fragment if that is already its canonical form, else None (parse it).
+
+    A fifth of a full normalisation: the crawl normalises each new link target
+    once, ~15,000 a 1,000-page audit of the benchmark corpus.
+    """
+    match = _PLAIN.fullmatch(url)
+    if match is None:
+        return None
+    scheme, netloc, path = match.groups()
+    if path is None or "/." in path:
+        return None
+    try:
+        host, port = _authority(netloc)
+    except InvalidURL:
+        return None  # the full parse says why
+    if port is None:
+        if host != netloc:
+            return None
+    elif port == _DEFAULT_PORTS[scheme] or netloc != f"{host}:{port}":
+        return None
+    return url if match.end(3) == len(url) else url[: match.end(3)]
+
+
+def _normalize(url: str, base: str | None) -> str:
     text = _clean(url)
     try:
         parts = urlsplit(text)
