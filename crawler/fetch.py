@@ -193,7 +193,7 @@ class Fetcher:
         self._sleep = sleep
         self._clock = clock
         self._random = random.Random()
-        ssl_context = verify if isinstance(verify, ssl.SSLContext) else _ssl_context(verify)
+        ssl_context = verify if isinstance(verify, ssl.SSLContext) else functools.partial(_ssl_context, verify)
         # Redirects, retries, credentials and headers are all handled here, so
         # the pool only sends one request at a time on a connection.
         self._pool = http11.Pool(

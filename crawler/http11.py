@@ -52,7 +52,7 @@ from __future__ import annotations
 import re
 import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NoReturn
 
 import httpcore
@@ -448,7 +448,7 @@ class Pool:
     def __init__(
         self,
         backend: httpcore.AsyncNetworkBackend,
-        ssl_context: ssl.SSLContext,
+        ssl_context: ssl.SSLContext | Callable[[], ssl.SSLContext],
         *,
         connect_timeout: float | None,
         read_timeout: float | None,
@@ -456,9 +456,12 @@ class Pool:
         max_idle: int,
     ) -> None:
         self.backend = backend
-        self.ssl_context = ssl_context
-        # What httpcore sets on the context for an HTTP/1.1-only pool.
-        ssl_context.set_alpn_protocols(["http/1.1"])
+        # A context, or what makes one at the first https connection: loading
+        # the CA bundle took 15-25 ms, on the start of every audit, most of
+        # which never leave plain http.
+        self._ssl_context = ssl_context
+        if isinstance(ssl_context, ssl.SSLContext):
+            ssl_context.set_alpn_protocols(["http/1.1"])
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.write_timeout = write_timeout
@@ -466,6 +469,15 @@ class Pool:
         # Oldest first: each release appends, so the expired ones are at the front.
         self._idle: list[_Connection] = []
         self._closed = False
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext:
+        context = self._ssl_context
+        if not isinstance(context, ssl.SSLContext):
+            context = self._ssl_context = context()
+            # What httpcore sets on the context for an HTTP/1.1-only pool.
+            context.set_alpn_protocols(["http/1.1"])
+        return context
 
     async def send(
         self, method: bytes, url: httpx.URL | WireURL, headers: Iterable[tuple[bytes, bytes]]
