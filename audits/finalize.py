@@ -79,6 +79,40 @@ INLINKS_SQL = f"""
 """
 
 
+# The hreflang checks read the audit's hreflang edges through link_hreflang, a
+# partial index of those edges alone (most sites have few or none); the other
+# ends through the unique (audit, url_hash) keys of pages and the frontier.
+HREFLANG_TARGETS_SQL = """
+    SELECT e.source_url, e.source_hash, s.id, e.target_url, e.anchor_text, t.kind, t.status_code, t.redirect_count,
+           t.final_url, t.fetch_error, t.content_type, t.indexable, t.canonical, t.canonical_hash,
+           t.url_hash, f.skip_reason
+    FROM audits_linkedge e
+    JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
+    LEFT JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
+    LEFT JOIN audits_frontierurl f ON f.audit_id = e.audit_id AND f.url_hash = e.target_hash
+    WHERE e.audit_id = %s AND e.tag = 'hreflang' AND s.redirect_count = 0
+      AND (f.skip_reason = %s
+           OR t.fetch_error <> '' OR t.status_code <> 200 OR t.redirect_count > 0
+           OR (t.kind = 'page' AND t.content_type IN (%s, %s) AND NOT t.indexable)
+           OR (t.kind = 'page' AND t.canonical_hash <> '' AND t.canonical_hash <> t.url_hash))
+"""
+
+HREFLANG_RETURN_SQL = """
+    SELECT e.source_url, s.id, e.target_url, e.anchor_text
+    FROM audits_linkedge e
+    JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
+    JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
+    WHERE e.audit_id = %s AND e.tag = 'hreflang' AND e.target_hash <> e.source_hash
+      AND s.redirect_count = 0
+      AND t.kind = 'page' AND t.status_code = 200 AND t.redirect_count = 0 AND t.fetch_error = ''
+      AND t.content_type IN (%s, %s)
+      AND NOT EXISTS (
+          SELECT 1 FROM audits_linkedge r
+          WHERE r.audit_id = e.audit_id AND r.source_hash = e.target_hash
+            AND r.target_hash = e.source_hash AND r.tag = 'hreflang')
+"""
+
+
 def run_finalize(audit_id: int) -> bool:
     audit = Audit.objects.get(pk=audit_id)
     if audit.status != Audit.Status.FINALIZING:
@@ -298,32 +332,15 @@ def hreflang_targets(audit_id: int) -> Iterator[IssueRow]:
     sources: their edges repeat those of the page they land on, which reports
     them itself.
 
-    Indexes: the audit's edges come through link_audit_source (audit, source_hash)
-    by its audit prefix, as link_targets reads them; both page ends through the
-    unique (audit, url_hash) on pages, the robots verdict through the unique
-    (audit, url_hash) on the frontier: one indexed lookup per hreflang edge
-    (SQLite's plan; PostgreSQL may hash-join the audit's rows instead, which is
-    cheaper still). 100,000 pages with 800,000 edges: 2.2 s on SQLite, 0.6 s on
-    PostgreSQL, about what link_targets takes.
-    """
-    sql = """
-        SELECT e.source_url, e.source_hash, s.id, e.target_url, e.anchor_text, t.kind, t.status_code, t.redirect_count,
-               t.final_url, t.fetch_error, t.content_type, t.indexable, t.canonical, t.canonical_hash,
-               t.url_hash, f.skip_reason
-        FROM audits_linkedge e
-        JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
-        LEFT JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
-        LEFT JOIN audits_frontierurl f ON f.audit_id = e.audit_id AND f.url_hash = e.target_hash
-        WHERE e.audit_id = %s AND e.tag = 'hreflang' AND s.redirect_count = 0
-          AND (f.skip_reason = %s
-               OR t.fetch_error <> '' OR t.status_code <> 200 OR t.redirect_count > 0
-               OR (t.kind = 'page' AND t.content_type IN (%s, %s) AND NOT t.indexable)
-               OR (t.kind = 'page' AND t.canonical_hash <> '' AND t.canonical_hash <> t.url_hash))
+    Indexes: the audit's hreflang edges come through link_hreflang; both page
+    ends through the unique (audit, url_hash) on pages, the robots verdict
+    through the unique (audit, url_hash) on the frontier: one indexed lookup per
+    hreflang edge (SQLite's plan).
     """
     robots = FetchError.BLOCKED_BY_ROBOTS.value
     params = [audit_id, robots, *HTML_TYPES]
     for (source, source_hash, source_id, target, lang, kind, status, redirects, final, error, ctype, indexable,
-         canonical, canonical_hash, digest, skip) in _rows(sql, params):
+         canonical, canonical_hash, digest, skip) in _rows(HREFLANG_TARGETS_SQL, params):
         if kind is None:
             if skip != robots:
                 continue
@@ -360,27 +377,12 @@ def hreflang_return_links(audit_id: int) -> Iterator[IssueRow]:
     judged; alternates on other sites, or never fetched, are not. A page's own
     self-reference is not a pair.
 
-    Indexes: the audit's edges come through link_audit_source by its audit
-    prefix; the NOT EXISTS probe for B -> A is one seek in link_audit_source
-    (audit, source_hash = B), reading only B's own edges; both page ends go
-    through the unique (audit, url_hash) on pages. 100,000 pages with 800,000
-    edges: 1.5 s on SQLite, 2 s on PostgreSQL (through the server-side cursor).
+    Indexes: the audit's hreflang edges come through link_hreflang; the NOT
+    EXISTS probe for B -> A is one seek in it (audit, source_hash = B), reading
+    only B's own alternates; both page ends go through the unique (audit,
+    url_hash) on pages.
     """
-    sql = """
-        SELECT e.source_url, s.id, e.target_url, e.anchor_text
-        FROM audits_linkedge e
-        JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
-        JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
-        WHERE e.audit_id = %s AND e.tag = 'hreflang' AND e.target_hash <> e.source_hash
-          AND s.redirect_count = 0
-          AND t.kind = 'page' AND t.status_code = 200 AND t.redirect_count = 0 AND t.fetch_error = ''
-          AND t.content_type IN (%s, %s)
-          AND NOT EXISTS (
-              SELECT 1 FROM audits_linkedge r
-              WHERE r.audit_id = e.audit_id AND r.source_hash = e.target_hash
-                AND r.target_hash = e.source_hash AND r.tag = 'hreflang')
-    """
-    for source, source_id, target, lang in _rows(sql, [audit_id, *HTML_TYPES]):
+    for source, source_id, target, lang in _rows(HREFLANG_RETURN_SQL, [audit_id, *HTML_TYPES]):
         yield issue_row(audit_id, source_id, source, finding(
             "hreflang_error", f"hreflang “{lang}” alternate {target} does not link back to this page", target),
             key=issue_key("hreflang_error", source, target, "return"))

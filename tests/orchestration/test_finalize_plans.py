@@ -11,7 +11,14 @@ PostgreSQL analyses the tables first and plans for itself.
 import pytest
 from django.db import connection
 
-from audits.finalize import INLINKS_SQL, LINK_TARGETS_SQL, NOT_SITE_FAULTS
+from audits.finalize import (
+    HREFLANG_RETURN_SQL,
+    HREFLANG_TARGETS_SQL,
+    HTML_TYPES,
+    INLINKS_SQL,
+    LINK_TARGETS_SQL,
+    NOT_SITE_FAULTS,
+)
 
 pytestmark = [
     pytest.mark.django_db,
@@ -45,3 +52,11 @@ def test_the_crawl_maintains_no_index_of_link_edges_by_target():
         indexes = connection.introspection.get_constraints(cursor, "audits_linkedge")
     by_target = [name for name, info in indexes.items() if "target_hash" in (info["columns"] or [])]
     assert by_target == []
+
+
+def test_the_hreflang_checks_read_only_the_hreflang_edges():
+    targets = plan(HREFLANG_TARGETS_SQL, [1, "blocked_by_robots", *HTML_TYPES])
+    returns = plan(HREFLANG_RETURN_SQL, [1, *HTML_TYPES])
+    assert targets[0] == "SEARCH e USING INDEX link_hreflang (audit_id=?)", targets
+    assert returns[0] == "SEARCH e USING INDEX link_hreflang (audit_id=?)", returns
+    assert "SEARCH r USING INDEX link_hreflang (audit_id=? AND source_hash=?)" in returns, returns

@@ -82,7 +82,7 @@ def test_the_trap_budget_counts_variants_through_the_pages_only_template_index(c
 
 @pytest.mark.parametrize("index, condition", [
     ("frontier_lease_order", "state"), ("frontier_audit_chunk", "state"), ("frontier_audit_template", "kind"),
-    ("page_audit_title", "kind"), ("page_audit_content_hash", "kind"),
+    ("page_audit_title", "kind"), ("page_audit_content_hash", "kind"), ("link_hreflang", "tag"),
 ])
 def test_the_indexes_a_resource_row_or_a_state_change_need_not_touch_are_partial(index, condition):
     with connection.cursor() as cursor:
