@@ -622,8 +622,7 @@ def _lease_fresh(audit: Audit, lease: ChunkLease, limit: int, page_depth_cap: in
                     continue
         ids.append(row_id)
     # `state=pending` in the WHERE: of two chunks racing for a row, one gets it.
-    FrontierURL.objects.filter(id__in_array=ids, state=FrontierURL.State.PENDING).update(
-        state=FrontierURL.State.LEASED, chunk=lease.number)
+    FrontierURL.objects.by_id(ids, FrontierURL.State.PENDING).update(state=FrontierURL.State.LEASED, chunk=lease.number)
     return ids
 
 
@@ -799,8 +798,8 @@ def _finish_chunk(lease: ChunkLease, unfinished: list[int] | None = None) -> boo
         if not done:
             return False
         if unfinished:
-            FrontierURL.objects.filter(id__in_array=unfinished, chunk=lease.number, state=FrontierURL.State.LEASED
-                                       ).update(state=FrontierURL.State.PENDING, chunk=None)
+            FrontierURL.objects.by_id(unfinished, FrontierURL.State.LEASED).filter(chunk=lease.number).update(
+                state=FrontierURL.State.PENDING, chunk=None)
     return True
 
 
@@ -972,7 +971,7 @@ class ChunkWriter:
                                url_limit=size * TOP_UP_URLS_PER_PAGE)
             if not ids:
                 return []
-            rows = FrontierURL.objects.filter(id__in_array=ids, chunk=self.lease.number, state=FrontierURL.State.LEASED)
+            rows = FrontierURL.objects.by_id(ids, FrontierURL.State.LEASED).filter(chunk=self.lease.number)
             items = _items(rows)
             ChunkLease.objects.filter(pk=self.lease.pk).update(url_count=F("url_count") + len(items))
         self.hold(items)
@@ -1026,10 +1025,10 @@ class ChunkWriter:
                 status = self._close_on_postgresql(hashes, counters)
             else:
                 ids = self._leased_ids(hashes)
-                urls = (FrontierURL.objects.filter(id__in_array=ids) if ids is not None
-                        else FrontierURL.objects.filter(audit=self.audit, url_hash__in_array=hashes))
-                urls.filter(chunk=self.lease.number, state=FrontierURL.State.LEASED).update(
-                    state=FrontierURL.State.DONE)
+                urls = (FrontierURL.objects.by_id(ids, FrontierURL.State.LEASED) if ids is not None
+                        else FrontierURL.objects.filter(audit=self.audit, url_hash__in_array=hashes,
+                                                        state=FrontierURL.State.LEASED))
+                urls.filter(chunk=self.lease.number).update(state=FrontierURL.State.DONE)
                 self.audit.beat(**counters)
         self.memo.remember(self._linked, self._present)  # committed: safe to rely on
         if self.on_batch:
@@ -1060,13 +1059,14 @@ class ChunkWriter:
             target, key = "audit_id = %s AND url_hash = ANY(%s::text[])", [self.audit.pk, pg_array(hashes)[0]]
         else:
             target, key = "id = ANY(%s::bigint[])", [pg_array(ids)[0]]
+        # `state = (SELECT %s)`: kept from the partial chunk index (FrontierQuerySet.by_id).
         sql = f"""
             WITH fence AS (
                 UPDATE {leases} SET leased_until = STATEMENT_TIMESTAMP() + %s
                 WHERE id = %s AND token = %s AND state = %s RETURNING id
             ), done AS (
                 UPDATE {frontier} SET state = %s
-                WHERE {target} AND chunk = %s AND state = %s AND EXISTS (SELECT 1 FROM fence)
+                WHERE {target} AND chunk = %s AND state = (SELECT %s) AND EXISTS (SELECT 1 FROM fence)
             )
             UPDATE {audits} SET heartbeat_at = %s{changes}
             WHERE id = %s AND EXISTS (SELECT 1 FROM fence) RETURNING status

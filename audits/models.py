@@ -13,6 +13,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import F, Q
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
@@ -370,6 +371,18 @@ class FrontierQuerySet(models.QuerySet):
     def waiting(self):
         """Rows still waiting out a Retry-After."""
         return self.filter(not_before__gt=Now())
+
+    def by_id(self, ids: list[int], state: str):
+        """The rows among ``ids`` still in ``state``, found through the primary key.
+
+        The state is compared with a subquery's value, which the planner cannot
+        see through. Compared with a literal, it implies the condition of the
+        partial lease or chunk index (FrontierURL.Meta), and on a frontier
+        without statistics (every new crawl's) PostgreSQL chose to read that
+        whole index, every pending or leased row of every audit, over probing
+        the ids.
+        """
+        return self.filter(id__in_array=ids, state=RawSQL("SELECT %s", (state,)))
 
     def reschedule(self, seconds: float) -> int:
         """Back to pending for ``seconds`` (a Retry-After), counting the reschedule.

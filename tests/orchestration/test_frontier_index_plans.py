@@ -9,7 +9,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from audits import bulk
-from audits.crawling import FRONTIER_COLUMNS, _lease_fresh, _lease_urls, frontier_values
+from audits.crawling import (
+    FRONTIER_COLUMNS,
+    _finish_chunk,
+    _lease_fresh,
+    _lease_urls,
+    frontier_values,
+)
 from audits.models import FrontierURL, Page
 from crawler.urls import url_hash
 
@@ -31,11 +37,11 @@ def _fill(audit_id: int, number: int) -> None:
     bulk.insert(FrontierURL, FRONTIER_COLUMNS, [frontier_values(row) for row in rows])
 
 
-def _frontier_reads(sql: str) -> list[str]:
+def _frontier_reads(sql: str, *, seqscan: bool = False) -> list[str]:
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # Statistics or not, a sequential scan is what a missing index looks like.
-            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute(f"SET LOCAL enable_seqscan = {'on' if seqscan else 'off'}")
             cursor.execute("EXPLAIN " + sql)
             return [row[0] for row in cursor.fetchall() if "audits_frontierurl" in row[0]]
         cursor.execute("EXPLAIN QUERY PLAN " + sql)
@@ -49,6 +55,15 @@ def _captured(queries, *needles: str) -> str:
 def _assert_reads_through(sql: str, index: str) -> None:
     reads = _frontier_reads(sql)
     assert reads and all(index in step for step in reads), reads
+
+
+def _assert_probes_the_ids(sql: str) -> None:
+    """By the primary key, never a whole partial index (all pending or leased rows of every audit)."""
+    reads = [step for step in _frontier_reads(sql, seqscan=True) if "Scan" in step or "SEARCH" in step]
+    if connection.vendor == "postgresql":
+        reads = [step for step in reads if "Heap Scan" not in step]
+    pkey = "audits_frontierurl_pkey" if connection.vendor == "postgresql" else "INTEGER PRIMARY KEY"
+    assert reads and all(pkey in step for step in reads), reads
 
 
 def test_leasing_reads_pending_urls_shallowest_first_through_the_pending_only_index(chunk_writer):
@@ -67,6 +82,20 @@ def test_a_retried_chunk_finds_the_urls_it_held_through_the_leased_only_index(ch
         again = _lease_urls(writer.audit, writer.lease)
     assert {item.id for item in again} == {item.id for item in items}
     _assert_reads_through(_captured(queries, "SELECT", '"chunk" =', "leased"), "frontier_audit_chunk")
+
+
+def test_statements_by_row_id_probe_the_ids_not_a_partial_index(chunk_writer):
+    writer, items = chunk_writer
+    writer.hold(items)
+    _fill(writer.audit.pk, writer.lease.number)
+    with CaptureQueriesContext(connection) as queries:
+        more = writer.top_up()
+    assert more
+    _assert_probes_the_ids(_captured(queries, 'UPDATE "audits_frontierurl"', "'leased'"))  # the lease
+    _assert_probes_the_ids(_captured(queries, 'SELECT "audits_frontierurl"', '"id" ', '"chunk" ='))  # what it leased
+    with CaptureQueriesContext(connection) as queries:
+        assert _finish_chunk(writer.lease, unfinished=[item.id for item in more])
+    _assert_probes_the_ids(_captured(queries, 'UPDATE "audits_frontierurl"', "'pending'", '"id" '))  # the release
 
 
 def test_the_trap_budget_counts_variants_through_the_pages_only_template_index(chunk_writer):
