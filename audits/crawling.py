@@ -1171,18 +1171,24 @@ class ChunkWriter:
         # pages and resources seen before, skip the scope, depth and robots
         # tests and the Candidate as well.
         known = self.memo.linked
+        # Outlinks are normalised absolute URLs (crawler.page), so a link is
+        # internal when it starts with the origin and its path's slash: ~93,000
+        # edges at 1,000 pages, where fast_origin cost 15 ms of this thread.
+        inside = origin + "/" if origin is not None else None
+        append = edges.append
         for o in outcomes:
             if o.facts is None:
                 continue
-            page_internal = origin is not None and fast_origin(o.result.final_url or o.url) == origin
-            source_hash = url_hash(o.url)
-            for link in o.outlinks:  # normalised absolute URLs (crawler.page)
+            source = o.url
+            page_internal = origin is not None and fast_origin(o.result.final_url or source) == origin
+            source_hash = url_hash(source)
+            for link in o.outlinks:
                 url = link.url
                 target_hash = url_hash(url)
-                internal = fast_origin(url) == origin
-                anchor = clean(link.text, 200)
-                edges.append((audit_id, source_hash, o.url, target_hash, url, link.tag, anchor, link.nofollow,
-                              internal))
+                internal = inside is not None and url.startswith(inside)
+                text = link.text
+                append((audit_id, source_hash, source, target_hash, url, link.tag, clean(text, 200) if text else "",
+                        link.nofollow, internal))
                 if not page_internal or target_hash in candidates or target_hash in known or link.tag == "form":
                     continue
                 if link.tag in PAGE_TAGS and internal:

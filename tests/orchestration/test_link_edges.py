@@ -39,3 +39,15 @@ def test_a_page_written_again_keeps_only_the_links_of_its_last_fetch(writer):
     writer.write([_page(other, (site.url("/a"), "A"))])
     writer.write([_page(source, (site.url("/c"), "C"))])
     assert _edges(writer, other) == [(site.url("/a"), "A")]
+
+
+def test_only_links_to_the_audits_own_origin_are_internal(writer):
+    writer, source, site = writer
+    origin = site.url("/").rstrip("/")  # http://127.0.0.1:PORT
+    lookalike = f"{origin}1/x"  # the same digits and one more: another port
+    writer.write([_page(source, (site.url("/a"), "A"), (lookalike, "L"), ("https://elsewhere.example/", "E"),
+                        (origin.replace("http://", "https://") + "/a", "S"))])
+    internal = dict(LinkEdge.objects.filter(audit=writer.audit, source_url=source)
+                    .values_list("target_url", "internal"))
+    assert internal == {site.url("/a"): True, lookalike: False, "https://elsewhere.example/": False,
+                        origin.replace("http://", "https://") + "/a": False}
