@@ -13,6 +13,7 @@ from audits.models import FrontierURL
 from crawler.urls import url_hash
 
 from .outcomes import parsed_page
+from .plans import assert_probes_the_ids
 
 pytestmark = pytest.mark.django_db
 
@@ -26,15 +27,6 @@ def _done_update(writer, outcome) -> str:
                 if q["sql"].startswith('UPDATE "audits_frontierurl" SET "state"') and "'done'" in q["sql"])
 
 
-def _frontier_reads(sql: str) -> list[str]:
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("EXPLAIN " + sql)
-            return [row[0] for row in cursor.fetchall() if "Scan" in row[0] and "audits_frontierurl" in row[0]]
-        cursor.execute("EXPLAIN QUERY PLAN " + sql)
-        return [row[-1] for row in cursor.fetchall() if "audits_frontierurl" in row[-1]]
-
-
 def test_a_sub_batch_marks_its_urls_done_through_the_primary_key(chunk_writer):
     writer, items = chunk_writer
     writer.hold(items)
@@ -45,6 +37,4 @@ def test_a_sub_batch_marks_its_urls_done_through_the_primary_key(chunk_writer):
     bulk.insert(FrontierURL, FRONTIER_COLUMNS, [frontier_values(row) for row in others])
     update = _done_update(writer, parsed_page(items[0].url))
     assert FrontierURL.objects.get(pk=items[0].id).state == FrontierURL.State.DONE
-    reads = _frontier_reads(update)
-    pkey = "audits_frontierurl_pkey" if connection.vendor == "postgresql" else "INTEGER PRIMARY KEY"
-    assert reads and all(pkey in step for step in reads), reads
+    assert_probes_the_ids(update)

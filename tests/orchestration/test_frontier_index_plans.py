@@ -20,6 +20,7 @@ from audits.models import FrontierURL, Page
 from crawler.urls import url_hash
 
 from .outcomes import parsed_page
+from .plans import assert_probes_the_ids, frontier_reads
 
 pytestmark = pytest.mark.django_db
 
@@ -37,33 +38,13 @@ def _fill(audit_id: int, number: int) -> None:
     bulk.insert(FrontierURL, FRONTIER_COLUMNS, [frontier_values(row) for row in rows])
 
 
-def _frontier_reads(sql: str, *, seqscan: bool = False) -> list[str]:
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            # Statistics or not, a sequential scan is what a missing index looks like.
-            cursor.execute(f"SET LOCAL enable_seqscan = {'on' if seqscan else 'off'}")
-            cursor.execute("EXPLAIN " + sql)
-            return [row[0] for row in cursor.fetchall() if "audits_frontierurl" in row[0]]
-        cursor.execute("EXPLAIN QUERY PLAN " + sql)
-        return [row[-1] for row in cursor.fetchall() if "audits_frontierurl" in row[-1]]
-
-
 def _captured(queries, *needles: str) -> str:
     return next(q["sql"] for q in queries.captured_queries if all(needle in q["sql"] for needle in needles))
 
 
 def _assert_reads_through(sql: str, index: str) -> None:
-    reads = _frontier_reads(sql)
+    reads = frontier_reads(sql, seqscan=False)
     assert reads and all(index in step for step in reads), reads
-
-
-def _assert_probes_the_ids(sql: str) -> None:
-    """By the primary key, never a whole partial index (all pending or leased rows of every audit)."""
-    reads = [step for step in _frontier_reads(sql, seqscan=True) if "Scan" in step or "SEARCH" in step]
-    if connection.vendor == "postgresql":
-        reads = [step for step in reads if "Heap Scan" not in step]
-    pkey = "audits_frontierurl_pkey" if connection.vendor == "postgresql" else "INTEGER PRIMARY KEY"
-    assert reads and all(pkey in step for step in reads), reads
 
 
 def test_leasing_reads_pending_urls_shallowest_first_through_the_pending_only_index(chunk_writer):
@@ -91,11 +72,11 @@ def test_statements_by_row_id_probe_the_ids_not_a_partial_index(chunk_writer):
     with CaptureQueriesContext(connection) as queries:
         more = writer.top_up()
     assert more
-    _assert_probes_the_ids(_captured(queries, 'UPDATE "audits_frontierurl"', "'leased'"))  # the lease
-    _assert_probes_the_ids(_captured(queries, 'SELECT "audits_frontierurl"', '"id" ', '"chunk" ='))  # what it leased
+    assert_probes_the_ids(_captured(queries, 'UPDATE "audits_frontierurl"', "'leased'"))  # the lease
+    assert_probes_the_ids(_captured(queries, 'SELECT "audits_frontierurl"', '"id" ', '"chunk" ='))  # what it leased
     with CaptureQueriesContext(connection) as queries:
         assert _finish_chunk(writer.lease, unfinished=[item.id for item in more])
-    _assert_probes_the_ids(_captured(queries, 'UPDATE "audits_frontierurl"', "'pending'", '"id" '))  # the release
+    assert_probes_the_ids(_captured(queries, 'UPDATE "audits_frontierurl"', "'pending'", '"id" '))  # the release
 
 
 def test_the_trap_budget_counts_variants_through_the_pages_only_template_index(chunk_writer):
