@@ -29,11 +29,6 @@ def ensure_secret_key():
 
 
 def main():
-    # Next to no cyclic collections while Django and the apps load: the audits
-    # app puts the collector back once it is ready (crawler.gcpolicy says why).
-    from crawler.gcpolicy import hold_back_for_startup
-
-    hold_back_for_startup()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     ensure_secret_key()
     from django.core.management import execute_from_command_line

@@ -1,8 +1,6 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
-from crawler.gcpolicy import put_back_after_startup
-
 
 def ensure_watchdog_schedule(sender=None, using="default", **kwargs):
     """Create (or correct) the watchdog Schedule, idempotently, after every migrate.
@@ -31,11 +29,7 @@ class AuditsConfig(AppConfig):
     verbose_name = "Site audits"
 
     def ready(self):
-        # Registers the django-q2 configuration check (system_checks.py) and
-        # the field__in_array lookup (lookups.py).
-        from . import lookups, system_checks  # noqa: F401
+        # Registers the django-q2 configuration check.
+        from . import system_checks  # noqa: F401
 
         post_migrate.connect(ensure_watchdog_schedule, sender=self)
-        # Last in INSTALLED_APPS, so ready last: start-up's objects are made
-        # (manage.py held collection back for them; crawler.gcpolicy says why).
-        put_back_after_startup()

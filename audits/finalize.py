@@ -9,6 +9,7 @@ the help of Python: _count_inlinks_here).
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
@@ -16,21 +17,18 @@ from functools import lru_cache
 from django.db import connection, transaction
 from django.db.models import Count
 
-from crawler.catalogue import finding
+from crawler.catalogue import UNVERIFIED_STATUSES, finding
 from crawler.types import FetchError
 
-from .crawling import IssueRow, insert_issues, issue_key, issue_row
-from .models import Audit, FrontierURL, Page
+from .issue_rows import insert_issues, issue_for, issue_key
+from .models import Audit, FrontierURL, Issue, Page
 
 log = logging.getLogger(__name__)
 
 DEEP_PAGE_DEPTH = 4
-UNVERIFIED_EXTERNAL = (401, 403, 429, 999)  # the server refuses robots: not evidence the link is dead
 # Our own failures say nothing about the site, so they never make a link "broken".
 NOT_SITE_FAULTS = (FetchError.WORKER_LOST.value, FetchError.SSRF_BLOCKED.value)
 BATCH = 1000
-# PostgreSQL's sample for the statistics finalize gathers is 300 rows per unit.
-FINALIZE_STATISTICS_TARGET = 10
 
 
 # Every link to a target page that is broken or redirects, from one pass over
@@ -119,34 +117,17 @@ def run_finalize(audit_id: int) -> bool:
         return False
     audit.beat()
     if connection.vendor == "postgresql":
-        # A fresh audit's rows have no planner statistics yet; without them the
-        # duplicate-title join was measured at 27.5 s on 20,000 pages, 18 ms after.
-        # Edges and frontier rows only for the columns the checks join and filter
-        # on: the edges' URL and anchor text columns were half the time of the
-        # whole ANALYZE at 1,000 pages (edges 195 -> 92 ms; autovacuum gathers
-        # the rest for the pages' screens later). The plans need row counts and
-        # rough distinct counts, not fine histograms: a sample of 3,000 rows
-        # (statistics target 10) instead of 30,000 took ANALYZE from ~225 to
-        # ~45 ms at 1,000 pages, and finalize from 3.8-4.0 to 3.2-3.3 s at
-        # 10,000. The setting is put back: SET LOCAL alone would last until the
-        # end of an enclosing transaction, not of this block.
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("SHOW default_statistics_target")
-            (target,) = cursor.fetchone()
-            cursor.execute(f"SET LOCAL default_statistics_target = {FINALIZE_STATISTICS_TARGET}")
-            cursor.execute(
-                "ANALYZE audits_page,"
-                " audits_linkedge (audit_id, source_hash, target_hash, tag, internal),"
-                " audits_frontierurl (audit_id, url_hash, in_sitemap, linked, skip_reason)"
-            )
-            cursor.execute("SELECT set_config('default_statistics_target', %s, true)", [target])
+        # A fresh audit's rows have no planner statistics yet, and without them
+        # PostgreSQL picks nested loops that turn the duplicate checks quadratic.
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE audits_page, audits_linkedge, audits_frontierurl")
     with transaction.atomic():
         _update_page_columns(audit)
     for check in CHECKS:
+        if not Audit.objects.filter(pk=audit.pk).exists():
+            return False  # deleted meanwhile
         with transaction.atomic():
-            if not _hold(audit.pk):
-                return False  # deleted meanwhile
-            _insert(audit, check(audit.pk))
+            _insert(check(audit.pk))
         audit.beat()
     with transaction.atomic():
         recount(audit)
@@ -154,20 +135,6 @@ def run_finalize(audit_id: int) -> bool:
         # so do the chunk rows: one per chunk, they are the record of its attempts.
         FrontierURL.objects.filter(audit=audit).delete()
         return audit.finish()
-
-
-def _hold(audit_id: int) -> bool:
-    """Keep the audit row from being deleted until this transaction ends; False if it is gone.
-
-    Issues have no foreign key to stop an insert for a deleted audit, so each
-    check holds the row the way a foreign key check would: FOR KEY SHARE, which
-    Audit.delete's FOR UPDATE waits for, while a cancel or the watchdog (plain
-    UPDATEs of the row) do not. SQLite runs one write transaction at a time.
-    """
-    lock = " FOR KEY SHARE" if connection.vendor == "postgresql" else ""
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT 1 FROM audits_audit WHERE id = %s{lock}", [audit_id])
-        return cursor.fetchone() is not None
 
 
 def recount(audit: Audit) -> None:
@@ -184,17 +151,10 @@ def recount(audit: Audit) -> None:
     )
 
 
-def _insert(audit: Audit, rows: Iterable[IssueRow]) -> None:
-    # The crawl's prepared INSERT ... ON CONFLICT DO NOTHING over tuples, not
-    # bulk_create: its per-object SQL compilation was ~9% of a 1,000-page audit
-    # (profiled); a rerun's conflicts on the issue key are ignored the same way.
-    batch: list[IssueRow] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) >= BATCH:
-            insert_issues(batch)
-            batch = []
-    if batch:
+def _insert(issues: Iterable[Issue]) -> None:
+    """Insert a check's issues in batches, so a big audit's never sit in memory at once."""
+    rows = iter(issues)
+    while batch := list(itertools.islice(rows, BATCH)):
         insert_issues(batch)
 
 
@@ -256,7 +216,7 @@ def _why_broken(status: int | None, error: str) -> str:
 # --- the checks ----------------------------------------------------------------------
 
 
-def link_targets(audit_id: int) -> Iterator[IssueRow]:
+def link_targets(audit_id: int) -> Iterator[Issue]:
     """Links and resources whose target is broken, and internal links to targets that redirect.
 
     A broken target's final result is 4xx, 5xx or a failure; hreflang
@@ -268,34 +228,34 @@ def link_targets(audit_id: int) -> Iterator[IssueRow]:
             LINK_TARGETS_SQL, params):
         if redirects and not error and status is not None and status < 400:
             f = finding("redirect_internal_link", f"Links to {target}, which redirects to {final}", target)
-            yield issue_row(audit_id, source_id, source, f)
+            yield issue_for(audit_id, source_id, source, f)
             continue
         why = _why_broken(status, error)
         if tag in ("a", "area"):
             if internal:
                 f = finding("broken_link_internal", f"Link “{anchor or target}” {why}", target)
             else:
-                if not error and status in UNVERIFIED_EXTERNAL:
+                if not error and status in UNVERIFIED_STATUSES:
                     continue  # recorded on the external URL's row as unverified, not reported broken
                 f = finding("broken_link_external", f"External link “{anchor or target}” {why}", target)
         else:
             f = finding("broken_resource", f"{tag} resource {why}", target)
         # One row per (source, target, anchor text): the anchor is part of the key.
-        yield issue_row(audit_id, source_id, source, f, key=issue_key(f.code, source, target, anchor))
+        yield issue_for(audit_id, source_id, source, f, key=issue_key(f.code, source, target, anchor))
 
 
-def redirects_to_broken(audit_id: int) -> Iterator[IssueRow]:
+def redirects_to_broken(audit_id: int) -> Iterator[Issue]:
     sql = """
         SELECT id, url, final_url, status_code, fetch_error FROM audits_page
         WHERE audit_id = %s AND redirect_count > 0 AND kind <> 'external'
           AND (status_code >= 400 OR fetch_error <> '')
     """
     for page_id, url, final, status, error in _rows(sql, [audit_id]):
-        yield issue_row(audit_id, page_id, url,
+        yield issue_for(audit_id, page_id, url,
                         finding("redirect_broken_target", f"Redirects to {final}, which {_why_broken(status, error)}"))
 
 
-def bad_canonicals(audit_id: int) -> Iterator[IssueRow]:
+def bad_canonicals(audit_id: int) -> Iterator[Issue]:
     sql = """
         SELECT p.id, p.url, p.canonical, t.status_code, t.redirect_count, t.fetch_error, t.indexable, t.kind, f.skip_reason
         FROM audits_page p
@@ -316,13 +276,13 @@ def bad_canonicals(audit_id: int) -> Iterator[IssueRow]:
             why = "is noindex"
         else:
             continue
-        yield issue_row(audit_id, page_id, url, finding("canonical_bad_target", f"Canonical {canonical} {why}", canonical))
+        yield issue_for(audit_id, page_id, url, finding("canonical_bad_target", f"Canonical {canonical} {why}", canonical))
 
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 
-def hreflang_targets(audit_id: int) -> Iterator[IssueRow]:
+def hreflang_targets(audit_id: int) -> Iterator[Issue]:
     """hreflang alternates that are not a 200, indexable, self-canonical page.
 
     One issue per (page, alternate), naming every reason found; a page's own
@@ -347,7 +307,7 @@ def hreflang_targets(audit_id: int) -> Iterator[IssueRow]:
             reasons = ["is blocked by robots.txt"]
         elif error in NOT_SITE_FAULTS:
             continue  # our failure, not the site's
-        elif kind == "external" and not error and status in UNVERIFIED_EXTERNAL:
+        elif kind == "external" and not error and status in UNVERIFIED_STATUSES:
             continue  # the other site refuses robots: no evidence either way
         elif error or status is None or status >= 400:
             reasons = [_why_broken(status, error)]
@@ -365,12 +325,12 @@ def hreflang_targets(audit_id: int) -> Iterator[IssueRow]:
         # signals at once; said as such, so it doesn't read as another page's fault.
         named = "names this page, which" if digest == source_hash else f"alternate {target}"
         # Keyed apart from the return-link issue on the same (page, alternate).
-        yield issue_row(audit_id, source_id, source, finding(
+        yield issue_for(audit_id, source_id, source, finding(
             "hreflang_error", f"hreflang “{lang}” {named} {' and '.join(reasons)}", target),
             key=issue_key("hreflang_error", source, target, "target"))
 
 
-def hreflang_return_links(audit_id: int) -> Iterator[IssueRow]:
+def hreflang_return_links(audit_id: int) -> Iterator[Issue]:
     """Alternates that do not list the page back: A says B is its French version, B does not name A.
 
     Only alternates the crawl fetched as an HTML 200 page (not a redirect) are
@@ -383,12 +343,12 @@ def hreflang_return_links(audit_id: int) -> Iterator[IssueRow]:
     url_hash) on pages.
     """
     for source, source_id, target, lang in _rows(HREFLANG_RETURN_SQL, [audit_id, *HTML_TYPES]):
-        yield issue_row(audit_id, source_id, source, finding(
+        yield issue_for(audit_id, source_id, source, finding(
             "hreflang_error", f"hreflang “{lang}” alternate {target} does not link back to this page", target),
             key=issue_key("hreflang_error", source, target, "return"))
 
 
-def sitemap_problems(audit_id: int) -> Iterator[IssueRow]:
+def sitemap_problems(audit_id: int) -> Iterator[Issue]:
     """Orphans (in the sitemap, never linked) and sitemap URLs that fail, redirect or are not indexable."""
     sql = """
         SELECT p.id, p.url, f.linked, p.status_code, p.redirect_count, p.fetch_error, p.indexable,
@@ -399,7 +359,7 @@ def sitemap_problems(audit_id: int) -> Iterator[IssueRow]:
     """
     for page_id, url, linked, status, redirects, error, indexable, canonical_hash, digest, ctype in _rows(sql, [audit_id]):
         if not linked:
-            yield issue_row(audit_id, page_id, url, finding(
+            yield issue_for(audit_id, page_id, url, finding(
                 "orphan_page", "Listed in the sitemap but no crawled page links to it"))
         problem = None
         if error and error not in NOT_SITE_FAULTS:
@@ -413,10 +373,10 @@ def sitemap_problems(audit_id: int) -> Iterator[IssueRow]:
         elif canonical_hash and canonical_hash != digest:
             problem = "is canonicalised to another URL"
         if problem:
-            yield issue_row(audit_id, page_id, url, finding("sitemap_bad_url", f"Sitemap lists this URL, which {problem}"))
+            yield issue_for(audit_id, page_id, url, finding("sitemap_bad_url", f"Sitemap lists this URL, which {problem}"))
 
 
-def _duplicates(audit_id: int, column: str, code: str, label: str) -> Iterator[IssueRow]:
+def _duplicates(audit_id: int, column: str, code: str, label: str) -> Iterator[Issue]:
     # `column` is one of our own column names, never user input.
     sql = f"""
         SELECT p.id, p.url, p.{column}, g.n
@@ -428,30 +388,30 @@ def _duplicates(audit_id: int, column: str, code: str, label: str) -> Iterator[I
     """
     for page_id, url, value, count in _rows(sql, [audit_id, audit_id]):
         shown = value if column != "content_hash" else "identical body text"
-        yield issue_row(audit_id, page_id, url, finding(
+        yield issue_for(audit_id, page_id, url, finding(
             code, f"{label} shared with {count - 1} other page{'s' if count > 2 else ''}: {shown[:120]}"))
 
 
-def duplicate_titles(audit_id: int) -> Iterator[IssueRow]:
+def duplicate_titles(audit_id: int) -> Iterator[Issue]:
     return _duplicates(audit_id, "title", "title_duplicate", "Title")
 
 
-def duplicate_descriptions(audit_id: int) -> Iterator[IssueRow]:
+def duplicate_descriptions(audit_id: int) -> Iterator[Issue]:
     return _duplicates(audit_id, "description", "meta_description_duplicate", "Description")
 
 
-def duplicate_content(audit_id: int) -> Iterator[IssueRow]:
+def duplicate_content(audit_id: int) -> Iterator[Issue]:
     return _duplicates(audit_id, "content_hash", "duplicate_content", "Content")
 
 
-def deep_pages(audit_id: int) -> Iterator[IssueRow]:
+def deep_pages(audit_id: int) -> Iterator[Issue]:
     sql = """
         SELECT p.id, p.url, p.depth FROM audits_page p
         JOIN audits_frontierurl f ON f.audit_id = p.audit_id AND f.url_hash = p.url_hash
         WHERE p.audit_id = %s AND p.kind = 'page' AND f.linked AND p.depth > %s
     """
     for page_id, url, depth in _rows(sql, [audit_id, DEEP_PAGE_DEPTH]):
-        yield issue_row(audit_id, page_id, url, finding(
+        yield issue_for(audit_id, page_id, url, finding(
             "deep_page", f"{depth} clicks from the start page (more than {DEEP_PAGE_DEPTH})"))
 
 

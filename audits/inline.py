@@ -9,7 +9,10 @@ from collections.abc import Callable
 
 from django.db import transaction
 
-from .crawling import InlineDispatcher, advance, run_chunk, run_start
+from .crawl.chunk import run_chunk
+from .crawl.progress import advance
+from .crawl.start import run_start
+from .dispatch import InlineDispatcher
 from .finalize import run_finalize
 from .models import Audit
 

@@ -7,13 +7,13 @@ the loser sees ``False`` and does nothing.
 
 from __future__ import annotations
 
+import os
 import uuid
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import F, Q
-from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
@@ -135,21 +135,6 @@ class Audit(models.Model):
     def get_absolute_url(self):
         return reverse("audit-detail", args=[self.pk])
 
-    def delete(self, *args, **kwargs):
-        """Delete with everything found, after any transaction still writing for this audit.
-
-        Link edges and issues have no database foreign key (LinkEdge.audit), so
-        nothing in the database stops a writer from adding rows after the
-        cascade has deleted the ones it saw. Locking the audit row first waits
-        for a finalize check in progress (it holds the row FOR KEY SHARE, see
-        audits.finalize._hold), and every later one finds the audit gone.
-        (SQLite runs one write transaction at a time, so there it is already so.)
-        """
-        using = kwargs.get("using") or self._state.db
-        with transaction.atomic(using=using):
-            Audit.objects.using(using).select_for_update().filter(pk=self.pk).exists()
-            return super().delete(*args, **kwargs)
-
     @property
     def is_active(self) -> bool:
         return self.status in self.ACTIVE
@@ -230,8 +215,20 @@ class Audit(models.Model):
             finished_at=None, heartbeat_at=timezone.now(), links_indexed=False,
         )
 
-    def beat(self, **counters) -> None:
-        """Heartbeat plus counter increments (F expressions, so concurrent chunks add up)."""
+    COUNTERS = (
+        "pages_crawled", "pages_discovered", "pages_failed", "issues_critical", "issues_warning",
+        "issues_notice", "chunks_done",
+    )
+
+    def beat(self, **counters: int) -> None:
+        """Heartbeat plus counter increments: the one way a crawl changes the progress counters.
+
+        Increments are F() expressions, so chunks writing at once add up; only
+        the names in COUNTERS are accepted.
+        """
+        unknown = set(counters) - set(self.COUNTERS)
+        if unknown:
+            raise ValueError(f"not a progress counter: {', '.join(sorted(unknown))}")
         changes = {name: F(name) + value for name, value in counters.items() if value}
         Audit.objects.filter(pk=self.pk).update(heartbeat_at=timezone.now(), **changes)
 
@@ -322,13 +319,8 @@ class Issue(models.Model):
         REVIEWED = "reviewed", "Reviewed"
         IGNORED = "ignored", "Ignored"
 
-    # No database constraint on either reference (Django still cascades the
-    # deletes; see LinkEdge.audit for why): ~26 issues a page, each row's
-    # checks queued until COMMIT on PostgreSQL.
-    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="issues", db_index=False,
-                              db_constraint=False)
-    page = models.ForeignKey(Page, on_delete=models.CASCADE, null=True, blank=True, related_name="issues",
-                             db_constraint=False)
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="issues", db_index=False)
+    page = models.ForeignKey(Page, on_delete=models.CASCADE, null=True, blank=True, related_name="issues")
     url = models.TextField(help_text="The page the issue is on (the source page for link issues)")
     code = models.CharField(max_length=40, choices=IssueCode.choices)
     severity = models.CharField(max_length=10, choices=Severity.choices)
@@ -362,7 +354,7 @@ class Issue(models.Model):
 
 
 class FrontierQuerySet(models.QuerySet):
-    """Frontier rows by their Retry-After wait, judged by the database clock as lease expiry is."""
+    """Frontier rows, with the lease and Retry-After rules judged by the database clock."""
 
     def due(self):
         """Rows no Retry-After holds back (never rate limited, or their wait is over)."""
@@ -372,17 +364,52 @@ class FrontierQuerySet(models.QuerySet):
         """Rows still waiting out a Retry-After."""
         return self.filter(not_before__gt=Now())
 
-    def by_id(self, ids: list[int], state: str):
-        """The rows among ``ids`` still in ``state``, found through the primary key.
+    def held_by(self, lease: ChunkLease):
+        """The rows chunk ``lease`` holds: what a retry of it re-receives."""
+        return self.filter(audit_id=lease.audit_id, chunk=lease.number, state=FrontierURL.State.LEASED)
 
-        The state is compared with a subquery's value, which the planner cannot
-        see through. Compared with a literal, it implies the condition of the
-        partial lease or chunk index (FrontierURL.Meta), and on a frontier
-        without statistics (every new crawl's) PostgreSQL chose to read that
-        whole index, every pending or leased row of every audit, over probing
-        the ids.
+    def lease_next(self, lease: ChunkLease, limit: int, *, budget: int, page_depth_cap: int | None = None,
+                   url_limit: int | None = None) -> list[int]:
+        """Lease up to ``limit`` pending pages of the audit (and checks) to chunk ``lease``; their ids.
+
+        Shallowest first. At most ``budget`` fresh pages go (the audit's page
+        budget); resource and external checks, and pages rescheduled after a
+        Retry-After (they already hold their place in the budget), go whatever
+        it says. With ``page_depth_cap`` (a top-up) deeper pages stay pending;
+        with ``url_limit``, up to that many URLs go, of which at most ``limit``
+        pages. The UPDATE repeats ``state=pending``: of two chunks racing for a
+        row, exactly one gets it.
         """
-        return self.filter(id__in_array=ids, state=RawSQL("SELECT %s", (state,)))
+        pending = self.filter(audit_id=lease.audit_id, state=FrontierURL.State.PENDING).due()
+        if page_depth_cap is not None:
+            pending = pending.filter(~Q(kind=Page.Kind.PAGE) | Q(depth__lte=page_depth_cap))
+        if budget <= 0:
+            pending = pending.exclude(kind=Page.Kind.PAGE, reschedules=0)
+        elif pending.filter(kind=Page.Kind.PAGE, linked=True).exists():
+            # Pages reached through links go first, so a page both in the sitemap
+            # and linked is crawled at its click depth; sitemap-only pages (orphan
+            # candidates) wait until links have nothing more to give.
+            pending = pending.exclude(kind=Page.Kind.PAGE, linked=False)
+        rows = pending.order_by("depth", "id").values_list("id", "kind", "reschedules")
+        ids, pages, counted = [], 0, 0
+        for row_id, kind, reschedules in rows[:max(limit, url_limit or 0)]:
+            if kind == Page.Kind.PAGE:
+                pages += 1
+                if pages > limit:  # a top-up's extra room is for checks
+                    continue
+                if not reschedules:
+                    counted += 1
+                    if counted > budget:
+                        continue
+            ids.append(row_id)
+        self.filter(id__in=ids, state=FrontierURL.State.PENDING).update(
+            state=FrontierURL.State.LEASED, chunk=lease.number)
+        return ids
+
+    def pages_counted(self, audit: Audit) -> int:
+        """Pages that used up the page budget: fetched, being fetched, or rescheduled after a Retry-After."""
+        return self.filter(audit=audit, kind=Page.Kind.PAGE).exclude(
+            state=FrontierURL.State.PENDING, reschedules=0).exclude(skip_reason__gt="").count()
 
     def reschedule(self, seconds: float) -> int:
         """Back to pending for ``seconds`` (a Retry-After), counting the reschedule.
@@ -420,7 +447,7 @@ class FrontierURL(models.Model):
     # death: a URL that is still marked on the next try is the one killing workers.
     tries = models.PositiveSmallIntegerField(default=0)
     # A rate-limited URL goes back to pending until the time its Retry-After
-    # named (database clock), at most MAX_RESCHEDULES times (audits.crawling).
+    # named (database clock), at most MAX_RESCHEDULES times (audits.crawl.setup).
     not_before = models.DateTimeField(null=True, blank=True)
     reschedules = models.PositiveSmallIntegerField(default=0)
 
@@ -467,19 +494,7 @@ class LinkEdge(models.Model):
     the ~90 edges a page has.
     """
 
-    # No database constraint: PostgreSQL checks a deferred foreign key with a
-    # query per inserted row when the transaction commits, and a sub-batch
-    # inserts ~4,500 edges and ~1,300 issues. At 1,000 pages its commits took
-    # 1.1-1.3 s in all, 0.35 s without these constraints (Issue's too). Edges
-    # and issues are written by start, the chunk writer and finalize, and go
-    # with their audit through Django's cascade. What a constraint would catch
-    # is a writer racing the delete of its audit, leaving rows no screen shows
-    # (ids are never reused): Audit.delete locks the audit row first; each
-    # finalize check holds it FOR KEY SHARE while it inserts (finalize._hold)
-    # and stops if the audit is gone; start and the chunk writer also write
-    # Page or frontier rows, whose foreign keys stay, so theirs fail instead.
-    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="links", db_index=False,
-                              db_constraint=False)
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="links", db_index=False)
     source_hash = models.CharField(max_length=32)
     source_url = models.TextField()
     target_hash = models.CharField(max_length=32)
@@ -524,18 +539,29 @@ class Inlink(models.Model):
     # edges took 6.9 s with an id (its sequence and index) beside the lookup
     # index, 3.8 s with the lookup index alone (measured with psql).
     pk = models.CompositePrimaryKey("audit", "target_hash", "tag", "edge_id")
-    # No database constraint on either reference: rows are only ever written by
-    # the build, from edges of that audit, and go with it (Django cascades the
-    # delete). On PostgreSQL a constraint queues a check per row until COMMIT,
-    # millions of them for a big audit.
-    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="+", db_index=False,
-                              db_constraint=False)
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="+", db_index=False)
     target_hash = models.CharField(max_length=32)
     tag = models.CharField(max_length=10)
     edge_id = models.BigIntegerField()  # the LinkEdge row
 
     def __str__(self):
         return f"{self.tag} edge {self.edge_id} -> {self.target_hash}"
+
+
+class ChunkLeaseQuerySet(models.QuerySet):
+    def claim(self, audit_id: int, number: int, *, seconds: int, max_attempts: int) -> ChunkLease | None:
+        """Take chunk ``number`` with one conditional UPDATE, or refuse (None).
+
+        The claim counts the attempt, sets a fresh owner token and an expiry by
+        the database clock. A finished chunk, a live lease or a spent attempt
+        budget matches no row, so of two workers racing, exactly one wins.
+        """
+        claimable = Q(state=ChunkLease.State.QUEUED) | Q(state=ChunkLease.State.LEASED, leased_until__lt=Now())
+        updated = self.filter(claimable, audit_id=audit_id, number=number, attempts__lt=max_attempts).update(
+            state=ChunkLease.State.LEASED, token=uuid.uuid4(), attempts=F("attempts") + 1,
+            leased_until=Now() + timedelta(seconds=seconds), worker_pid=os.getpid(), started_at=Now(),
+        )
+        return self.get(audit_id=audit_id, number=number) if updated else None
 
 
 class ChunkLease(models.Model):
@@ -559,6 +585,8 @@ class ChunkLease(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    objects = ChunkLeaseQuerySet.as_manager()
+
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["audit", "number"], name="chunk_unique_number_per_audit"),
@@ -571,12 +599,44 @@ class ChunkLease(models.Model):
     def __str__(self):
         return f"chunk {self.number} of audit {self.audit_id} ({self.state})"
 
-    @staticmethod
-    def new_token() -> uuid.UUID:
-        return uuid.uuid4()
+    def fence(self, seconds: int) -> bool:
+        """Extend the lease by ``seconds``, only while we still own it (the owner token).
 
-    def extend(self, seconds: int) -> bool:
-        """Heartbeat: push the expiry out, fenced by the owner token."""
+        Every write of a chunk calls this first inside its transaction; False
+        means the lease was reclaimed from us and nothing may be written.
+        """
         return ChunkLease.objects.filter(pk=self.pk, token=self.token, state=self.State.LEASED).update(
             leased_until=Now() + timedelta(seconds=seconds)
         ) == 1
+
+    def release(self, ids: list[int] | None = None) -> None:
+        """Hand URLs this chunk holds (``ids``, or all) back to the frontier, if we still own it."""
+        with transaction.atomic():
+            if not ChunkLease.objects.filter(pk=self.pk, token=self.token).exists():
+                return
+            rows = FrontierURL.objects.held_by(self)
+            if ids is not None:
+                rows = rows.filter(id__in=ids)
+            rows.update(state=FrontierURL.State.PENDING, chunk=None)
+
+    def finish(self, unfinished: list[int] = ()) -> bool:
+        """Mark the chunk done and release the URLs it did not start; False if we no longer own it."""
+        with transaction.atomic():
+            done = ChunkLease.objects.filter(pk=self.pk, token=self.token, state=self.State.LEASED).update(
+                state=self.State.DONE, finished_at=Now())
+            if not done:
+                return False
+            if unfinished:
+                FrontierURL.objects.held_by(self).filter(id__in=unfinished).update(
+                    state=FrontierURL.State.PENDING, chunk=None)
+        self.state = self.State.DONE
+        return True
+
+    def abandon(self) -> bool:
+        """Give up a chunk whose lease expired with its attempts spent; False if someone else did."""
+        return ChunkLease.objects.filter(pk=self.pk, state=self.State.LEASED, leased_until__lt=Now()).update(
+            state=self.State.ABANDONED, token=None, finished_at=Now()) == 1
+
+    def expired(self) -> bool:
+        """Whether the lease has run out, by the database clock."""
+        return ChunkLease.objects.filter(pk=self.pk, leased_until__lt=Now()).exists()

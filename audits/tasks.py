@@ -1,4 +1,4 @@
-"""django-q2 entry points. Thin: ids in, the work is in crawling.py, finalize.py and watchdog.py.
+"""django-q2 entry points. Thin: ids in, the work is in crawl/, finalize.py and watchdog.py.
 
 Tasks record crawl failures on our own rows and return normally; they raise only
 for "run me again" cases (the database was unavailable), which the lease table and
@@ -11,7 +11,9 @@ import logging
 from django.db import DatabaseError, OperationalError
 
 from . import inlinks
-from .crawling import run_chunk, run_resume, run_start
+from .crawl.chunk import run_chunk
+from .crawl.resume import run_resume
+from .crawl.start import run_start
 from .finalize import run_finalize
 from .models import Audit
 from .services import enqueue

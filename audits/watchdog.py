@@ -20,8 +20,10 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from . import inlinks
-from .crawling import Dispatcher, abandon_chunk, advance, has_work, retry_wait
+from .crawl.progress import abandon_chunk, advance, has_work, retry_wait
+from .dispatch import Dispatcher
 from .models import Audit, ChunkLease
+from .services import enqueue
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +69,7 @@ def run_watchdog(now=None) -> str:
             kind = "resume" if audit.origin else "start"
             if not ({f"audit-{audit.pk}-start", f"audit-{audit.pk}-resume"} & names) and _claim_audit(audit):
                 with transaction.atomic():
-                    dispatcher_enqueue(f"audits.tasks.{kind}", audit.pk, f"audit-{audit.pk}-{kind}")
+                    enqueue(f"audits.tasks.{kind}", audit.pk, name=f"audit-{audit.pk}-{kind}")
                 actions.append(f"re-enqueued {kind} of {audit.pk}")
         elif audit.status == Audit.Status.FINALIZING:
             if f"audit-{audit.pk}-finalize" not in names and _claim_audit(audit):
@@ -83,7 +85,7 @@ def run_watchdog(now=None) -> str:
         name = f"audit-{audit_id}-index-links"
         if name not in names:
             with transaction.atomic():
-                dispatcher_enqueue("audits.tasks.index_links", audit_id, name)
+                enqueue("audits.tasks.index_links", audit_id, name=name)
             actions.append(f"enqueued the link index of {audit_id}")
     if actions:
         log.info("watchdog: %s", "; ".join(actions))
@@ -104,12 +106,6 @@ def _waiting_on_retry_after(audit: Audit) -> bool:
     """
     return (audit.status == Audit.Status.RUNNING and audit.phase == Audit.Phase.CRAWLING
             and not _open_chunks(audit).exists() and retry_wait(audit) is not None)
-
-
-def dispatcher_enqueue(func: str, audit_id: int, name: str) -> None:
-    from .services import enqueue
-
-    enqueue(func, audit_id, name=name)
 
 
 def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dispatcher) -> list[str]:

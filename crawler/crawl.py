@@ -31,20 +31,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
+from crawler.catalogue import UNVERIFIED_STATUSES
 from crawler.checks import CheckSettings, PageContext
 from crawler.fetch import Fetcher, FetchPolicy
-from crawler.gcpolicy import crawl_gc
 from crawler.net import AddressGuard
 from crawler.page import PAGE_TAGS, PageOutcome, build_outcome, process_page
 from crawler.robots import Robots, load_robots
 from crawler.sitemap import SitemapReport, discover_sitemaps
 from crawler.types import FetchResult
-from crawler.urls import InvalidURL, Scope, TrapGuard, normalize, origin_of
+from crawler.urls import TRAP_VARIANTS, InvalidURL, Scope, TrapGuard, normalize, origin_of
 from crawler.window import WindowPolicy, fetch_health, run_window
 
-# Statuses that say "you may not look", not "this is gone": reported as
-# unverified rather than broken for external links (CHECKS.md #5).
-UNVERIFIED_STATUSES = frozenset({401, 403, 429, 999})
 # How many skipped URLs of each kind the report lists (the counts are exact).
 _LISTED = 1000
 # At most this many checks run at once against one external host.
@@ -63,7 +60,7 @@ class CrawlLimits:
     check_external: bool = True
     allow_private: bool = False
     user_agent: str = FetchPolicy.user_agent
-    trap_variants: int = 50  # distinct URLs allowed per path template
+    trap_variants: int = TRAP_VARIANTS  # URLs per path template before its depth spread counts
     time_budget: float | None = None  # seconds; after it nothing new starts
     max_external: int = 5000  # distinct external URLs checked at most
 
@@ -130,7 +127,7 @@ class _Frontier:
         if depth > self.limits.max_depth:
             self.skipped_depth += 1
             return False
-        reason = self.traps.check(url)
+        reason = self.traps.check(url, depth)
         if reason:
             if len(self.trapped) < _LISTED:
                 self.trapped.append((url, reason))
@@ -178,20 +175,6 @@ async def crawl_site(
     settings: CheckSettings | None = None,
 ) -> CrawlReport:
     """Crawl the site at ``start_url`` breadth-first; see the module doc for the steps."""
-    with crawl_gc():
-        return await _crawl_site(start_url, limits, on_page=on_page, guard=guard, policy=policy,
-                                 settings=settings)
-
-
-async def _crawl_site(
-    start_url: str,
-    limits: CrawlLimits,
-    *,
-    on_page: Callable[[PageOutcome], None] | None,
-    guard: AddressGuard | None,
-    policy: FetchPolicy | None,
-    settings: CheckSettings | None,
-) -> CrawlReport:
     began = time.monotonic()
     deadline = began + limits.time_budget if limits.time_budget is not None else None
     policy = policy or FetchPolicy(user_agent=limits.user_agent)

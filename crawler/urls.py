@@ -221,30 +221,48 @@ def trap_reason(
     return None
 
 
-class TrapGuard:
-    """``trap_reason`` plus a budget of distinct URLs per ``template_key``.
+# Crawler traps (an endless calendar, "next" links forever) show up as one path
+# template (``/cal?month={n}``) whose variants keep getting deeper, each found on
+# the previous one. A shop's ``/product/{n}`` pages share a template too, but sit
+# at about the same depth. So a template is cut once it has TRAP_VARIANTS
+# variants AND a new one would lie more than TRAP_DEPTH_SPREAD clicks below its
+# shallowest variant; TEMPLATE_CEILING bounds any single template outright.
+TRAP_VARIANTS = 50
+TRAP_DEPTH_SPREAD = 5
+TEMPLATE_CEILING = 100_000
 
-    One guard per crawl: an endless calendar (``/cal?month=N``, ``/2026/01/01/``)
-    is cut after ``max_variants`` distinct URLs of its template. A URL already
-    admitted stays admitted when it is checked again.
+
+def template_has_room(variants: int, shallowest: int, depth: int, max_variants: int = TRAP_VARIANTS) -> bool:
+    """Whether a template with ``variants`` URLs, the shallowest at ``shallowest``, takes one at ``depth``."""
+    if variants >= TEMPLATE_CEILING:
+        return False
+    return variants < max_variants or depth - shallowest <= TRAP_DEPTH_SPREAD
+
+
+class TrapGuard:
+    """``trap_reason`` plus the per-template budget of ``template_has_room``, in memory.
+
+    One guard per crawl (the audits app keeps the same counts in its frontier
+    table instead). A URL already admitted stays admitted when checked again.
     """
 
-    def __init__(self, max_variants: int = 50) -> None:
+    def __init__(self, max_variants: int = TRAP_VARIANTS) -> None:
         self.max_variants = max_variants
-        self._variants: dict[str, set[str]] = {}
+        self._templates: dict[str, tuple[set[str], int]] = {}
 
-    def check(self, url: str) -> str | None:
+    def check(self, url: str, depth: int) -> str | None:
         reason = trap_reason(url)
         if reason:
             return reason
         key = template_key(url)
-        seen = self._variants.setdefault(key, set())
+        seen, shallowest = self._templates.get(key, (set(), depth))
         digest = url_hash(url)
         if digest in seen:
             return None
-        if len(seen) >= self.max_variants:
-            return f"more than {self.max_variants} URLs share the template {key}"
+        if not template_has_room(len(seen), shallowest, depth, self.max_variants):
+            return f"more than {len(seen)} URLs share the template {key}, each deeper than the last"
         seen.add(digest)
+        self._templates[key] = (seen, min(shallowest, depth))
         return None
 
 

@@ -3,14 +3,11 @@ fixtures live in tests/conftest.py)."""
 
 import pytest
 
-from audits.crawling import (
-    ChunkWriter,
-    InlineDispatcher,
-    _lease_urls,
-    claim_chunk,
-    crawl_setup,
-    run_start,
-)
+from audits.crawl.chunk import claim, lease_items
+from audits.crawl.setup import crawl_setup
+from audits.crawl.start import run_start
+from audits.crawl.writer import ChunkWriter
+from audits.dispatch import InlineDispatcher
 from audits.models import Audit
 
 from .grid_site import GridSite
@@ -28,6 +25,6 @@ def chunk_writer(owner, grid_site, fast_settings):
     audit = Audit.objects.create(owner=owner, start_url=grid_site.url("/"), allow_private=True)
     run_start(audit.pk, InlineDispatcher())
     audit.refresh_from_db()
-    claim = claim_chunk(audit.pk, 1)
-    items = _lease_urls(audit, claim.lease)
-    return ChunkWriter(audit, claim.lease, crawl_setup(audit)), items
+    held = claim(audit.pk, 1)
+    items = lease_items(audit, held)
+    return ChunkWriter(audit, held, crawl_setup(audit)), items

@@ -1,6 +1,7 @@
 """An audit of a loopback site taken through start, ready for its chunks to be run by hand."""
 
-from audits.crawling import InlineDispatcher, run_start
+from audits.crawl.start import run_start
+from audits.dispatch import InlineDispatcher
 from audits.models import Audit
 
 

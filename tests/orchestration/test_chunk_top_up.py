@@ -7,22 +7,19 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from audits import crawling
-from audits.crawling import (
+from audits.crawl.chunk import claim, lease_items, run_chunk
+from audits.crawl.setup import crawl_setup
+from audits.crawl.writer import (
     NO_PAGES,
     TOP_UP_URLS_PER_PAGE,
     AuditStopped,
     ChunkWriter,
     Item,
     LeaseLost,
-    _lease_urls,
-    _spread_checks,
-    claim_chunk,
-    crawl_setup,
-    run_chunk,
+    spread_checks,
 )
 from audits.inline import run_audit_inline
-from audits.models import Audit, ChunkLease, FrontierURL, Page
+from audits.models import Audit, ChunkLease, FrontierQuerySet, FrontierURL, Page
 
 from .grid_site import GridSite
 from .starting import started
@@ -33,15 +30,15 @@ pytestmark = pytest.mark.django_db
 def test_a_crawl_tops_up_its_chunks_and_still_stores_every_page_once_at_its_click_depth(
         owner, fast_settings, monkeypatch):
     leases = []  # (limit, page depth cap, depths of the pages it leased)
-    lease_fresh = crawling._lease_fresh
+    lease_next = FrontierQuerySet.lease_next
 
-    def spy(audit, lease, limit, page_depth_cap=None, url_limit=None):
-        ids = lease_fresh(audit, lease, limit, page_depth_cap, url_limit)
+    def spy(self, lease, limit, *, budget, page_depth_cap=None, url_limit=None):
+        ids = lease_next(self, lease, limit, budget=budget, page_depth_cap=page_depth_cap, url_limit=url_limit)
         depths = list(FrontierURL.objects.filter(id__in=ids, kind=Page.Kind.PAGE).values_list("depth", flat=True))
         leases.append((len(ids), page_depth_cap, depths))
         return ids
 
-    monkeypatch.setattr(crawling, "_lease_fresh", spy)
+    monkeypatch.setattr(FrontierQuerySet, "lease_next", spy)
     # The chunk count below has no slack: a chunk that hit the soft deadline on
     # a stalled machine would add one. This test is about top-ups, not deadlines.
     fast_settings.SITEWARD = {**fast_settings.SITEWARD, "CHUNK_SOFT_DEADLINE": 60.0}
@@ -78,12 +75,12 @@ def _holding_half_a_level(owner, site):
     audit, dispatcher = started(owner, site)
     for number in range(1, 4):
         assert run_chunk(audit.pk, number, dispatcher) == "done"
-    claim = claim_chunk(audit.pk, 4)
-    items = _lease_urls(audit, claim.lease)
+    held = claim(audit.pk, 4)
+    items = lease_items(audit, held)
     assert {item.depth for item in items} == {4} and len(items) == 10
-    writer = ChunkWriter(audit, claim.lease, crawl_setup(audit))
+    writer = ChunkWriter(audit, held, crawl_setup(audit))
     writer.hold(items)
-    return audit, claim, items, writer
+    return audit, held, items, writer
 
 
 def _expire(lease) -> None:
@@ -95,21 +92,21 @@ def _pending(audit) -> int:
 
 
 def test_a_top_up_takes_the_rest_of_the_level_and_a_retry_re_receives_it(owner, grid_site, fast_settings):
-    audit, claim, items, writer = _holding_half_a_level(owner, grid_site)
+    audit, held, items, writer = _holding_half_a_level(owner, grid_site)
     more = writer.top_up()
     assert len(more) == 7 and {item.depth for item in more} == {4}
     assert not {i.url for i in more} & {i.url for i in items}
     assert writer.top_up() == []  # nothing that shallow is left: the chunk would end here
-    assert ChunkLease.objects.get(pk=claim.lease.pk).url_count == len(items) + len(more)
-    _expire(claim.lease)
-    retry = claim_chunk(audit.pk, 4)
-    assert sorted(i.url for i in _lease_urls(audit, retry.lease)) == sorted(i.url for i in items + more)
+    assert ChunkLease.objects.get(pk=held.pk).url_count == len(items) + len(more)
+    _expire(held)
+    retry = claim(audit.pk, 4)
+    assert sorted(i.url for i in lease_items(audit, retry)) == sorted(i.url for i in items + more)
 
 
 def test_a_zombie_cannot_top_up(owner, grid_site, fast_settings):
-    audit, claim, _, zombie = _holding_half_a_level(owner, grid_site)
-    _expire(claim.lease)
-    assert claim_chunk(audit.pk, 4) is not None  # another worker took it over
+    audit, held, _, zombie = _holding_half_a_level(owner, grid_site)
+    _expire(held)
+    assert claim(audit.pk, 4) is not None  # another worker took it over
     pending = _pending(audit)
     with pytest.raises(LeaseLost):
         zombie.top_up()
@@ -132,10 +129,10 @@ def _item(kind: str, depth: int, linked: bool = True) -> Item:
 
 def test_the_depth_a_chunk_tops_up_to_is_that_of_its_deepest_linked_page(owner, grid_site, fast_settings):
     audit, _ = started(owner, grid_site)
-    claim = claim_chunk(audit.pk, 1)
+    held = claim(audit.pk, 1)
 
     def cap(items):
-        writer = ChunkWriter(audit, claim.lease, crawl_setup(audit))
+        writer = ChunkWriter(audit, held, crawl_setup(audit))
         writer.hold(items)
         return writer.depth_cap
 
@@ -150,9 +147,9 @@ def _pending_pages_then_checks(owner, site, size: int) -> tuple[Audit, ChunkWrit
     """Chunk 1 claimed and held; pending: 2 * size pages at its depth cap, then twice a
     top-up's room of resource checks a click deeper."""
     audit, _ = started(owner, site)
-    claim = claim_chunk(audit.pk, 1)
-    writer = ChunkWriter(audit, claim.lease, crawl_setup(audit))
-    writer.hold(_lease_urls(audit, claim.lease))
+    held = claim(audit.pk, 1)
+    writer = ChunkWriter(audit, held, crawl_setup(audit))
+    writer.hold(lease_items(audit, held))
     FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).delete()
     depth = writer.depth_cap
     FrontierURL.objects.bulk_create(
@@ -175,7 +172,7 @@ def test_a_top_up_takes_more_checks_than_pages_but_no_more_pages_than_a_lease(ow
     # shallower pages, then checks), the first size pages and every check.
     assert kinds.count(Page.Kind.PAGE) == size
     assert kinds.count(Page.Kind.RESOURCE) == size * TOP_UP_URLS_PER_PAGE - 2 * size
-    assert more == _spread_checks(more) and kinds[0] == Page.Kind.PAGE  # checks spread between the pages
+    assert more == spread_checks(more) and kinds[0] == Page.Kind.PAGE  # checks spread between the pages
     assert _pending(audit) == 2 * size + size * TOP_UP_URLS_PER_PAGE * 2 - len(more)
     # Only checks left that shallow: a whole top-up of them.
     FrontierURL.objects.filter(audit=audit, kind=Page.Kind.PAGE, state=FrontierURL.State.PENDING).delete()
@@ -189,7 +186,7 @@ def test_a_top_up_spreads_its_checks_between_its_pages_and_keeps_the_pages_in_or
     # dry before the next top-up it had asked for came back.
     items = [_item(Page.Kind.PAGE, depth) for depth in range(pages)]
     items += [_item(Page.Kind.RESOURCE, 1000 + n) for n in range(checks)]
-    spread = _spread_checks(items)
+    spread = spread_checks(items)
     assert sorted(spread, key=lambda item: item.id) == sorted(items, key=lambda item: item.id)
     assert [item for item in spread if item.kind == Page.Kind.PAGE] == items[:pages]
     if pages and checks:
@@ -202,7 +199,7 @@ def test_a_top_up_spreads_its_checks_between_its_pages_and_keeps_the_pages_in_or
 def test_a_top_up_near_max_pages_takes_only_the_pages_left_and_its_checks(owner, grid_site, fast_settings):
     size = fast_settings.SITEWARD["CHUNK_SIZE"]
     audit, writer = _pending_pages_then_checks(owner, grid_site, size)
-    Audit.objects.filter(pk=audit.pk).update(max_pages=crawling._pages_counted(audit) + 3)
+    Audit.objects.filter(pk=audit.pk).update(max_pages=FrontierURL.objects.pages_counted(audit) + 3)
     more = writer.top_up()
     kinds = [item.kind for item in more]
     # Three pages are left in the budget; the checks among the URLs read still go.
@@ -218,6 +215,6 @@ def test_a_first_lease_spreads_its_checks_between_its_pages_too(owner, grid_site
                      depth=1) for i in range(6)]
         + [FrontierURL(audit=audit, url=f"http://127.0.0.1:9/p/{i}", url_hash=f"p{i}", kind=Page.Kind.PAGE,
                        depth=1, linked=True) for i in range(3)])
-    items = _lease_urls(audit, claim_chunk(audit.pk, 1).lease)
+    items = lease_items(audit, claim(audit.pk, 1))
     shape = "".join("P" if item.kind == Page.Kind.PAGE else "c" for item in items)
     assert shape == "PccPccPcc"  # in lease order the six checks came first

@@ -5,11 +5,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from audits.crawling import ChunkWriter, crawl_setup
+from audits.crawl.setup import crawl_setup
+from audits.crawl.writer import ChunkWriter
 from audits.models import Page
 from crawler.page import PageOutcome
 from crawler.types import FetchResult
-from crawler.urls import url_hash
 
 from .outcomes import parsed_page
 
@@ -25,8 +25,8 @@ def frontier_kind_reads(writer, outcomes) -> int:
 
 def test_kinds_come_from_the_lease_and_are_read_only_for_urls_it_does_not_hold(chunk_writer):
     plain, items = chunk_writer
-    leased = ChunkWriter(plain.audit, plain.lease, crawl_setup(plain.audit),
-                         kinds={item.url_hash: item.kind for item in items})
+    leased = ChunkWriter(plain.audit, plain.lease, crawl_setup(plain.audit))
+    leased.hold(items)
     assert frontier_kind_reads(leased, [parsed_page(items[0].url)]) == 0
     assert frontier_kind_reads(leased, [parsed_page(items[1].url), parsed_page(items[0].url + "?other")]) == 1
     assert frontier_kind_reads(plain, [parsed_page(items[1].url)]) == 1  # no lease kinds: asked
@@ -42,16 +42,13 @@ def resource_check(url: str) -> PageOutcome:
 def edge_deletes(writer, outcomes) -> int:
     with CaptureQueriesContext(connection) as queries:
         writer.write(outcomes)
-    return sum(q["sql"].startswith("DELETE FROM audits_linkedge") for q in queries.captured_queries)
+    return sum(q["sql"].startswith("DELETE") and "audits_linkedge" in q["sql"] for q in queries.captured_queries)
 
 
-def test_only_pages_have_their_earlier_link_edges_deleted(chunk_writer):
+def test_only_parsed_pages_have_their_earlier_link_edges_replaced(chunk_writer):
     plain, items = chunk_writer
     page = items[0]
     assert page.kind == Page.Kind.PAGE
     image = page.url.rstrip("/") + "/logo.png"
-    writer = ChunkWriter(plain.audit, plain.lease, crawl_setup(plain.audit),
-                         kinds={url_hash(image): Page.Kind.RESOURCE, page.url_hash: page.kind})
-    assert edge_deletes(writer, [resource_check(image)]) == 0  # resources never have edges
-    assert edge_deletes(writer, [parsed_page(page.url), resource_check(image)]) == 1
-    assert edge_deletes(plain, [resource_check(image)]) == 1  # kind unknown: treated as a page
+    assert edge_deletes(plain, [resource_check(image)]) == 0  # checks are never parsed: no edges
+    assert edge_deletes(plain, [parsed_page(page.url), resource_check(image)]) == 1

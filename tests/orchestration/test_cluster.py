@@ -73,7 +73,7 @@ def test_a_cluster_killed_mid_crawl_and_restarted_finishes_the_audit(owner, clus
 def test_a_url_that_kills_its_worker_every_time_stops_after_the_attempt_limit(owner, cluster_factory):
     with GridSite(pages=30) as site:
         poison = "/p/9"
-        cluster_factory(SITEWARD_FAULT_KILL_WORKER_ON=poison).start()
+        cluster_factory(DJANGO_SETTINGS_MODULE="tests.orchestration.fault_settings", SITEWARD_TEST_KILL_ON=poison).start()
         audit = new_audit(owner, site)
         wait_for(lambda: ended(audit), 120, message="audit to end despite the poison URL")
         assert audit.status == "completed", (audit.error_code, audit.error_detail)

@@ -15,7 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from audits.finalize import _insert, hreflang_return_links, hreflang_targets
+from audits.finalize import hreflang_return_links, hreflang_targets
+from audits.issue_rows import insert_issues
 from audits.inline import run_audit_inline
 from audits.models import Audit, Issue, LinkEdge
 
@@ -198,7 +199,7 @@ def test_running_the_checks_again_adds_no_issue(crawled):
     _, audit = crawled
     before = Issue.objects.filter(audit=audit).count()
     for check in (hreflang_targets, hreflang_return_links):
-        _insert(audit, check(audit.pk))
+        insert_issues(check(audit.pk))
     assert Issue.objects.filter(audit=audit).count() == before
 
 

@@ -7,16 +7,11 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from audits.crawling import (
-    ChunkWriter,
-    InlineDispatcher,
-    LeaseLost,
-    _lease_urls,
-    claim_chunk,
-    crawl_setup,
-    run_chunk,
-    run_resume,
-)
+from audits.crawl.chunk import claim, lease_items, run_chunk
+from audits.crawl.resume import run_resume
+from audits.crawl.setup import crawl_setup
+from audits.crawl.writer import ChunkWriter, LeaseLost
+from audits.dispatch import InlineDispatcher
 from audits.inline import run_steps
 from audits.models import Audit, ChunkLease, FrontierURL, Page
 from audits.services import cancel_audit
@@ -36,38 +31,38 @@ def expire(lease_number: int, audit: Audit) -> None:
 def test_a_finished_chunk_refuses_a_new_claim(owner, grid_site, fast_settings):
     audit, dispatcher = started(owner, grid_site)
     assert run_chunk(audit.pk, 1, dispatcher) == "done"
-    assert claim_chunk(audit.pk, 1) is None
+    assert claim(audit.pk, 1) is None
     assert run_chunk(audit.pk, 1, dispatcher) == "refused"
     assert grid_site.hits("/") == 1 and grid_site.hits("/p/2") == 1
 
 
 def test_a_live_lease_refuses_a_duplicate_delivery(owner, grid_site, fast_settings):
     audit, _ = started(owner, grid_site)
-    first = claim_chunk(audit.pk, 1)
-    assert first is not None and first.lease.attempts == 1
-    assert claim_chunk(audit.pk, 1) is None
+    first = claim(audit.pk, 1)
+    assert first is not None and first.attempts == 1
+    assert claim(audit.pk, 1) is None
 
 
 def test_an_expired_lease_is_reclaimed_counting_the_attempt_and_keeping_its_urls(owner, grid_site, fast_settings):
     audit, dispatcher = started(owner, grid_site)
     assert run_chunk(audit.pk, 1, dispatcher) == "done"  # the start page; chunk 2 gets its links
-    first = claim_chunk(audit.pk, 2)
-    held = [item.url for item in _lease_urls(audit, first.lease)]
+    first = claim(audit.pk, 2)
+    held = [item.url for item in lease_items(audit, first)]
     assert held
     expire(2, audit)
-    second = claim_chunk(audit.pk, 2)
-    assert second.lease.attempts == 2 and second.lease.token != first.lease.token
-    assert second.serial is True  # a retry after a death runs one URL at a time
-    assert [item.url for item in _lease_urls(audit, second.lease)] == held
+    second = claim(audit.pk, 2)
+    assert second.attempts == 2 and second.token != first.token
+    assert second.attempts > 1  # a retry after a death: run_chunk runs it one URL at a time
+    assert [item.url for item in lease_items(audit, second)] == held
 
 
 def test_a_zombie_whose_lease_was_reclaimed_writes_nothing(owner, grid_site, fast_settings):
     audit, dispatcher = started(owner, grid_site)
-    zombie = claim_chunk(audit.pk, 1)
-    items = _lease_urls(audit, zombie.lease)
+    zombie = claim(audit.pk, 1)
+    items = lease_items(audit, zombie)
     expire(1, audit)
-    assert claim_chunk(audit.pk, 1) is not None  # B takes over
-    writer = ChunkWriter(audit, zombie.lease, crawl_setup(audit))
+    assert claim(audit.pk, 1) is not None  # B takes over
+    writer = ChunkWriter(audit, zombie, crawl_setup(audit))
     outcome = PageOutcome(items[0].url, 0, FetchResult(items[0].url, items[0].url, status=200), None, (), ())
     with pytest.raises(LeaseLost):
         writer.write([outcome])
@@ -79,8 +74,8 @@ def test_a_chunk_out_of_attempts_records_its_urls_as_lost_and_the_crawl_goes_on(
     run_chunk(audit.pk, 1, dispatcher)
     dispatcher.steps.clear()
     for _ in range(3):  # three workers die holding chunk 2
-        claim = claim_chunk(audit.pk, 2)
-        _lease_urls(audit, claim.lease)
+        held = claim(audit.pk, 2)
+        lease_items(audit, held)
         expire(2, audit)
     held = set(FrontierURL.objects.filter(audit=audit, chunk=2).values_list("url", flat=True))
     assert run_chunk(audit.pk, 2, dispatcher) == "abandoned"
@@ -96,13 +91,13 @@ def test_the_url_that_kills_its_worker_is_isolated_on_retry(owner, grid_site, fa
     audit, dispatcher = started(owner, grid_site)
     run_chunk(audit.pk, 1, dispatcher)
     dispatcher.steps.clear()
-    claim_chunk(audit.pk, 2)  # attempt 1 dies
+    claim(audit.pk, 2)  # attempt 1 dies
     expire(2, audit)
-    first = claim_chunk(audit.pk, 2)
-    items = _lease_urls(audit, first.lease)
+    first = claim(audit.pk, 2)
+    items = lease_items(audit, first)
     poison = items[-1]
     # Attempt 2 ran serially: it marked the poison URL and died fetching it.
-    writer = ChunkWriter(audit, first.lease, crawl_setup(audit))
+    writer = ChunkWriter(audit, first, crawl_setup(audit))
     writer.mark_try(poison)
     expire(2, audit)
     assert run_chunk(audit.pk, 2, dispatcher) == "done"  # attempt 3

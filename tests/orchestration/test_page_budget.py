@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from audits.crawling import run_chunk
+from audits.crawl.chunk import run_chunk
 from audits.inline import run_steps
 from audits.models import Audit
 

@@ -20,13 +20,10 @@ from django.db.models import F
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from audits.crawling import (
-    MAX_RESCHEDULES,
-    Dispatcher,
-    InlineDispatcher,
-    run_chunk,
-    run_start,
-)
+from audits.crawl.chunk import run_chunk
+from audits.crawl.setup import MAX_RESCHEDULES
+from audits.crawl.start import run_start
+from audits.dispatch import Dispatcher, InlineDispatcher
 from audits.inline import run_steps
 from audits.models import Audit, ChunkLease, FrontierURL, Page
 from audits.watchdog import queued_task_names, run_watchdog

@@ -15,8 +15,8 @@ from functools import partial
 
 import pytest
 
-from audits import crawling
-from audits.crawling import run_start
+from audits.crawl import start as crawl_start
+from audits.crawl.start import run_start
 from audits.models import Audit, Issue
 from crawler.fetch import Fetcher
 from crawler.net import AddressGuard
@@ -37,11 +37,11 @@ def start_https_audit(owner, fast_settings, monkeypatch, ca, https_site, http_si
     client = ssl.create_default_context()
     ca.configure_trust(client)
     backend = PortMap({443: https_site.port, 80: http_site.port})
-    monkeypatch.setattr(crawling, "Fetcher", partial(Fetcher, verify=client, network_backend=backend))
+    monkeypatch.setattr(crawl_start, "Fetcher", partial(Fetcher, verify=client, network_backend=backend))
     guard = AddressGuard(resolver=StubResolver({HOST: [["127.0.0.1"]]}),
                          allowed_targets=[("127.0.0.1", 443), ("127.0.0.1", 80)])
-    real_setup = crawling.crawl_setup
-    monkeypatch.setattr(crawling, "crawl_setup", lambda audit: dataclasses.replace(real_setup(audit), guard=guard))
+    real_setup = crawl_start.crawl_setup
+    monkeypatch.setattr(crawl_start, "crawl_setup", lambda audit: dataclasses.replace(real_setup(audit), guard=guard))
 
     def run() -> Audit:
         audit = Audit.objects.create(owner=owner, start_url=START, max_pages=5, respect_robots=False)

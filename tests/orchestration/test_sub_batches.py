@@ -1,7 +1,7 @@
 """How much a chunk writes at once: SUB_BATCH parsed pages, or twice as many resource and
 external checks (small rows, so a write's fixed costs weigh more), or a mix by weight."""
 
-from audits.crawling import PAGE_WEIGHT, _weight
+from audits.crawl.chunk import PAGE_WEIGHT, weight
 from crawler.page import PageOutcome
 from crawler.parse import parse_html
 from crawler.types import FetchResult
@@ -16,4 +16,4 @@ def outcome(parsed: bool) -> PageOutcome:
 
 
 def test_a_parsed_page_weighs_more_than_a_check():
-    assert _weight(outcome(parsed=True)) == PAGE_WEIGHT > 1 == _weight(outcome(parsed=False))
+    assert weight(outcome(parsed=True)) == PAGE_WEIGHT > 1 == weight(outcome(parsed=False))

@@ -5,9 +5,9 @@ import re
 import pytest
 from werkzeug import Response
 
-from audits.crawling import TRAP_DEPTH_SPREAD, TRAP_VARIANTS
 from audits.inline import run_audit_inline
 from audits.models import Audit
+from crawler.urls import TRAP_DEPTH_SPREAD, TRAP_VARIANTS
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,9 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from audits import tasks
-from audits.crawling import InlineDispatcher, _lease_urls, claim_chunk, run_chunk, run_start
+from audits.crawl.chunk import claim, lease_items, run_chunk
+from audits.crawl.start import run_start
+from audits.dispatch import InlineDispatcher
 from audits.models import Audit, ChunkLease, Inlink
 from audits.watchdog import queued_task_names, run_watchdog
 from tests.conftest import MANAGE, subprocess_env
@@ -32,7 +34,7 @@ def age(audit: Audit, seconds: int) -> None:
 
 def test_a_live_audit_is_left_alone(owner, grid_site, fast_settings):
     audit = crawling_audit(owner, grid_site)
-    claim_chunk(audit.pk, 1)
+    claim(audit.pk, 1)
     OrmQ.objects.all().delete()
     assert run_watchdog() == "nothing to do"
     audit.refresh_from_db()
@@ -52,9 +54,9 @@ def test_an_audit_without_progress_is_failed_as_stalled_keeping_its_pages(owner,
 
 def test_an_expired_lease_is_re_enqueued_once_when_two_watchdogs_run_at_once(owner, grid_site, fast_settings):
     audit = crawling_audit(owner, grid_site)
-    claim = claim_chunk(audit.pk, 1)  # a worker takes chunk 1 and dies
-    _lease_urls(audit, claim.lease)
-    ChunkLease.objects.filter(pk=claim.lease.pk).update(leased_until=timezone.now() - timedelta(seconds=5))
+    held = claim(audit.pk, 1)  # a worker takes chunk 1 and dies
+    lease_items(audit, held)
+    ChunkLease.objects.filter(pk=held.pk).update(leased_until=timezone.now() - timedelta(seconds=5))
     OrmQ.objects.all().delete()
     barrier = threading.Barrier(2)
     outputs = []
@@ -107,7 +109,7 @@ def test_a_finalizing_audit_without_its_task_gets_finalize_again(owner, grid_sit
 
 def test_a_failed_audit_gets_its_links_indexed_once_no_chunk_can_still_write(owner, grid_site, fast_settings):
     audit = crawling_audit(owner, grid_site)
-    claim_chunk(audit.pk, 1)  # a live lease: that chunk may still write one sub-batch
+    claim(audit.pk, 1)  # a live lease: that chunk may still write one sub-batch
     audit.fail(Audit.ErrorCode.INTERNAL_ERROR, "boom")
     OrmQ.objects.all().delete()
     run_watchdog()

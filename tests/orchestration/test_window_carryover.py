@@ -5,7 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from audits.crawling import claim_chunk, crawl_setup, run_chunk
+from audits.crawl.chunk import claim, run_chunk
+from audits.crawl.setup import crawl_setup
 from audits.models import Audit, ChunkLease
 
 from .starting import started
@@ -46,7 +47,7 @@ def test_a_serial_retry_chunk_leaves_the_learnt_window_alone(owner, grid_site, f
     run_chunk(audit.pk, 1, dispatcher)
     Audit.objects.filter(pk=audit.pk).update(current_window=9)
     dispatcher.steps.clear()
-    claim_chunk(audit.pk, 2)  # attempt 1 dies; attempt 2 runs one URL at a time
+    claim(audit.pk, 2)  # attempt 1 dies; attempt 2 runs one URL at a time
     ChunkLease.objects.filter(audit=audit, number=2).update(leased_until=timezone.now() - timedelta(seconds=1))
     assert run_chunk(audit.pk, 2, dispatcher) == "done"
     assert ChunkLease.objects.get(audit=audit, number=2).attempts == 2

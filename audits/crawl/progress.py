@@ -1,0 +1,109 @@
+"""What an audit does next once a chunk ends: another chunk, a wait, or finalize.
+
+Also the page budget every lease respects, and the record of URLs lost with a
+chunk that ran out of attempts. The watchdog uses these too, so nothing here
+touches a running chunk's machinery.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models.functions import Now
+
+from crawler.types import FetchError
+
+from ..dispatch import Dispatcher
+from ..models import Audit, ChunkLease, FrontierURL, Page
+from .setup import knob
+
+WORKER_LOST_DETAIL = "The worker crawling this URL died on every try"
+
+
+def advance(audit: Audit, after: int, dispatcher: Dispatcher) -> None:
+    """After chunk ``after``: schedule the next chunk, wait for rate-limited URLs, or finalize."""
+    if not Audit.objects.filter(pk=audit.pk, status=Audit.Status.RUNNING).exists():
+        return
+    # Read before has_work: a URL that comes due in between is then seen by
+    # has_work, never missed by both (which would finalize without it).
+    wait = retry_wait(audit)
+    if has_work(audit):
+        schedule_chunk(audit, after + 1, dispatcher)
+        return
+    if wait is not None:
+        dispatcher.wait(audit.pk, after, wait)
+        return
+    if audit.begin_finalize():
+        dispatcher.finalize(audit.pk)
+
+
+def schedule_chunk(audit: Audit, number: int, dispatcher: Dispatcher) -> None:
+    """Create chunk ``number``'s lease row and schedule it, once (the row is the guard)."""
+    _, created = ChunkLease.objects.get_or_create(audit=audit, number=number)
+    if created:
+        dispatcher.chunk(audit.pk, number)
+
+
+def has_work(audit: Audit) -> bool:
+    """Whether a chunk started now would lease anything."""
+    due = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).due()
+    if page_budget(audit) > 0 and due.exists():
+        return True
+    # Out of pages: resources, external links and rescheduled pages still go.
+    return due.exclude(kind=Page.Kind.PAGE, reschedules=0).exists()
+
+
+def retry_wait(audit: Audit) -> float | None:
+    """Seconds until the first pending rate-limited URL is due (0 when one is); None when none waits."""
+    first = (FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING, not_before__isnull=False)
+             .annotate(db_now=Now()).order_by("not_before").values_list("not_before", "db_now").first())
+    if first is None:
+        return None
+    not_before, now = first
+    return max(0.0, (not_before - now).total_seconds())
+
+
+def page_budget(audit: Audit) -> int:
+    """How many more pages the audit may lease: exact near max_pages, a lower bound far from it.
+
+    ``pages_discovered`` grows in the same transaction that queues every page
+    it counts, so while max_pages is a whole chunk or more beyond it no lease
+    can overrun, and the frontier need not be counted (a count per chunk would
+    make a big crawl's bookkeeping grow with the square of its size).
+    """
+    max_pages, discovered = Audit.objects.filter(pk=audit.pk).values_list("max_pages", "pages_discovered").get()
+    if max_pages - discovered >= knob("CHUNK_SIZE"):
+        return max_pages - discovered
+    return max_pages - FrontierURL.objects.pages_counted(audit)
+
+
+def abandon_chunk(lease: ChunkLease, dispatcher: Dispatcher) -> bool:
+    """A chunk out of attempts: its remaining URLs are recorded as lost and the crawl goes on.
+
+    If the start page itself is among them the audit fails (``worker_lost``):
+    nothing else can be found without it.
+    """
+    with transaction.atomic():
+        if not lease.abandon():
+            return False
+        audit = Audit.objects.get(pk=lease.audit_id)
+        lost = list(FrontierURL.objects.filter(audit=audit, chunk=lease.number, state=FrontierURL.State.LEASED))
+        record_lost(audit, lost)
+        if any(row.depth == 0 and row.linked for row in lost) and not Page.objects.filter(
+                audit=audit, depth=0, fetch_error="").exists():
+            audit.fail(Audit.ErrorCode.WORKER_LOST,
+                       f"The start page killed its worker {lease.attempts} times.", Audit.Phase.CRAWLING)
+            return True
+        advance(audit, lease.number, dispatcher)
+    return True
+
+
+def record_lost(audit: Audit, rows: list[FrontierURL]) -> None:
+    """URLs whose fetch killed the worker on every try: a row each, so the report says so."""
+    Page.objects.bulk_create([
+        Page(audit=audit, url=row.url, url_hash=row.url_hash, kind=row.kind, depth=row.depth,
+             final_url=row.url, fetch_error=FetchError.WORKER_LOST.value, fetch_error_detail=WORKER_LOST_DETAIL,
+             in_sitemap=row.in_sitemap)
+        for row in rows
+    ], ignore_conflicts=True)
+    FrontierURL.objects.filter(id__in=[row.id for row in rows]).update(state=FrontierURL.State.DONE)
+    audit.beat(pages_failed=sum(1 for row in rows if row.kind == Page.Kind.PAGE))

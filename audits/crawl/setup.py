@@ -1,0 +1,63 @@
+"""What an audit's stored settings mean to the crawl library, the same in every process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from crawler.checks import CheckSettings
+from crawler.fetch import FetchPolicy
+from crawler.net import AddressGuard
+from crawler.robots import Robots
+from crawler.urls import Scope
+from crawler.window import WindowPolicy
+
+from ..dispatch import RETRY_AFTER_RESCHEDULE_CAP
+from ..models import Audit
+
+# Retry-After on a 429 or 503 (RELIABILITY #24): a wait up to RETRY_AFTER_IN_TASK
+# is slept inside the fetch, so only that URL's window slot waits; a longer one,
+# up to RETRY_AFTER_RESCHEDULE_CAP, puts the URL back in the frontier for later.
+RETRY_AFTER_IN_TASK = 3.0
+# A URL goes back to the frontier at most this many times, then is stored rate_limited.
+MAX_RESCHEDULES = 3
+
+
+def knob(name: str):
+    """A SITEWARD setting, read when used (never at import time)."""
+    return settings.SITEWARD[name]
+
+
+@dataclass(frozen=True)
+class CrawlSetup:
+    guard: AddressGuard
+    policy: FetchPolicy
+    scope: Scope | None
+    robots: Robots
+    window: WindowPolicy
+    checks: CheckSettings
+    user_agent: str
+
+
+def crawl_setup(audit: Audit) -> CrawlSetup:
+    user_agent = audit.user_agent or knob("USER_AGENT")
+    allow_private = audit.allow_private or knob("ALLOW_PRIVATE_TARGETS")
+    policy = FetchPolicy(user_agent=user_agent, deadline=knob("FETCH_DEADLINE"),
+                         retry_after_cap=RETRY_AFTER_IN_TASK, reschedule_cap=RETRY_AFTER_RESCHEDULE_CAP)
+    robots = Robots.from_stored(audit.robots_status or "ignored", audit.robots_http_status, audit.robots_body)
+    delay = robots.crawl_delay(user_agent) if audit.respect_robots else None
+    cap = max(1, audit.concurrency)
+    # A chunk starts where the previous one left the window (Audit.current_window),
+    # so what the site has shown about its load carries over between chunks.
+    # Never below 2: slow answers halve the window and never grow it, so a chunk
+    # of large files would otherwise leave every later chunk at one URL at a time.
+    start = min(max(audit.current_window or 4, 2), cap)
+    window = WindowPolicy(
+        floor=1, start=start, cap=cap, per_host=cap, rate=audit.rate, crawl_delay=delay or 0.0
+    )
+    scope = None
+    if audit.origin:
+        scope = Scope(audit.origin, tuple(audit.patterns("include")), tuple(audit.patterns("exclude")))
+    return CrawlSetup(AddressGuard(allow_private=allow_private), policy, scope, robots, window,
+                      CheckSettings(), user_agent)

@@ -1,0 +1,181 @@
+"""The start of an audit: where the site really is, what robots.txt and the sitemaps say, the first page.
+
+``run_start`` follows the start URL's redirects (each hop through the SSRF guard),
+anchors the crawl on the origin it ends on, reads robots.txt and the sitemaps,
+seeds the frontier and stores the start page as chunk 0, then schedules chunk 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from crawler import loop as crawl_loop
+from crawler.catalogue import finding
+from crawler.checks import PageContext, run_page_checks
+from crawler.fetch import Fetcher, FetchPolicy
+from crawler.http_probe import probe_http_form
+from crawler.page import PageOutcome, build_outcome
+from crawler.robots import Robots, load_robots
+from crawler.sitemap import discover_sitemaps
+from crawler.types import FetchError, Finding
+from crawler.urls import InvalidURL, Scope, normalize, origin_of, trap_reason, url_hash
+
+from ..dispatch import Dispatcher
+from ..issue_rows import insert_issues, issue_for
+from ..models import Audit, ChunkLease, FrontierURL, Page
+from .admission import template_digest
+from .chunk import claim, internal_test
+from .progress import advance
+from .setup import CrawlSetup, crawl_setup
+from .writer import ChunkWriter
+
+# Start cannot reschedule (robots.txt and the start page decide whether there is
+# a crawl at all), so it waits in-task as long as the fetcher's default allows.
+START_RETRY_AFTER_CAP = FetchPolicy.retry_after_cap
+
+
+def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None) -> None:
+    """Resolve the start URL, read robots.txt and sitemaps, seed the frontier, schedule chunk 1."""
+    dispatcher = dispatcher or Dispatcher()
+    audit = Audit.objects.get(pk=audit_id)
+    if audit.status == Audit.Status.QUEUED:
+        audit.start()
+    elif not (audit.status == Audit.Status.RUNNING and audit.phase == Audit.Phase.STARTING):
+        return  # a duplicate delivery after start already finished, or an ended audit
+    if audit.status != Audit.Status.RUNNING:
+        return
+
+    try:
+        start_url = normalize(audit.start_url)
+    except InvalidURL as exc:
+        audit.fail(Audit.ErrorCode.START_URL_INVALID, str(exc), Audit.Phase.STARTING)
+        return
+
+    setup = crawl_setup(audit)
+    outcome = crawl_loop.run(_explore(audit, start_url, setup))
+    if outcome.error_code:
+        audit.fail(outcome.error_code, outcome.error_detail, Audit.Phase.STARTING)
+        return
+
+    with transaction.atomic():
+        if not Audit.objects.filter(pk=audit.pk, status=Audit.Status.RUNNING,
+                                    phase=Audit.Phase.STARTING).exists():
+            return
+        robots = outcome.robots
+        Audit.objects.filter(pk=audit.pk).update(
+            robots_status=robots.status, robots_http_status=robots.http_status, robots_body=robots.body,
+            sitemap_found=outcome.sitemap_found,
+        )
+        audit.begin_crawl(outcome.origin)
+        scope = Scope(outcome.origin, tuple(audit.patterns("include")), tuple(audit.patterns("exclude")))
+        _write_site_issues(audit, outcome)
+        seeds = [FrontierURL(audit=audit, url=outcome.start_url, url_hash=url_hash(outcome.start_url),
+                             depth=0, linked=True, template_key=template_digest(outcome.start_url))]
+        for url in outcome.sitemap_urls:
+            if not scope.contains(url) or trap_reason(url):
+                continue
+            if audit.respect_robots and not robots.allowed(url, setup.user_agent):
+                continue
+            # Sitemap-only URLs queue behind everything reached by links (depth =
+            # max_depth); a link that reaches one later gives it its click depth.
+            seeds.append(FrontierURL(audit=audit, url=url, url_hash=url_hash(url), depth=audit.max_depth,
+                                     in_sitemap=True, template_key=template_digest(url)))
+        FrontierURL.objects.bulk_create(seeds, ignore_conflicts=True, batch_size=1000)
+        # The start page goes through the ordinary fenced writer as "chunk 0".
+        FrontierURL.objects.filter(audit=audit, url_hash=url_hash(outcome.start_url)).update(
+            depth=0, linked=True, state=FrontierURL.State.LEASED, chunk=0
+        )
+        discovered = FrontierURL.objects.filter(audit=audit, kind=Page.Kind.PAGE, skip_reason="").count()
+        Audit.objects.filter(pk=audit.pk).update(pages_discovered=discovered, heartbeat_at=timezone.now())
+        ChunkLease.objects.get_or_create(audit=audit, number=0)
+        lease = claim(audit.pk, 0)
+        audit.refresh_from_db()
+        ChunkWriter(audit, lease, crawl_setup(audit), on_batch=on_batch).write(outcome.pages)
+        lease.finish()
+        landing = outcome.pages[-1].result
+        if landing.status is not None and landing.status >= 500:
+            # Retries are spent and the site's front door is down: say so rather
+            # than "complete" an audit of one error page. The page row stays.
+            audit.fail(Audit.ErrorCode.SITE_UNAVAILABLE,
+                       f"The start page {landing.final_url} answered {landing.status} "
+                       f"after {landing.attempts} attempt{'s' if landing.attempts != 1 else ''}.",
+                       Audit.Phase.STARTING)
+            return
+        advance(audit, 0, dispatcher)
+
+
+@dataclass
+class StartOutcome:
+    start_url: str = ""
+    origin: str = ""
+    robots: Robots | None = None
+    sitemap_urls: tuple[str, ...] = ()
+    sitemap_found: bool | None = None
+    sitemap_problems: list[tuple[str, str]] = field(default_factory=list)  # (url, problem)
+    pages: list[PageOutcome] = field(default_factory=list)  # the start page, fetched once here
+    error_code: str = ""
+    error_detail: str = ""
+
+
+async def _explore(audit: Audit, start_url: str, setup: CrawlSetup) -> StartOutcome:
+    """Fetch the start page, robots.txt and the sitemaps, and probe the http:// form: no database."""
+    policy = dataclasses.replace(setup.policy, retry_after_cap=START_RETRY_AFTER_CAP, reschedule_cap=0.0)
+    async with Fetcher(policy, setup.guard, concurrency=4) as fetcher:
+        first = await fetcher.fetch(start_url)
+        if first.error is not None and first.status is None:
+            code = {
+                FetchError.SSRF_BLOCKED: Audit.ErrorCode.SSRF_BLOCKED,
+                FetchError.DNS_FAILURE: Audit.ErrorCode.START_URL_UNRESOLVABLE,
+                FetchError.INVALID_URL: Audit.ErrorCode.START_URL_INVALID,
+            }.get(first.error, Audit.ErrorCode.START_URL_UNREACHABLE)
+            return StartOutcome(error_code=code, error_detail=f"{first.error.label}: {first.error_detail}".strip(": "))
+        # Anchor the crawl on where the start URL really lives (apex -> www,
+        # http -> https), so a host-changing redirect doesn't end the crawl.
+        final = normalize(first.final_url or start_url)
+        origin = origin_of(final)
+        robots = await load_robots(fetcher, origin, ignore=not audit.respect_robots)
+        if robots.status == "unavailable":
+            return StartOutcome(
+                error_code=Audit.ErrorCode.ROBOTS_UNREACHABLE,
+                error_detail=f"{origin}/robots.txt: {robots.detail} Search engines treat this as "
+                             "'disallow everything', so Siteward crawls nothing (RFC 9309). Fix robots.txt "
+                             "or untick 'respect robots.txt' to audit a site you own.",
+            )
+        report = await discover_sitemaps(fetcher, origin, robots.sitemaps)
+        # http_not_redirected: does the http:// form of an https start page still serve it?
+        plain_http = await probe_http_form(fetcher, final)
+    problems = [(f.url, f.problem) for f in report.files if f.problem]
+    # The start page was fetched above; record it instead of fetching it again.
+    # A typed URL that redirects is its own row (with its chain), as any
+    # redirecting URL is; the page it lands on is the crawl's depth-0 page.
+    ctx = PageContext(setup.checks, is_internal=internal_test(Scope(origin)))
+    pages = []
+    if final != start_url:
+        pages.append(PageOutcome(start_url, 0, first, None, tuple(run_page_checks(first, None, ctx)), ()))
+        first = dataclasses.replace(first, url=final, redirects=())
+    pages.append(build_outcome(first, final, 0, ctx))
+    if plain_http is not None:  # stored on the start page's row by the ordinary chunk writer
+        pages[-1] = dataclasses.replace(pages[-1], findings=(*pages[-1].findings, plain_http))
+    return StartOutcome(
+        start_url=final, origin=origin, robots=robots, sitemap_urls=tuple(report.urls),
+        sitemap_found=report.found, sitemap_problems=problems, pages=pages,
+    )
+
+
+def _write_site_issues(audit: Audit, outcome: StartOutcome) -> None:
+    """Site-level findings from start: robots.txt and sitemap problems."""
+    robots_url = f"{outcome.origin}/robots.txt"
+    found: list[tuple[str, Finding]] = []
+    if outcome.robots.status == "missing":
+        found.append((robots_url, finding(
+            "robots_txt_missing", f"robots.txt answered {outcome.robots.http_status}; crawlers may fetch everything.")))
+    if not outcome.sitemap_found:
+        found.append((f"{outcome.origin}/sitemap.xml", finding(
+            "sitemap_missing", "No Sitemap: line in robots.txt and nothing at /sitemap.xml.")))
+    for url, problem in outcome.sitemap_problems:
+        found.append((url, finding("sitemap_invalid", problem)))
+    insert_issues([issue_for(audit.pk, None, url, f) for url, f in found])

@@ -1,0 +1,284 @@
+"""Writing one sub-batch of a chunk's results: one fenced transaction, on the database thread."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from django.db import connection, transaction
+from django.db.models import F
+
+from crawler.page import PageOutcome
+from crawler.types import FetchError
+from crawler.urls import compile_patterns, url_hash
+
+from ..issue_rows import insert_issues, issue_for
+from ..models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge, Page
+from . import admission
+from .progress import page_budget, record_lost
+from .rows import PAGE_UPDATE_FIELDS, clean, page_from
+from .setup import MAX_RESCHEDULES, CrawlSetup, knob
+
+EDGE_COLUMNS = ["audit_id", "source_hash", "source_url", "target_hash", "target_url", "tag", "anchor_text",
+                "nofollow", "internal"]
+# A top-up may lease this many URLs per page it may lease, the rest checks: a
+# HEAD check costs a small part of a page's fetch, parse and rows.
+TOP_UP_URLS_PER_PAGE = 4
+# A page depth cap no page meets: a top-up of checks only.
+NO_PAGES = -1
+
+
+class LeaseLost(Exception):
+    """Our lease was reclaimed (we are a zombie): write nothing more."""
+
+
+class AuditStopped(Exception):
+    """The audit was cancelled or failed while this chunk ran."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Item:
+    """A leased frontier URL as the window runs it."""
+
+    id: int
+    url: str
+    url_hash: str
+    kind: str
+    depth: int
+    in_sitemap: bool
+    tries: int
+    linked: bool = True
+
+
+ITEM_FIELDS = [field.name for field in dataclasses.fields(Item)]
+
+
+def items_of(rows) -> list[Item]:
+    """Leased frontier ``rows`` in the order the window runs them (``spread_checks``)."""
+    return spread_checks([Item(*row) for row in rows.order_by("depth", "id").values_list(*ITEM_FIELDS)])
+
+
+def spread_checks(items: list[Item]) -> list[Item]:
+    """Pages in their order (shallowest first), with the checks spread evenly between them.
+
+    A lease's checks sit a click below its pages, so in lease order they would
+    all come last and the window would run out of work before a top-up could
+    arrive; spread out, the items left at any point take about as long as any
+    others. Only pages set click depths, so their order is what must hold.
+    """
+    pages = [item for item in items if item.kind == Page.Kind.PAGE]
+    checks = [item for item in items if item.kind != Page.Kind.PAGE]
+    if not pages or not checks:
+        return items
+    spread: list[Item] = []
+    taken = 0
+    for n, page in enumerate(pages, 1):
+        due = -(-n * len(checks) // len(pages))  # ceil(n * checks / pages) checks placed by the n-th page
+        spread.append(page)
+        spread.extend(checks[taken:due])
+        taken = due
+    return spread
+
+
+class ChunkWriter:
+    """Writes a chunk's sub-batches, each in one transaction fenced by the lease's token.
+
+    Holds what the chunk knows about its leased URLs (kind and frontier id by
+    hash), so a write need not read them back.
+    """
+
+    def __init__(self, audit: Audit, lease: ChunkLease, setup: CrawlSetup, on_batch=None):
+        self.audit = audit
+        self.lease = lease
+        self.setup = setup
+        self.on_batch = on_batch
+        self.kinds: dict[str, str] = {}
+        self.ids: dict[str, int] = {}
+        self.patterns = (compile_patterns(audit.patterns("include")), compile_patterns(audit.patterns("exclude")))
+        # How deep top_up may lease pages: the deepest linked page of the first lease.
+        self.depth_cap: int | None = None
+
+    def hold(self, items: list[Item]) -> None:
+        """Take on leased ``items``: their kinds and frontier ids are known from here on."""
+        self.kinds.update((item.url_hash, item.kind) for item in items)
+        self.ids.update((item.url_hash, item.id) for item in items)
+        if self.depth_cap is None and items:
+            # Linked pages only: a resource sits a click below the page that links
+            # it, and a sitemap-only page may sit anywhere, so either would let
+            # top-ups reach pages too deep. Without one, top-ups are checks only.
+            depths = [item.depth for item in items if item.kind == Page.Kind.PAGE and item.linked]
+            self.depth_cap = max(depths) if depths else NO_PAGES
+
+    def top_up(self) -> list[Item]:
+        """More URLs for this chunk while its last ones run; [] when there are none to give.
+
+        Pages no deeper than the chunk's first lease, because their links set the
+        next pages' click depth: a deeper page written before a shallower one
+        linking the same new URL would give that URL too deep a depth. Leased
+        like any lease, so a retry of the chunk re-receives what it held.
+        """
+        if self.depth_cap is None:
+            return []
+        with transaction.atomic():
+            self._fence()
+            if not Audit.objects.filter(pk=self.audit.pk, status=Audit.Status.RUNNING).exists():
+                raise AuditStopped()
+            size = knob("CHUNK_SIZE")
+            ids = FrontierURL.objects.lease_next(
+                self.lease, size, budget=page_budget(self.audit), page_depth_cap=self.depth_cap,
+                url_limit=size * TOP_UP_URLS_PER_PAGE,
+            )
+            if not ids:
+                return []
+            items = items_of(FrontierURL.objects.held_by(self.lease).filter(id__in=ids))
+            ChunkLease.objects.filter(pk=self.lease.pk).update(url_count=F("url_count") + len(items))
+        self.hold(items)
+        return items
+
+    def drop_poison(self, items: list[Item]) -> list[Item]:
+        """Serial (retry) mode: a URL still marked from the last try is the one that killed the worker."""
+        poison = [item for item in items if item.tries > 0]
+        if poison:
+            with transaction.atomic():
+                self._fence()
+                record_lost(self.audit, list(FrontierURL.objects.filter(id__in=[i.id for i in poison])))
+        return [item for item in items if item.tries == 0]
+
+    def mark_try(self, item: Item) -> None:
+        """Serial mode: mark ``item`` before it is fetched."""
+        with transaction.atomic():
+            self._fence()
+            FrontierURL.objects.filter(id=item.id).update(tries=F("tries") + 1)
+
+    def _fence(self) -> None:
+        if not self.lease.fence(knob("LEASE_SECONDS")):
+            raise LeaseLost()
+
+    def write(self, outcomes: list[PageOutcome]) -> None:
+        """Store one sub-batch: pages, issues, links, new frontier rows, counters; mark the URLs done."""
+        with transaction.atomic():
+            self._fence()
+            outcomes = self._reschedule_rate_limited(outcomes)
+            pages = self._write_pages(outcomes)
+            issues = self._write_issues(outcomes, pages)
+            discovered = self._write_links(outcomes)
+            hashes = [url_hash(o.url) for o in outcomes]
+            ids = [self.ids[digest] for digest in hashes if digest in self.ids]
+            done = FrontierURL.objects.held_by(self.lease)
+            done = done.filter(id__in=ids) if len(ids) == len(hashes) else done.filter(url_hash__in=hashes)
+            done.update(state=FrontierURL.State.DONE)
+            page_results = [o for o in outcomes if pages[url_hash(o.url)].kind == Page.Kind.PAGE]
+            severities = [issue.severity for issue in issues]
+            self.audit.beat(
+                pages_crawled=len(page_results),
+                pages_failed=sum(1 for o in page_results if o.result.error is not None),
+                pages_discovered=discovered,
+                issues_critical=severities.count("critical"), issues_warning=severities.count("warning"),
+                issues_notice=severities.count("notice"),
+            )
+        if self.on_batch:
+            self.on_batch(outcomes, issues)
+        # A cancel (or a watchdog failure) is seen here, between sub-batches:
+        # within seconds, since a sub-batch is flushed at least every second.
+        if Audit.objects.filter(pk=self.audit.pk).values_list("status", flat=True).first() != Audit.Status.RUNNING:
+            raise AuditStopped()
+
+    def _reschedule_rate_limited(self, outcomes: list[PageOutcome]) -> list[PageOutcome]:
+        """Put URLs the site asked us to come back to later back in the frontier; return the rest.
+
+        A URL goes back at most MAX_RESCHEDULES times; after that it is stored
+        as rate_limited. External links are stored rate_limited at once:
+        another site's throttling is not worth holding the audit open for.
+        """
+        asked = {url_hash(o.url): o for o in outcomes
+                 if o.result.error is FetchError.RATE_LIMITED and o.result.retry_after is not None}
+        if not asked:
+            return outcomes
+        ours = FrontierURL.objects.held_by(self.lease).filter(url_hash__in=list(asked)).exclude(
+            kind=Page.Kind.EXTERNAL)
+        spent = dict(ours.values_list("url_hash", "reschedules"))
+        later: dict[int, list[str]] = {}
+        for digest, count in spent.items():
+            if count < MAX_RESCHEDULES:
+                # Whole seconds, so one UPDATE serves every URL given the same wait.
+                later.setdefault(math.ceil(asked[digest].result.retry_after), []).append(digest)
+        for seconds, hashes in later.items():
+            ours.filter(url_hash__in=hashes).reschedule(seconds)
+        rescheduled = {digest for hashes in later.values() for digest in hashes}
+        kept = []
+        for o in outcomes:
+            digest = url_hash(o.url)
+            if digest in rescheduled:
+                continue
+            if digest in spent:
+                detail = f"{o.result.error_detail}; still rate limited after {spent[digest]} reschedules"
+                o = dataclasses.replace(o, result=dataclasses.replace(o.result, error_detail=detail))
+            kept.append(o)
+        return kept
+
+    def _write_pages(self, outcomes: list[PageOutcome]) -> dict[str, Page]:
+        hashes = [url_hash(o.url) for o in outcomes]
+        kinds = self.kinds
+        if not all(digest in kinds for digest in hashes):
+            kinds = dict(FrontierURL.objects.filter(audit=self.audit, url_hash__in=hashes)
+                         .values_list("url_hash", "kind"))
+        rows = {digest: page_from(self.audit.pk, o, kinds.get(digest, Page.Kind.PAGE))
+                for o, digest in zip(outcomes, hashes, strict=True)}
+        # A retried chunk re-writes the rows of URLs an earlier try stored.
+        Page.objects.bulk_create(rows.values(), update_conflicts=True, unique_fields=["audit", "url_hash"],
+                                 update_fields=PAGE_UPDATE_FIELDS)
+        if any(page.pk is None for page in rows.values()):  # backends that cannot return ids of upserts
+            ids = dict(Page.objects.filter(audit=self.audit, url_hash__in=hashes).values_list("url_hash", "id"))
+            for digest, page in rows.items():
+                page.pk = ids[digest]
+        return rows
+
+    def _write_issues(self, outcomes: list[PageOutcome], pages: dict[str, Page]) -> list[Issue]:
+        issues = [issue_for(self.audit.pk, pages[url_hash(o.url)].pk, o.url, f)
+                  for o in outcomes for f in o.findings]
+        insert_issues(issues)
+        return issues
+
+    def _write_links(self, outcomes: list[PageOutcome]) -> int:
+        """Link edges for every outlink; new frontier rows for what the crawl should fetch."""
+        origin = self.setup.scope.origin if self.setup.scope else None
+        inside = f"{origin}/" if origin else None
+        edges = [
+            (self.audit.pk, url_hash(o.url), o.url, url_hash(link.url), link.url, link.tag,
+             clean(link.text, 200), link.nofollow, inside is not None and link.url.startswith(inside))
+            for o in outcomes if o.facts is not None for link in o.outlinks
+        ]
+        # A retried page replaces the edges an earlier try wrote; the fence makes
+        # this transaction the only writer of these sources. Only pages have edges.
+        sources = [url_hash(o.url) for o in outcomes if o.facts is not None]
+        for start in range(0, len(sources), admission.LOOKUP_BATCH):
+            LinkEdge.objects.filter(audit=self.audit, source_hash__in=sources[start:start + admission.LOOKUP_BATCH]).delete()
+        write_edges(edges)
+        candidates, blocked = admission.candidates_of(outcomes, self.audit, self.setup, self._crawlable)
+        return admission.admit(self.audit, candidates, blocked)
+
+    def _crawlable(self, url: str) -> bool:
+        """Include/exclude patterns, searched against the (already normalised) URL."""
+        include, exclude = self.patterns
+        if include and not any(p.search(url) for p in include):
+            return False
+        return not any(p.search(url) for p in exclude)
+
+
+def write_edges(rows: list[tuple]) -> None:
+    """Append link edges (tuples in EDGE_COLUMNS order).
+
+    PostgreSQL takes them through COPY, a page's ~90 edges being most of a
+    crawl's rows; elsewhere bulk_create. Nothing can conflict: the table has no
+    unique key but its id.
+    """
+    if connection.vendor != "postgresql":
+        LinkEdge.objects.bulk_create([LinkEdge(**dict(zip(EDGE_COLUMNS, row, strict=True))) for row in rows],
+                                     batch_size=1000)
+        return
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(c) for c in EDGE_COLUMNS)
+    with connection.cursor() as cursor, cursor.cursor.copy(
+            f"COPY {quote(LinkEdge._meta.db_table)} ({columns}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
