@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db import connections
 from django.db.models.signals import post_migrate
 
 
@@ -9,7 +10,7 @@ def ensure_watchdog_schedule(sender=None, using="default", **kwargs):
     create() at start-up piles up one schedule per deploy. post_migrate (rather
     than a data migration) also restores it after a flush.
     """
-    from django.db import connections
+    # Imported here: django_q's models cannot load before the app registry is ready.
     from django_q.models import Schedule
 
     # post_migrate follows every migrate, also `migrate audits` on a database

@@ -15,13 +15,12 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
 from django.db import connection, transaction
-from django.db.models import Count
 
 from crawler.catalogue import UNVERIFIED_STATUSES, finding
 from crawler.types import FetchError
 
 from .issue_rows import insert_issues, issue_for, issue_key
-from .models import Audit, FrontierURL, Issue, Page
+from .models import Audit, FrontierURL, Issue
 
 log = logging.getLogger(__name__)
 
@@ -130,25 +129,11 @@ def run_finalize(audit_id: int) -> bool:
             _insert(check(audit.pk))
         audit.beat()
     with transaction.atomic():
-        recount(audit)
+        audit.recount()
         # Scratch state no screen needs. Link edges stay (inlinks, links.csv), and
         # so do the chunk rows: one per chunk, they are the record of its attempts.
         FrontierURL.objects.filter(audit=audit).delete()
         return audit.finish()
-
-
-def recount(audit: Audit) -> None:
-    """Exact counters from the rows (chunk-time counters can double count retries)."""
-    by_severity = dict(audit.issues.values("severity").annotate(n=Count("id")).values_list("severity", "n"))
-    pages = audit.pages.filter(kind=Page.Kind.PAGE)
-    crawled = pages.count()
-    Audit.objects.filter(pk=audit.pk).update(
-        pages_discovered=max(crawled, FrontierURL.objects.filter(
-            audit=audit, kind=Page.Kind.PAGE, skip_reason="").count()),
-        issues_critical=by_severity.get("critical", 0), issues_warning=by_severity.get("warning", 0),
-        issues_notice=by_severity.get("notice", 0), pages_crawled=crawled,
-        pages_failed=pages.exclude(fetch_error="").count(),
-    )
 
 
 def _insert(issues: Iterable[Issue]) -> None:

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import F, Q
+from django.db.models import Count, F, Q
 from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
@@ -231,6 +231,19 @@ class Audit(models.Model):
             raise ValueError(f"not a progress counter: {', '.join(sorted(unknown))}")
         changes = {name: F(name) + value for name, value in counters.items() if value}
         Audit.objects.filter(pk=self.pk).update(heartbeat_at=timezone.now(), **changes)
+
+    def recount(self) -> None:
+        """Set the counters exactly from the rows (a retried chunk's increments can double count)."""
+        by_severity = dict(self.issues.values("severity").annotate(n=Count("id")).values_list("severity", "n"))
+        pages = self.pages.filter(kind=Page.Kind.PAGE)
+        crawled = pages.count()
+        queued = FrontierURL.objects.filter(audit=self, kind=Page.Kind.PAGE, skip_reason="").count()
+        Audit.objects.filter(pk=self.pk).update(
+            pages_discovered=max(crawled, queued), pages_crawled=crawled,
+            pages_failed=pages.exclude(fetch_error="").count(),
+            issues_critical=by_severity.get("critical", 0), issues_warning=by_severity.get("warning", 0),
+            issues_notice=by_severity.get("notice", 0),
+        )
 
     def settings_copy(self) -> dict:
         """The limits of this audit, for re-running it as a fresh audit."""

@@ -11,7 +11,6 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.utils import timezone
 
 from crawler import loop as crawl_loop
 from crawler.catalogue import finding
@@ -90,7 +89,7 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
             depth=0, linked=True, state=FrontierURL.State.LEASED, chunk=0
         )
         discovered = FrontierURL.objects.filter(audit=audit, kind=Page.Kind.PAGE, skip_reason="").count()
-        Audit.objects.filter(pk=audit.pk).update(pages_discovered=discovered, heartbeat_at=timezone.now())
+        audit.beat(pages_discovered=discovered)
         ChunkLease.objects.get_or_create(audit=audit, number=0)
         lease = claim(audit.pk, 0)
         audit.refresh_from_db()
