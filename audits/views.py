@@ -20,10 +20,12 @@ from functools import wraps
 from django.conf import settings
 from django.contrib import messages
 from django.db.models import Case, Count, IntegerField, Q, Value, When
-from django.http import HttpResponseNotAllowed
+from django.http import HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseStopPolling
 
 from crawler.catalogue import CATALOGUE
 from crawler.urls import url_hash
@@ -42,15 +44,8 @@ PER_PAGE = 50
 MAX_PAGE_NUMBER = 2000
 # A page's own view lists at most this many links each way.
 LINK_LIMIT = 500
-# HTTP 286 tells htmx to stop polling the element that asked.
-STOP_POLLING = 286
 
 SEVERITY_ORDER = [Severity.CRITICAL, Severity.WARNING, Severity.NOTICE]
-
-
-def is_htmx(request) -> bool:
-    """True for requests htmx made to swap part of a page (not boosted full-page loads)."""
-    return request.headers.get("HX-Request") == "true" and request.headers.get("HX-Boosted") != "true"
 
 
 def audit_view(*methods):
@@ -248,18 +243,16 @@ def _body_context(audit: Audit) -> dict:
 @audit_view("GET")
 def audit_detail(request, audit):
     context = _body_context(audit)
-    if is_htmx(request):
+    if request.htmx:
         return render(request, "audits/_audit_body.html", context)
     return render(request, "audits/audit_detail.html", context)
 
 
 @audit_view("GET")
 def audit_progress(request, audit):
-    """The live part of the audit page; 286 once the audit has ended so htmx stops polling."""
-    response = render(request, "audits/_audit_body.html", _body_context(audit))
-    if not audit.is_active:
-        response.status_code = STOP_POLLING
-    return response
+    """The live part of the audit page; once the audit has ended, its last state and a stop to the polling."""
+    body = render_to_string("audits/_audit_body.html", _body_context(audit), request)
+    return HttpResponse(body) if audit.is_active else HttpResponseStopPolling(body)
 
 
 # --- tables ----------------------------------------------------------------------
@@ -324,7 +317,7 @@ def issue_list(request, audit):
         "severities": Severity.choices, "codes": sorted(IssueCode.choices),
         "reviews": Issue.Review.choices,
     }
-    if is_htmx(request):
+    if request.htmx:
         return render(request, "audits/_issue_table.html", context)
     return render(request, "audits/issue_list.html", context)
 
@@ -383,7 +376,7 @@ def page_list(request, audit):
         "audit": audit, "page_obj": page, "filters": filters, "sort": sort,
         "kinds": Page.Kind.choices, "status_classes": list(STATUS_CLASSES), "content_types": CONTENT_TYPES,
     }
-    if is_htmx(request):
+    if request.htmx:
         return render(request, "audits/_page_table.html", context)
     return render(request, "audits/page_list.html", context)
 

@@ -44,6 +44,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Sets request.htmx, which the views read to answer with a partial.
+    "django_htmx.middleware.HtmxMiddleware",
     # Everything needs a login except views marked @login_not_required (the login page).
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
 ]
