@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import wraps
 
-from django.conf import settings
 from django.contrib import messages
 from django.db.models import Case, Count, IntegerField, Q, Value, When
 from django.http import HttpResponse, HttpResponseNotAllowed
@@ -36,7 +35,15 @@ from .charts import Bar, bar_chart
 from .forms import AuditForm
 from .inlinks import edges_to
 from .models import Audit, Issue, IssueCode, LinkEdge, Page, Severity
-from .services import QuotaExceeded, cancel_audit, create_audit, rerun_audit, resume_audit
+from .services import (
+    PrivateTargetsRefused,
+    QuotaExceeded,
+    cancel_audit,
+    create_audit,
+    private_targets_allowed,
+    rerun_audit,
+    resume_audit,
+)
 
 PER_PAGE = 50
 # Offsets deeper than this are refused: nobody pages 2,000 screens deep, and a
@@ -230,7 +237,7 @@ def _bucket_label(low: int, high: int | None) -> str:
 
 def _body_context(audit: Audit) -> dict:
     context = {"audit": audit, "progress": _progress(audit), "summary": _summary(audit),
-               "charts": _charts(audit), "can_rerun": _may_rerun(audit)}
+               "charts": _charts(audit), "can_rerun": private_targets_allowed(audit)}
     if audit.is_active:
         # While it runs, the newest rows show that work is happening.
         context["latest_pages"] = list(
@@ -444,12 +451,6 @@ def export_links(request, audit):
 # --- actions (POST only; the CSRF middleware checks the token) ----------------------
 
 
-def _may_rerun(audit: Audit) -> bool:
-    # An audit allowed to reach private addresses under an older setting must
-    # not keep that power after the administrator turned the setting off.
-    return not audit.allow_private or bool(settings.SITEWARD["ALLOW_PRIVATE_TARGETS"])
-
-
 @audit_view("POST")
 def audit_cancel(request, audit):
     if cancel_audit(audit):
@@ -461,7 +462,12 @@ def audit_cancel(request, audit):
 
 @audit_view("POST")
 def audit_resume(request, audit):
-    if resume_audit(audit):
+    try:
+        resumed = resume_audit(audit)
+    except PrivateTargetsRefused as exc:
+        messages.error(request, str(exc))
+        return redirect(audit)
+    if resumed:
         messages.success(request, "Audit resumed from where it stopped.")
     else:
         messages.info(request, "Only a failed or cancelled audit can be resumed.")
@@ -470,12 +476,9 @@ def audit_resume(request, audit):
 
 @audit_view("POST")
 def audit_rerun(request, audit):
-    if not _may_rerun(audit):
-        messages.error(request, "This audit targeted a private address, which is no longer allowed.")
-        return redirect(audit)
     try:
         fresh = rerun_audit(audit)
-    except QuotaExceeded as exc:
+    except (PrivateTargetsRefused, QuotaExceeded) as exc:
         messages.error(request, str(exc))
         return redirect(audit)
     messages.success(request, f"Started a new audit with the same settings as audit {audit.pk}.")
