@@ -6,8 +6,7 @@ from django.urls import reverse
 from django_q.models import OrmQ
 
 from audits.models import Audit, Issue, Page
-
-from .factories import make_finished_audit
+from tests.factories import make_finished_audit
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.db import connection
 
 from audits.finalize import FINALIZE_STATISTICS_TARGET, run_finalize
 from audits.models import Audit
-from tests.dashboard.factories import SITE, make_audit, make_link, make_page
+from tests.factories import SITE, make_audit, make_link, make_page
 
 pytestmark = pytest.mark.django_db
 
