@@ -1,11 +1,12 @@
-# Siteward: `make run` sets everything up and starts it; `make test` runs the whole suite.
+# Siteward: `make run` sets everything up and starts it; `make test` runs the whole suite,
+# `make test-fast` all of it but the browser tests and those that start a real qcluster.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install install-dev migrate lint clean-db
+.PHONY: run test test-fast install install-dev migrate lint
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
@@ -35,6 +36,9 @@ run: migrate
 test: install-dev
 	@command -v chromium >/dev/null 2>&1 || ./.ci/ensure-chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: install-dev
+	$(BIN)/python -m pytest -m "not browser and not cluster" $(PYTEST_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check .

@@ -5,11 +5,10 @@ admin cannot put an audit in a state the dashboard could not. django-q2's own
 admin is limited to superusers: a Schedule can run any importable function.
 """
 
-from django.conf import settings
 from django.contrib import admin, messages
 
 from .models import Audit, Issue, Page
-from .services import QuotaExceeded, cancel_audit, rerun_audit, resume_audit
+from .services import PrivateTargetsRefused, QuotaExceeded, cancel_audit, rerun_audit, resume_audit
 
 
 @admin.register(Audit)
@@ -45,22 +44,28 @@ class AuditAdmin(admin.ModelAdmin):
 
     @admin.action(description="Resume the selected failed or cancelled audits")
     def resume_audits(self, request, queryset):
-        done = sum(1 for audit in queryset if resume_audit(audit))
+        done, refused = 0, []
+        for audit in queryset:
+            try:
+                if resume_audit(audit):
+                    done += 1
+            except PrivateTargetsRefused as exc:
+                refused.append(str(exc))
         self.message_user(request, f"Resumed {done} audit(s); only failed or cancelled ones can resume.")
+        for reason in refused:
+            self.message_user(request, reason, level=messages.WARNING)
 
     @admin.action(description="Re-run the selected audits as new audits")
     def rerun_audits(self, request, queryset):
         started, refused = 0, []
-        allow_private = settings.SITEWARD["ALLOW_PRIVATE_TARGETS"]
         for audit in queryset:
-            if audit.allow_private and not allow_private:
-                refused.append(f"audit {audit.pk}: private targets are no longer allowed")
-                continue
             try:
                 rerun_audit(audit)
                 started += 1
+            except PrivateTargetsRefused as exc:
+                refused.append(str(exc))
             except QuotaExceeded as exc:
-                refused.append(f"audit {audit.pk}: {exc}")
+                refused.append(f"Audit {audit.pk}: {exc}")
         self.message_user(request, f"Started {started} new audit(s).")
         for reason in refused:
             self.message_user(request, reason, level=messages.WARNING)

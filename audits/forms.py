@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 from django import forms
 from django.conf import settings
 
+from crawler.errors import DnsFailure, UnsafeAddress
+from crawler.net import AddressGuard
 from crawler.urls import InvalidURL, compile_patterns, normalize
 
 # Bounds on what one audit may ask for. They keep a typo (max pages 10000000)
@@ -28,8 +30,6 @@ resolver = None
 
 def address_guard(*, allow_private: bool):
     """The crawler's SSRF guard, configured the way the crawl will be."""
-    from crawler.net import AddressGuard
-
     if resolver is not None:
         return AddressGuard(allow_private=allow_private, resolver=resolver)
     return AddressGuard(allow_private=allow_private)
@@ -73,9 +73,12 @@ class AuditForm(forms.Form):
         help_text="Leave empty for Siteward's own.",
     )
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, allow_private: bool | None = None, **kwargs):
+        """``allow_private`` defaults to the deployment's setting; the CLI passes --allow-private."""
         super().__init__(*args, **kwargs)
-        self.allow_private = bool(settings.SITEWARD["ALLOW_PRIVATE_TARGETS"])
+        if allow_private is None:
+            allow_private = settings.SITEWARD["ALLOW_PRIVATE_TARGETS"]
+        self.allow_private = bool(allow_private)
         self.fields["user_agent"].widget.attrs["placeholder"] = settings.SITEWARD["USER_AGENT"]
 
     def clean_start_url(self) -> str:
@@ -105,8 +108,6 @@ class AuditForm(forms.Form):
         The crawl resolves and checks again at every connection (an answer can
         change between now and then); this is only the early, friendly check.
         """
-        from crawler.errors import DnsFailure, UnsafeAddress
-
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port or (443 if parts.scheme == "https" else 80)

@@ -24,6 +24,27 @@ class QuotaExceeded(Exception):
     """The person already has as many audits running as they are allowed."""
 
 
+class PrivateTargetsRefused(Exception):
+    """The audit was allowed private addresses, and this deployment no longer allows them."""
+
+
+def private_targets_allowed(audit: Audit) -> bool:
+    """Whether ``audit`` may run again (resume or re-run) as far as private targets go.
+
+    An audit created with allow_private keeps that power only while the deployment
+    allows private targets: turning SITEWARD_ALLOW_PRIVATE off must not leave old
+    audits able to reach internal addresses.
+    """
+    return not audit.allow_private or bool(settings.SITEWARD["ALLOW_PRIVATE_TARGETS"])
+
+
+def _refuse_private_targets(audit: Audit) -> None:
+    if not private_targets_allowed(audit):
+        raise PrivateTargetsRefused(
+            f"Audit {audit.pk} targeted a private address, which is no longer allowed."
+        )
+
+
 def create_audit(owner, *, enforce_quota: bool = True, **limits) -> Audit:
     """Create a queued audit and enqueue its start, refusing past the running-audit quota.
 
@@ -50,7 +71,11 @@ def cancel_audit(audit: Audit) -> bool:
 
 
 def resume_audit(audit: Audit) -> bool:
-    """Continue a failed or cancelled audit from its frontier instead of starting over."""
+    """Continue a failed or cancelled audit from its frontier instead of starting over.
+
+    Raises PrivateTargetsRefused, before any change, if private_targets_allowed says no.
+    """
+    _refuse_private_targets(audit)
     with transaction.atomic():
         if not audit.reopen_for_resume():
             return False
@@ -61,12 +86,10 @@ def resume_audit(audit: Audit) -> bool:
 def rerun_audit(audit: Audit) -> Audit:
     """A fresh audit with the same settings and owner (subject to the same quota).
 
-    Private targets stay allowed only while the deployment allows them: turning
-    SITEWARD_ALLOW_PRIVATE off must not leave old audits able to re-run against them.
+    Raises PrivateTargetsRefused if private_targets_allowed says no.
     """
-    limits = audit.settings_copy()
-    limits["allow_private"] = limits["allow_private"] and settings.SITEWARD["ALLOW_PRIVATE_TARGETS"]
-    return create_audit(audit.owner, **limits)
+    _refuse_private_targets(audit)
+    return create_audit(audit.owner, **audit.settings_copy())
 
 
 def running_count(owner) -> int:

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import wraps
 
-from django.conf import settings
 from django.contrib import messages
 from django.db.models import Case, Count, IntegerField, Q, Value, When
-from django.http import HttpResponseNotAllowed
+from django.http import HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseStopPolling
 
 from crawler.catalogue import CATALOGUE
 from crawler.urls import url_hash
@@ -34,7 +35,15 @@ from .charts import Bar, bar_chart
 from .forms import AuditForm
 from .inlinks import edges_to
 from .models import Audit, Issue, IssueCode, LinkEdge, Page, Severity
-from .services import QuotaExceeded, cancel_audit, create_audit, rerun_audit, resume_audit
+from .services import (
+    PrivateTargetsRefused,
+    QuotaExceeded,
+    cancel_audit,
+    create_audit,
+    private_targets_allowed,
+    rerun_audit,
+    resume_audit,
+)
 
 PER_PAGE = 50
 # Offsets deeper than this are refused: nobody pages 2,000 screens deep, and a
@@ -42,15 +51,8 @@ PER_PAGE = 50
 MAX_PAGE_NUMBER = 2000
 # A page's own view lists at most this many links each way.
 LINK_LIMIT = 500
-# HTTP 286 tells htmx to stop polling the element that asked.
-STOP_POLLING = 286
 
 SEVERITY_ORDER = [Severity.CRITICAL, Severity.WARNING, Severity.NOTICE]
-
-
-def is_htmx(request) -> bool:
-    """True for requests htmx made to swap part of a page (not boosted full-page loads)."""
-    return request.headers.get("HX-Request") == "true" and request.headers.get("HX-Boosted") != "true"
 
 
 def audit_view(*methods):
@@ -235,7 +237,7 @@ def _bucket_label(low: int, high: int | None) -> str:
 
 def _body_context(audit: Audit) -> dict:
     context = {"audit": audit, "progress": _progress(audit), "summary": _summary(audit),
-               "charts": _charts(audit), "can_rerun": _may_rerun(audit)}
+               "charts": _charts(audit), "can_rerun": private_targets_allowed(audit)}
     if audit.is_active:
         # While it runs, the newest rows show that work is happening.
         context["latest_pages"] = list(
@@ -248,18 +250,16 @@ def _body_context(audit: Audit) -> dict:
 @audit_view("GET")
 def audit_detail(request, audit):
     context = _body_context(audit)
-    if is_htmx(request):
+    if request.htmx:
         return render(request, "audits/_audit_body.html", context)
     return render(request, "audits/audit_detail.html", context)
 
 
 @audit_view("GET")
 def audit_progress(request, audit):
-    """The live part of the audit page; 286 once the audit has ended so htmx stops polling."""
-    response = render(request, "audits/_audit_body.html", _body_context(audit))
-    if not audit.is_active:
-        response.status_code = STOP_POLLING
-    return response
+    """The live part of the audit page; once the audit has ended, its last state and a stop to the polling."""
+    body = render_to_string("audits/_audit_body.html", _body_context(audit), request)
+    return HttpResponse(body) if audit.is_active else HttpResponseStopPolling(body)
 
 
 # --- tables ----------------------------------------------------------------------
@@ -324,7 +324,7 @@ def issue_list(request, audit):
         "severities": Severity.choices, "codes": sorted(IssueCode.choices),
         "reviews": Issue.Review.choices,
     }
-    if is_htmx(request):
+    if request.htmx:
         return render(request, "audits/_issue_table.html", context)
     return render(request, "audits/issue_list.html", context)
 
@@ -383,7 +383,7 @@ def page_list(request, audit):
         "audit": audit, "page_obj": page, "filters": filters, "sort": sort,
         "kinds": Page.Kind.choices, "status_classes": list(STATUS_CLASSES), "content_types": CONTENT_TYPES,
     }
-    if is_htmx(request):
+    if request.htmx:
         return render(request, "audits/_page_table.html", context)
     return render(request, "audits/page_list.html", context)
 
@@ -451,12 +451,6 @@ def export_links(request, audit):
 # --- actions (POST only; the CSRF middleware checks the token) ----------------------
 
 
-def _may_rerun(audit: Audit) -> bool:
-    # An audit allowed to reach private addresses under an older setting must
-    # not keep that power after the administrator turned the setting off.
-    return not audit.allow_private or bool(settings.SITEWARD["ALLOW_PRIVATE_TARGETS"])
-
-
 @audit_view("POST")
 def audit_cancel(request, audit):
     if cancel_audit(audit):
@@ -468,7 +462,12 @@ def audit_cancel(request, audit):
 
 @audit_view("POST")
 def audit_resume(request, audit):
-    if resume_audit(audit):
+    try:
+        resumed = resume_audit(audit)
+    except PrivateTargetsRefused as exc:
+        messages.error(request, str(exc))
+        return redirect(audit)
+    if resumed:
         messages.success(request, "Audit resumed from where it stopped.")
     else:
         messages.info(request, "Only a failed or cancelled audit can be resumed.")
@@ -477,12 +476,9 @@ def audit_resume(request, audit):
 
 @audit_view("POST")
 def audit_rerun(request, audit):
-    if not _may_rerun(audit):
-        messages.error(request, "This audit targeted a private address, which is no longer allowed.")
-        return redirect(audit)
     try:
         fresh = rerun_audit(audit)
-    except QuotaExceeded as exc:
+    except (PrivateTargetsRefused, QuotaExceeded) as exc:
         messages.error(request, str(exc))
         return redirect(audit)
     messages.success(request, f"Started a new audit with the same settings as audit {audit.pk}.")

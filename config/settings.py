@@ -9,7 +9,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import database_from_url, env_bool, env_float, env_int, env_list, env_str, sqlite_database
+from .env import database_from_url, env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SITEWARD_VAR_DIR", str(BASE_DIR / "var")))
@@ -44,6 +44,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Sets request.htmx, which the views read to answer with a partial.
+    "django_htmx.middleware.HtmxMiddleware",
     # Everything needs a login except views marked @login_not_required (the login page).
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
 ]
@@ -67,13 +69,12 @@ TEMPLATES = [
 ]
 
 _database_url = env_str("DATABASE_URL")
-if _database_url:
-    DATABASES = {"default": database_from_url(_database_url, base_dir=BASE_DIR)}
-else:
+if not _database_url:
     # The zero-config default: a SQLite file in var/ (created here, since a fresh
     # clone has no var/ and SQLite will not create the folder).
     VAR_DIR.mkdir(parents=True, exist_ok=True)
-    DATABASES = {"default": sqlite_database(str(VAR_DIR / "siteward.sqlite3"))}
+    _database_url = f"sqlite:///{VAR_DIR / 'siteward.sqlite3'}"
+DATABASES = {"default": database_from_url(_database_url, base_dir=BASE_DIR)}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

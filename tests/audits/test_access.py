@@ -1,7 +1,7 @@
 import pytest
 from django.urls import reverse
 
-from .factories import make_audit
+from tests.factories import make_audit
 
 pytestmark = pytest.mark.django_db
 

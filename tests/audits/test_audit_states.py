@@ -4,8 +4,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 
 from audits.models import Audit, Page
-
-from .factories import make_audit, make_issue, make_page
+from tests.factories import make_audit, make_issue, make_page
 
 pytestmark = pytest.mark.django_db
 
@@ -80,7 +79,7 @@ def test_the_same_url_is_stored_once_per_audit(owner):
 def test_reinserting_an_issue_with_the_same_key_is_ignored(owner):
     audit = make_audit(owner)
     page = make_page(audit)
-    first = make_issue(audit, page, key="k1")
+    first = make_issue(audit, "title_missing", page.url, page=page, key="k1")
     from audits.models import Issue
 
     Issue.objects.bulk_create([Issue(audit=audit, page=page, url=page.url, code="h1_missing",

@@ -1,12 +1,10 @@
-"""The JSON Lines report of ``manage.py audit``: lines composed from quoted fields are exact JSON."""
+"""The JSON Lines report of ``manage.py audit``: one JSON object a line, whatever the site's text."""
 
 import io
 import json
 from types import SimpleNamespace
 
-import pytest
-
-from audits.management.commands.audit import _JSON, Report
+from audits.management.commands.audit import Report
 from crawler.page import PageOutcome
 from crawler.types import FetchError, FetchResult, PageFacts
 
@@ -16,31 +14,10 @@ HOSTILE = [
     "plain",
     'quote " and backslash \\ and slash /',
     "tab\tnewline\ncarriage\rformfeed\x0cbackspace\x08 and \x01\x1f controls",
-    "unicode “curly” é 日本語 😀 and a lone surrogate \ud800",
+    "unicode “curly” é 日本語 😀",
     "</script><script>alert(1)</script>",
+    "line separator \u2028 and paragraph separator \u2029",
 ]
-
-
-def test_page_lines_are_the_json_the_encoder_gives_for_the_same_record():
-    for text in HOSTILE:
-        for status, error, title in ((200, None, text), (None, "read_timeout", None), (0, None, ""),
-                                     (2**70, None, "big")):
-            codes = ["missing_title", text] if text else []
-            line = Report.page_line(f"http://a/{text}", f"http://b/{text}", status, 3, title, error, codes)
-            record = {"type": "page", "url": f"http://a/{text}", "final_url": f"http://b/{text}",
-                      "status": status, "depth": 3, "title": title, "error": error, "issues": codes}
-            assert line == _JSON.encode(record) + "\n"
-            assert line.count("\n") == 1 and json.loads(line) == record
-
-
-def test_issue_lines_are_the_json_the_encoder_gives_and_an_empty_target_is_null():
-    for text in HOSTILE:
-        for target in (None, "", f"http://t/{text}"):
-            line = Report.issue_line("broken_link_internal", "critical", f"http://a/{text}", target, text)
-            record = {"type": "issue", "code": "broken_link_internal", "severity": "critical",
-                      "url": f"http://a/{text}", "target": target or None, "message": text}
-            assert line == _JSON.encode(record) + "\n"
-            assert json.loads(line)["target"] == (target or None)
 
 
 def _outcome(url: str, *, title: str | None, error: FetchError | None = None) -> PageOutcome:
@@ -87,9 +64,29 @@ def test_issue_values_write_every_row_in_order_and_flush_every_2000_lines_and_at
     assert out.lines_at_flush == [2000, 4000, 4500]
 
 
-def test_a_status_that_is_not_an_int_is_refused_not_written_wrong():
-    with pytest.raises(TypeError):
-        Report.page_line("http://s/a", "http://s/a", 200.5, 1, None, None, [])
+def test_hostile_text_from_a_site_comes_back_exactly_one_record_a_line():
+    out = io.StringIO()
+    issues = [SimpleNamespace(url=f"http://s/{text}", code="missing_h1", severity="warning",
+                              target_url=f"http://t/{text}" if text else "", message=text) for text in HOSTILE]
+    Report(out).batch([_outcome(f"http://s/{text}", title=text) for text in HOSTILE], issues)
+    lines = out.getvalue().split("\n")
+    assert lines.pop() == ""  # the report ends with a newline, and no record spans two lines
+    records = [json.loads(line) for line in lines]
+    pages, issue_records = records[:len(HOSTILE)], records[len(HOSTILE):]
+    assert [(r["url"], r["title"], r["issues"]) for r in pages] == [
+        (f"http://s/{text}", text, ["missing_h1"]) for text in HOSTILE]
+    assert [(r["message"], r["target"]) for r in issue_records] == [
+        (text, f"http://t/{text}" if text else None) for text in HOSTILE]
+
+
+def test_the_summary_line_closes_the_report():
+    out = io.StringIO()
+    audit = SimpleNamespace(pk=7, status="completed", error_code="", error_detail="", pages_crawled=3,
+                            issues_critical=1, issues_warning=2, issues_notice=0)
+    Report(out).summary(audit, 1)
+    assert json.loads(out.getvalue()) == {
+        "type": "summary", "audit_id": 7, "status": "completed", "error_code": None, "error_detail": None,
+        "pages": 3, "issues": {"critical": 1, "warning": 2, "notice": 0}, "exit_code": 1}
 
 
 def test_no_output_file_means_nothing_is_composed_and_no_row_is_read():
@@ -107,4 +104,5 @@ def test_no_output_file_means_nothing_is_composed_and_no_row_is_read():
     report = Report(None)
     report.batch([Watched()], [Watched()])
     report.issue_values(rows())
+    report.summary(Watched(), 0)
     assert touched == []

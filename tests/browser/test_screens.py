@@ -10,7 +10,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from audits.models import Audit
-from tests.dashboard.factories import SITE, make_finished_audit, make_issue, make_link, make_page
+from tests.factories import SITE, make_finished_audit, make_issue, make_link, make_page
 
 from .conftest import log_in, shot
 

@@ -1,11 +1,13 @@
+import re
+import sqlite3
 from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connection, transaction
 from django.db.utils import load_backend
 
 from config.env import (
-    SQLITE_CACHED_STATEMENTS,
     database_from_url,
     env_bool,
     env_float,
@@ -40,52 +42,99 @@ def test_env_float_and_list():
     assert env_list("H", ["a"], environ={"H": "x.com, y.com,,"}) == ["x.com", "y.com"]
 
 
-def test_sqlite_url_gets_wal_immediate_and_a_busy_timeout():
+def _wrapper(db: dict):
+    return load_backend(db["ENGINE"]).DatabaseWrapper({
+        "TIME_ZONE": None, "CONN_HEALTH_CHECKS": False, "CONN_MAX_AGE": 0, "AUTOCOMMIT": True,
+        "ATOMIC_REQUESTS": False, **db})
+
+
+def _connect(db: dict):
+    """The connection Django itself opens for this DATABASES entry, its init commands run."""
+    wrapper = _wrapper(db)
+    return wrapper.get_new_connection(wrapper.get_connection_params())
+
+
+def test_a_relative_sqlite_path_is_relative_to_the_project_not_the_working_directory():
     db = database_from_url("sqlite:///var/x.sqlite3", base_dir=Path("/srv/app"))
+    assert db["ENGINE"] == "django.db.backends.sqlite3"
     assert db["NAME"] == "/srv/app/var/x.sqlite3"
-    assert db["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
-    assert db["OPTIONS"]["timeout"] >= 20
-    assert "journal_mode=WAL" in db["OPTIONS"]["init_command"]
+    # A file, not :memory:, so a qcluster subprocess can open the same test database.
+    assert db["TEST"]["NAME"] == "/srv/app/var/x-test.sqlite3"
 
 
-def test_sqlite_connections_are_opened_with_a_small_statement_cache(tmp_path):
-    db = database_from_url(f"sqlite:///{tmp_path}/x.sqlite3", base_dir=tmp_path)
-    wrapper = load_backend(db["ENGINE"]).DatabaseWrapper({
-        **db, "TIME_ZONE": None, "CONN_HEALTH_CHECKS": False, "CONN_MAX_AGE": 0, "AUTOCOMMIT": True,
-        "ATOMIC_REQUESTS": False})
-    # What Django hands to sqlite3.connect: 32, not Python's default of 128.
-    assert wrapper.get_connection_params()["cached_statements"] == SQLITE_CACHED_STATEMENTS == 32
-
-
-def test_sqlite_connections_checkpoint_the_wal_every_10000_pages_not_1000(tmp_path):
-    db = database_from_url(f"sqlite:///{tmp_path}/x.sqlite3", base_dir=tmp_path)
-    wrapper = load_backend(db["ENGINE"]).DatabaseWrapper({
-        **db, "TIME_ZONE": None, "CONN_HEALTH_CHECKS": False, "CONN_MAX_AGE": 0, "AUTOCOMMIT": True,
-        "ATOMIC_REQUESTS": False})
-    # The connection Django opens, with its init commands run (no test database needed).
-    conn = wrapper.get_new_connection(wrapper.get_connection_params())
+def test_sqlite_connections_use_wal_a_busy_timeout_and_a_large_checkpoint_interval(tmp_path):
+    conn = _connect(database_from_url(f"sqlite:///{tmp_path}/x.sqlite3", base_dir=Path("/")))
     try:
-        assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 10000
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        pragmas = {name: conn.execute(f"PRAGMA {name}").fetchone()[0]
+                   for name in ("journal_mode", "busy_timeout", "wal_autocheckpoint", "foreign_keys")}
     finally:
         conn.close()
+    assert pragmas == {"journal_mode": "wal", "busy_timeout": 20000, "wal_autocheckpoint": 10000,
+                       "foreign_keys": 1}
 
 
-def test_postgres_url_is_split_with_health_checks():
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's transaction mode")
+def test_sqlite_transactions_take_the_write_lock_when_they_begin():
+    # IMMEDIATE: a transaction holds the write lock from BEGIN, so another writer
+    # waits on the busy timeout instead of failing midway with "database is locked".
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT 1")  # a read only: a DEFERRED transaction would hold no lock yet
+        other = sqlite3.connect(connection.settings_dict["NAME"], timeout=0)
+        try:
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                other.execute("BEGIN IMMEDIATE")
+        finally:
+            other.close()
+
+
+def test_sqlite_connections_keep_a_small_prepared_statement_cache(tmp_path):
+    # What Django hands to sqlite3.connect; tests/config/test_sqlite_memory.py measures the effect.
+    wrapper = _wrapper(database_from_url(f"sqlite:///{tmp_path}/x.sqlite3", base_dir=Path("/")))
+    assert wrapper.get_connection_params()["cached_statements"] == 32
+
+
+def test_postgres_url_is_split_with_persistent_checked_connections_and_server_side_timeouts():
     db = database_from_url("postgres://u:p%40ss@127.0.0.1:5433/site?sslmode=require", base_dir=Path("/"))
-    assert (db["NAME"], db["USER"], db["PASSWORD"], db["HOST"], db["PORT"]) == ("site", "u", "p@ss", "127.0.0.1", "5433")
-    assert db["CONN_HEALTH_CHECKS"] is True
+    assert db["ENGINE"] == "django.db.backends.postgresql"
+    assert (db["NAME"], db["USER"], db["PASSWORD"], db["HOST"], str(db["PORT"])) == (
+        "site", "u", "p@ss", "127.0.0.1", "5433")
+    assert db["CONN_MAX_AGE"] == 60 and db["CONN_HEALTH_CHECKS"] is True
     assert db["OPTIONS"]["sslmode"] == "require"
+    assert "statement_timeout" in db["OPTIONS"]["options"]
+
+
+def test_postgres_options_in_the_url_replace_the_default_server_side_timeouts():
+    db = database_from_url("postgresql://u@h/site?options=-c%20statement_timeout%3D5000", base_dir=Path("/"))
+    assert db["OPTIONS"]["options"] == "-c statement_timeout=5000"
 
 
 @pytest.mark.parametrize("url, message", [
-    ("mysql://x/y", "must start with sqlite:// or postgres://"),
-    ("postgres://127.0.0.1:5432/", "must name a database"),
-    ("sqlite://", "needs a file path"),
+    ("mysql://x/y", "DATABASE_URL must start with sqlite:// or postgres://, got 'mysql'"),
+    ("nonsense", "DATABASE_URL is not a usable database URL"),
+    ("postgres://h:port/x", "DATABASE_URL is not a usable database URL"),
+    ("postgres://127.0.0.1:5432/", "DATABASE_URL must name a database"),
+    ("sqlite://", "DATABASE_URL needs a file path"),
 ])
-def test_bad_database_urls_fail_with_a_message(url, message):
-    with pytest.raises(ImproperlyConfigured, match=message):
+def test_bad_database_urls_fail_with_a_message_naming_the_variable(url, message):
+    with pytest.raises(ImproperlyConfigured, match=re.escape(message)):
         database_from_url(url, base_dir=Path("/"))
+
+
+def test_settings_switch_to_postgres_when_database_url_is_set_and_default_to_sqlite(tmp_path):
+    import subprocess
+    import sys
+
+    code = "from django.conf import settings; print(settings.DATABASES['default']['ENGINE'])"
+    root = Path(__file__).resolve().parents[2]
+    base = {"PATH": "/usr/bin:/bin", "SECRET_KEY": "x" * 50, "SITEWARD_VAR_DIR": str(tmp_path),
+            "DJANGO_SETTINGS_MODULE": "config.settings"}
+    engines = [
+        subprocess.run([sys.executable, "-c", f"import django; django.setup(); {code}"], cwd=root,
+                       env={**base, **extra}, capture_output=True, text=True, check=True).stdout.strip()
+        for extra in ({}, {"DATABASE_URL": "postgres://u@127.0.0.1:5432/siteward"})
+    ]
+    assert engines == ["django.db.backends.sqlite3", "django.db.backends.postgresql"]
 
 
 def test_settings_refuse_to_start_without_secret_key_when_debug_is_off(tmp_path):

@@ -4,8 +4,7 @@ import pytest
 from django.urls import reverse
 
 from audits.models import Audit
-
-from .factories import make_finished_audit
+from tests.factories import make_finished_audit
 
 pytestmark = pytest.mark.django_db
 

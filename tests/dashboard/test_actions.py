@@ -6,8 +6,7 @@ from django.urls import reverse
 from django_q.models import OrmQ
 
 from audits.models import Audit, Issue, Page
-
-from .factories import make_finished_audit
+from tests.factories import make_finished_audit
 
 pytestmark = pytest.mark.django_db
 
@@ -48,8 +47,33 @@ def test_rerun_starts_a_fresh_audit_with_the_same_settings(owner_client, owner):
 
 def test_rerun_refuses_a_private_target_once_the_setting_is_off(owner_client, owner):
     audit = make_finished_audit(owner, allow_private=True, start_url="http://127.0.0.1:8000/")
-    owner_client.post(reverse("audit-rerun", args=[audit.pk]))
+    response = owner_client.post(reverse("audit-rerun", args=[audit.pk]), follow=True)
     assert Audit.objects.count() == 1
+    body = response.content.decode()
+    assert "targeted a private address, which is no longer allowed" in body
+    assert 'id="rerun"' not in body  # and the page no longer offers it
+
+
+def test_resume_refuses_a_private_target_once_the_setting_is_off(owner_client, owner):
+    audit = make_finished_audit(owner, status=Audit.Status.FAILED, error_code="stalled", allow_private=True,
+                                start_url="http://127.0.0.1:8000/")
+    response = owner_client.post(reverse("audit-resume", args=[audit.pk]), follow=True)
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.FAILED and OrmQ.objects.count() == 0
+    body = response.content.decode()
+    assert "targeted a private address, which is no longer allowed" in body
+    assert 'id="resume"' not in body and 'id="rerun"' not in body
+
+
+def test_a_private_target_may_resume_and_rerun_while_the_setting_is_on(owner_client, owner, allow_private):
+    audit = make_finished_audit(owner, status=Audit.Status.FAILED, error_code="stalled", allow_private=True,
+                                start_url="http://127.0.0.1:8000/")
+    assert 'id="resume"' in owner_client.get(audit.get_absolute_url()).content.decode()
+    owner_client.post(reverse("audit-rerun", args=[audit.pk]))
+    owner_client.post(reverse("audit-resume", args=[audit.pk]))
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.QUEUED
+    assert Audit.objects.exclude(pk=audit.pk).get().allow_private is True
 
 
 def test_rerun_respects_the_quota(owner_client, owner, settings):

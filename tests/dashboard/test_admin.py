@@ -4,8 +4,7 @@ import pytest
 from django.urls import reverse
 
 from audits.models import Audit, Issue
-
-from .factories import make_finished_audit
+from tests.factories import make_finished_audit
 
 pytestmark = pytest.mark.django_db
 
@@ -54,6 +53,17 @@ def test_admin_actions_cancel_resume_and_rerun_audits(superuser_client, owner):
     assert running.status == Audit.Status.CANCELLED and failed.status == Audit.Status.QUEUED
     superuser_client.post(url, {"action": "rerun_audits", "_selected_action": [running.pk]})
     assert Audit.objects.count() == 3
+
+
+def test_admin_actions_refuse_to_resume_or_rerun_private_targets_once_the_setting_is_off(superuser_client, owner):
+    failed = make_finished_audit(owner, status=Audit.Status.FAILED, error_code="stalled", allow_private=True,
+                                 start_url="http://127.0.0.1:8000/")
+    url = reverse("admin:audits_audit_changelist")
+    for action in ("resume_audits", "rerun_audits"):
+        response = superuser_client.post(url, {"action": action, "_selected_action": [failed.pk]}, follow=True)
+        assert f"Audit {failed.pk} targeted a private address, which is no longer allowed." in response.content.decode()
+    failed.refresh_from_db()
+    assert failed.status == Audit.Status.FAILED and Audit.objects.count() == 1
 
 
 def test_the_audit_changelist_filters_by_status_and_error_code(superuser_client, owner):

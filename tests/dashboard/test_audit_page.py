@@ -9,8 +9,7 @@ from django.utils import timezone
 
 from audits.models import Audit
 from crawler.catalogue import CATALOGUE
-
-from .factories import make_audit, make_finished_audit, make_issue, make_page
+from tests.factories import make_audit, make_finished_audit, make_issue, make_page
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from .factories import SITE, make_finished_audit, make_issue, make_link, make_page
+from tests.factories import SITE, make_finished_audit, make_issue, make_link, make_page
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,7 @@ from django.http import StreamingHttpResponse
 from django.urls import reverse
 
 from audits import exports
-
-from .factories import SITE, make_finished_audit, make_issue, make_link, make_page
+from tests.factories import SITE, make_finished_audit, make_issue, make_link, make_page
 
 pytestmark = pytest.mark.django_db
 

@@ -4,8 +4,7 @@ import pytest
 from django.urls import reverse
 
 from audits.inlinks import build as build_inlinks
-
-from .factories import SITE, make_finished_audit, make_link, make_page
+from tests.factories import SITE, make_finished_audit, make_link, make_page
 
 pytestmark = pytest.mark.django_db
 

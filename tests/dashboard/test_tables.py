@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from .factories import SITE, make_finished_audit, make_issue, make_page
+from tests.factories import SITE, make_finished_audit, make_issue, make_page
 
 pytestmark = pytest.mark.django_db
 

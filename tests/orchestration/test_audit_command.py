@@ -9,11 +9,15 @@ import time
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django_q.models import OrmQ
 
+from audits.crawl import chunk
 from audits.models import Audit
 from tests.conftest import MANAGE, ROOT, subprocess_env
 from tests.crawler.fixture_site import BROKEN_INTERNAL, FixtureSite
+
+from .grid_site import GridSite
 
 pytestmark = pytest.mark.django_db
 
@@ -69,38 +73,34 @@ def test_a_site_without_critical_issues_exits_0_and_fail_on_warning_is_stricter(
         assert run_audit(small.url("/"), "--allow-private", "--fail-on", "warning") == 1
 
 
-def test_usage_errors_exit_2_with_a_message(fast_settings, capsys):
+def test_usage_errors_exit_2_with_the_new_audit_forms_message(fast_settings, capsys):
     assert run_audit("ftp://example.com/") == 2
+    assert "url: Only http:// and https:// addresses can be audited, not ftp:." in capsys.readouterr().err
     assert run_audit("http://127.0.0.1:9/", "--max-pages", "0", "--allow-private") == 2
+    assert "--max-pages: Ensure this value is greater than or equal to 1." in capsys.readouterr().err
     assert run_audit("http://127.0.0.1:9/", "--include", "([unclosed", "--allow-private") == 2
+    assert "--include: Not a usable regular expression" in capsys.readouterr().err
     assert Audit.objects.count() == 0
 
 
-def test_only_the_command_line_freezes_the_heap_for_a_quick_exit(fast_settings, monkeypatch, capsys):
-    # manage.py exits right after run_from_argv: frozen objects are skipped by
-    # the interpreter's final collections. call_command, used in long-lived
-    # processes (and these tests), must leave the collector alone.
-    import gc
+def test_the_bounds_are_the_new_audit_forms(fast_settings, capsys):
+    from audits.forms import MAX_CONCURRENCY, MAX_DEPTH, MAX_PAGES
 
-    from audits.management.commands.audit import Command
-
-    frozen = []
-    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
-    # run_from_argv closes every connection as it returns: not this test's.
-    monkeypatch.setattr("django.core.management.base.connections.close_all", lambda: None)
-    with pytest.raises(SystemExit) as exited:
-        Command().run_from_argv(["manage.py", "audit", "ftp://example.com/"])
-    assert exited.value.code == 2 and frozen == [True]
-    assert "Not a usable start URL" in capsys.readouterr().err
-    frozen.clear()
-    assert run_audit("ftp://example.com/") == 2 and frozen == []
+    for option, value in (("--max-pages", MAX_PAGES), ("--max-depth", MAX_DEPTH),
+                          ("--concurrency", MAX_CONCURRENCY)):
+        assert run_audit("http://127.0.0.1:9/", option, str(value + 1), "--allow-private") == 2
+        assert f"{option}: Ensure this value is less than or equal to {value}." in capsys.readouterr().err
+    assert run_audit("http://127.0.0.1:9/", "--rate", "0", "--allow-private") == 2
+    assert "--rate: Ensure this value is greater than or equal to 0.1." in capsys.readouterr().err
+    assert Audit.objects.count() == 0
 
 
 def test_a_private_address_is_refused_without_allow_private(site, fast_settings, settings, capsys):
     settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": False}
     assert run_audit(site.url("/")) == 2
-    assert "--allow-private" in capsys.readouterr().err
-    assert site.hits("/") == 0
+    err = capsys.readouterr().err
+    assert "127.0.0.1 is a loopback address" in err and "(use --allow-private" in err
+    assert site.hits("/") == 0 and Audit.objects.count() == 0
 
 
 def test_an_audit_that_cannot_start_exits_2(fast_settings, tmp_path):
@@ -132,24 +132,16 @@ def test_enqueue_refuses_a_cluster_that_would_run_a_chunk_twice(site, fast_setti
     assert Audit.objects.count() == 0 and OrmQ.objects.count() == 0
 
 
-def test_an_in_process_audit_skips_the_web_apps_system_checks(site, fast_settings, monkeypatch, capsys):
-    # They cost start-up time and judge nothing the crawl uses: an error in
-    # one (here a made-up one) does not stop the CI gate, as it stops `check`.
-    from django.core import checks
-
-    from audits.management.commands.audit import Command
-
-    def broken_web_app(app_configs=None, **kwargs):
-        return [checks.Error("the web app is misconfigured", id="test.E999")]
-
-    monkeypatch.setattr(checks.registry.registry, "registered_checks", {broken_web_app})
-    monkeypatch.setattr("django.core.management.base.connections.close_all", lambda: None)
-    try:
-        Command().run_from_argv(["manage.py", "audit", site.url("/"), "--allow-private", "--max-pages", "5"])
-    except SystemExit as exited:  # 1: issues at the fail-on level
-        assert exited.code == 1
-    assert "test.E999" not in capsys.readouterr().err
-    assert Audit.objects.get().status == "completed"
+def test_the_command_line_runs_the_system_checks_and_a_failed_one_exits_2(site):
+    # From the command line Django runs every system check first, as for any
+    # command: a cluster that would run a chunk twice stops even an in-process audit.
+    result = subprocess.run(
+        MANAGE + ["audit", site.url("/"), "--allow-private", "--max-pages", "5"],
+        cwd=ROOT, env=subprocess_env(Q_TIMEOUT=300, Q_RETRY=200), capture_output=True, text=True,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "siteward.E002" in result.stderr
+    assert site.hits("/") == 0 and Audit.objects.count() == 0
 
 
 @pytest.mark.django_db(transaction=True)
@@ -183,13 +175,7 @@ def test_ctrl_c_that_leaves_the_connection_mid_query_still_cancels_and_exits_130
     # connection with that command still in progress ("another command is
     # already in progress" on the next query). Here the interrupt lands as the
     # second chunk is claimed, with the connection left in just that state.
-    from django.db import connection
-
-    from audits import crawling
-
-    from .grid_site import GridSite
-
-    claim = crawling.claim_chunk
+    claim = chunk.claim
     stored_before = []
 
     def interrupted_claim(audit_id, number):
@@ -201,7 +187,7 @@ def test_ctrl_c_that_leaves_the_connection_mid_query_still_cancels_and_exits_130
             connection.connection.pgconn.send_query(b"SELECT pg_sleep(0.2)")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(crawling, "claim_chunk", interrupted_claim)
+    monkeypatch.setattr(chunk, "claim", interrupted_claim)
     with GridSite(pages=40) as grid:
         out = tmp_path / "r.jsonl"
         assert run_audit(grid.url("/"), "--allow-private", "--out", str(out)) == 130

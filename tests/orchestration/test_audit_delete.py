@@ -7,7 +7,7 @@ from django.urls import reverse
 from audits import finalize
 from audits.finalize import link_targets
 from audits.models import Audit, Issue, LinkEdge
-from tests.dashboard.factories import SITE, make_audit, make_issue, make_link, make_page
+from tests.factories import SITE, make_audit, make_issue, make_link, make_page
 
 pytestmark = pytest.mark.django_db
 

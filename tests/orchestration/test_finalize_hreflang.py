@@ -16,8 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from audits.finalize import hreflang_return_links, hreflang_targets
-from audits.issue_rows import insert_issues
 from audits.inline import run_audit_inline
+from audits.issue_rows import insert_issues
 from audits.models import Audit, Issue, LinkEdge
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from audits.finalize import run_finalize
 from audits.models import Audit, Inlink
 from crawler.types import FetchError
 from crawler.urls import url_hash
-from tests.dashboard.factories import SITE, make_audit, make_link, make_page
+from tests.factories import SITE, make_audit, make_link, make_page
 
 pytestmark = pytest.mark.django_db
 

@@ -6,30 +6,26 @@ as results arrive, prints a short summary and exits with:
 
     0  no issue at the --fail-on level
     1  issues at that level
-    2  usage error, or the audit could not start or failed
+    2  usage error, a failed system check, or the audit could not start or failed
     130 interrupted (Ctrl-C): partial results written, audit marked cancelled
 """
 
 from __future__ import annotations
 
-import gc
 import itertools
 import json
 import sys
 import time
 from collections import Counter
-from json.encoder import encode_basestring
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, SystemCheckError
 from django.db import connection, transaction
 from django.db.models import Max
-
-from crawler.errors import CrawlError
-from crawler.net import AddressGuard
-from crawler.urls import InvalidURL, compile_patterns, normalize
+from psycopg.pq import TransactionStatus
 
 from ...finalize import run_finalize
+from ...forms import AuditForm
 from ...inline import run_audit_inline
 from ...models import Audit, Issue, Page
 from ...services import create_audit
@@ -49,36 +45,14 @@ def _drop_interrupted_connection() -> None:
     """
     if connection.vendor != "postgresql" or connection.connection is None:
         return
-    from psycopg.pq import TransactionStatus
-
     if connection.connection.info.transaction_status != TransactionStatus.IDLE:
         connection.close()
 
 
 class Command(BaseCommand):
     help = "Crawl and audit a site in-process; exit 1 when issues at --fail-on level are found."
-    # Django's system checks look over the web app (models, admin, the URLconf,
-    # whose import alone is 20-40 ms of a CI run's start-up, measured); an
-    # in-process audit uses none of it, and `manage.py check`, `migrate`,
-    # `runserver` and `qcluster` still run them. The one check that bears on
-    # this command, that the worker cluster's timeout and retry cannot run a
-    # chunk twice at once, runs for --enqueue, which hands the audit to it.
-    requires_system_checks = []
     # How the run waits out a Retry-After once only rate-limited URLs are left.
     sleep = staticmethod(time.sleep)
-
-    def run_from_argv(self, argv):
-        # Only the command line comes here (call_command goes to execute), and
-        # the interpreter exits right after. Its finalization runs full cyclic
-        # collections over everything still alive (the crawl's URL caches, the
-        # ORM's state): 0.13-0.2 s of a 1,000-page audit's ~5.5 s, measured,
-        # to free memory the process is about to hand back anyway. Frozen
-        # objects are skipped; reference counting still closes files and
-        # connections as modules are torn down.
-        try:
-            super().run_from_argv(argv)
-        finally:
-            gc.freeze()
 
     def add_arguments(self, parser):
         parser.add_argument("url", help="Start URL (http or https)")
@@ -99,11 +73,21 @@ class Command(BaseCommand):
                             help="Hand the audit to the worker cluster, print its id and return")
         parser.add_argument("--owner", help="Username that owns the audit (default: admin, else a 'cli' user)")
 
+    def check(self, *args, **kwargs):
+        # A misconfigured deployment means the audit could not run: exit 2, not
+        # the 1 that tells a CI pipeline issues were found.
+        try:
+            super().check(*args, **kwargs)
+        except SystemCheckError as exc:
+            raise CommandError(str(exc), returncode=2) from None
+
     def handle(self, *args, **opts):
         limits = self._limits(opts)
         owner = self._owner(opts.get("owner"))
         if opts["enqueue"]:
-            self._check_cluster_settings()
+            # call_command skips the system checks; the cluster's timing must be
+            # right before it is handed the audit, however the command was run.
+            self.check(tags=[CLUSTER_CHECKS])
             audit = create_audit(owner, enforce_quota=False, **limits)
             self.stdout.write(str(audit.pk))
             return
@@ -132,13 +116,6 @@ class Command(BaseCommand):
         if code:
             raise SystemExit(code)
 
-    def _check_cluster_settings(self) -> None:
-        try:
-            self.check(tags=[CLUSTER_CHECKS])
-        except SystemCheckError as exc:
-            detail = str(exc).removeprefix("SystemCheckError: ")
-            raise CommandError(f"The worker cluster is misconfigured. {detail}", returncode=2) from None
-
     # --- running --------------------------------------------------------------
 
     def _crawl(self, audit: Audit, report: Report, fail_on: str, console) -> int:
@@ -165,36 +142,21 @@ class Command(BaseCommand):
     # --- input ------------------------------------------------------------------
 
     def _limits(self, opts) -> dict:
-        try:
-            url = normalize(opts["url"])
-        except InvalidURL as exc:
-            raise CommandError(f"Not a usable start URL: {exc}", returncode=2) from None
-        for name, low, high in (("max_pages", 1, 1_000_000), ("max_depth", 0, 1000), ("concurrency", 1, 64)):
-            if not low <= opts[name] <= high:
-                raise CommandError(f"--{name.replace('_', '-')} must be between {low} and {high}", returncode=2)
-        if opts["rate"] is not None and opts["rate"] <= 0:
-            raise CommandError("--rate must be positive", returncode=2)
-        try:
-            compile_patterns(opts["include"] + opts["exclude"])
-        except ValueError as exc:
-            raise CommandError(str(exc), returncode=2) from None
-        from urllib.parse import urlsplit
-
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        try:
-            AddressGuard(allow_private=opts["allow_private"]).resolve_sync(parts.hostname, port)
-        except CrawlError as exc:
-            hint = " (use --allow-private for your own local or staging sites)" if "private" in str(
-                exc).lower() or "loopback" in str(exc).lower() or "refused" in str(exc).lower() else ""
-            raise CommandError(f"Cannot audit {url}: {exc}{hint}", returncode=2) from None
-        return {
-            "start_url": url, "max_pages": opts["max_pages"], "max_depth": opts["max_depth"],
+        """The audit's fields, validated by the new-audit form, whose rules and bounds they share."""
+        form = AuditForm({
+            "start_url": opts["url"], "max_pages": opts["max_pages"], "max_depth": opts["max_depth"],
             "concurrency": opts["concurrency"], "rate": opts["rate"],
             "include_patterns": "\n".join(opts["include"]), "exclude_patterns": "\n".join(opts["exclude"]),
             "user_agent": opts["user_agent"], "respect_robots": not opts["ignore_robots"],
-            "check_external": not opts["no_external"], "allow_private": opts["allow_private"],
-        }
+            "check_external": not opts["no_external"],
+        }, allow_private=opts["allow_private"])
+        if form.is_valid():
+            return form.audit_fields()
+        lines = [f"{OPTION_NAMES.get(field, field)}: {message}"
+                 for field, messages in form.errors.items() for message in messages]
+        if form.has_error("start_url", code="ssrf"):
+            lines.append("(use --allow-private for your own local or staging sites)")
+        raise CommandError("Cannot audit with these options:\n  " + "\n  ".join(lines), returncode=2)
 
     def _owner(self, username: str | None):
         User = get_user_model()
@@ -248,98 +210,72 @@ class Command(BaseCommand):
         console.write(f"  exit code {code}")
 
 
-# One encoder for the summary: json.dumps with any non-default argument builds
-# a new JSONEncoder per call.
-_JSON = json.JSONEncoder(ensure_ascii=False)
-
-
-def _text(value: str | None) -> str:
-    """A JSON string (or null), quoted by the C function JSONEncoder(ensure_ascii=False) uses."""
-    return "null" if value is None else encode_basestring(value)
-
-
-def _number(value: int | None) -> str:
-    # int.__repr__ is what the encoder writes an int with, and it refuses
-    # anything else (a float or a string here would be a bug upstream).
-    return "null" if value is None else int.__repr__(value)
-
+# How the form's fields are spelled on the command line, for its error messages.
+OPTION_NAMES = {
+    "start_url": "url", "max_pages": "--max-pages", "max_depth": "--max-depth", "concurrency": "--concurrency",
+    "rate": "--rate", "include_patterns": "--include", "exclude_patterns": "--exclude",
+    "user_agent": "--user-agent", "__all__": "options",
+}
 
 # Issue lines written between two flushes of the report.
 FLUSH_EVERY = 2000
 
 
 class Report:
-    """The JSON Lines report, written as results arrive (one object per line, each with a type).
+    """The JSON Lines report, written as results arrive: one object a line, each with a "type".
 
-    Page and issue lines, one per stored URL and issue, are composed from
-    their quoted fields (``_text``) rather than built as dicts and encoded:
-    0.6 against 2.6 us a line, on the database thread, whose Python holds the
-    interpreter lock the crawl thread needs. The text is the one
-    ``_JSON.encode`` gives for the same record (tests/audits/test_report.py).
+    Lines are flushed once per batch (and every FLUSH_EVERY issue lines), not
+    per line, so a reader sees each batch as soon as it is stored without a
+    write call for every record.
     """
+
+    ISSUE_FIELDS = ("code", "severity", "url", "target_url", "message")
 
     def __init__(self, out):
         self.out = out
 
-    ISSUE_FIELDS = ("code", "severity", "url", "target_url", "message")
-
-    def _write(self, record: dict) -> None:
-        if self.out is not None:
-            self.out.write(_JSON.encode(record) + "\n")
-
-    @staticmethod
-    def page_line(url, final_url, status, depth, title, error, codes) -> str:
-        return (f'{{"type": "page", "url": {_text(url)}, "final_url": {_text(final_url)}, '
-                f'"status": {_number(status)}, "depth": {_number(depth)}, "title": {_text(title)}, '
-                f'"error": {_text(error)}, "issues": [{", ".join(map(encode_basestring, codes))}]}}\n')
-
-    @staticmethod
-    def issue_line(code, severity, url, target, message) -> str:
-        return (f'{{"type": "issue", "code": {_text(code)}, "severity": {_text(severity)}, "url": {_text(url)}, '
-                f'"target": {_text(target or None)}, "message": {_text(message)}}}\n')
-
-    def _flush(self) -> None:
-        # Once per sub-batch (at least every second while crawling), not per
-        # line: a line-by-line flush was a write call for each record (tens of
-        # thousands in a 10,000-page audit), and a reader still sees each
-        # batch as soon as it is stored.
-        if self.out is not None:
-            self.out.flush()
+    def _write(self, records) -> None:
+        self.out.write("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
 
     def batch(self, outcomes, issues) -> None:
         if self.out is None:
             return
-        by_url: dict[str, list[str]] = {}
+        codes_by_url: dict[str, list[str]] = {}
         for issue in issues:
-            by_url.setdefault(issue.url, []).append(issue.code)
-        page_line = self.page_line
-        lines = [
-            page_line(outcome.url, outcome.result.final_url, outcome.result.status, outcome.depth,
-                      outcome.facts.title if outcome.facts else None,
-                      outcome.result.error.value if outcome.result.error else None, by_url.get(outcome.url, ()))
+            codes_by_url.setdefault(issue.url, []).append(issue.code)
+        self._write(
+            {"type": "page", "url": outcome.url, "final_url": outcome.result.final_url,
+             "status": outcome.result.status, "depth": outcome.depth,
+             "title": outcome.facts.title if outcome.facts else None,
+             "error": outcome.result.error.value if outcome.result.error else None,
+             "issues": codes_by_url.get(outcome.url, [])}
             for outcome in outcomes
-        ]
-        self.out.write("".join(lines))
+        )
         self.issue_values((i.code, i.severity, i.url, i.target_url, i.message) for i in issues)
 
     def issue_values(self, rows) -> None:
-        """Issue records from (code, severity, url, target_url, message) tuples, flushed every FLUSH_EVERY."""
+        """Issue records from (code, severity, url, target_url, message) tuples."""
         if self.out is None:
             return
-        issue_line = self.issue_line
         rows = iter(rows)
-        while lines := [issue_line(*row) for row in itertools.islice(rows, FLUSH_EVERY)]:
-            self.out.write("".join(lines))
-            if len(lines) == FLUSH_EVERY:  # a long run of issues (finalize's) shows as it comes
-                self._flush()
-        self._flush()
+        while chunk := list(itertools.islice(rows, FLUSH_EVERY)):
+            self._write(
+                {"type": "issue", "code": code, "severity": severity, "url": url, "target": target or None,
+                 "message": message}
+                for code, severity, url, target, message in chunk
+            )
+            if len(chunk) == FLUSH_EVERY:  # a long run of issues (finalize's) shows as it comes
+                self.out.flush()
+        self.out.flush()
 
     def summary(self, audit: Audit, code: int) -> None:
-        self._write({
+        if self.out is None:
+            return
+        self._write([{
             "type": "summary", "audit_id": audit.pk, "status": audit.status, "error_code": audit.error_code or None,
             "error_detail": audit.error_detail or None, "pages": audit.pages_crawled,
             "issues": {"critical": audit.issues_critical, "warning": audit.issues_warning,
                        "notice": audit.issues_notice},
             "exit_code": code,
-        })
-        self._flush()
+        }])
+        self.out.flush()

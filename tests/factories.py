@@ -1,4 +1,4 @@
-"""Rows that look like a finished crawl, built directly (no crawler needed)."""
+"""Builders for test rows, written directly (no crawler needed), and a finished audit made of them."""
 
 from __future__ import annotations
 
@@ -18,18 +18,18 @@ def make_audit(owner, **fields) -> Audit:
     return Audit.objects.create(owner=owner, **fields)
 
 
-def make_page(audit, url, **fields) -> Page:
+def make_page(audit, url=f"{SITE}/", **fields) -> Page:
     fields.setdefault("status_code", 200)
     fields.setdefault("content_type", "text/html")
     fields.setdefault("final_url", url)
     return Page.objects.create(audit=audit, url=url, url_hash=url_hash(url), **fields)
 
 
-def make_issue(audit, code, url, *, page=None, target_url="", message=None, **fields) -> Issue:
+def make_issue(audit, code, url, *, page=None, target_url="", message=None, key=None, **fields) -> Issue:
     fields.setdefault("severity", CATALOGUE[code].severity.value)
     return Issue.objects.create(
         audit=audit, page=page, url=url, code=code, target_url=target_url,
-        message=message or CATALOGUE[code].title, key=url_hash(f"{code}|{url}|{target_url}"), **fields,
+        message=message or CATALOGUE[code].title, key=key or url_hash(f"{code}|{url}|{target_url}"), **fields,
     )
 
 
