@@ -9,6 +9,7 @@ import pytest
 
 from crawler import urls
 from crawler.urls import (
+    TRAP_DEPTH_SPREAD,
     InvalidURL,
     Scope,
     TrapGuard,
@@ -313,36 +314,41 @@ def test_trap_reason_limits_are_configurable():
     assert trap_reason("https://e.com/abc", max_length=10) is not None
 
 
-def test_endless_calendar_stops_after_the_template_budget():
+def test_endless_calendar_stops_once_its_variants_keep_getting_deeper():
     guard = TrapGuard(max_variants=12)
     admitted = []
-    for month in range(1, 1000):
+    for month in range(1, 1000):  # each month is found on the previous one, a click deeper
         url = f"https://e.com/cal?month={month}&year={2026 + month // 12}"
-        if guard.check(url) is None:
+        if guard.check(url, depth=month) is None:
             admitted.append(url)
         else:
-            assert "share the template https://e.com/cal?month&year" in guard.check(url)
+            assert "share the template https://e.com/cal?month&year" in guard.check(url, depth=month)
     assert len(admitted) == 12
 
 
 def test_date_path_calendar_stops_after_the_template_budget():
     guard = TrapGuard(max_variants=5)
-    results = [guard.check(f"https://e.com/{2026 + d // 365}/01/{d:02d}/") for d in range(40)]
-    assert results[:5] == [None] * 5
-    assert all(r is not None for r in results[5:])
+    results = [guard.check(f"https://e.com/{2026 + d // 365}/01/{d:02d}/", depth=d) for d in range(40)]
+    assert results[:6] == [None] * 6  # the sixth is still within TRAP_DEPTH_SPREAD of the first
+    assert all(r is not None for r in results[6:])
+
+
+def test_a_template_whose_variants_sit_at_one_depth_is_a_catalogue_not_a_trap():
+    guard = TrapGuard(max_variants=2)
+    assert all(guard.check(f"https://e.com/product/{n}", depth=2) is None for n in range(1, 200))
 
 
 def test_trap_guard_keeps_admitting_urls_it_already_admitted_and_other_templates():
     guard = TrapGuard(max_variants=2)
-    assert guard.check("https://e.com/p/1") is None
-    assert guard.check("https://e.com/p/2") is None
-    assert guard.check("https://e.com/p/3") is not None
-    assert guard.check("https://e.com/p/1") is None
-    assert guard.check("https://e.com/about") is None
+    assert guard.check("https://e.com/p/1", depth=1) is None
+    assert guard.check("https://e.com/p/2", depth=2) is None
+    assert guard.check("https://e.com/p/3", depth=1 + TRAP_DEPTH_SPREAD + 1) is not None
+    assert guard.check("https://e.com/p/1", depth=1) is None
+    assert guard.check("https://e.com/about", depth=9) is None
 
 
 def test_trap_guard_applies_the_per_url_checks_first():
-    assert "repeats" in TrapGuard().check("https://e.com/a/a/a/a/a")
+    assert "repeats" in TrapGuard().check("https://e.com/a/a/a/a/a", depth=1)
 
 
 # ---------------------------------------------------------------- scope

@@ -13,6 +13,7 @@ from django.db import connection
 from django_q.models import OrmQ
 
 from audits.crawl import chunk
+from audits.forms import MAX_CONCURRENCY, MAX_DEPTH, MAX_PAGES
 from audits.models import Audit
 from tests.conftest import MANAGE, ROOT, subprocess_env
 from tests.crawler.fixture_site import BROKEN_INTERNAL, FixtureSite
@@ -62,8 +63,6 @@ def test_a_site_with_critical_issues_exits_1_and_writes_a_jsonl_report(site, tmp
 
 
 def test_a_site_without_critical_issues_exits_0_and_fail_on_warning_is_stricter(tmp_path, fast_settings):
-    from .grid_site import GridSite
-
     with GridSite(pages=3) as small:
         # Three linked pages and no broken links: nothing critical, but warnings remain.
         out = tmp_path / "r.jsonl"
@@ -84,7 +83,6 @@ def test_usage_errors_exit_2_with_the_new_audit_forms_message(fast_settings, cap
 
 
 def test_the_bounds_are_the_new_audit_forms(fast_settings, capsys):
-    from audits.forms import MAX_CONCURRENCY, MAX_DEPTH, MAX_PAGES
 
     for option, value in (("--max-pages", MAX_PAGES), ("--max-depth", MAX_DEPTH),
                           ("--concurrency", MAX_CONCURRENCY)):
@@ -146,8 +144,6 @@ def test_the_command_line_runs_the_system_checks_and_a_failed_one_exits_2(site):
 
 @pytest.mark.django_db(transaction=True)
 def test_ctrl_c_exits_130_keeps_partial_results_and_cancels_the_audit(tmp_path):
-    from .grid_site import GridSite
-
     with GridSite(pages=200, delay=0.05) as slow:
         out = tmp_path / "r.jsonl"
         proc = subprocess.Popen(
