@@ -353,7 +353,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20260101)
     parser.add_argument("--databases", default="sqlite,postgres")
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--timeout", type=float, default=300, help="seconds allowed for each crawl")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds allowed for each crawl")
     parser.add_argument("--results", type=Path, help="write or update the section --title in this markdown file")
     parser.add_argument("--title", default="Latest run", help="the section of --results to write")
     parser.add_argument("--json", type=Path, help="also dump every run here")
