@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -223,7 +224,7 @@ def render(args, info: dict, builds: list[Build], sites: dict[str, Path], server
         "Command (from the repository root):",
         "",
         "```",
-        ".venv/bin/python -m benchmarks.bench_real " + " ".join(args.argv),
+        ".venv/bin/python -m benchmarks.bench_real " + shlex.join(args.argv),
         "```",
         "",
         f"Each audit: `manage.py audit URL --allow-private --max-pages {MAX_PAGES} --max-depth 50 "
