@@ -270,7 +270,8 @@ def render(args, info: dict, builds: list[Build], sites: dict[str, Path], server
                     lines.append(
                         f"| {site} | {label} | {DB_LABELS[kind]} | {'/'.join(map(str, pages)) or '-'} | "
                         f"{spread(per_round_pps(results, targets, label, kind))}"
-                        f"{f', {failed} FAILED' if failed else ''} | "
+                        f"{f', {failed} FAILED' if failed else ''}"
+                        f"{' (an audit did not complete)' if any(r['status'] != 'completed' for r in runs) else ''} | "
                         f"{spread(x, '.2f')} {verdict(statistics.median(x) if x else None, target_ratio)} | "
                         f"{'n/a' if peak is None else f'{peak:.0f}'} {verdict(peak, TARGET_PEAK_MB, False)} | "
                         f"{broken_summary(runs, site, label, kind) if site != 'together' else ''} |")
