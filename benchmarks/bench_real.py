@@ -113,8 +113,10 @@ def measured(record: dict, results: list[dict], crawl) -> None:
     try:
         run = crawl()
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-        print(f"{what} FAILED: {str(exc)[:400]}", flush=True)
-        results.append({**record, "error": str(exc)[:2000]})
+        # A traceback's last line names the exception: keep the tail.
+        lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+        print(f"{what} FAILED: {lines[0][:200]} ... {lines[-1][:300]}", flush=True)
+        results.append({**record, "error": str(exc)[-2000:]})
         return
     run.pop("samples", None)
     pages = run.get("pages", run.get("responses", 0))
