@@ -6,7 +6,8 @@ nginx on a 127.0.0.1 port of its own (start URL: the docs' index.html). Each
 round crawls every site with Scrapy (``benchmarks/scrapy_spider.py``), then
 runs ``manage.py audit`` (everything stored) of every build on every database,
 all at the same concurrency. Then the synthetic corpus (``benchmarks/corpus.py``)
-at each ``--sizes`` the same way.
+at each ``--sizes`` the same way, ``--synthetic-rounds`` times (once by default:
+Scrapy's 10,000-page crawl alone takes minutes).
 
 Reported per site, for the sites together (total pages / total seconds) and per
 synthetic size: pages/s (median and range over the rounds), each audit's ratio
