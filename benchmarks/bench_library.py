@@ -1,4 +1,4 @@
-"""The library benchmark: parse + checks CPU, crawl throughput against Scrapy, HTTP layers.
+"""The library benchmark: parse + checks CPU, and crawl throughput against Scrapy.
 
 One run measures, side by side on the same generated corpus:
 
@@ -6,15 +6,13 @@ One run measures, side by side on the same generated corpus:
     against ``parse_html_bs4`` + the same checks, over the same pages;
 (b) pages per second of ``crawl_site`` (no database) against Scrapy's
     CrawlSpider, both crawling the whole corpus from one loopback static
-    server with the same concurrency, each in its own process;
-(c) CPU per request through each HTTP layer (``benchmarks/http_layers.py``):
-    the Fetcher, its HTTP/1.1 pool alone, httpcore's pools and a plain httpx client.
+    server with the same concurrency, each in its own process.
 
-It writes the figures to ``benchmarks/RESULTS.md`` (``--results``). It is a
+It writes the figures to ``benchmarks/RESULTS-library.md`` (``--results``). It is a
 script, never a timed test. Reproduce with::
 
     .venv/bin/pip install -r benchmarks/requirements.txt
-    .venv/bin/python -m benchmarks.bench_library --install --results benchmarks/RESULTS.md
+    .venv/bin/python -m benchmarks.bench_library --install --results benchmarks/RESULTS-library.md
 """
 
 from __future__ import annotations
@@ -214,20 +212,6 @@ def _has_uvloop() -> bool:
     return uvloop is not None
 
 
-# (c) HTTP layers ----------------------------------------------------------------
-
-
-def measure_layers(base: str, requests: int, concurrency: int) -> list[dict]:
-    from benchmarks.http_layers import LAYERS
-
-    return [
-        _child(["-m", "benchmarks.http_layers", base, "--layer", layer, "--method", method,
-                "--requests", str(requests), "--concurrency", str(concurrency)])
-        for layer in LAYERS
-        for method in ("HEAD", "GET")
-    ]
-
-
 # Report ------------------------------------------------------------------------
 
 
@@ -278,7 +262,7 @@ def _best(runs: list[dict]) -> dict:
     return max(runs, key=lambda run: run["responses"] / run["seconds"])
 
 
-def render(args, info, server, parse, crawls, layers, profile=None) -> str:
+def render(args, info, server, parse, crawls, profile=None) -> str:
     ours, theirs = _best(crawls["ours"]), _best(crawls["scrapy"]) if "scrapy" in crawls else None
     ours_rate = ours["responses"] / ours["seconds"]
     lines = [
@@ -369,25 +353,6 @@ def render(args, info, server, parse, crawls, layers, profile=None) -> str:
                 + ", ".join(f"{r['responses'] / r['seconds']:.0f}" for r in crawls[key])
                 + "."
             )
-    lines += [
-        "",
-        "## (c) CPU per request through each HTTP layer",
-        "",
-        f"{layers[0]['requests']} requests for corpus pages at {layers[0]['concurrency']} in flight, after "
-        "warming the connections, each layer and method in a fresh process "
-        "(`benchmarks/http_layers.py`). *fetcher* is `Fetcher.check` (HEAD) or `Fetcher.fetch` (GET) "
-        "with everything around the request; *pool* is its `crawler.http11.Pool` alone; *httpcore* is "
-        "httpcore's pools of four on the same sockets, the fetcher's previous shape; *httpx* is a "
-        "default `httpx.AsyncClient`.",
-        "",
-        "| layer | method | ms CPU / request | requests/s |",
-        "| --- | --- | ---: | ---: |",
-    ]
-    for shape in layers:
-        lines.append(
-            f"| {shape['layer']} | {shape['method']} | {shape['cpu_ms_per_request']:.2f} | "
-            f"{shape['requests_per_second']:.0f} |"
-        )
     if profile:
         lines += [
             "",
@@ -415,7 +380,7 @@ PROFILE_FRAMES = (
     ("page checks (`run_page_checks`)", "run_page_checks", "checks.py"),
     ("outlink normalisation (`outlinks_of`)", "outlinks_of", "page.py"),
     ("frontier admission (`_Frontier.follow`)", "follow", "crawl.py"),
-    ("fetching (`Fetcher.fetch` on `http11.Pool`)", "fetch", "fetch.py"),
+    ("fetching (`Fetcher.fetch`)", "fetch", "fetch.py"),
     ("  of which reading bodies (`_read_body`)", "_read_body", "fetch.py"),
     ("window scheduling and sink (`run_window`, `_consume`)", "run_window|_consume", "window.py"),
 )
@@ -478,7 +443,6 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each crawler; the best counts"
     )
-    parser.add_argument("--layer-requests", type=int, default=6000)
     parser.add_argument("--install", action="store_true", help="apt-get install nginx if missing")
     parser.add_argument("--python-server", action="store_true", help="serve from Python, not nginx")
     parser.add_argument("--skip-scrapy", action="store_true")
@@ -520,12 +484,6 @@ def main() -> None:
                     f"{1000 * run['cpu_seconds'] / run['responses']:.2f} ms CPU/page",
                     flush=True,
                 )
-        layers = measure_layers(base, args.layer_requests, args.concurrency)
-        for shape in layers:
-            print(
-                f"(c) {shape['layer']} {shape['method']}: {shape['cpu_ms_per_request']:.2f} ms CPU/request",
-                flush=True,
-            )
         profile = None
         if args.profile:
             try:
@@ -537,7 +495,7 @@ def main() -> None:
             for label, share in profile or ():
                 print(f"profile: {share:5.1f}%  {label}")
     if args.results:
-        args.results.write_text(render(args, info, server, parse, crawls, layers, profile))
+        args.results.write_text(render(args, info, server, parse, crawls, profile))
         print(f"wrote {args.results}")
 
 

@@ -321,6 +321,16 @@ def django_env(database_url: str, workdir: Path, root: Path = REPO) -> dict:
     return env
 
 
+def migrate(python: str, root: Path, env: dict) -> None:
+    """``manage.py migrate`` of the checkout at ``root`` on the database ``env`` names."""
+    done = subprocess.run(
+        [python, str(root / "manage.py"), "migrate", "--no-input", "-v", "0"], env=env, cwd=root,
+        capture_output=True, text=True, timeout=300,
+    )
+    if done.returncode:
+        raise RuntimeError(f"migrate failed on {env['DATABASE_URL']}: {done.stderr[-2000:]}")
+
+
 def run_audit(base: str, corpus: Corpus, kind: str, concurrency: int, workdir: Path, timeout: float,
               spy: Path | None = None, root: Path = REPO, python: str = sys.executable,
               env_extra: dict[str, str] | None = None, log_tag: str = "") -> dict:
@@ -331,12 +341,7 @@ def run_audit(base: str, corpus: Corpus, kind: str, concurrency: int, workdir: P
     """
     with fresh_database(kind, workdir) as (url, query, what):
         env = django_env(url, workdir, root) | (env_extra or {})
-        migrate = subprocess.run(
-            [python, str(root / "manage.py"), "migrate", "--no-input", "-v", "0"], env=env, cwd=root,
-            capture_output=True, text=True, timeout=300,
-        )
-        if migrate.returncode:
-            raise RuntimeError(f"migrate failed on {kind}: {migrate.stderr[-2000:]}")
+        migrate(python, root, env)
         cmd = audit_command(base, corpus, concurrency, root, python)
         if spy is not None:
             spy.unlink(missing_ok=True)
@@ -373,10 +378,16 @@ def _scrapy_run(base: str, corpus: Corpus, args, workdir: Path, when: str) -> di
 
 
 def run_scrapy(base: str, corpus: Corpus, concurrency: int, workdir: Path, timeout: float) -> dict:
+    return scrapy_crawl(base + "/", corpus.reachable, concurrency, workdir, timeout, str(len(corpus.pages)))
+
+
+def scrapy_crawl(start_url: str, max_pages: int, concurrency: int, workdir: Path, timeout: float,
+                 tag: str) -> dict:
+    """One ``benchmarks.scrapy_spider`` crawl from ``start_url``, measured like an audit."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "-m", "benchmarks.scrapy_spider", base + "/", "--pages", str(corpus.reachable),
+    cmd = [sys.executable, "-m", "benchmarks.scrapy_spider", start_url, "--pages", str(max_pages),
            "--concurrency", str(concurrency)]
-    log = workdir / f"scrapy-{len(corpus.pages)}-{time.monotonic_ns()}.log"
+    log = workdir / f"scrapy-{tag}-{time.monotonic_ns()}.log"
     run = measure_child(cmd, env, timeout, log)
     lines = [line for line in log.read_text().splitlines() if line.startswith("{")]
     if run["returncode"] != 0 or not lines:
@@ -393,7 +404,7 @@ PROFILE_FRAMES = (
     ("start (`run_start`: robots, sitemaps, first page)", "run_start", "audits/crawling.py"),
     # The per-URL tasks run from the event loop, not under ``_crawl_items``'s frame.
     ("crawl loop thread: per-URL tasks (`_crawl_items.work`: fetch, parse, checks)", "work", "audits/crawling.py"),
-    ("  fetching (`Fetcher.fetch`/`check` on `http11.Pool`)", "fetch|check", "crawler/fetch.py"),
+    ("  fetching (`Fetcher.fetch`/`check`)", "fetch|check", "crawler/fetch.py"),
     ("  parse (`parse_html`)", "parse_html", "crawler/parse.py"),
     ("  page checks (`run_page_checks`)", "run_page_checks", "crawler/checks.py"),
     ("  outlink normalisation (`outlinks_of`)", "outlinks_of", "crawler/page.py"),

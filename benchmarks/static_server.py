@@ -28,6 +28,8 @@ from benchmarks.corpus import ASSET_KINDS, Corpus, build_corpus, write_corpus
 
 NGINX = "/usr/sbin/nginx"
 
+# {types} and {servers} are filled in by the caller: the corpus's own types and
+# one server, or nginx's mime.types and one server (port) a site.
 _NGINX_CONF = """
 worker_processes {workers};
 daemon off;
@@ -40,18 +42,13 @@ http {{
     tcp_nopush on;
     keepalive_requests 1000000;
     keepalive_timeout 60;
-    types {{ text/html html; {asset_types} }}
-    default_type text/html;
+    {types}
     client_body_temp_path {root}/tmp;
     proxy_temp_path {root}/tmp;
     fastcgi_temp_path {root}/tmp;
     uwsgi_temp_path {root}/tmp;
     scgi_temp_path {root}/tmp;
-    server {{
-        listen 127.0.0.1:{port};
-        root {root}/www;
-        index index.html;
-    }}
+{servers}
 }}
 """
 
@@ -83,21 +80,53 @@ def nginx_server(corpus: Corpus, workers: int = 1) -> Iterator[tuple[str, str]]:
         port = free_port()
         conf = root / "nginx.conf"
         asset_types = " ".join(f"{kind} {suffix[1:]};" for suffix, (kind, _) in ASSET_KINDS.items())
-        conf.write_text(_NGINX_CONF.format(workers=workers, root=root, port=port, asset_types=asset_types))
-        proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(root)])
-        try:
-            _wait_listening(port)
-            version = subprocess.run([NGINX, "-v"], capture_output=True, text=True).stderr.strip()
+        conf.write_text(_NGINX_CONF.format(
+            workers=workers, root=root, types=f"types {{ text/html html; {asset_types} }} default_type text/html;",
+            servers=f"    server {{ listen 127.0.0.1:{port}; root {root}/www; index index.html; }}"))
+        with _nginx(conf, root, [port]) as version:
             yield f"http://127.0.0.1:{port}", f"{version}, {workers} worker"
-        finally:
-            proc.send_signal(signal.SIGQUIT)
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def nginx_sites(sites: dict[str, Path]) -> Iterator[tuple[dict[str, str], str]]:
+    """Serve each directory on a port of its own; yields ({name: base URL}, description)."""
+    root = Path(tempfile.mkdtemp(prefix="siteward-sites-"))
+    root.chmod(0o755)
+    try:
+        (root / "tmp").mkdir()
+        ports = {name: free_port() for name in sites}
+        servers = "\n".join(
+            f"    server {{ listen 127.0.0.1:{ports[name]}; root {directory}; index index.html; }}"
+            for name, directory in sites.items()
+        )
+        conf = root / "nginx.conf"
+        # nginx follows the symlinks in them (the Debian doc packages link their JavaScript in).
+        conf.write_text(_NGINX_CONF.format(
+            workers=1, root=root, types="include /etc/nginx/mime.types; default_type application/octet-stream;",
+            servers=servers))
+        with _nginx(conf, root, list(ports.values())) as version:
+            yield {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}, f"{version}, 1 worker"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _nginx(conf: Path, root: Path, ports: list[int]) -> Iterator[str]:
+    """nginx in the foreground with ``conf`` until the block ends; yields its version."""
+    proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(root)])
+    try:
+        for port in ports:
+            _wait_listening(port)
+        yield subprocess.run([NGINX, "-v"], capture_output=True, text=True).stderr.strip()
+    finally:
+        proc.send_signal(signal.SIGQUIT)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 class _Responder(asyncio.Protocol):
@@ -183,13 +212,20 @@ def serve(corpus: Corpus, *, prefer_nginx: bool = True, workers: int = 1):
     return python_server(corpus, workers)
 
 
-def install_nginx() -> None:
-    """apt-get install nginx (benchmark hosts only; the crawler never needs it)."""
-    if os.path.exists(NGINX):
+def install_nginx(packages: tuple[str, ...] = ()) -> None:
+    """apt-get install nginx and ``packages`` when missing (benchmark hosts only; the crawler never needs them)."""
+    wanted = ([] if os.path.exists(NGINX) else ["nginx-light"]) + [p for p in packages if not _installed(p)]
+    if not wanted:
         return
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "nginx-light"], check=True, env=env)
+    subprocess.run(["apt-get", "update", "-qq", "-o", "DPkg::Lock::Timeout=900"], check=True, env=env)
+    # Another apt-get may hold the dpkg lock: wait for it rather than fail.
+    subprocess.run(["apt-get", "install", "-y", "-qq", "-o", "DPkg::Lock::Timeout=900", *wanted], check=True, env=env)
+
+
+def _installed(package: str) -> bool:
+    done = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True)
+    return done.stdout.endswith(" installed")
 
 
 async def _probe(
