@@ -54,19 +54,6 @@ from tests.crawler.test_fetch_hostile import (  # noqa: E402,F401
     test_malformed_http_is_a_protocol_error_without_a_hang,
     test_tarpit_is_cut_at_the_deadline,
 )
-from tests.crawler.test_netstream import (  # noqa: E402,F401
-    test_a_large_body_arrives_whole_through_read_flow_control,
-    test_a_reset_connection_raises_read_error,
-    test_a_server_that_never_answers_the_handshake_raises_connect_timeout,
-    test_a_server_that_never_reads_raises_write_timeout,
-    test_a_silent_server_raises_read_timeout,
-    test_idle_connection_becomes_readable_once_the_server_closes_it,
-    test_read_returns_empty_bytes_when_the_server_closes_cleanly,
-    test_refused_connection_raises_connect_error,
-    test_tls_to_the_wrong_host_name_raises_connect_error,
-    test_tls_upgrade_verifies_the_host_name_and_carries_data,
-    test_writing_to_a_closed_connection_raises_write_error,
-)
 
 
 @pytest.fixture(scope="module", autouse=True)
