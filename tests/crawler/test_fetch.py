@@ -28,6 +28,8 @@ from tests.crawler.hostile_server import (
     StubResolver,
     redirect_to,
     respond,
+    response_bytes,
+    send,
     static,
 )
 
@@ -562,3 +564,32 @@ def test_connections_are_reused_across_fetches_redirects_and_head_checks(server)
     assert [r.status for r in results] == [200] * 5
     assert server.requests["/keep-alive"] == 5 and server.requests["/keep-alive-redirect"] == 1
     assert server.connections == 1
+
+
+def test_an_unread_redirect_body_closes_its_connection_instead_of_being_read_as_the_next_answer(server):
+    """A keep-alive 302 whose body is too large to drain: the body's second
+    half arrives after the head, so reusing the connection would read it as
+    the answer to the next request."""
+    body = b"<html>" + b"moved " * 8000 + b"</html>"
+
+    async def moved(request, reader, writer, server) -> bool:
+        data = response_bytes(status=302, body=body, headers={"Location": "/keep-alive"},
+                              keep_alive=True)
+        await send(writer, server, request.path, data[:-1000])
+        await asyncio.sleep(0.05)
+        await send(writer, server, request.path, data[-1000:])
+        return True
+
+    server.route("/moved", moved)
+    guard = AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
+
+    async def run():
+        async with Fetcher(POLICY, guard, concurrency=1) as fetcher:
+            return [await fetcher.fetch(server.url("/moved")) for _ in range(2)]
+
+    results = asyncio.run(run())
+    assert [(r.status, r.body) for r in results] == [(200, OK_HTML)] * 2
+    assert [r.redirects[0].status for r in results] == [302, 302]
+    # Each 302's connection was closed; each /keep-alive then reused the next.
+    assert server.requests["/moved"] == 2 and server.requests["/keep-alive"] == 2
+    assert server.connections == 3
