@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import email.utils
 import functools
 import math
@@ -39,7 +40,7 @@ import ssl
 import time
 import urllib.parse
 import zlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -91,10 +92,11 @@ _HTTPCORE_ERRORS = (
 )
 # Unwanted bodies up to this size are read so the connection can be reused.
 _DRAIN_LIMIT = 16 * 1024
-# Connections per httpcore pool. The pool scans all its connections for each
-# request, so per-request CPU grows with its size; small pools, each request
-# sent to the least busy, cost less (benchmarks/RESULTS-http.md).
-POOL_CONNECTIONS = 8
+# Connections per httpcore pool. A pool looks at all its connections for every
+# request, so its CPU per request grows with its size; pools of four, each
+# request sent to the least busy, cost as little as smaller ones and a third of
+# one big pool (benchmarks/RESULTS-http.md).
+POOL_CONNECTIONS = 4
 
 
 @dataclass(frozen=True)
@@ -446,6 +448,17 @@ class Fetcher:
         ceiling = min(self.policy.backoff_cap, self.policy.backoff_base * 2**attempt)
         return ceiling / 2 + self._random.uniform(0, ceiling / 2)
 
+    @contextlib.asynccontextmanager
+    async def _slot(self) -> AsyncIterator[httpcore.AsyncConnectionPool]:
+        """Wait for one of the ``concurrency`` slots, then lend the least busy pool."""
+        async with self._slots:
+            index = self._busy.index(min(self._busy))  # the first on a tie
+            self._busy[index] += 1
+            try:
+                yield self._pools[index]
+            finally:
+                self._busy[index] -= 1
+
     async def _exchange(
         self,
         method: str,
@@ -457,65 +470,47 @@ class Fetcher:
         plan: Callable[[int, dict[str, str]], _Plan],
     ) -> _Response:
         """Send one request and read (or skip) its body, all within ``deadline`` seconds."""
-        async with self._slots:
-            index = self._busy.index(min(self._busy))  # the least busy pool, the first on a tie
-            self._busy[index] += 1
-            try:
-                return await self._send(
-                    self._pools[index], method, url, headers, keep_body, max_bytes, deadline, plan
-                )
-            finally:
-                self._busy[index] -= 1
-
-    async def _send(
-        self,
-        pool: httpcore.AsyncConnectionPool,
-        method: str,
-        url: httpx.URL,
-        headers: list[tuple[bytes, bytes]],
-        keep_body: bool | None,
-        max_bytes: int | None,
-        deadline: float,
-        plan: Callable[[int, dict[str, str]], _Plan],
-    ) -> _Response:
-        started = time.monotonic()
-        loop_deadline = asyncio.get_running_loop().time() + deadline
-        request = httpcore.Request(
-            method.encode(),
-            httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
-            headers=[(b"Host", url.netloc), *self._headers, *headers],
-            extensions={"timeout": self._timeouts},
-        )
-        try:
-            async with asyncio.timeout_at(loop_deadline):
-                raw = await pool.handle_async_request(request)
-        except TimeoutError:
-            raise _deadline_cut(deadline) from None
-        except _HTTPCORE_ERRORS as exc:
-            raise _translate(exc, in_body=False) from None
-        try:
-            response = _head(raw, str(url), time.monotonic() - started)
-            response.plan = plan(response.status, response.headers)
-            redirect = response.status in REDIRECT_STATUSES and "location" in response.headers
-            if response.plan.action != "final" or method == "HEAD" or redirect:
-                await _drain_small(raw, method, response, loop_deadline)
-                return response
-            want = keep_body if keep_body is not None else response.content_type in HTML_TYPES
-            if not want:
-                # Headers are all we need; closing now spares reading a PDF or video.
-                return response
+        async with self._slot() as pool:
+            started = time.monotonic()
+            loop_deadline = asyncio.get_running_loop().time() + deadline
+            request = httpcore.Request(
+                method.encode(),
+                httpcore.URL(
+                    scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+                ),
+                headers=[(b"Host", url.netloc), *self._headers, *headers],
+                extensions={"timeout": self._timeouts},
+            )
             try:
                 async with asyncio.timeout_at(loop_deadline):
-                    await self._read_body(raw, response, max_bytes, partial=keep_body is True)
+                    raw = await pool.handle_async_request(request)
             except TimeoutError:
-                response.error = _deadline_cut(deadline)
-                response.body = None
-            return response
-        finally:
-            # httpcore keeps the connection only when the response was read to
-            # its end; any other connection is closed, so no late body can be
-            # read as the next request's answer.
-            await raw.aclose()
+                raise _deadline_cut(deadline) from None
+            except _HTTPCORE_ERRORS as exc:
+                raise _translate(exc, in_body=False) from None
+            try:
+                response = _head(raw, str(url), time.monotonic() - started)
+                response.plan = plan(response.status, response.headers)
+                redirect = response.status in REDIRECT_STATUSES and "location" in response.headers
+                if response.plan.action != "final" or method == "HEAD" or redirect:
+                    await _drain_small(raw, method, response, loop_deadline)
+                    return response
+                want = keep_body if keep_body is not None else response.content_type in HTML_TYPES
+                if not want:
+                    # Headers are all we need; closing now spares reading a PDF or video.
+                    return response
+                try:
+                    async with asyncio.timeout_at(loop_deadline):
+                        await self._read_body(raw, response, max_bytes, partial=keep_body is True)
+                except TimeoutError:
+                    response.error = _deadline_cut(deadline)
+                    response.body = None
+                return response
+            finally:
+                # httpcore keeps the connection only when the response was read to
+                # its end; any other connection is closed, so no late body can be
+                # read as the next request's answer.
+                await raw.aclose()
 
     async def _read_body(
         self, raw: httpcore.Response, response: _Response, max_bytes: int | None, *, partial: bool
@@ -538,8 +533,8 @@ class Fetcher:
             response.detail = str(exc)
             return
         stream: CountingStream = raw.extensions["network_stream"]
-        # The bytes that arrived with the head are not in the count (at most
-        # one read); the body bytes delivered cover them.
+        # The count starts after the read that completed the head, so the body
+        # bytes delivered are counted too: whichever is larger is the wire size.
         received_before = stream.bytes_read
         delivered = 0
         body = bytearray()
