@@ -523,9 +523,10 @@ def test_tls_verifies_the_host_name_while_dialling_the_pinned_address(ca):
 # -- pools ------------------------------------------------------------------------------------
 
 
-def test_requests_beyond_the_concurrency_wait_before_their_deadline_starts(server):
-    # Concurrency four; twelve slow requests at once. At most four are ever in
-    # flight, and none is charged for the time it queued.
+@pytest.mark.parametrize("concurrency", [4, 10])  # one pool; three pools, one not full
+def test_requests_beyond_the_concurrency_wait_before_their_deadline_starts(server, concurrency):
+    # Three slow requests per slot at once. Exactly ``concurrency`` are ever in
+    # flight (none waits inside a pool), and none is charged for the time it queued.
     state = {"now": 0, "peak": 0}
 
     async def slow(request: Request, reader, writer, server) -> None:
@@ -542,12 +543,13 @@ def test_requests_beyond_the_concurrency_wait_before_their_deadline_starts(serve
     guard = AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
 
     async def run():
-        async with Fetcher(policy, guard, concurrency=4) as fetcher:
-            return await asyncio.gather(*(fetcher.fetch(server.url("/slow")) for _ in range(12)))
+        async with Fetcher(policy, guard, concurrency=concurrency) as fetcher:
+            urls = [server.url("/slow")] * (3 * concurrency)
+            return await asyncio.gather(*(fetcher.fetch(url) for url in urls))
 
     results = asyncio.run(run())
-    assert [r.status for r in results] == [200] * 12
-    assert state["peak"] == 4
+    assert [r.status for r in results] == [200] * (3 * concurrency)
+    assert state["peak"] == concurrency
 
 
 def test_connections_are_reused_across_fetches_redirects_and_head_checks(server):
