@@ -36,6 +36,7 @@ import math
 import os
 import random
 import re
+import socket
 import ssl
 import time
 import urllib.parse
@@ -97,6 +98,10 @@ _DRAIN_LIMIT = 16 * 1024
 # request sent to the least busy, cost as little as smaller ones and a third of
 # one big pool (benchmarks/RESULTS-http.md).
 POOL_CONNECTIONS = 4
+# Each connection's kernel receive buffer. anyio on uvloop moves all that the
+# kernel holds into Python at each wake-up (megabytes on a fast link), so the
+# buffer is what bounds a connection's memory besides the body caps.
+_RECEIVE_BUFFER = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -222,6 +227,7 @@ class Fetcher:
                 http1=True,
                 http2=False,
                 network_backend=backend,
+                socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECEIVE_BUFFER)],
             )
             for _ in range(math.ceil(concurrency / per_pool))
         ]

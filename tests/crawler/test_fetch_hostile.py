@@ -240,7 +240,7 @@ def _framing_only(chunk: bytes):
     ids=["chunk-extensions", "tiny-chunks"],
 )
 def test_chunk_framing_counts_against_the_wire_cap(server, chunk):
-    cap = 256 * KiB
+    cap = 64 * KiB
     server.route("/framing", _framing_only(chunk))
     policy = FetchPolicy(read_timeout=1.0, deadline=5.0, max_body_bytes=cap)
     result, took = timed_fetch(server, "/framing", policy=policy, keep_body=True)
@@ -248,7 +248,7 @@ def test_chunk_framing_counts_against_the_wire_cap(server, chunk):
     # Cut within one socket read of the cap, though the body decoded so far
     # is a fraction of it; the server's writes stop at what socket buffers hold.
     assert cap < result.size <= cap + 64 * KiB
-    assert len(result.body) < cap // 5
+    assert len(result.body) < (cap + 64 * KiB) // 5  # counting only the body, it would reach the cap
     assert server.bytes_sent["/framing"] < 16 * MiB
     assert took < 2.0
     assert server.requests["/framing"] == 1
