@@ -4,47 +4,50 @@ hop-by-hop redirects through the SSRF guard, and polite retries.
 ``Fetcher.fetch`` never raises for anything a site does; every failure comes
 back as ``FetchResult(error=FetchError.X, error_detail="...")``. The pieces:
 
-* Connections. Requests go through ``http11.Pool``: a small HTTP/1.1 codec
-  over keep-alive connections, without httpcore's pool, whose locks and
-  cancel scopes cost more CPU per request than the HTTP itself, or h11's
-  event objects (that module says how much).
-  At most ``concurrency`` requests are in flight; one beyond that waits for a
-  slot before its deadline starts, so it spends the deadline on the site, not
-  in a queue.
-* Every connection is dialled through ``net.GuardedBackend`` (resolve once,
-  check, connect to that IP). No proxy variable in the worker's environment
-  is read, and nothing resolves a name twice.
-* The read timeout is per socket read, so a server dripping a byte at a
-  time never trips it; each exchange runs under a deadline
-  (``crawler.timers.Deadline``, asyncio.timeout's semantics on a shared timer).
-* Bodies are read raw and inflated here, in steps, with
+* Connections. Requests go through httpcore's ``AsyncConnectionPool`` (HTTP/1.1,
+  keep-alive), a few small pools per Fetcher with each request sent through the
+  least busy one. At most ``concurrency`` requests are in flight; one beyond
+  that waits for a slot before its deadline starts, so it spends the deadline
+  on the site, not in a queue.
+* Every pool dials through ``net.GuardedBackend`` (resolve once, check,
+  connect to that IP; TLS still verifies the host name). httpcore reads no
+  proxy variables, and nothing resolves a name twice.
+* httpcore's read timeout is per socket read, so a server dripping a byte at
+  a time never trips it; each exchange runs under ``asyncio.timeout``.
+* Bodies are read raw (httpcore undoes the chunking, not the
+  Content-Encoding) and inflated here, in steps, with
   ``decompressobj().decompress(data, max_length)``, as Scrapy does since
   CVE-2025-6176: inflating a whole chunk in one call, as httpx does, turns a
   200 KB gzip bomb into one 67 MB chunk. Only gzip and deflate are advertised.
+  The wire cap counts what the connection received (``net.CountingStream``),
+  so chunk framing cannot smuggle unbounded bytes past it.
+* Failures are translated by exception type and by where they happened
+  (before the response head, or while reading the body).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import email.utils
 import functools
 import math
 import os
 import random
 import re
+import socket
 import ssl
 import time
 import urllib.parse
 import zlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import httpcore
 import httpx
 
-from . import http11, wire_url
 from .errors import (
     BodyTooLarge,
     ConnectFailed,
@@ -62,10 +65,8 @@ from .errors import (
     TLSFailure,
     TooManyRedirects,
 )
-from .net import AddressGuard, GuardedBackend
-from .timers import Deadline, TimerQueue
+from .net import AddressGuard, CountingStream, GuardedBackend
 from .types import FetchError, FetchResult, Hop
-from .wire_url import WireURL
 
 MiB = 1024 * 1024
 _E = TypeVar("_E", bound=BaseException)
@@ -83,8 +84,24 @@ _MAX_GZIP_MEMBERS = 32
 # holds a second copy of its expansion, large enough to keep calls few.
 _INFLATE_STEP = 64 * 1024
 _MAX_DETAIL = 300
+# Everything httpcore raises for a request (connection, timeout, HTTP framing).
+_HTTPCORE_ERRORS = (
+    httpcore.NetworkError,
+    httpcore.TimeoutException,
+    httpcore.ProtocolError,
+    httpcore.UnsupportedProtocol,
+)
 # Unwanted bodies up to this size are read so the connection can be reused.
 _DRAIN_LIMIT = 16 * 1024
+# Connections per httpcore pool. A pool looks at all its connections for every
+# request, so its CPU per request grows with its size; pools of four, each
+# request sent to the least busy, cost as little as smaller ones and a third of
+# one big pool (benchmarks/RESULTS-http.md).
+POOL_CONNECTIONS = 4
+# Each connection's kernel receive buffer. anyio on uvloop moves all that the
+# kernel holds into Python at each wake-up (megabytes on a fast link), so the
+# buffer is what bounds a connection's memory besides the body caps.
+_RECEIVE_BUFFER = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -193,25 +210,40 @@ class Fetcher:
         self._sleep = sleep
         self._clock = clock
         self._random = random.Random()
-        ssl_context = verify if isinstance(verify, ssl.SSLContext) else functools.partial(_ssl_context, verify)
+        concurrency = max(1, concurrency)
+        ssl_context = verify if isinstance(verify, ssl.SSLContext) else _ssl_context(verify)
+        backend = GuardedBackend(guard, network_backend)
         # Redirects, retries, credentials and headers are all handled here, so
-        # the pool only sends one request at a time on a connection.
-        self._pool = http11.Pool(
-            GuardedBackend(guard, network_backend),
-            ssl_context,
-            connect_timeout=policy.connect_timeout,
-            read_timeout=policy.read_timeout,
-            write_timeout=policy.read_timeout,
-            max_idle=max(1, concurrency),
-        )
+        # the pools only send one request at a time on a connection. Together
+        # they hold a connection for every slot, so no request ever waits
+        # inside a pool.
+        per_pool = min(POOL_CONNECTIONS, concurrency)
+        self._pools = [
+            httpcore.AsyncConnectionPool(
+                ssl_context=ssl_context,
+                max_connections=per_pool,
+                max_keepalive_connections=per_pool,
+                keepalive_expiry=5.0,
+                http1=True,
+                http2=False,
+                network_backend=backend,
+                socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECEIVE_BUFFER)],
+            )
+            for _ in range(math.ceil(concurrency / per_pool))
+        ]
+        self._busy = [0] * len(self._pools)
         self._headers = [
             (b"User-Agent", policy.user_agent.encode()),
             (b"Accept", ACCEPT.encode()),
             (b"Accept-Encoding", ACCEPT_ENCODING.encode()),
         ]
-        self._slots = asyncio.Semaphore(max(1, concurrency))
-        # Each exchange's deadline, on one loop timer (crawler.timers).
-        self._deadlines = TimerQueue(policy.deadline)
+        self._timeouts = {
+            "connect": policy.connect_timeout,
+            "read": policy.read_timeout,
+            "write": policy.read_timeout,
+            "pool": None,
+        }
+        self._slots = asyncio.Semaphore(concurrency)
 
     async def __aenter__(self) -> Fetcher:
         return self
@@ -220,7 +252,8 @@ class Fetcher:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._pool.aclose()
+        for pool in self._pools:
+            await pool.aclose()
 
     async def fetch(
         self, url: str, *, keep_body: bool | None = None, max_bytes: int | None = None
@@ -319,7 +352,7 @@ class Fetcher:
     async def _with_retries(
         self,
         method: str,
-        url: httpx.URL | WireURL,
+        url: httpx.URL,
         headers: list[tuple[bytes, bytes]],
         keep_body: bool | None,
         max_bytes: int | None,
@@ -421,10 +454,21 @@ class Fetcher:
         ceiling = min(self.policy.backoff_cap, self.policy.backoff_base * 2**attempt)
         return ceiling / 2 + self._random.uniform(0, ceiling / 2)
 
+    @contextlib.asynccontextmanager
+    async def _slot(self) -> AsyncIterator[httpcore.AsyncConnectionPool]:
+        """Wait for one of the ``concurrency`` slots, then lend the least busy pool."""
+        async with self._slots:
+            index = self._busy.index(min(self._busy))  # the first on a tie
+            self._busy[index] += 1
+            try:
+                yield self._pools[index]
+            finally:
+                self._busy[index] -= 1
+
     async def _exchange(
         self,
         method: str,
-        url: httpx.URL | WireURL,
+        url: httpx.URL,
         headers: list[tuple[bytes, bytes]],
         keep_body: bool | None,
         max_bytes: int | None,
@@ -432,18 +476,23 @@ class Fetcher:
         plan: Callable[[int, dict[str, str]], _Plan],
     ) -> _Response:
         """Send one request and read (or skip) its body, all within ``deadline`` seconds."""
-        async with self._slots:
+        async with self._slot() as pool:
             started = time.monotonic()
             loop_deadline = asyncio.get_running_loop().time() + deadline
-            # The usual deadline goes on the fetcher's timer queue; a shorter
-            # one (the end of the fetch's total budget) gets a timer of its own.
-            queue = self._deadlines if deadline == self._deadlines.delay else None
+            request = httpcore.Request(
+                method.encode(),
+                httpcore.URL(
+                    scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+                ),
+                headers=[(b"Host", url.netloc), *self._headers, *headers],
+                extensions={"timeout": self._timeouts},
+            )
             try:
-                with Deadline(queue, None if queue else loop_deadline):
-                    raw = await self._pool.send(method.encode(), url, [*self._headers, *headers])
+                async with asyncio.timeout_at(loop_deadline):
+                    raw = await pool.handle_async_request(request)
             except TimeoutError:
                 raise _deadline_cut(deadline) from None
-            except httpx.HTTPError as exc:
+            except _HTTPCORE_ERRORS as exc:
                 raise _translate(exc, in_body=False) from None
             try:
                 response = _head(raw, str(url), time.monotonic() - started)
@@ -457,17 +506,20 @@ class Fetcher:
                     # Headers are all we need; closing now spares reading a PDF or video.
                     return response
                 try:
-                    with Deadline(None, loop_deadline):
+                    async with asyncio.timeout_at(loop_deadline):
                         await self._read_body(raw, response, max_bytes, partial=keep_body is True)
                 except TimeoutError:
                     response.error = _deadline_cut(deadline)
                     response.body = None
                 return response
             finally:
+                # httpcore keeps the connection only when the response was read to
+                # its end; any other connection is closed, so no late body can be
+                # read as the next request's answer.
                 await raw.aclose()
 
     async def _read_body(
-        self, raw: http11.Response, response: _Response, max_bytes: int | None, *, partial: bool
+        self, raw: httpcore.Response, response: _Response, max_bytes: int | None, *, partial: bool
     ) -> None:
         """Fill ``response.body`` within the wire and decoded caps, or set ``response.error``."""
         wire_cap = max_bytes if max_bytes is not None else self.policy.max_body_bytes
@@ -486,14 +538,20 @@ class Fetcher:
             # read it; say so and leave the body out.
             response.detail = str(exc)
             return
+        stream: CountingStream = raw.extensions["network_stream"]
+        # The count starts after the read that completed the head, so the body
+        # bytes delivered are counted too: whichever is larger is the wire size.
+        received_before = stream.bytes_read
+        delivered = 0
         body = bytearray()
         try:
-            async for chunk in raw:
-                room = wire_cap - response.size
-                response.size += len(chunk)
+            async for chunk in raw.aiter_stream():
+                room = wire_cap - delivered
+                delivered += len(chunk)
+                response.size = max(delivered, stream.bytes_read - received_before)
                 for piece in decoder.feed(chunk if len(chunk) <= room else chunk[:room]):
                     body += piece
-                if len(chunk) > room:
+                if response.size > wire_cap:
                     response.error = BodyTooLarge(f"Body is larger than the {wire_cap}-byte cap")
                     break
                 if decoder.exceeded:
@@ -501,8 +559,8 @@ class Fetcher:
             else:
                 for piece in decoder.flush():
                     body += piece
-        except httpx.HTTPError as exc:
-            response.error = _translate(exc, in_body=True)
+        except _HTTPCORE_ERRORS as exc:
+            response.error = _translate(exc, in_body=True, at_eof=stream.at_eof)
         except CrawlError as exc:  # a corrupt compressed stream
             response.error = exc
         if decoder.exceeded and response.error is None:
@@ -548,25 +606,23 @@ class Fetcher:
         )
 
 
-async def _drain_small(raw: http11.Response, method: str, response: _Response, loop_deadline: float) -> None:
+async def _drain_small(
+    raw: httpcore.Response, method: str, response: _Response, loop_deadline: float
+) -> None:
     """Read the tiny body of a redirect, HEAD or retried answer so its
-    connection goes back to the pool (``http11`` closes a connection whose
+    connection goes back to the pool (httpcore closes a connection whose
     response was not read to the end). Larger or unknown-length bodies are
     not worth it: the connection is simply closed."""
-    if raw.done:
-        # Nothing to read (a HEAD answer, a 204, a 304): no deadline timer and
-        # no iteration. Every resource check is a HEAD, several a page.
-        return
     declared = _content_length(response.headers)
     bodiless = method == "HEAD" or response.status in (204, 304)
     small = declared is not None and declared <= _DRAIN_LIMIT
     if not bodiless and (not small or "transfer-encoding" in response.headers):
         return
     try:
-        with Deadline(None, loop_deadline):
-            async for chunk in raw:
+        async with asyncio.timeout_at(loop_deadline):
+            async for chunk in raw.aiter_stream():
                 response.size += len(chunk)
-    except (TimeoutError, httpx.HTTPError):
+    except (TimeoutError, *_HTTPCORE_ERRORS):
         # The answer we needed (status and headers) is complete; a failure in
         # the unwanted remainder only costs the connection, which aclose drops.
         pass
@@ -579,10 +635,7 @@ def _ssl_context(verify: bool) -> ssl.SSLContext:
     return httpx.create_ssl_context(verify=verify, trust_env=False)
 
 
-def _parse_url(url: str) -> httpx.URL | WireURL:
-    plain = wire_url.parse(url)
-    if plain is not None:
-        return plain  # already canonical: what httpx.URL would give, without its parse
+def _parse_url(url: str) -> httpx.URL:
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, UnicodeError, ValueError, TypeError) as exc:
@@ -603,30 +656,30 @@ def _scheme_of(location: str) -> str:
         return ""
 
 
-def _origin(url: httpx.URL | WireURL) -> tuple[str, str, int | None]:
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
     port = url.port or (443 if url.scheme == "https" else 80)
     return url.scheme, url.host, port
 
 
-def _strip(url: httpx.URL | WireURL) -> httpx.URL | WireURL:
+def _strip(url: httpx.URL) -> httpx.URL:
     """The URL without credentials or fragment (neither belongs on the wire)."""
     if not url.userinfo and not url.fragment and not str(url).endswith("#"):
         return url  # most URLs: building a copy is a second parse
     return url.copy_with(userinfo=b"", fragment=None)
 
 
-def _basic_auth(url: httpx.URL | WireURL) -> str | None:
+def _basic_auth(url: httpx.URL) -> str | None:
     if not url.userinfo:
         return None
     token = base64.b64encode(f"{url.username}:{url.password}".encode()).decode("ascii")
     return f"Basic {token}"
 
 
-def _head(raw: http11.Response, url: str, ttfb: float) -> _Response:
+def _head(raw: httpcore.Response, url: str, ttfb: float) -> _Response:
     headers: dict[str, str] = {}
     for name, value in raw.headers:
-        # http11 has checked that names are tokens and lower-cased them.
-        key = name.decode("ascii")
+        # h11 has checked that names are tokens (ASCII); httpcore keeps their case.
+        key = name.decode("ascii").lower()
         text = _header_text(value)
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
     content_type, charset = _parse_content_type(headers.get("content-type", ""))
@@ -716,14 +769,19 @@ def _short(text: str) -> str:
     return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
 
 
-def _translate(exc: httpx.HTTPError, *, in_body: bool) -> CrawlError:
-    """Map an httpx failure to our named outcome with a short message."""
+def _translate(exc: Exception, *, in_body: bool, at_eof: bool = False) -> CrawlError:
+    """Map an httpcore failure to our named outcome with a short message.
+
+    Decided by the exception's type and by where it happened: before the
+    response head or in the body, and, for a body that breaks off, whether
+    the server had closed the connection (``at_eof``).
+    """
     message = str(exc) or type(exc).__name__
-    if isinstance(exc, httpx.ConnectTimeout):
+    if isinstance(exc, httpcore.ConnectTimeout):
         return ConnectTimeoutError("Connection timed out")
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, httpcore.TimeoutException):
         return ReadTimeoutError("The server stopped sending data (read timeout)")
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, httpcore.ConnectError):
         tls = _cause(exc, ssl.SSLError)
         if tls is not None:
             reason = (
@@ -736,25 +794,24 @@ def _translate(exc: httpx.HTTPError, *, in_body: bool) -> CrawlError:
         if os_error is not None:
             return ConnectFailed(f"Could not connect: {os.strerror(os_error.errno)}")
         return ConnectFailed(f"Could not connect: {message}")
-    if isinstance(exc, (httpx.ReadError, httpx.WriteError)):
+    if isinstance(exc, (httpcore.ReadError, httpcore.WriteError)):
         if in_body:
             return IncompleteBody("The connection broke before the body was complete")
         return ConnectFailed(f"The connection broke before a response: {message}")
-    if isinstance(exc, httpx.RemoteProtocolError):
-        # h11 (httpx's own transport) quotes the offending bytes as bytearray(b'...'); keep just the text.
-        message = re.sub(r"bytearray\(b(['\"])(.*?)\1\)", r"'\2'", message)
-        if "Receive buffer too long" in message:
-            return ProtocolFailure("Malformed HTTP response: the headers are larger than 100 KB")
-        if "without sending complete message body" in message:
+    if isinstance(exc, httpcore.RemoteProtocolError):
+        if in_body and at_eof:
             return IncompleteBody("The server closed the connection before the body was complete")
-        if "without sending a response" in message:
-            return ConnectFailed("The server closed the connection without answering")
-        return ProtocolFailure(f"Malformed HTTP response: {message}")
-    if isinstance(exc, (httpx.InvalidURL, httpx.UnsupportedProtocol)):
+        return ProtocolFailure(f"Malformed HTTP response: {_plain(message)}")
+    if isinstance(exc, httpcore.UnsupportedProtocol):
         return InvalidURLError(f"Invalid URL: {message}")
-    if isinstance(exc, httpx.ProtocolError):
-        return ProtocolFailure(f"HTTP error: {message}")
-    return CrawlError(f"{type(exc).__name__}: {message}")
+    if isinstance(exc, httpcore.LocalProtocolError):
+        return ProtocolFailure(f"The request could not be sent: {message}")
+    return ProtocolFailure(f"HTTP error: {message}")
+
+
+def _plain(message: str) -> str:
+    # h11 quotes the offending bytes as bytearray(b'...'); a report needs just the text.
+    return re.sub(r"bytearray\(b(['\"])(.*?)\1\)", r"'\2'", message)
 
 
 def _cause(exc: BaseException, kind: type[_E], *, with_errno: bool = False) -> _E | None:

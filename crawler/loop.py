@@ -1,12 +1,13 @@
 """The event loop crawls run on: uvloop where it is installed, else asyncio's own.
 
-A crawl is one event loop driving many sockets at once, and on the benchmark
-corpus the loop's own bookkeeping (selector, transports, callbacks) is a good
-part of what a fetch costs. uvloop implements the same loop on libuv in C;
-measured interleaved in one process it took the library crawl from
-about 2.6 to 2.1 ms of CPU a page. It is a dependency on every platform
-uvloop supports (not Windows), where this falls back to the standard loop.
-"""
+A crawl is one event loop driving many sockets at once, and the loop's own
+bookkeeping (selector, transports, callbacks) is a good part of what a fetch
+costs; uvloop implements the same loop on libuv in C, for less CPU a page
+(the measurement is noted with the dependency in pyproject.toml). httpcore's ``AnyIOBackend``, which the fetcher's
+connection pools dial through, runs on anyio's asyncio backend and so on any
+asyncio loop, uvloop included (tests/crawler/test_loop.py re-runs the fetch
+tests there). uvloop is a dependency on every platform it supports (not
+Windows), where this falls back to the standard loop."""
 
 from __future__ import annotations
 

@@ -13,10 +13,12 @@ Three pieces:
   If any answer is refused the whole answer is, since a mixed answer is how
   DNS rebinding picks which address a later lookup returns.
 * ``GuardedBackend`` is the network backend (httpcore's interface) the
-  fetcher's connection pool dials through: its ``connect_tcp`` asks the guard
-  and dials the returned IP. Nothing else ever resolves a name, and TLS still
-  verifies the certificate against the host name, which the pool
-  (``http11``) passes separately as ``server_hostname``.
+  fetcher's httpcore connection pools dial through: its ``connect_tcp`` asks
+  the guard and dials the returned IP. Nothing else ever resolves a name, and
+  TLS still verifies the certificate against the host name, which httpcore
+  passes separately to ``start_tls`` as ``server_hostname``. Each stream it
+  returns is a ``CountingStream``, which counts the bytes received so the
+  fetcher's body caps see the wire, chunk framing included.
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ import inspect
 import ipaddress
 import os
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import httpcore
 
 from .errors import DnsFailure, UnsafeAddress
-from .netstream import AsyncioBackend
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], "list[str] | Awaitable[list[str]]"]
@@ -312,16 +314,15 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
 
     The pool hands ``connect_tcp`` the URL's host; the guard resolves it once
     and the inner backend dials the checked IP, so there is no second lookup
-    for a rebinding DNS server to answer differently. The default inner
-    backend is ``netstream.AsyncioBackend``, which costs less CPU per read
-    than httpcore's anyio one; tests pass a spy instead.
+    for a rebinding DNS server to answer differently. The inner backend is
+    httpcore's ``AnyIOBackend`` unless a test passes a spy.
     """
 
     def __init__(
         self, guard: AddressGuard, inner: httpcore.AsyncNetworkBackend | None = None
     ) -> None:
         self.guard = guard
-        self.inner = inner or AsyncioBackend()
+        self.inner = inner or httpcore.AnyIOBackend()
 
     async def connect_tcp(
         self,
@@ -332,13 +333,14 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
         ip = await self.guard.resolve(host, port)
-        return await self.inner.connect_tcp(
+        stream = await self.inner.connect_tcp(
             ip,
             port,
             timeout=timeout,
             local_address=local_address,
             socket_options=socket_options,
         )
+        return CountingStream(stream)
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Any = None
@@ -347,3 +349,55 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
 
     async def sleep(self, seconds: float) -> None:
         await self.inner.sleep(seconds)
+
+
+class CountingStream(httpcore.AsyncNetworkStream):
+    """A connection's stream that counts what it receives.
+
+    httpcore hands the stream to the fetcher as a response's
+    ``network_stream`` extension; ``bytes_read`` is what the body caps
+    compare, since a chunked body's framing costs as much to receive as its
+    data, and ``at_eof`` says the server closed the connection.
+
+    An end of stream with no byte since the request was written raises
+    ``httpcore.ReadError``: that server closed the connection without
+    answering (worth a retry), which is otherwise told apart from a malformed
+    answer (not retried) only by the wording of httpcore's error.
+    """
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self.inner = inner
+        self.bytes_read = 0
+        self.at_eof = False
+        self._awaiting_answer = False
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data = await self.inner.read(max_bytes, timeout)
+        if data:
+            self.bytes_read += len(data)
+            self._awaiting_answer = False
+        else:
+            self.at_eof = True
+            if self._awaiting_answer:
+                raise httpcore.ReadError("The server closed the connection without answering")
+        return data
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._awaiting_answer = True
+        await self.inner.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        tls = await self.inner.start_tls(ssl_context, server_hostname, timeout)
+        return CountingStream(tls)
+
+    def get_extra_info(self, info: str) -> Any:
+        # httpcore asks for "is_readable" before reusing an idle connection.
+        return self.inner.get_extra_info(info)

@@ -28,6 +28,8 @@ from tests.crawler.hostile_server import (
     StubResolver,
     redirect_to,
     respond,
+    response_bytes,
+    send,
     static,
 )
 
@@ -452,17 +454,17 @@ def _fetch_tls(url: str, port: int, *, verify, resolver=None):
     return asyncio.run(run())
 
 
-def test_the_default_tls_context_is_built_at_the_first_https_connection_not_before(ca):
-    """Loading the CA bundle costs tens of milliseconds on every audit's start."""
+def test_the_default_tls_context_is_built_once_per_process_not_per_fetcher(ca):
+    """Loading the CA bundle costs tens of milliseconds, and the orchestrator
+    makes a Fetcher for every chunk of every audit."""
     fetch_module._ssl_context.cache_clear()
     with HostileServer() as plain:
         result = _fetch_tls(plain.url("/ok"), plain.port, verify=True)
     assert result.status == 200
-    assert fetch_module._ssl_context.cache_info().currsize == 0
     with _tls_server(ca, "127.0.0.1") as tls:
         result = _fetch_tls(tls.url("/ok"), tls.port, verify=True)
     assert result.error is FetchError.TLS_ERROR  # the default context does not trust the test CA
-    assert fetch_module._ssl_context.cache_info().currsize == 1
+    assert fetch_module._ssl_context.cache_info().misses == 1
 
 
 def test_a_certificate_from_an_unknown_ca_is_a_tls_error(ca):
@@ -521,9 +523,10 @@ def test_tls_verifies_the_host_name_while_dialling_the_pinned_address(ca):
 # -- pools ------------------------------------------------------------------------------------
 
 
-def test_requests_beyond_the_concurrency_wait_before_their_deadline_starts(server):
-    # Concurrency four; twelve slow requests at once. At most four are ever in
-    # flight, and none is charged for the time it queued.
+@pytest.mark.parametrize("concurrency", [4, 10])  # one pool; three pools, one not full
+def test_requests_beyond_the_concurrency_wait_before_their_deadline_starts(server, concurrency):
+    # Three slow requests per slot at once. Exactly ``concurrency`` are ever in
+    # flight (none waits inside a pool), and none is charged for the time it queued.
     state = {"now": 0, "peak": 0}
 
     async def slow(request: Request, reader, writer, server) -> None:
@@ -540,12 +543,13 @@ def test_requests_beyond_the_concurrency_wait_before_their_deadline_starts(serve
     guard = AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
 
     async def run():
-        async with Fetcher(policy, guard, concurrency=4) as fetcher:
-            return await asyncio.gather(*(fetcher.fetch(server.url("/slow")) for _ in range(12)))
+        async with Fetcher(policy, guard, concurrency=concurrency) as fetcher:
+            urls = [server.url("/slow")] * (3 * concurrency)
+            return await asyncio.gather(*(fetcher.fetch(url) for url in urls))
 
     results = asyncio.run(run())
-    assert [r.status for r in results] == [200] * 12
-    assert state["peak"] == 4
+    assert [r.status for r in results] == [200] * (3 * concurrency)
+    assert state["peak"] == concurrency
 
 
 def test_connections_are_reused_across_fetches_redirects_and_head_checks(server):
@@ -562,3 +566,32 @@ def test_connections_are_reused_across_fetches_redirects_and_head_checks(server)
     assert [r.status for r in results] == [200] * 5
     assert server.requests["/keep-alive"] == 5 and server.requests["/keep-alive-redirect"] == 1
     assert server.connections == 1
+
+
+def test_an_unread_redirect_body_closes_its_connection_instead_of_being_read_as_the_next_answer(server):
+    """A keep-alive 302 whose body is too large to drain: the body's second
+    half arrives after the head, so reusing the connection would read it as
+    the answer to the next request."""
+    body = b"<html>" + b"moved " * 8000 + b"</html>"
+
+    async def moved(request, reader, writer, server) -> bool:
+        data = response_bytes(status=302, body=body, headers={"Location": "/keep-alive"},
+                              keep_alive=True)
+        await send(writer, server, request.path, data[:-1000])
+        await asyncio.sleep(0.05)
+        await send(writer, server, request.path, data[-1000:])
+        return True
+
+    server.route("/moved", moved)
+    guard = AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
+
+    async def run():
+        async with Fetcher(POLICY, guard, concurrency=1) as fetcher:
+            return [await fetcher.fetch(server.url("/moved")) for _ in range(2)]
+
+    results = asyncio.run(run())
+    assert [(r.status, r.body) for r in results] == [(200, OK_HTML)] * 2
+    assert [r.redirects[0].status for r in results] == [302, 302]
+    # Each 302's connection was closed; each /keep-alive then reused the next.
+    assert server.requests["/moved"] == 2 and server.requests["/keep-alive"] == 2
+    assert server.connections == 3

@@ -22,8 +22,10 @@ from tests.crawler.hostile_server import (
     Sleeps,
     SpyBackend,
     StubResolver,
+    head_bytes,
     redirect_to,
     respond,
+    send,
     static,
 )
 
@@ -127,6 +129,19 @@ def test_a_server_that_never_answers_is_a_read_timeout_retried_with_backoff(serv
     assert len(sleeps.calls) == 2 and sleeps.calls[0] < sleeps.calls[1] <= 1.0
 
 
+def test_a_server_that_closes_without_answering_is_a_connect_failure_retried(server):
+    async def hang_up(request: Request, reader, writer, server) -> None:
+        return None  # the request was read; the connection closes with no answer
+
+    server.route("/hang-up", hang_up)
+    sleeps = Sleeps()
+    result, took = timed_fetch(server, "/hang-up", sleep=sleeps)
+    assert result.error is FetchError.CONNECT_FAILED
+    assert "without answering" in result.error_detail
+    assert server.requests["/hang-up"] == 1 + POLICY.max_retries and len(sleeps.calls) == 2
+    assert took < 1.0
+
+
 def test_a_refused_connection_fails_quickly():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -200,6 +215,43 @@ def test_an_endless_chunked_body_stops_at_the_cap_in_bounded_memory(server):
     assert result.body is None
     assert peak < 3 * cap
     assert server.requests["/endless-chunked"] == 1
+
+
+def _framing_only(chunk: bytes):
+    """Chunked HTML whose bytes are nearly all framing: ``chunk`` repeated
+    until 64 MiB have been sent or the client hangs up."""
+
+    async def handler(request: Request, reader, writer, server) -> None:
+        head = head_bytes(200, {"Content-Type": "text/html", "Transfer-Encoding": "chunked"})
+        await send(writer, server, request.path, head)
+        batch = chunk * max(1, 16 * KiB // len(chunk))
+        while server.bytes_sent[request.path] < 64 * MiB:
+            await send(writer, server, request.path, batch)
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        b"1;ext=" + b"e" * 4000 + b"\r\nx\r\n",  # one data byte per 4 KB chunk extension
+        b"1\r\nx\r\n",  # six bytes on the wire for every byte of body
+    ],
+    ids=["chunk-extensions", "tiny-chunks"],
+)
+def test_chunk_framing_counts_against_the_wire_cap(server, chunk):
+    cap = 64 * KiB
+    server.route("/framing", _framing_only(chunk))
+    policy = FetchPolicy(read_timeout=1.0, deadline=5.0, max_body_bytes=cap)
+    result, took = timed_fetch(server, "/framing", policy=policy, keep_body=True)
+    assert result.error is FetchError.BODY_TOO_LARGE
+    # Cut within one socket read of the cap, though the body decoded so far
+    # is a fraction of it; the server's writes stop at what socket buffers hold.
+    assert cap < result.size <= cap + 64 * KiB
+    assert len(result.body) < (cap + 64 * KiB) // 5  # counting only the body, it would reach the cap
+    assert server.bytes_sent["/framing"] < 16 * MiB
+    assert took < 2.0
+    assert server.requests["/framing"] == 1
 
 
 @pytest.mark.parametrize("coding", ["gzip", "deflate", "gzip, gzip"])

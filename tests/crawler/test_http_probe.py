@@ -21,7 +21,6 @@ import trustme
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.http_probe import http_form, probe_http_form
 from crawler.net import AddressGuard
-from crawler.netstream import AsyncioBackend
 from crawler.types import Severity
 from tests.crawler.hostile_server import (
     BUILTIN_ROUTES,
@@ -43,7 +42,7 @@ class PortMap(httpcore.AsyncNetworkBackend):
     def __init__(self, ports: dict[int, int]) -> None:
         self.ports = ports
         self.dialed: list[tuple[str, int]] = []
-        self.inner = AsyncioBackend()
+        self.inner = httpcore.AnyIOBackend()
 
     async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         self.dialed.append((host, port))

@@ -36,6 +36,7 @@ from tests.crawler.test_fetch import (  # noqa: E402,F401
     test_a_certificate_for_another_host_is_a_tls_error,
     test_a_certificate_from_an_unknown_ca_is_a_tls_error,
     test_a_trusted_certificate_is_fetched_over_https,
+    test_an_unread_redirect_body_closes_its_connection_instead_of_being_read_as_the_next_answer,
     test_compressed_bodies_are_decoded_and_size_counts_wire_bytes,
     test_connections_are_reused_across_fetches_redirects_and_head_checks,
     test_requests_beyond_the_concurrency_wait_before_their_deadline_starts,
@@ -49,23 +50,12 @@ from tests.crawler.test_fetch_hostile import (  # noqa: E402,F401
     test_a_redirect_loop_is_detected_without_hammering,
     test_a_redirect_to_a_refused_address_never_connects_there,
     test_a_refused_connection_fails_quickly,
+    test_a_server_that_closes_without_answering_is_a_connect_failure_retried,
     test_a_server_that_never_answers_is_a_read_timeout_retried_with_backoff,
     test_an_endless_chunked_body_stops_at_the_cap_in_bounded_memory,
+    test_chunk_framing_counts_against_the_wire_cap,
     test_malformed_http_is_a_protocol_error_without_a_hang,
     test_tarpit_is_cut_at_the_deadline,
-)
-from tests.crawler.test_netstream import (  # noqa: E402,F401
-    test_a_large_body_arrives_whole_through_read_flow_control,
-    test_a_reset_connection_raises_read_error,
-    test_a_server_that_never_answers_the_handshake_raises_connect_timeout,
-    test_a_server_that_never_reads_raises_write_timeout,
-    test_a_silent_server_raises_read_timeout,
-    test_idle_connection_becomes_readable_once_the_server_closes_it,
-    test_read_returns_empty_bytes_when_the_server_closes_cleanly,
-    test_refused_connection_raises_connect_error,
-    test_tls_to_the_wrong_host_name_raises_connect_error,
-    test_tls_upgrade_verifies_the_host_name_and_carries_data,
-    test_writing_to_a_closed_connection_raises_write_error,
 )
 
 

@@ -12,11 +12,12 @@ import ipaddress
 import time
 import urllib.parse
 
+import httpcore
 import pytest
 
 from crawler.errors import DnsFailure, UnsafeAddress
 from crawler.fetch import Fetcher, FetchPolicy
-from crawler.net import AddressGuard, classify
+from crawler.net import AddressGuard, GuardedBackend, classify
 from crawler.types import FetchError
 from tests.crawler.hostile_server import HostileServer, SpyBackend, StubResolver
 
@@ -435,3 +436,24 @@ def test_proxy_environment_variables_are_ignored(server, monkeypatch):
         assert result.status == 200
         assert server.requests["/ok"] == 1
         assert proxy.connections == 0
+
+
+def test_guarded_streams_count_what_they_receive_and_report_a_silent_hang_up():
+    guard = AddressGuard(resolver=StubResolver({"site.test": [["93.184.216.34"]]}))
+    answer = [b"HTTP/1.1 200 OK\r\n", b"Content-Length: 0\r\n\r\n"]
+
+    async def run():
+        backend = GuardedBackend(guard, httpcore.AsyncMockBackend(answer))
+        stream = await backend.connect_tcp("site.test", 80)
+        await stream.write(b"GET / HTTP/1.1\r\nHost: site.test\r\n\r\n")
+        received = [await stream.read(65536) for _ in range(2)]
+        counted_after_answer = stream.bytes_read
+        assert await stream.read(65536) == b"" and stream.at_eof  # a close after the answer
+        await stream.write(b"GET /again HTTP/1.1\r\nHost: site.test\r\n\r\n")
+        with pytest.raises(httpcore.ReadError, match="without answering"):
+            await stream.read(65536)  # a close with no byte of an answer
+        return received, counted_after_answer
+
+    received, counted = asyncio.run(run())
+    assert received == [b"HTTP/1.1 200 OK\r\n", b"Content-Length: 0\r\n\r\n"]
+    assert counted == sum(map(len, received))
