@@ -40,8 +40,7 @@ import socket
 import ssl
 import time
 import urllib.parse
-import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -65,6 +64,7 @@ from .errors import (
     TLSFailure,
     TooManyRedirects,
 )
+from .inflate import Decoder, UnsupportedCoding
 from .net import AddressGuard, CountingStream, GuardedBackend
 from .types import FetchError, FetchResult, Hop
 
@@ -76,13 +76,6 @@ HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 ACCEPT_ENCODING = "gzip, deflate"
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"
 
-# Stacked codings beyond this are an attack, not a website.
-_MAX_CODINGS = 3
-# Concatenated gzip members are legal; a body of thousands of them is not.
-_MAX_GZIP_MEMBERS = 32
-# Largest piece one inflate call may produce: small enough that a bomb never
-# holds a second copy of its expansion, large enough to keep calls few.
-_INFLATE_STEP = 64 * 1024
 _MAX_DETAIL = 300
 # Everything httpcore raises for a request (connection, timeout, HTTP framing).
 _HTTPCORE_ERRORS = (
@@ -531,8 +524,8 @@ class Fetcher:
             )
             return
         try:
-            decoder = _Decoder(response.headers.get("content-encoding", ""), decoded_cap)
-        except _UnsupportedCoding as exc:
+            decoder = Decoder(response.headers.get("content-encoding", ""), decoded_cap)
+        except UnsupportedCoding as exc:
             # A coding we never asked for (br, zstd): the page exists and works
             # in browsers, so this is not a failure of the URL, but we cannot
             # read it; say so and leave the body out.
@@ -824,123 +817,6 @@ def _cause(exc: BaseException, kind: type[_E], *, with_errno: bool = False) -> _
             return current
         current = current.__cause__ or current.__context__
     return None
-
-
-class _UnsupportedCoding(Exception):
-    pass
-
-
-class _Inflater:
-    """One bounded gzip or deflate stage: never produces more than ``limit`` bytes."""
-
-    def __init__(self, coding: str, limit: int) -> None:
-        self.gzip = coding in ("gzip", "x-gzip")
-        self.coding = coding
-        self.limit = limit
-        self.produced = 0
-        self.exceeded = False
-        self.finished = False
-        self.members = 1
-        self.started = False
-        self._inflater = zlib.decompressobj(31 if self.gzip else 15)
-
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        """Inflate ``data`` in pieces of at most ``_INFLATE_STEP`` bytes.
-
-        Yielding pieces rather than joining them is what keeps a bomb's
-        footprint near the cap: the caller appends each piece to the body and
-        drops it, so no second copy of the expanded bytes ever exists.
-        """
-        if self.finished or self.exceeded or not data:
-            return
-        while data and not self.exceeded:
-            try:
-                # max_length is what bounds memory: one step, and at most one
-                # byte past the cap (that byte is how the overflow is seen).
-                out = self._inflater.decompress(
-                    data, min(_INFLATE_STEP, self.limit - self.produced + 1)
-                )
-            except zlib.error:
-                if not self.gzip and not self.started:
-                    # "deflate" is meant to be zlib-wrapped, but some servers
-                    # send a raw stream; browsers accept both, so do we.
-                    self._inflater = zlib.decompressobj(-15)
-                    self.started = True
-                    continue
-                raise ProtocolFailure(f"The body is not valid {self.coding} data") from None
-            self.started = True
-            self.produced += len(out)
-            if self.produced > self.limit:
-                self.exceeded = True
-                out = out[: len(out) - (self.produced - self.limit)]
-            if out:
-                yield out
-            if self._inflater.eof:
-                data = self._inflater.unused_data
-                if not (self.gzip and data.strip(b"\0")) or self.members >= _MAX_GZIP_MEMBERS:
-                    self.finished = True  # trailing padding is ignored, as browsers do
-                    break
-                self.members += 1
-                self._inflater = zlib.decompressobj(31)
-            else:
-                data = self._inflater.unconsumed_tail
-
-    def flush(self) -> bytes:
-        if self.finished or self.exceeded:
-            return b""
-        out = self._inflater.flush()
-        room = self.limit - self.produced
-        if len(out) > room:
-            self.exceeded = True
-            out = out[:room]
-        self.produced += len(out)
-        return out
-
-
-class _Decoder:
-    """Undo a Content-Encoding list (applied left to right, so undone right to left)."""
-
-    def __init__(self, content_encoding: str, limit: int) -> None:
-        codings = [c.strip().lower() for c in content_encoding.split(",")]
-        codings = [c for c in codings if c and c != "identity"]
-        unknown = [c for c in codings if c not in ("gzip", "x-gzip", "deflate")]
-        if unknown:
-            raise _UnsupportedCoding(
-                f"Content-Encoding {', '.join(unknown)} was not requested and cannot be read; "
-                "the body was not parsed"
-            )
-        if len(codings) > _MAX_CODINGS:
-            raise _UnsupportedCoding(
-                f"Content-Encoding stacks {len(codings)} codings; the body was not parsed"
-            )
-        self.stages = [_Inflater(c, limit) for c in reversed(codings)]
-
-    @property
-    def exceeded(self) -> bool:
-        return any(stage.exceeded for stage in self.stages)
-
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        return self._through(0, data)
-
-    def flush(self) -> Iterator[bytes]:
-        return self._flush_from(0)
-
-    def _through(self, index: int, data: bytes) -> Iterator[bytes]:
-        # Each piece goes through the later stages before the next is made,
-        # so a stacked bomb is as bounded as a single one.
-        if index == len(self.stages):
-            yield data
-            return
-        for piece in self.stages[index].feed(data):
-            yield from self._through(index + 1, piece)
-
-    def _flush_from(self, index: int) -> Iterator[bytes]:
-        if index == len(self.stages):
-            return
-        tail = self.stages[index].flush()
-        if tail:
-            yield from self._through(index + 1, tail)
-        yield from self._flush_from(index + 1)
 
 
 __all__ = [

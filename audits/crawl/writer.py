@@ -266,19 +266,20 @@ class ChunkWriter:
 
 
 def write_edges(rows: list[tuple]) -> None:
-    """Append link edges (tuples in EDGE_COLUMNS order).
+    """Append link edges (tuples in EDGE_COLUMNS order): about a hundred a page, most of a crawl's rows.
 
-    PostgreSQL takes them through COPY, a page's ~90 edges being most of a
-    crawl's rows; elsewhere bulk_create. Nothing can conflict: the table has no
-    unique key but its id.
+    They go through the database cursor as plain rows, COPY on PostgreSQL and one
+    prepared INSERT on others, because building a model instance per edge for
+    bulk_create made the edges most of the writer's time. Nothing can conflict:
+    the table has no unique key but its id.
     """
-    if connection.vendor != "postgresql":
-        LinkEdge.objects.bulk_create([LinkEdge(**dict(zip(EDGE_COLUMNS, row, strict=True))) for row in rows],
-                                     batch_size=1000)
-        return
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(c) for c in EDGE_COLUMNS)
-    with connection.cursor() as cursor, cursor.cursor.copy(
-            f"COPY {quote(LinkEdge._meta.db_table)} ({columns}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
+    table, columns = quote(LinkEdge._meta.db_table), ", ".join(quote(c) for c in EDGE_COLUMNS)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        else:
+            marks = ", ".join(["%s"] * len(EDGE_COLUMNS))
+            cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
