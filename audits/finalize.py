@@ -33,10 +33,8 @@ BATCH = 1000
 # Every link to a target page that is broken or redirects, from one pass over
 # the audit's edges: each edge comes through link_audit_source by its audit
 # prefix, its target through the unique (audit, url_hash) on pages. No index by
-# target is needed, so finalize does not wait for Inlink's build (an
-# INSERT ... SELECT of every edge: 0.25 s on SQLite and 0.35-0.45 s on
-# PostgreSQL at 1,000 pages, 2.3 and 3.8 s at 10,000), which only a page's
-# "linked from" list reads (inlinks.build, after the audit ends). Written as
+# target is needed, so finalize does not wait for Inlink's build, which only a
+# page's "linked from" list reads (inlinks.build, after the audit ends). Written as
 # CROSS JOIN so SQLite, which has no statistics on a fresh audit, keeps that
 # order; PostgreSQL plans it as any inner join (with fresh statistics, a hash
 # join of the audit's edges).
@@ -60,9 +58,8 @@ LINK_TARGETS_SQL = """
 # audit's edges, joined to its pages; the outer join gives pages nobody links
 # any more their 0, and only rows whose count changes are written (a second
 # finalize after a resume rewrites few). One statement for both databases
-# (UPDATE ... FROM, which SQLite has from 3.33; _count_inlinks_here before).
-# PostgreSQL ran a per-page subquery form in 1.53 s against 0.79 s for this one
-# (20,504 pages, 956,280 edges).
+# (UPDATE ... FROM, which SQLite has from 3.33; _count_inlinks_here before);
+# a per-page subquery would read the audit's edges once per page.
 INLINK_COUNTS_SQL = (
     "SELECT target_hash, COUNT(*) AS n FROM audits_linkedge "
     "WHERE audit_id = %s AND tag IN ('a', 'area') GROUP BY target_hash"

@@ -2,9 +2,8 @@
 
 The crawl writes edges in the order pages are fetched, each with a random
 target hash, so an index by target kept up during the crawl costs a random
-leaf-page write per edge on every commit (see LinkEdge.Meta). Built afterwards
-with one sorted INSERT ... SELECT, the same index costs under two seconds per
-million edges (benchmarks/edge_index.py). Finalize does not need it (its link
+index-page write per edge (see LinkEdge.Meta); built afterwards with one sorted
+INSERT ... SELECT, it is written in order. Finalize does not need it (its link
 checks read each edge once), so the build is a task of its own after the audit
 ends: enqueued by the finalize task, and by the watchdog for any ended audit
 still without it (a failed or cancelled one, one the command line finished).

@@ -229,9 +229,8 @@ def _lower_utf8(text: str) -> bytes:
     """``text.lower().encode()``, without lowering a whole page of text character by character.
 
     One non-ASCII character (a "©" in the footer) makes CPython lower every
-    character of the string through its Unicode tables: ~50 instructions a
-    character, 0.55 million for the benchmark corpus's ~11,000-character
-    pages, more than the rest of the hash. ``bytes.lower`` lowers ASCII
+    character of the string through its Unicode tables, more than the rest of
+    the hash costs. ``bytes.lower`` lowers ASCII
     letters only, and every byte of a multi-byte UTF-8 character is 0x80 or
     above, so the encoded text lowered that way is exactly the answer when no
     non-ASCII character changes under ``lower()``. Those characters are found

@@ -90,8 +90,8 @@ def normalize(url: str, base: str | None = None) -> str:
 def _already_normal(url: str) -> str | None:
     """``url`` without its fragment if that is already its canonical form, else None (parse it).
 
-    0.75 us against 4.64 for the full parse: the crawl normalises each new link target
-    once, ~15,000 a 1,000-page audit of the benchmark corpus.
+    A regex match instead of the full parse, for the common case: most links
+    on a page are already canonical.
     """
     match = _PLAIN.fullmatch(url)
     if match is None:

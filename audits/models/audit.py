@@ -1,0 +1,243 @@
+"""An audit: what was asked, how far it got, and how it ended.
+
+State changes are methods built on conditional UPDATEs (``WHERE status IN …``), so
+two processes racing to make the same transition change the row once; the loser
+sees ``False`` and does nothing.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Count, F, Q
+from django.urls import reverse
+from django.utils import timezone
+
+from crawler.types import Severity as CrawlSeverity
+
+
+class Severity(models.TextChoices):
+    CRITICAL = CrawlSeverity.CRITICAL.value, "Critical"
+    WARNING = CrawlSeverity.WARNING.value, "Warning"
+    NOTICE = CrawlSeverity.NOTICE.value, "Notice"
+
+
+class Audit(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        FINALIZING = "finalizing", "Finalizing"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    class Phase(models.TextChoices):
+        QUEUED = "queued", "Waiting for a worker"
+        STARTING = "starting", "Resolving the start URL, robots.txt and sitemaps"
+        CRAWLING = "crawling", "Crawling"
+        FINALIZING = "finalizing", "Cross-page checks"
+        DONE = "done", "Done"
+
+    class ErrorCode(models.TextChoices):
+        START_URL_INVALID = "start_url_invalid", "Start URL is not a valid http(s) URL"
+        START_URL_UNRESOLVABLE = "start_url_unresolvable", "Start URL's host does not resolve"
+        START_URL_UNREACHABLE = "start_url_unreachable", "Start URL could not be fetched"
+        SSRF_BLOCKED = "ssrf_blocked", "Start URL points at a refused (private or reserved) address"
+        ROBOTS_UNREACHABLE = "robots_unreachable", "robots.txt is unreachable, so nothing may be crawled"
+        SITE_UNAVAILABLE = "site_unavailable", "The start page never answered successfully"
+        WORKER_LOST = "worker_lost", "The worker crawling it died repeatedly"
+        STALLED = "stalled", "No progress for too long"
+        DB_UNAVAILABLE = "db_unavailable", "The database was unavailable"
+        STORAGE_FULL = "storage_full", "The database or disk is full"
+        TIMEOUT = "timeout", "A task ran past its time limit"
+        CANCELLED = "cancelled", "Cancelled by a person"
+        INTERNAL_ERROR = "internal_error", "Internal error"
+        UNKNOWN = "unknown", "Unknown failure"
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.FINALIZING)
+    ENDED = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="audits")
+    start_url = models.CharField(max_length=2048)
+    origin = models.CharField(max_length=300, blank=True, help_text="Scheme and host after the start URL's redirects")
+
+    # Limits the audit runs with.
+    max_pages = models.PositiveIntegerField(default=500)
+    max_depth = models.PositiveSmallIntegerField(default=10)
+    concurrency = models.PositiveSmallIntegerField(default=8)
+    rate = models.FloatField(null=True, blank=True, help_text="Requests per second; empty for no limit")
+    include_patterns = models.TextField(blank=True, help_text="Regular expressions, one per line")
+    exclude_patterns = models.TextField(blank=True, help_text="Regular expressions, one per line")
+    user_agent = models.CharField(max_length=300, blank=True)
+    respect_robots = models.BooleanField(default=True)
+    check_external = models.BooleanField(default=True)
+    allow_private = models.BooleanField(default=False, help_text="Allow private and loopback addresses")
+
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.QUEUED)
+
+    # Progress counters, bumped with F() by the chunk that did the work.
+    pages_crawled = models.PositiveIntegerField(default=0)
+    pages_discovered = models.PositiveIntegerField(default=0)
+    pages_failed = models.PositiveIntegerField(default=0)
+    issues_critical = models.PositiveIntegerField(default=0)
+    issues_warning = models.PositiveIntegerField(default=0)
+    issues_notice = models.PositiveIntegerField(default=0)
+    current_window = models.PositiveSmallIntegerField(default=0)
+    chunks_done = models.PositiveIntegerField(default=0)
+
+    # What start learnt, kept so every chunk (in any process) makes the same decisions.
+    robots_status = models.CharField(max_length=16, blank=True)
+    robots_http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    robots_body = models.TextField(blank=True)
+    sitemap_found = models.BooleanField(null=True)
+    # Whether the audit's link edges are in Inlink (built after the audit ends; a resume clears it).
+    links_indexed = models.BooleanField(default=False)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    # Failure columns: filled on every failure path, including the ones only the watchdog sees.
+    error_code = models.CharField(max_length=32, choices=ErrorCode.choices, blank=True)
+    error_detail = models.TextField(blank=True)
+    failed_phase = models.CharField(max_length=16, choices=Phase.choices, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # The audit list: a person's audits, newest first.
+            models.Index(fields=["owner", "-created_at"], name="audit_owner_created"),
+            # The watchdog and the running-audit quota scan active audits.
+            models.Index(fields=["status", "heartbeat_at"], name="audit_status_heartbeat"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(max_pages__gte=1), name="audit_max_pages_positive"),
+            models.CheckConstraint(condition=Q(concurrency__gte=1), name="audit_concurrency_positive"),
+        ]
+
+    def __str__(self):
+        return f"Audit {self.pk} of {self.start_url}"
+
+    def get_absolute_url(self):
+        return reverse("audit-detail", args=[self.pk])
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE
+
+    @property
+    def issues_total(self) -> int:
+        return self.issues_critical + self.issues_warning + self.issues_notice
+
+    def patterns(self, which: str) -> list[str]:
+        text = self.include_patterns if which == "include" else self.exclude_patterns
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+    # --- state transitions -------------------------------------------------
+
+    def _transition(self, allowed_from, **changes) -> bool:
+        """Apply ``changes`` only if the row is still in one of ``allowed_from``.
+
+        The WHERE clause is the guard: of two processes racing, exactly one
+        UPDATE matches. The instance is refreshed so callers see the outcome.
+        """
+        updated = Audit.objects.filter(pk=self.pk, status__in=list(allowed_from)).update(**changes)
+        self.refresh_from_db()
+        return updated == 1
+
+    def start(self) -> bool:
+        now = timezone.now()
+        return self._transition(
+            [self.Status.QUEUED], status=self.Status.RUNNING, phase=self.Phase.STARTING,
+            started_at=now, heartbeat_at=now,
+        )
+
+    def begin_crawl(self, origin: str) -> bool:
+        return self._transition(
+            [self.Status.RUNNING], phase=self.Phase.CRAWLING, origin=origin, heartbeat_at=timezone.now()
+        )
+
+    def resume_crawl(self) -> bool:
+        """Queued again after a failure or cancel: crawl on from the frontier."""
+        return self._transition(
+            [self.Status.QUEUED], status=self.Status.RUNNING, phase=self.Phase.CRAWLING,
+            heartbeat_at=timezone.now(),
+        )
+
+    def begin_finalize(self) -> bool:
+        return self._transition(
+            [self.Status.RUNNING], status=self.Status.FINALIZING, phase=self.Phase.FINALIZING,
+            heartbeat_at=timezone.now(),
+        )
+
+    def finish(self) -> bool:
+        return self._transition(
+            [self.Status.FINALIZING], status=self.Status.COMPLETED, phase=self.Phase.DONE,
+            finished_at=timezone.now(), current_window=0,
+        )
+
+    def fail(self, code: str, detail: str = "", phase: str | None = None) -> bool:
+        """Mark the audit failed with a code from ErrorCode; keeps everything crawled so far."""
+        code = code if code in self.ErrorCode.values else self.ErrorCode.UNKNOWN
+        current = Audit.objects.filter(pk=self.pk).values_list("phase", flat=True).first()
+        return self._transition(
+            self.ACTIVE, status=self.Status.FAILED, error_code=code, error_detail=detail[:4000],
+            failed_phase=phase or current or self.Phase.QUEUED, finished_at=timezone.now(), current_window=0,
+        )
+
+    def cancel(self, detail: str = "Cancelled by a person.") -> bool:
+        current = Audit.objects.filter(pk=self.pk).values_list("phase", flat=True).first()
+        return self._transition(
+            self.ACTIVE, status=self.Status.CANCELLED, error_code=self.ErrorCode.CANCELLED,
+            error_detail=detail, failed_phase=current or self.Phase.QUEUED, finished_at=timezone.now(),
+            current_window=0,
+        )
+
+    def reopen_for_resume(self) -> bool:
+        """A failed or cancelled audit goes back to the queue, keeping its frontier and results."""
+        return self._transition(
+            [self.Status.FAILED, self.Status.CANCELLED], status=self.Status.QUEUED,
+            phase=self.Phase.QUEUED, error_code="", error_detail="", failed_phase="",
+            finished_at=None, heartbeat_at=timezone.now(), links_indexed=False,
+        )
+
+    COUNTERS = (
+        "pages_crawled", "pages_discovered", "pages_failed", "issues_critical", "issues_warning",
+        "issues_notice", "chunks_done",
+    )
+
+    def beat(self, **counters: int) -> None:
+        """Heartbeat plus counter increments: the one way a crawl changes the progress counters.
+
+        Increments are F() expressions, so chunks writing at once add up; only
+        the names in COUNTERS are accepted.
+        """
+        unknown = set(counters) - set(self.COUNTERS)
+        if unknown:
+            raise ValueError(f"not a progress counter: {', '.join(sorted(unknown))}")
+        changes = {name: F(name) + value for name, value in counters.items() if value}
+        Audit.objects.filter(pk=self.pk).update(heartbeat_at=timezone.now(), **changes)
+
+    def recount(self) -> None:
+        """Set the counters exactly from the rows (a retried chunk's increments can double count)."""
+        by_severity = dict(self.issues.values("severity").annotate(n=Count("id")).values_list("severity", "n"))
+        page = self.pages.model.Kind.PAGE  # Page lives in results.py, which imports this module
+        pages = self.pages.filter(kind=page)
+        crawled = pages.count()
+        queued = self.frontier.filter(kind=page, skip_reason="").count()
+        Audit.objects.filter(pk=self.pk).update(
+            pages_discovered=max(crawled, queued), pages_crawled=crawled,
+            pages_failed=pages.exclude(fetch_error="").count(),
+            issues_critical=by_severity.get("critical", 0), issues_warning=by_severity.get("warning", 0),
+            issues_notice=by_severity.get("notice", 0),
+        )
+
+    def settings_copy(self) -> dict:
+        """The limits of this audit, for re-running it as a fresh audit."""
+        fields = [
+            "start_url", "max_pages", "max_depth", "concurrency", "rate", "include_patterns",
+            "exclude_patterns", "user_agent", "respect_robots", "check_external", "allow_private",
+        ]
+        return {name: getattr(self, name) for name in fields}

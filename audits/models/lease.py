@@ -1,0 +1,244 @@
+"""The crawl's scratch state: the frontier (the dedup set and work queue) and chunk leases.
+
+Every state change is a conditional UPDATE whose WHERE clause is the guard: of
+two workers racing, exactly one matches.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import timedelta
+
+from django.db import models, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from .audit import Audit
+from .results import Page
+
+
+class FrontierQuerySet(models.QuerySet):
+    """Frontier rows, with the lease and Retry-After rules judged by the database clock."""
+
+    def due(self):
+        """Rows no Retry-After holds back (never rate limited, or their wait is over)."""
+        return self.filter(Q(not_before__isnull=True) | Q(not_before__lte=Now()))
+
+    def waiting(self):
+        """Rows still waiting out a Retry-After."""
+        return self.filter(not_before__gt=Now())
+
+    def held_by(self, lease: ChunkLease):
+        """The rows chunk ``lease`` holds: what a retry of it re-receives."""
+        return self.filter(audit_id=lease.audit_id, chunk=lease.number, state=FrontierURL.State.LEASED)
+
+    def lease_next(self, lease: ChunkLease, limit: int, *, budget: int, page_depth_cap: int | None = None,
+                   url_limit: int | None = None) -> list[int]:
+        """Lease up to ``limit`` pending pages of the audit (and checks) to chunk ``lease``; their ids.
+
+        Shallowest first. At most ``budget`` fresh pages go (the audit's page
+        budget); resource and external checks, and pages rescheduled after a
+        Retry-After (they already hold their place in the budget), go whatever
+        it says. With ``page_depth_cap`` (a top-up) deeper pages stay pending;
+        with ``url_limit``, up to that many URLs go, of which at most ``limit``
+        pages. The UPDATE repeats ``state=pending``: of two chunks racing for a
+        row, exactly one gets it.
+        """
+        pending = self.filter(audit_id=lease.audit_id, state=FrontierURL.State.PENDING).due()
+        if page_depth_cap is not None:
+            pending = pending.filter(~Q(kind=Page.Kind.PAGE) | Q(depth__lte=page_depth_cap))
+        if budget <= 0:
+            pending = pending.exclude(kind=Page.Kind.PAGE, reschedules=0)
+        elif pending.filter(kind=Page.Kind.PAGE, linked=True).exists():
+            # Pages reached through links go first, so a page both in the sitemap
+            # and linked is crawled at its click depth; sitemap-only pages (orphan
+            # candidates) wait until links have nothing more to give.
+            pending = pending.exclude(kind=Page.Kind.PAGE, linked=False)
+        rows = pending.order_by("depth", "id").values_list("id", "kind", "reschedules")
+        ids, pages, counted = [], 0, 0
+        for row_id, kind, reschedules in rows[:max(limit, url_limit or 0)]:
+            if kind == Page.Kind.PAGE:
+                pages += 1
+                if pages > limit:  # a top-up's extra room is for checks
+                    continue
+                if not reschedules:
+                    counted += 1
+                    if counted > budget:
+                        continue
+            ids.append(row_id)
+        self.filter(id__in=ids, state=FrontierURL.State.PENDING).update(
+            state=FrontierURL.State.LEASED, chunk=lease.number)
+        return ids
+
+    def pages_counted(self, audit: Audit) -> int:
+        """Pages that used up the page budget: fetched, being fetched, or rescheduled after a Retry-After."""
+        return self.filter(audit=audit, kind=Page.Kind.PAGE).exclude(
+            state=FrontierURL.State.PENDING, reschedules=0).exclude(skip_reason__gt="").count()
+
+    def reschedule(self, seconds: float) -> int:
+        """Back to pending for ``seconds`` (a Retry-After), counting the reschedule.
+
+        ``tries`` is cleared: the fetch came back, so the URL did not kill its
+        worker, and a serial retry must not take it for a poison URL.
+        """
+        return self.update(
+            state=FrontierURL.State.PENDING, chunk=None, not_before=Now() + timedelta(seconds=seconds),
+            reschedules=F("reschedules") + 1, tries=0,
+        )
+
+
+class FrontierURL(models.Model):
+    """A URL the crawl will fetch, is fetching, or has fetched (the dedup set)."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        LEASED = "leased", "Leased"
+        DONE = "done", "Done"
+
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="frontier", db_index=False)
+    url_hash = models.CharField(max_length=32)
+    url = models.TextField()
+    kind = models.CharField(max_length=10, choices=Page.Kind.choices, default=Page.Kind.PAGE)
+    depth = models.PositiveSmallIntegerField(default=0)
+    found_on = models.TextField(blank=True)
+    template_key = models.CharField(max_length=32, blank=True)
+    in_sitemap = models.BooleanField(default=False)
+    linked = models.BooleanField(default=False, help_text="Reached through an internal link")
+    state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
+    chunk = models.PositiveIntegerField(null=True, blank=True)
+    skip_reason = models.CharField(max_length=32, blank=True, help_text="Why it was not fetched")
+    # Set before the URL is fetched when its chunk is on a retry after a worker
+    # death: a URL that is still marked on the next try is the one killing workers.
+    tries = models.PositiveSmallIntegerField(default=0)
+    # A rate-limited URL goes back to pending until the time its Retry-After
+    # named (database clock), at most MAX_RESCHEDULES times (audits.crawl.setup).
+    not_before = models.DateTimeField(null=True, blank=True)
+    reschedules = models.PositiveSmallIntegerField(default=0)
+
+    objects = FrontierQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["audit", "url_hash"], name="frontier_unique_url_per_audit"),
+        ]
+        # Every URL is inserted pending, leased, then marked done, and an update
+        # that changes an indexed column (state, chunk) adds an entry to every
+        # index whose condition the new row meets. So the lease and chunk
+        # indexes hold only the rows in the state they look for, and the
+        # template index only pages: a resource check's row then costs 8
+        # index entries over its life instead of 15.
+        indexes = [
+            # Leasing the next chunk: pending URLs of an audit, shallowest first.
+            models.Index(fields=["audit", "depth", "id"], name="frontier_lease_order",
+                         condition=Q(state="pending")),
+            # A retried chunk re-receives exactly the URLs it held (and resume
+            # releases every held URL of an audit).
+            models.Index(fields=["audit", "chunk"], name="frontier_audit_chunk", condition=Q(state="leased")),
+            # Trap budget: variants queued per path template (only pages have one).
+            models.Index(fields=["audit", "template_key"], name="frontier_audit_template",
+                         condition=Q(kind="page")),
+            # URLs waiting out a Retry-After: when the next chunk is due (advance,
+            # retry_wait) and which audits are waiting rather than stalled (the
+            # watchdog). Only rows ever rate limited are indexed: a handful.
+            models.Index(fields=["audit", "not_before"], name="frontier_retry_after",
+                         condition=Q(not_before__isnull=False)),
+        ]
+
+    def __str__(self):
+        return f"{self.url} ({self.state})"
+
+
+class ChunkLeaseQuerySet(models.QuerySet):
+    def claim(self, audit_id: int, number: int, *, seconds: int, max_attempts: int) -> ChunkLease | None:
+        """Take chunk ``number`` with one conditional UPDATE, or refuse (None).
+
+        The claim counts the attempt, sets a fresh owner token and an expiry by
+        the database clock. A finished chunk, a live lease or a spent attempt
+        budget matches no row, so of two workers racing, exactly one wins.
+        """
+        claimable = Q(state=ChunkLease.State.QUEUED) | Q(state=ChunkLease.State.LEASED, leased_until__lt=Now())
+        updated = self.filter(claimable, audit_id=audit_id, number=number, attempts__lt=max_attempts).update(
+            state=ChunkLease.State.LEASED, token=uuid.uuid4(), attempts=F("attempts") + 1,
+            leased_until=Now() + timedelta(seconds=seconds), worker_pid=os.getpid(), started_at=Now(),
+        )
+        return self.get(audit_id=audit_id, number=number) if updated else None
+
+
+class ChunkLease(models.Model):
+    """Who is crawling chunk ``number`` of an audit, until when, and how many tries it took."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        LEASED = "leased", "Leased"
+        DONE = "done", "Done"
+        ABANDONED = "abandoned", "Abandoned"
+
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="chunks", db_index=False)
+    number = models.PositiveIntegerField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    token = models.UUIDField(null=True, blank=True)
+    leased_until = models.DateTimeField(null=True, blank=True)
+    worker_pid = models.PositiveIntegerField(null=True, blank=True)
+    url_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ChunkLeaseQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["audit", "number"], name="chunk_unique_number_per_audit"),
+        ]
+        indexes = [
+            # The watchdog looks for expired leases.
+            models.Index(fields=["state", "leased_until"], name="chunk_state_leased_until"),
+        ]
+
+    def __str__(self):
+        return f"chunk {self.number} of audit {self.audit_id} ({self.state})"
+
+    def fence(self, seconds: int) -> bool:
+        """Extend the lease by ``seconds``, only while we still own it (the owner token).
+
+        Every write of a chunk calls this first inside its transaction; False
+        means the lease was reclaimed from us and nothing may be written.
+        """
+        return ChunkLease.objects.filter(pk=self.pk, token=self.token, state=self.State.LEASED).update(
+            leased_until=Now() + timedelta(seconds=seconds)
+        ) == 1
+
+    def release(self, ids: list[int] | None = None) -> None:
+        """Hand URLs this chunk holds (``ids``, or all) back to the frontier, if we still own it."""
+        with transaction.atomic():
+            if not ChunkLease.objects.filter(pk=self.pk, token=self.token).exists():
+                return
+            rows = FrontierURL.objects.held_by(self)
+            if ids is not None:
+                rows = rows.filter(id__in=ids)
+            rows.update(state=FrontierURL.State.PENDING, chunk=None)
+
+    def finish(self, unfinished: list[int] = ()) -> bool:
+        """Mark the chunk done and release the URLs it did not start; False if we no longer own it."""
+        with transaction.atomic():
+            done = ChunkLease.objects.filter(pk=self.pk, token=self.token, state=self.State.LEASED).update(
+                state=self.State.DONE, finished_at=Now())
+            if not done:
+                return False
+            if unfinished:
+                FrontierURL.objects.held_by(self).filter(id__in=unfinished).update(
+                    state=FrontierURL.State.PENDING, chunk=None)
+        self.state = self.State.DONE
+        return True
+
+    def abandon(self) -> bool:
+        """Give up a chunk whose lease expired with its attempts spent; False if someone else did."""
+        return ChunkLease.objects.filter(pk=self.pk, state=self.State.LEASED, leased_until__lt=Now()).update(
+            state=self.State.ABANDONED, token=None, finished_at=Now()) == 1
+
+    def expired(self) -> bool:
+        """Whether the lease has run out, by the database clock."""
+        return ChunkLease.objects.filter(pk=self.pk, leased_until__lt=Now()).exists()

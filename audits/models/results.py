@@ -1,0 +1,182 @@
+"""What an audit found: pages, issues, and the links between pages."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from crawler.catalogue import CATALOGUE
+from crawler.types import FetchError as CrawlFetchError
+
+from .audit import Audit, Severity
+
+# The issue vocabulary is the crawler's catalogue, so there is exactly one list.
+IssueCode = models.TextChoices("IssueCode", [(code.upper(), (code, t.title)) for code, t in CATALOGUE.items()])
+FetchErrorCode = models.TextChoices("FetchErrorCode", [(e.name, (e.value, e.label)) for e in CrawlFetchError])
+
+
+class Page(models.Model):
+    """One URL the audit fetched: a page, an internal resource, or a checked external link."""
+
+    class Kind(models.TextChoices):
+        PAGE = "page", "Page"
+        RESOURCE = "resource", "Resource"
+        EXTERNAL = "external", "External link"
+
+    # db_index=False here and on the other per-audit tables: every index of theirs
+    # leads with audit, so the FK's own index only cost a write per row.
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="pages", db_index=False)
+    url_hash = models.CharField(max_length=32)
+    url = models.TextField()
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PAGE)
+    final_url = models.TextField(blank=True)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    redirect_chain = models.JSONField(default=list, blank=True)  # [[url, status, location], …]
+    redirect_count = models.PositiveSmallIntegerField(default=0)
+    content_type = models.CharField(max_length=100, blank=True)
+    size_bytes = models.PositiveIntegerField(default=0)
+    ttfb_ms = models.PositiveIntegerField(default=0)
+    total_ms = models.PositiveIntegerField(default=0)
+    depth = models.PositiveSmallIntegerField(default=0)
+    title = models.CharField(max_length=1000, blank=True)
+    description = models.TextField(blank=True)
+    canonical = models.TextField(blank=True, help_text="Absolute, normalised canonical URL")
+    canonical_hash = models.CharField(max_length=32, blank=True)
+    h1_count = models.PositiveSmallIntegerField(default=0)
+    word_count = models.PositiveIntegerField(default=0)
+    robots = models.CharField(max_length=200, blank=True)
+    indexable = models.BooleanField(default=False)
+    in_sitemap = models.BooleanField(default=False)
+    content_hash = models.CharField(max_length=32, blank=True)
+    inlinks = models.PositiveIntegerField(default=0)
+    outlinks = models.PositiveIntegerField(default=0)
+    fetch_error = models.CharField(max_length=32, choices=FetchErrorCode.choices, blank=True)
+    fetch_error_detail = models.CharField(max_length=500, blank=True)
+    crawled_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["depth", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["audit", "url_hash"], name="page_unique_url_per_audit"),
+        ]
+        indexes = [
+            # Page table filters and the status-code chart.
+            models.Index(fields=["audit", "kind", "status_code"], name="page_audit_kind_status"),
+            # Depth filter, depth chart and the deep_page finalize check.
+            models.Index(fields=["audit", "kind", "depth"], name="page_audit_kind_depth"),
+            # Duplicate title / content finalize checks group by these. HTML pages
+            # only: the resource and external rows (most of an audit's rows) have
+            # neither, and each would cost two index entries for nothing.
+            models.Index(fields=["audit", "title"], name="page_audit_title", condition=Q(kind="page")),
+            models.Index(fields=["audit", "content_hash"], name="page_audit_content_hash", condition=Q(kind="page")),
+        ]
+
+    def __str__(self):
+        return self.url
+
+    def get_absolute_url(self):
+        return reverse("page-detail", args=[self.audit_id, self.pk])
+
+    @property
+    def status_class(self) -> str:
+        """The URL's own answer: a URL that redirected is 3xx whatever it ended at."""
+        if self.redirect_count:
+            return "3xx"
+        if self.status_code is None:
+            return "error"
+        return f"{self.status_code // 100}xx"
+
+
+class Issue(models.Model):
+    class Review(models.TextChoices):
+        OPEN = "open", "Open"
+        REVIEWED = "reviewed", "Reviewed"
+        IGNORED = "ignored", "Ignored"
+
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="issues", db_index=False)
+    page = models.ForeignKey(Page, on_delete=models.CASCADE, null=True, blank=True, related_name="issues")
+    url = models.TextField(help_text="The page the issue is on (the source page for link issues)")
+    code = models.CharField(max_length=40, choices=IssueCode.choices)
+    severity = models.CharField(max_length=10, choices=Severity.choices)
+    message = models.TextField()
+    target_url = models.TextField(blank=True)
+    key = models.CharField(max_length=32, help_text="Stable hash of what makes the issue unique")
+    review = models.CharField(max_length=10, choices=Review.choices, default=Review.OPEN)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            # Re-inserting the same issue (a retried chunk, a re-run finalize) is harmless.
+            models.UniqueConstraint(fields=["audit", "key"], name="issue_unique_key_per_audit"),
+        ]
+        indexes = [
+            # Issue table filters and the summary by severity and code.
+            models.Index(fields=["audit", "severity", "code"], name="issue_audit_severity_code"),
+            models.Index(fields=["audit", "code"], name="issue_audit_code"),
+        ]
+
+    def __str__(self):
+        return f"{self.code} on {self.url}"
+
+    @property
+    def issue_type(self):
+        return CATALOGUE.get(self.code)
+
+
+class LinkEdge(models.Model):
+    """A link from a crawled page to a URL; one row per (source, target, tag).
+
+    No unique key: a page's edges are written in the same fenced transaction
+    as the page, after deleting whatever an earlier try wrote for that source
+    (``audits.crawl.writer``), so a retry replaces them instead of adding.
+    """
+
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="links", db_index=False)
+    source_hash = models.CharField(max_length=32)
+    source_url = models.TextField()
+    target_hash = models.CharField(max_length=32)
+    target_url = models.TextField()
+    tag = models.CharField(max_length=10, default="a")
+    anchor_text = models.CharField(max_length=200, blank=True)
+    nofollow = models.BooleanField(default=False)
+    internal = models.BooleanField(default=True)
+
+    class Meta:
+        # No index by target: edges arrive with random target hashes, so one would
+        # dirty a different index page for nearly every edge the crawl inserts.
+        # Lookups by target go through Inlink, built sorted once the audit ends.
+        indexes = [
+            # Outlinks of a page, and the delete before a page's edges are (re)written.
+            models.Index(fields=["audit", "source_hash"], name="link_audit_source"),
+            # The hreflang alternates alone, for finalize's two hreflang checks:
+            # rare on most sites, so the other edges add no entry.
+            models.Index(fields=["audit", "source_hash"], name="link_hreflang", condition=Q(tag="hreflang")),
+        ]
+
+    def __str__(self):
+        return f"{self.source_url} -> {self.target_url}"
+
+
+class Inlink(models.Model):
+    """The link edges of an audit by target: built once the audit has ended, sorted, in one statement.
+
+    Kept apart from LinkEdge so the crawl never maintains an index by target
+    (see LinkEdge.Meta); a sorted build fills the key in order. ``Audit.links_indexed``
+    says whether an audit's rows are here and current; until then (a running or
+    resumed audit, or one whose build task has not run yet) lookups scan the
+    audit's edges instead (``audits.inlinks``).
+    """
+
+    # The key is the lookup (inlinks of a URL, a page's "linked from" list), so
+    # no surrogate id and its second index are built beside it.
+    pk = models.CompositePrimaryKey("audit", "target_hash", "tag", "edge_id")
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="+", db_index=False)
+    target_hash = models.CharField(max_length=32)
+    tag = models.CharField(max_length=10)
+    edge_id = models.BigIntegerField()  # the LinkEdge row
+
+    def __str__(self):
+        return f"{self.tag} edge {self.edge_id} -> {self.target_hash}"
