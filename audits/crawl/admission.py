@@ -17,7 +17,7 @@ from django.db.models import Count, Min
 from crawler.catalogue import finding
 from crawler.page import PAGE_TAGS, PageOutcome
 from crawler.types import FetchError
-from crawler.urls import origin_of, template_has_room, template_key, trap_reason, url_hash
+from crawler.urls import template_has_room, template_key, trap_reason, url_hash
 
 from ..issue_rows import insert_issues, issue_for
 from ..models import Audit, FrontierURL, Page
@@ -57,7 +57,7 @@ def candidates_of(outcomes: Iterable[PageOutcome], audit: Audit, setup: CrawlSet
     # starts with the origin and its path's slash.
     inside = f"{origin}/"
     for o in outcomes:
-        if o.facts is None or origin is None or origin_of(o.result.final_url or o.url) != origin:
+        if o.facts is None or origin is None or not (o.result.final_url or o.url).startswith(inside):
             continue
         for link in o.outlinks:
             url, tag = link.url, link.tag

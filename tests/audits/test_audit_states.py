@@ -67,6 +67,26 @@ def test_beat_adds_counters_atomically(owner):
     assert audit.heartbeat_at is not None
 
 
+def test_beat_refuses_a_name_that_is_not_a_progress_counter(owner):
+    audit = make_audit(owner)
+    with pytest.raises(ValueError, match="status"):
+        audit.beat(status=1)
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.QUEUED
+
+
+def test_recount_sets_the_counters_from_the_rows(owner):
+    audit = make_audit(owner)
+    audit.beat(pages_crawled=50, issues_warning=7)  # a retried chunk counted twice
+    make_page(audit, "https://example.com/")
+    make_page(audit, "https://example.com/gone", status_code=404, fetch_error="")
+    make_issue(audit, "http_4xx", "https://example.com/gone")
+    audit.recount()
+    audit.refresh_from_db()
+    assert (audit.pages_crawled, audit.issues_warning) == (2, 0)
+    assert audit.issues_critical + audit.issues_notice == 1
+
+
 def test_the_same_url_is_stored_once_per_audit(owner):
     audit = make_audit(owner)
     make_page(audit, "https://example.com/a")
