@@ -28,6 +28,7 @@ import concurrent.futures
 import inspect
 import ipaddress
 import os
+import select
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Iterable
@@ -351,6 +352,17 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         await self.inner.sleep(seconds)
 
 
+def _readable(sock: socket.socket | None) -> bool:
+    """Whether a read on ``sock`` would return at once: data waiting, or the peer's close."""
+    if sock is None or sock.fileno() < 0:
+        return True
+    if not hasattr(select, "poll"):  # Windows
+        return bool(select.select([sock], [], [], 0)[0])
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 class CountingStream(httpcore.AsyncNetworkStream):
     """A connection's stream that counts what it receives.
 
@@ -370,6 +382,7 @@ class CountingStream(httpcore.AsyncNetworkStream):
         self.bytes_read = 0
         self.at_eof = False
         self._awaiting_answer = False
+        self._socket: socket.socket | None = None
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data = await self.inner.read(max_bytes, timeout)
@@ -399,5 +412,11 @@ class CountingStream(httpcore.AsyncNetworkStream):
         return CountingStream(tls)
 
     def get_extra_info(self, info: str) -> Any:
-        # httpcore asks for "is_readable" before reusing an idle connection.
+        # httpcore asks "is_readable" of every idle connection for every request it
+        # pools; answered from the raw socket kept here, as httpcore's own backend
+        # does, instead of looking the socket up through anyio each time.
+        if info == "is_readable":
+            if self._socket is None:
+                self._socket = self.inner.get_extra_info("socket")
+            return _readable(self._socket)
         return self.inner.get_extra_info(info)
