@@ -9,11 +9,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
+from django.utils import timezone
+
 from crawler.types import Finding
 
 from .models import Issue
-
-BATCH = 1000
+from .sql import db_datetime, insert_rows
 
 
 def issue_key(code: str, url: str, target: str | None = None, extra: str = "") -> str:
@@ -36,6 +37,14 @@ def issue_for(audit_id: int, page_id: int | None, url: str, finding: Finding, ke
     )
 
 
+ISSUE_COLUMNS = ["audit_id", "page_id", "url", "code", "severity", "message", "target_url", "key", "review",
+                 "created_at"]
+
+
 def insert_issues(issues: Iterable[Issue]) -> None:
     """Insert ``issues``, ignoring the ones whose key the audit has already."""
-    Issue.objects.bulk_create(issues, ignore_conflicts=True, batch_size=BATCH)
+    now = db_datetime(timezone.now())
+    insert_rows(Issue, ISSUE_COLUMNS, [
+        (i.audit_id, i.page_id, i.url, i.code, i.severity, i.message, i.target_url, i.key, i.review, now)
+        for i in issues
+    ])

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from django.db import connection
 from django.db.models import Count, Min
 
 from crawler.catalogue import finding
@@ -21,6 +22,7 @@ from crawler.urls import template_has_room, template_key, trap_reason, url_hash
 
 from ..issue_rows import insert_issues, issue_for
 from ..models import Audit, FrontierURL, Page
+from ..sql import insert_rows
 from .setup import CrawlSetup
 
 RESOURCE_TAGS = frozenset({"img", "script", "link", "iframe", "source", "video", "audio", "embed", "object"})
@@ -42,74 +44,109 @@ def template_digest(url: str) -> str:
     return hashlib.blake2b(template_key(url).encode(), digest_size=16).hexdigest()
 
 
-def candidates_of(outcomes: Iterable[PageOutcome], audit: Audit, setup: CrawlSetup, crawlable,
-                  ) -> tuple[dict[str, Candidate], dict[str, tuple[str, str]]]:
-    """The sub-batch's fetchable link targets by hash, and the internal pages robots.txt blocks.
+def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], crawlable) -> int:
+    """Queue the sub-batch's link targets the frontier has not seen; the number of new pages.
 
-    Only links on internal pages are followed; forms never. ``crawlable(url)``
-    applies the audit's include and exclude patterns.
+    Only links on internal pages are followed, forms never. Most links point at
+    URLs the frontier has already (navigation, footers), so targets are looked
+    up first and only the rest meet the scope, depth, pattern (``crawlable``)
+    and robots.txt rules.
     """
-    origin = setup.scope.origin if setup.scope else None
+    offers = _offers(audit, setup, outcomes)
+    known = _known(audit.pk, list(offers))
+    # Linked already, or present and not a page (a resource, a checked external
+    # link): nothing to do. A present, unlinked page is a sitemap-only one.
+    offers = {h: c for h, c in offers.items() if h not in known or (not known[h] and c.kind == Page.Kind.PAGE)}
     candidates: dict[str, Candidate] = {}
     blocked: dict[str, tuple[str, str]] = {}
     robots = setup.robots if audit.respect_robots else None
-    # Outlinks are normalised absolute URLs, so a link is internal when it
-    # starts with the origin and its path's slash.
-    inside = f"{origin}/"
-    for o in outcomes:
-        if o.facts is None or origin is None or not (o.result.final_url or o.url).startswith(inside):
-            continue
-        for link in o.outlinks:
-            url, tag = link.url, link.tag
-            digest = url_hash(url)
-            if digest in candidates or tag == "form":
+    for digest, c in offers.items():
+        allowed = robots is None or robots.allowed(c.url, setup.user_agent)
+        if c.kind == Page.Kind.PAGE:
+            if not crawlable(c.url) or c.depth > audit.max_depth:
                 continue
-            internal = url.startswith(inside)
-            allowed = robots is None or robots.allowed(url, setup.user_agent)
-            if internal and tag in PAGE_TAGS:
-                if not crawlable(url) or o.depth + 1 > audit.max_depth:
-                    continue
-                if not allowed:
-                    blocked.setdefault(digest, (url, o.url))
-                    continue
-                candidates[digest] = Candidate(url, o.depth + 1, o.url, Page.Kind.PAGE)
-            elif internal and tag in RESOURCE_TAGS:
-                if allowed:
-                    candidates[digest] = Candidate(url, o.depth + 1, o.url, Page.Kind.RESOURCE)
-            elif not internal and audit.check_external and (tag in PAGE_TAGS or tag in RESOURCE_TAGS):
-                candidates[digest] = Candidate(url, o.depth + 1, o.url, Page.Kind.EXTERNAL)
-    return candidates, blocked
-
-
-def admit(audit: Audit, candidates: dict[str, Candidate], blocked: dict[str, tuple[str, str]]) -> int:
-    """Queue the candidates the frontier has not seen; the number of new pages."""
-    existing = dict(_in_batches(
-        lambda part: FrontierURL.objects.filter(audit=audit, url_hash__in=part).values_list("url_hash", "linked"),
-        [*candidates, *blocked],
-    ))
+            if not allowed:
+                blocked[digest] = (c.url, c.found_on)
+                continue
+        elif c.kind == Page.Kind.RESOURCE and not allowed:
+            continue
+        candidates[digest] = c
     # A sitemap-only URL reached by a link now gets its click depth.
-    relink = [h for h, linked in existing.items()
-              if not linked and h in candidates and candidates[h].kind == Page.Kind.PAGE]
+    relink = [h for h in candidates if h in known]
     for depth in {candidates[h].depth for h in relink}:
         hashes = [h for h in relink if candidates[h].depth == depth]
         FrontierURL.objects.filter(audit=audit, url_hash__in=hashes).update(linked=True, depth=depth)
         Page.objects.filter(audit=audit, url_hash__in=hashes, depth__gt=depth).update(depth=depth)
-    fresh = [(digest, c) for digest, c in candidates.items() if digest not in existing]
-    rows = list(_within_trap_budget(audit, fresh))
-    for url_digest, (url, found_on) in blocked.items():
-        if url_digest not in existing:
-            rows.append(FrontierURL(audit=audit, url=url, url_hash=url_digest, found_on=found_on, linked=True,
-                                    state=FrontierURL.State.DONE, skip_reason=FetchError.BLOCKED_BY_ROBOTS.value))
-    FrontierURL.objects.bulk_create(rows, ignore_conflicts=True)
+    rows = list(_within_trap_budget(audit, [(h, c) for h, c in candidates.items() if h not in known]))
+    skipped = [(h, url, found_on) for h, (url, found_on) in blocked.items() if h not in known]
+    rows += [
+        _frontier_row(audit.pk, h, url, Page.Kind.PAGE, 0, found_on, "", linked=True,
+                      state=FrontierURL.State.DONE, skip_reason=FetchError.BLOCKED_BY_ROBOTS.value)
+        for h, url, found_on in skipped
+    ]
+    insert_rows(FrontierURL, FRONTIER_COLUMNS, rows)
     insert_issues(
-        issue_for(audit.pk, None, row.url,
-                  finding("blocked_by_robots", f"Disallowed by robots.txt; linked from {row.found_on}"))
-        for row in rows if row.skip_reason
+        issue_for(audit.pk, None, url, finding("blocked_by_robots", f"Disallowed by robots.txt; linked from {found_on}"))
+        for _, url, found_on in skipped
     )
-    return sum(1 for row in rows if row.kind == Page.Kind.PAGE and not row.skip_reason)
+    return sum(1 for row in rows if row[3] == Page.Kind.PAGE and not row[11])
 
 
-def _within_trap_budget(audit: Audit, fresh: list[tuple[str, Candidate]]) -> Iterator[FrontierURL]:
+def _offers(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome]) -> dict[str, Candidate]:
+    """Every distinct link target of the sub-batch's internal pages the crawl might fetch, first offer first."""
+    origin = setup.scope.origin if setup.scope else None
+    if origin is None:
+        return {}
+    # Outlinks are normalised absolute URLs, so a link is internal when it
+    # starts with the origin and its path's slash.
+    inside = f"{origin}/"
+    offers: dict[str, Candidate] = {}
+    for o in outcomes:
+        if o.facts is None or not (o.result.final_url or o.url).startswith(inside):
+            continue
+        for link in o.outlinks:
+            url, tag = link.url, link.tag
+            internal = url.startswith(inside)
+            if internal and tag in PAGE_TAGS:
+                kind = Page.Kind.PAGE
+            elif internal and tag in RESOURCE_TAGS:
+                kind = Page.Kind.RESOURCE
+            elif not internal and audit.check_external and (tag in PAGE_TAGS or tag in RESOURCE_TAGS):
+                kind = Page.Kind.EXTERNAL
+            else:
+                continue  # forms, and external links when they are not checked
+            offers.setdefault(url_hash(url), Candidate(url, o.depth + 1, o.url, kind))
+    return offers
+
+
+def _known(audit_id: int, hashes: list[str]) -> dict[str, bool]:
+    """Which of ``hashes`` the audit's frontier holds, each with whether it was reached by a link.
+
+    A plain statement through the cursor: the ORM compiled each of the thousands
+    of values a sub-batch asks about.
+    """
+    table = connection.ops.quote_name(FrontierURL._meta.db_table)
+    found: dict[str, bool] = {}
+    with connection.cursor() as cursor:
+        for start in range(0, len(hashes), LOOKUP_BATCH):
+            part = hashes[start:start + LOOKUP_BATCH]
+            cursor.execute(f"SELECT url_hash, linked FROM {table} WHERE audit_id = %s AND url_hash IN "
+                           f"({', '.join(['%s'] * len(part))})", [audit_id, *part])
+            found.update((digest, bool(linked)) for digest, linked in cursor.fetchall())
+    return found
+
+
+FRONTIER_COLUMNS = ["audit_id", "url_hash", "url", "kind", "depth", "found_on", "template_key", "in_sitemap",
+                    "linked", "state", "chunk", "skip_reason", "tries", "not_before", "reschedules"]
+
+
+def _frontier_row(audit_id: int, digest: str, url: str, kind: str, depth: int, found_on: str, key: str, *,
+                  linked: bool, state: str = FrontierURL.State.PENDING, skip_reason: str = "") -> tuple:
+    """A new frontier row in FRONTIER_COLUMNS order."""
+    return (audit_id, digest, url, kind, depth, found_on, key, False, linked, state, None, skip_reason, 0, None, 0)
+
+
+def _within_trap_budget(audit: Audit, fresh: list[tuple[str, Candidate]]) -> Iterator[tuple]:
     """New frontier rows for ``fresh``, minus trap-like URLs and templates out of room."""
     keyed = []
     for digest, c in fresh:
@@ -134,8 +171,8 @@ def _within_trap_budget(audit: Audit, fresh: list[tuple[str, Candidate]]) -> Ite
             if not template_has_room(seen, shallowest, c.depth):
                 continue
             stats[key] = [seen + 1, min(shallowest, c.depth)]
-        yield FrontierURL(audit=audit, url_hash=digest, url=c.url, kind=c.kind, depth=c.depth, found_on=c.found_on,
-                          template_key=key, linked=c.kind == Page.Kind.PAGE)
+        yield _frontier_row(audit.pk, digest, c.url, c.kind, c.depth, c.found_on, key,
+                            linked=c.kind == Page.Kind.PAGE)
 
 
 def _in_batches(query, keys: list[str]) -> Iterator[tuple]:

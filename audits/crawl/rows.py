@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
+from django.utils import timezone
+
 from crawler.page import PageOutcome
 from crawler.parse import canonical_from_link_header, robots_directives
 from crawler.urls import InvalidURL, normalize, url_hash
 
-from ..models import Page
+from ..sql import db_datetime
 
 # What a re-fetched URL (a retried chunk) overwrites; depth, in_sitemap and
 # inlinks are set by the frontier and finalize, not by the fetch.
@@ -15,6 +19,7 @@ PAGE_UPDATE_FIELDS = [
     "total_ms", "title", "description", "canonical", "canonical_hash", "h1_count", "word_count", "robots",
     "indexable", "content_hash", "outlinks", "fetch_error", "fetch_error_detail", "crawled_at",
 ]
+PAGE_COLUMNS = ["audit_id", "url_hash", "url", "kind", "depth", "in_sitemap", "inlinks", *PAGE_UPDATE_FIELDS]
 
 
 def clean(text: str | None, limit: int) -> str:
@@ -24,8 +29,8 @@ def clean(text: str | None, limit: int) -> str:
     return text.replace("\x00", "")[:limit]
 
 
-def page_from(audit_id: int, outcome: PageOutcome, kind: str) -> Page:
-    """The unsaved Page row for one result."""
+def page_values(audit_id: int, outcome: PageOutcome, kind: str) -> tuple:
+    """One result as the page table's row: a tuple in PAGE_COLUMNS order."""
     result = outcome.result
     facts = outcome.facts
     robots: set[str] = set()
@@ -42,17 +47,15 @@ def page_from(audit_id: int, outcome: PageOutcome, kind: str) -> Page:
         title = facts.title or ""
         description = facts.descriptions[0] if facts.descriptions else ""
         h1, words, content_hash = facts.h1_count, facts.word_count, facts.content_hash[:32]
-    return Page(
-        audit_id=audit_id, url_hash=url_hash(outcome.url), url=outcome.url, kind=kind, depth=outcome.depth,
-        final_url=clean(result.final_url, 8000), status_code=result.status,
-        redirect_chain=[[clean(h.url, 2000), h.status, clean(h.location, 2000)] for h in result.redirects],
-        redirect_count=len(result.redirects), content_type=clean(result.content_type, 100),
-        size_bytes=min(result.size, 2**31 - 1), ttfb_ms=int(result.ttfb * 1000),
-        total_ms=int(result.elapsed * 1000), title=clean(title, 1000), description=clean(description, 2000),
-        canonical=clean(canonical, 8000), canonical_hash=url_hash(canonical) if canonical else "",
-        h1_count=min(h1, 32767), word_count=words, robots=clean(",".join(sorted(robots)), 200),
-        indexable=facts is not None and result.status == 200 and not robots & {"noindex", "none"},
-        content_hash=content_hash, outlinks=len(outcome.outlinks),
-        fetch_error=result.error.value if result.error else "",
-        fetch_error_detail=clean(result.error_detail, 500),
+    chain = [[clean(h.url, 2000), h.status, clean(h.location, 2000)] for h in result.redirects]
+    return (
+        audit_id, url_hash(outcome.url), outcome.url, kind, outcome.depth,
+        False, 0,  # in_sitemap and inlinks: set by finalize, from the frontier and the edges
+        clean(result.final_url, 8000), result.status, json.dumps(chain), len(chain),
+        clean(result.content_type, 100), min(result.size, 2**31 - 1), int(result.ttfb * 1000),
+        int(result.elapsed * 1000), clean(title, 1000), clean(description, 2000), clean(canonical, 8000),
+        url_hash(canonical) if canonical else "", min(h1, 32767), words, clean(",".join(sorted(robots)), 200),
+        facts is not None and result.status == 200 and not robots & {"noindex", "none"},
+        content_hash, len(outcome.outlinks), result.error.value if result.error else "",
+        clean(result.error_detail, 500), db_datetime(timezone.now()),
     )

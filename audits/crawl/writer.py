@@ -14,9 +14,10 @@ from crawler.urls import compile_patterns, url_hash
 
 from ..issue_rows import insert_issues, issue_for
 from ..models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge, Page
+from ..sql import insert_rows
 from . import admission
 from .progress import page_budget, record_lost
-from .rows import PAGE_UPDATE_FIELDS, clean, page_from
+from .rows import PAGE_COLUMNS, PAGE_UPDATE_FIELDS, clean, page_values
 from .setup import MAX_RESCHEDULES, CrawlSetup, knob
 
 EDGE_COLUMNS = ["audit_id", "source_hash", "source_url", "target_hash", "target_url", "tag", "anchor_text",
@@ -167,7 +168,7 @@ class ChunkWriter:
             done = FrontierURL.objects.held_by(self.lease)
             done = done.filter(id__in=ids) if len(ids) == len(hashes) else done.filter(url_hash__in=hashes)
             done.update(state=FrontierURL.State.DONE)
-            page_results = [o for o in outcomes if pages[url_hash(o.url)].kind == Page.Kind.PAGE]
+            page_results = [o for o in outcomes if pages[url_hash(o.url)][1] == Page.Kind.PAGE]
             severities = [issue.severity for issue in issues]
             self.audit.beat(
                 pages_crawled=len(page_results),
@@ -216,25 +217,22 @@ class ChunkWriter:
             kept.append(o)
         return kept
 
-    def _write_pages(self, outcomes: list[PageOutcome]) -> dict[str, Page]:
+    def _write_pages(self, outcomes: list[PageOutcome]) -> dict[str, tuple[int, str]]:
+        """Store the sub-batch's page rows; their (id, kind) by URL hash."""
         hashes = [url_hash(o.url) for o in outcomes]
         kinds = self.kinds
         if not all(digest in kinds for digest in hashes):
             kinds = dict(FrontierURL.objects.filter(audit=self.audit, url_hash__in=hashes)
                          .values_list("url_hash", "kind"))
-        rows = {digest: page_from(self.audit.pk, o, kinds.get(digest, Page.Kind.PAGE))
-                for o, digest in zip(outcomes, hashes, strict=True)}
+        kinds = {digest: kinds.get(digest, Page.Kind.PAGE) for digest in hashes}
         # A retried chunk re-writes the rows of URLs an earlier try stored.
-        Page.objects.bulk_create(rows.values(), update_conflicts=True, unique_fields=["audit", "url_hash"],
-                                 update_fields=PAGE_UPDATE_FIELDS)
-        if any(page.pk is None for page in rows.values()):  # backends that cannot return ids of upserts
-            ids = dict(Page.objects.filter(audit=self.audit, url_hash__in=hashes).values_list("url_hash", "id"))
-            for digest, page in rows.items():
-                page.pk = ids[digest]
-        return rows
+        insert_rows(Page, PAGE_COLUMNS, [page_values(self.audit.pk, o, kinds[url_hash(o.url)]) for o in outcomes],
+                    conflict=["audit_id", "url_hash"], update=PAGE_UPDATE_FIELDS)
+        ids = Page.objects.filter(audit=self.audit, url_hash__in=hashes).values_list("url_hash", "id")
+        return {digest: (pk, kinds[digest]) for digest, pk in ids}
 
-    def _write_issues(self, outcomes: list[PageOutcome], pages: dict[str, Page]) -> list[Issue]:
-        issues = [issue_for(self.audit.pk, pages[url_hash(o.url)].pk, o.url, f)
+    def _write_issues(self, outcomes: list[PageOutcome], pages: dict[str, tuple[int, str]]) -> list[Issue]:
+        issues = [issue_for(self.audit.pk, pages[url_hash(o.url)][0], o.url, f)
                   for o in outcomes for f in o.findings]
         insert_issues(issues)
         return issues
@@ -254,8 +252,7 @@ class ChunkWriter:
         for start in range(0, len(sources), admission.LOOKUP_BATCH):
             LinkEdge.objects.filter(audit=self.audit, source_hash__in=sources[start:start + admission.LOOKUP_BATCH]).delete()
         write_edges(edges)
-        candidates, blocked = admission.candidates_of(outcomes, self.audit, self.setup, self._crawlable)
-        return admission.admit(self.audit, candidates, blocked)
+        return admission.admit(self.audit, self.setup, outcomes, self._crawlable)
 
     def _crawlable(self, url: str) -> bool:
         """Include/exclude patterns, searched against the (already normalised) URL."""
@@ -266,20 +263,17 @@ class ChunkWriter:
 
 
 def write_edges(rows: list[tuple]) -> None:
-    """Append link edges (tuples in EDGE_COLUMNS order): about a hundred a page, most of a crawl's rows.
+    """Append link edges (tuples in EDGE_COLUMNS order), about a hundred a page.
 
-    They go through the database cursor as plain rows, COPY on PostgreSQL and one
-    prepared INSERT on others, because building a model instance per edge for
-    bulk_create made the edges most of the writer's time. Nothing can conflict:
-    the table has no unique key but its id.
+    PostgreSQL takes them through COPY, elsewhere ``insert_rows``. Nothing can
+    conflict: the table has no unique key but its id.
     """
+    if connection.vendor != "postgresql":
+        insert_rows(LinkEdge, EDGE_COLUMNS, rows)
+        return
     quote = connection.ops.quote_name
-    table, columns = quote(LinkEdge._meta.db_table), ", ".join(quote(c) for c in EDGE_COLUMNS)
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-        else:
-            marks = ", ".join(["%s"] * len(EDGE_COLUMNS))
-            cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+    columns = ", ".join(quote(c) for c in EDGE_COLUMNS)
+    with connection.cursor() as cursor, cursor.cursor.copy(
+            f"COPY {quote(LinkEdge._meta.db_table)} ({columns}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)

@@ -1,0 +1,38 @@
+"""Many rows in one prepared statement, for the crawl's busiest tables.
+
+bulk_create builds a model instance and compiles SQL for every value of every row;
+for the rows each fetched URL brings (its page, issues, frontier rows, link edges)
+that Python work, done while the crawl thread waits for the interpreter lock, was
+most of the audit's database time (benchmarks/RESULTS.md, "plain rows"). So these
+go as plain tuples through Django's cursor with ``executemany``, and ``ON CONFLICT``
+(SQLite and PostgreSQL alike) makes writing a row twice harmless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import connection
+
+
+def insert_rows(model, columns: Sequence[str], rows: Sequence[tuple], *, conflict: Sequence[str] = (),
+                update: Sequence[str] = ()) -> None:
+    """Insert ``rows`` (tuples in ``columns`` order); a row whose key exists is skipped, or
+    has its ``update`` columns overwritten when ``update`` is given (``conflict`` names the key)."""
+    if not rows:
+        return
+    quote = connection.ops.quote_name
+    sql = (f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(map(quote, columns))}) "
+           f"VALUES ({', '.join(['%s'] * len(columns))}) ON CONFLICT")
+    if update:
+        changes = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in update)
+        sql += f" ({', '.join(map(quote, conflict))}) DO UPDATE SET {changes}"
+    else:
+        sql += " DO NOTHING"
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
+
+
+def db_datetime(value):
+    """A datetime as the database driver takes it in a plain statement."""
+    return connection.ops.adapt_datetimefield_value(value)
