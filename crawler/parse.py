@@ -216,7 +216,7 @@ def content_hash(words: list[str]) -> str:
     """Hash of the lower-cased visible text; empty when there is no text at all."""
     if not words:
         return ""
-    return hashlib.blake2b(_lower_utf8(" ".join(words)), digest_size=16).hexdigest()
+    return hashlib.blake2b(lower_utf8(" ".join(words)), digest_size=16).hexdigest()
 
 
 # Bisection of a page's text stops at pieces this long, and gives up (lowering
@@ -225,7 +225,7 @@ _LOWER_PIECE = 256
 _LOWER_PIECES_MAX = 32
 
 
-def _lower_utf8(text: str) -> bytes:
+def lower_utf8(text: str) -> bytes:
     """``text.lower().encode()``, without lowering a whole page of text character by character.
 
     One non-ASCII character (a "©" in the footer) makes CPython lower every

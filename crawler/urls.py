@@ -66,7 +66,7 @@ _HEX_NUMBER = re.compile(r"0[xX][0-9A-Fa-f]*")
 # An absolute URL that may already be canonical: lower-case http(s) scheme and
 # host, an optional port, a path of characters normalisation never changes (no
 # "%", ";" or dot segment; checked below), no query, any fragment. Most links
-# on a page look like this; ``_already_normal`` confirms one without the parse.
+# on a page look like this; ``already_normal`` confirms one without the parse.
 _PLAIN = re.compile(r"(https?)://([a-z0-9.\-]+(?::[0-9]+)?)(/[A-Za-z0-9\-._~!$&'()*+,=:@/]*)?(?:#.*)?", re.DOTALL)
 
 
@@ -82,12 +82,12 @@ def normalize(url: str, base: str | None = None) -> str:
         raise InvalidURL("URL is not a string")
     if len(url) > _MAX_INPUT:
         raise InvalidURL(f"URL longer than {_MAX_INPUT} characters")
-    if base is None and (normal := _already_normal(url)) is not None:
+    if base is None and (normal := already_normal(url)) is not None:
         return normal
-    return _normalize(url, base)
+    return normalize_by_parsing(url, base)
 
 
-def _already_normal(url: str) -> str | None:
+def already_normal(url: str) -> str | None:
     """``url`` without its fragment if that is already its canonical form, else None (parse it).
 
     A regex match instead of the full parse, for the common case: most links
@@ -111,7 +111,8 @@ def _already_normal(url: str) -> str | None:
     return url if match.end(3) == len(url) else url[: match.end(3)]
 
 
-def _normalize(url: str, base: str | None) -> str:
+def normalize_by_parsing(url: str, base: str | None) -> str:
+    """``normalize`` without the shortcut for already canonical URLs: the full parse."""
     text = _clean(url)
     try:
         parts = urlsplit(text)
@@ -149,7 +150,7 @@ def origin_of(url: str) -> str:
 def url_hash(url: str) -> str:
     """A stable 32-hex-character key for ``url`` (pass it a normalised URL)."""
     if len(url) <= _MEMO_URL_MAX:
-        return _memo_hash(url)
+        return memo_hash(url)
     return _hash(url)
 
 
@@ -162,7 +163,7 @@ def _hash(url: str) -> str:
 # Only URLs of ordinary length are kept, so its size stays a few megabytes even
 # on a site whose links are all kilobytes long (links may be up to 32 KB).
 _MEMO_URL_MAX = 512
-_memo_hash = lru_cache(maxsize=16_384)(_hash)
+memo_hash = lru_cache(maxsize=16_384)(_hash)
 
 
 # Identifiers that differ between variants of one page template. Digit runs that

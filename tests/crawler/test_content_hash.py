@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from crawler.parse import _lower_utf8, content_hash
+from crawler.parse import content_hash, lower_utf8
 
 # Capital sigma (lowered by context), dotted capital I (lowers to two characters),
 # sharp s, titlecase digraphs, ligatures, astral characters, a no-break space.
@@ -27,7 +27,7 @@ def _texts(seed: int):
 
 def test_the_shortcut_lowers_exactly_as_str_lower_does():
     for text in _texts(seed=1204):
-        assert _lower_utf8(text) == text.lower().encode(), text[:80]
+        assert lower_utf8(text) == text.lower().encode(), text[:80]
 
 
 @pytest.mark.parametrize("text", [

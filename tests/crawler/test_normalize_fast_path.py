@@ -11,7 +11,7 @@ import pytest
 from benchmarks.corpus import build_corpus
 from crawler.page import outlinks_of
 from crawler.parse import parse_html
-from crawler.urls import InvalidURL, _already_normal, _normalize, normalize
+from crawler.urls import InvalidURL, already_normal, normalize, normalize_by_parsing
 
 SCHEMES = ["http", "https", "HTTP", "Https", "ftp", "http:", ""]
 HOSTS = [
@@ -44,7 +44,7 @@ def _generated(n: int, seed: int) -> list[str]:
 
 def _full(url: str) -> str:
     try:
-        return _normalize(url, None)
+        return normalize_by_parsing(url, None)
     except InvalidURL as exc:
         return f"InvalidURL: {exc}"
 
@@ -53,7 +53,7 @@ def _full(url: str) -> str:
 def test_the_shortcut_gives_what_the_full_parse_gives_or_leaves_the_url_to_it(seed):
     taken = 0
     for url in _generated(4000, seed):
-        fast = _already_normal(url)
+        fast = already_normal(url)
         if fast is not None:
             taken += 1
             assert fast == _full(url), url
@@ -72,7 +72,7 @@ def test_the_shortcut_gives_what_the_full_parse_gives_or_leaves_the_url_to_it(se
     "http://example.com/?q=1", "http://example.com/a b", " http://example.com/", "http://user@example.com/",
 ])
 def test_urls_normalisation_would_change_are_not_taken_by_the_shortcut(url):
-    assert _already_normal(url) is None
+    assert already_normal(url) is None
 
 
 @pytest.mark.parametrize("url, expected", [
@@ -82,7 +82,7 @@ def test_urls_normalisation_would_change_are_not_taken_by_the_shortcut(url):
     ("http://example.com/a:b@c/!$&'()*+,=#x y", "http://example.com/a:b@c/!$&'()*+,="),
 ])
 def test_canonical_urls_come_back_unchanged_less_their_fragment(url, expected):
-    assert _already_normal(url) == expected == _full(url)
+    assert already_normal(url) == expected == _full(url)
 
 
 def test_every_link_of_the_benchmark_corpus_normalises_as_before():

@@ -408,9 +408,9 @@ def test_scope_refuses_a_bad_pattern_when_built():
 
 
 def test_url_hash_memo_keeps_only_ordinary_length_urls_and_hashes_the_same_either_way():
-    urls._memo_hash.cache_clear()
+    urls.memo_hash.cache_clear()
     short, long = "https://example.com/a", "https://example.com/" + "x" * 5000
     for url in (short, long, short, long):
         assert url_hash(url) == hashlib.blake2b(url.encode(), digest_size=16).hexdigest()
-    info = urls._memo_hash.cache_info()
+    info = urls.memo_hash.cache_info()
     assert (info.currsize, info.hits) == (1, 1)  # the 5 KB URL was never kept
