@@ -175,7 +175,7 @@ async def _consume(
 REFILL_LEAD_MAX = 512
 
 
-def refill_lead(lead: int, used: int, window_size: int) -> int:
+def next_refill_lead(lead: int, used: int, window_size: int) -> int:
     """How few waiting items should prompt the next refill, after one whose wait used ``used``.
 
     Twice what the last wait used: when the window ran dry meanwhile, ``used``
@@ -222,7 +222,7 @@ async def run_window(
        and before the deadline, ``refill()`` runs (one call at a time, beside
        the work) and what it returns queues behind the rest. The lead is at
        least twice what the window holds and follows the refill's own latency
-       (see ``refill_lead``), so the window does not run dry while an answer
+       (see ``next_refill_lead``), so the window does not run dry while an answer
        is on its way. An empty answer means there is no more, and it is not
        asked again; but one that comes while more than two windows' worth
        still wait is asked once more when the window is nearly out of work
@@ -372,7 +372,7 @@ async def run_window(
                 else:
                     more = finished.result()
                     if more:
-                        refill_lead = refill_lead(refill_lead, started_total - started_at_ask, window.size)
+                        refill_lead = next_refill_lead(refill_lead, started_total - started_at_ask, window.size)
                         asked_again = False
                     elif asked_again or waiting_count() <= 2 * window.size:
                         refilled_all = True

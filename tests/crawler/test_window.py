@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 from crawler.types import FetchError, FetchResult
-from crawler.window import REFILL_LEAD_MAX, WindowPolicy, fetch_health, refill_lead, run_window
+from crawler.window import REFILL_LEAD_MAX, WindowPolicy, fetch_health, next_refill_lead, run_window
 
 
 @dataclass(frozen=True)
@@ -512,7 +512,7 @@ def test_a_slow_refill_is_asked_early_enough_that_the_window_stops_running_dry()
     (400, 5000, REFILL_LEAD_MAX),  # never above the cap
 ])
 def test_the_refill_lead_follows_what_the_last_wait_used(lead, used, expected):
-    assert refill_lead(lead, used, 2) == expected
+    assert next_refill_lead(lead, used, 2) == expected
 
 
 def test_the_refill_is_asked_by_twice_the_window_it_has_grown_to_not_the_one_it_started_with():
