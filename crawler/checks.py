@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
 from .catalogue import finding
-from .parse import Resolver, canonical_from_link_header, robots_directives
+from .directives import canonical_from_link_header, robots_directives
+from .html_rules import Resolver
 from .types import FetchError, FetchResult, Finding, PageFacts, Severity
 
 

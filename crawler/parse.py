@@ -12,479 +12,53 @@ stack in libxml2 and reads any depth with flat memory. Both see the event
 stream BeautifulSoup's lxml builder consumes, which is what makes the parity
 test with ``parse_bs4`` exact.
 
-What counts as a link and how text is measured is documented on the helpers
-below; ``parse_bs4`` follows the same rules the obvious way, over a tree.
+What counts as a link and how text is measured lives in ``html_rules`` (caps,
+URL attributes, resolution) and ``tree_text`` (anchor text, visible words);
+``parse_bs4`` follows the same rules the obvious way, over a tree. Decoding is
+``charset``'s, the content hash ``content_hash``'s, robots and Link-header
+directives ``directives``'.
 """
 
 from __future__ import annotations
 
-import codecs
-import dataclasses
-import hashlib
-import re
 import threading
-from urllib.parse import urljoin, urlsplit
 
 from lxml import etree
 
+from .charset import decode_html, utf8_source
+from .content_hash import content_hash
+from .directives import robots_directives
+from .html_rules import (
+    ALT_MAX,
+    ANCHOR_MAX,
+    DESCRIPTION_MAX,
+    FOREIGN_TAGS,
+    HEADING_LEVELS,
+    HIDDEN_TEXT_TAGS,
+    HTML_SPACE,
+    LANG_MAX,
+    MAX_CANONICALS,
+    MAX_DESCRIPTIONS,
+    MAX_HEADINGS,
+    MAX_HREFLANG,
+    MAX_IMAGES,
+    MAX_RAW_REFS,
+    META_MAX,
+    RESOURCE_ATTRS,
+    TITLE_MAX,
+    URL_MAX,
+    Resolver,
+    TextBuffer,
+    clip,
+    make_link,
+    rel_tokens,
+    resolve_url,
+)
+from .tree_text import AnchorText, has_ancestor, joined_text, visible_words
 from .types import Canonical, Image, Link, PageFacts
-
-# Field caps: crawled text ends up in database columns and HTML views, so every
-# string a hostile page controls is bounded here, once.
-TITLE_MAX = 1000
-DESCRIPTION_MAX = 2000
-ANCHOR_MAX = 200
-ALT_MAX = 1000
-URL_MAX = 4096
-META_MAX = 4096
-LANG_MAX = 100
-DIRECTIVE_MAX = 100
-# Count caps: how many of each repeated fact a page may contribute.
-MAX_IMAGES = 1000
-MAX_HEADINGS = 1000
-MAX_HREFLANG = 500
-MAX_CANONICALS = 20
-MAX_DESCRIPTIONS = 20
-MAX_DIRECTIVES = 50
-# References collected before resolution; past this they are only counted, so a
-# page made of nothing but links cannot grow the raw list without bound.
-MAX_RAW_REFS = 100_000
-
-# Where a reference lives, per tag: the attribute holding the URL.
-RESOURCE_ATTRS = {
-    "img": "src",
-    "script": "src",
-    "iframe": "src",
-    "source": "src",
-    "video": "src",
-    "audio": "src",
-    "embed": "src",
-    "object": "data",
-    "form": "action",
-}
-# Text inside these never counts as visible body text.
-HIDDEN_TEXT_TAGS = frozenset({"head", "script", "style", "noscript", "template", "title"})
-# <title> inside inline SVG or MathML is an accessible name, not the page title.
-FOREIGN_TAGS = frozenset({"svg", "math"})
-HEADING_LEVELS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
-HTML_SPACE = " \t\n\r\x0c"
-
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
-_URL_NOISE = str.maketrans("", "", "\t\n\r")
-_WS = re.compile(r"\s+")
-
-
-# ---------------------------------------------------------------- small helpers
-
-
-def sanitize(text: str) -> str:
-    """Drop NUL and C0 control characters (tab, LF and CR stay): databases reject NUL."""
-    if _CONTROL.search(text):
-        return _CONTROL.sub("", text)
-    return text
-
-
-def clip(text: str, cap: int) -> str:
-    """Whitespace-collapsed ``text`` cut to ``cap`` characters."""
-    return " ".join(text.split())[:cap].rstrip()
-
-
-_HAS_SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.\-]*:")
-
-
-class Resolver:
-    """Resolves attribute values against one base URL, as browsers do.
-
-    ``urljoin`` costs several microseconds a call, more than the rest of the
-    parse per link, so the shapes that make up nearly every real page
-    (absolute, scheme-relative, root-relative, plain relative, ``?query``,
-    ``#fragment``) are joined by string concatenation; anything with a dot
-    segment, a scheme or an odd base goes through ``urljoin``.
-    """
-
-    __slots__ = ("base", "scheme", "origin", "directory", "no_query", "no_fragment")
-
-    def __init__(self, base: str):
-        self.base = base
-        parts = urlsplit(base) if base.startswith(("http://", "https://")) else None
-        if parts is None or not parts.netloc or "/." in parts.path:
-            # Dot segments (or no usable base) in the base itself: urljoin always.
-            self.scheme = None
-            return
-        self.scheme = parts.scheme
-        self.origin = f"{parts.scheme}://{parts.netloc}"
-        path = parts.path or "/"
-        self.directory = self.origin + path[: path.rfind("/") + 1]
-        self.no_query = self.origin + path
-        self.no_fragment = base.split("#", 1)[0]
-
-    def __call__(self, raw: str) -> str | None:
-        """Absolute http(s) URL for an attribute value, or None if it is not one.
-
-        Surrounding whitespace is stripped and tabs and newlines inside dropped.
-        Empty values, ``javascript:``/``mailto:``/``tel:``/``data:`` and every
-        other non-http(s) scheme give None, as do URLs longer than ``URL_MAX``
-        (cutting one would invent a different URL).
-        """
-        value = raw.strip(HTML_SPACE)
-        if not value:
-            return None
-        if "\t" in value or "\n" in value or "\r" in value:
-            value = value.translate(_URL_NOISE)
-        first = value[0]
-        if first in "/?#" or first == ".":
-            # Cannot carry a scheme.
-            if self.scheme is None or first == "." or "/." in value:
-                url = self._join(value)
-            elif first == "/":
-                url = (self.scheme + ":" + value) if value[1:2] == "/" else self.origin + value
-            elif first == "?":
-                url = self.no_query + value
-            else:
-                url = self.no_fragment + value
-        elif value.startswith(("http://", "https://")):
-            url = value
-        elif scheme := _HAS_SCHEME.match(value):
-            # Schemes are case-insensitive; urljoin only lower-cases them when
-            # it recognises the base's scheme, so do it first.
-            value = value[: scheme.end()].lower() + value[scheme.end():]
-            url = value if value.startswith(("http://", "https://")) else self._join(value)
-        elif self.scheme is None or "/." in value:
-            url = self._join(value)
-        else:
-            url = self.directory + value
-        if url is None or not url.startswith(("http://", "https://")):
-            return None
-        return url if len(url) <= URL_MAX else None
-
-    def _join(self, value: str) -> str | None:
-        try:
-            return urljoin(self.base, value)
-        except ValueError:  # e.g. an unbalanced IPv6 bracket
-            return None
-
-
-def _fast_constructor(cls, names: tuple[str, ...]):
-    """A faster way to build the frozen, slotted ``cls`` from ``names`` in order.
-
-    A frozen dataclass's ``__init__`` sets each field through
-    ``object.__setattr__``; calling the slot descriptors directly takes half
-    the time, which matters for the hundred links of a page. Used only while
-    ``names`` are exactly the class's fields and it has no ``__post_init__``;
-    otherwise the class itself is returned, so a field added to it later
-    cannot be skipped.
-    """
-    if (
-        tuple(f.name for f in dataclasses.fields(cls)) != names
-        or hasattr(cls, "__post_init__")
-        or getattr(cls, "__slots__", None) != names
-    ):
-        return cls
-    new = object.__new__
-    setters = tuple(cls.__dict__[name].__set__ for name in names)
-    if len(names) == 5:
-        s0, s1, s2, s3, s4 = setters
-
-        def build5(a, b, c, d, e):
-            obj = new(cls)
-            s0(obj, a)
-            s1(obj, b)
-            s2(obj, c)
-            s3(obj, d)
-            s4(obj, e)
-            return obj
-
-        return build5
-    return cls
-
-
-_make_link = _fast_constructor(Link, ("url", "tag", "text", "rel", "nofollow"))
-
-
-def resolve_url(base: str, raw: str) -> str | None:
-    """One-off form of ``Resolver(base)(raw)``."""
-    return Resolver(base)(raw)
-
-
-def rel_tokens(value: str | None) -> tuple[str, ...]:
-    if not value:
-        return ()
-    return tuple(dict.fromkeys(value.lower().split()))
-
-
-def content_hash(words: list[str]) -> str:
-    """Hash of the lower-cased visible text; empty when there is no text at all."""
-    if not words:
-        return ""
-    return hashlib.blake2b(lower_utf8(" ".join(words)), digest_size=16).hexdigest()
-
-
-# Bisection of a page's text stops at pieces this long, and gives up (lowering
-# the whole text) past this many pieces holding non-ASCII characters.
-_LOWER_PIECE = 256
-_LOWER_PIECES_MAX = 32
-
-
-def lower_utf8(text: str) -> bytes:
-    """``text.lower().encode()``, without lowering a whole page of text character by character.
-
-    One non-ASCII character (a "©" in the footer) makes CPython lower every
-    character of the string through its Unicode tables, more than the rest of
-    the hash costs. ``bytes.lower`` lowers ASCII
-    letters only, and every byte of a multi-byte UTF-8 character is 0x80 or
-    above, so the encoded text lowered that way is exactly the answer when no
-    non-ASCII character changes under ``lower()``. Those characters are found
-    by bisecting the bytes with ``isascii`` (a few slices for a few of them)
-    and each piece holding one is checked; a piece that changes (a capital
-    letter outside ASCII, or many pieces, as in most non-English text) means
-    the whole text is lowered as before. The only mapping that depends on its
-    neighbours, capital sigma's, changes its own piece, so it never takes the
-    shortcut.
-    """
-    data = text.encode()
-    if text.isascii():
-        return data.lower()
-    pending = [(0, len(data))]
-    pieces = 0
-    while pending:
-        low, high = pending.pop()
-        if data[low:high].isascii():
-            continue
-        if high - low > _LOWER_PIECE:
-            middle = (low + high) // 2
-            pending += ((low, middle), (middle, high))
-            continue
-        pieces += 1
-        if pieces > _LOWER_PIECES_MAX:
-            break
-        # Whole characters: widen the cut over continuation bytes (0b10xxxxxx).
-        while low > 0 and 0x80 <= data[low] < 0xC0:
-            low -= 1
-        while high < len(data) and 0x80 <= data[high] < 0xC0:
-            high += 1
-        piece = data[low:high]
-        if piece.decode().lower() != piece.lower().decode():  # a non-ASCII character changes
-            break
-    else:
-        return data.lower()
-    return text.lower().encode()
-
-
-# Robots directives that carry a value after a colon, so "max-snippet: 50" is a
-# directive, whereas "otherbot: noindex" names a user agent.
-_VALUED_DIRECTIVES = frozenset(
-    {"max-snippet", "max-image-preview", "max-video-preview", "unavailable_after"}
-)
-# Agents whose directives apply to us: none named, the generic names, Google's.
-_OUR_AGENTS = frozenset({"", "robots", "*", "googlebot"})
-_AGENT_PREFIX = re.compile(r"([a-z0-9_.*\- ]+?)\s*:\s*(.*)", re.S)
-
-
-def robots_directives(value: str | None) -> frozenset[str]:
-    """Directives from an ``X-Robots-Tag`` value (or a meta robots content).
-
-    ``googlebot: noindex, nofollow`` applies both directives to googlebot;
-    directives for other named agents are ignored. Several headers joined with
-    commas are read in order, each agent prefix holding until the next one.
-    """
-    if not value:
-        return frozenset()
-    agent = ""
-    found: list[str] = []
-    for part in sanitize(value).lower().split(",")[: MAX_DIRECTIVES * 2]:
-        token = part.strip()
-        match = _AGENT_PREFIX.fullmatch(token)
-        if match and match.group(1).strip() not in _VALUED_DIRECTIVES:
-            agent = match.group(1).strip()
-            token = match.group(2).strip()
-        elif match:
-            token = f"{match.group(1).strip()}:{match.group(2).strip()}"
-        if token and agent in _OUR_AGENTS:
-            found.append(" ".join(token.split())[:DIRECTIVE_MAX])
-    return frozenset(found[:MAX_DIRECTIVES])
-
-
-_LINK_ENTRY = re.compile(r"<([^>]*)>((?:\s*;\s*[^;,<]*)*)")
-_REL_PARAM = re.compile(r"""(?i)\brel\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s;,"']+))""")
-
-
-def canonical_from_link_header(value: str | None) -> tuple[str, ...]:
-    """URLs of the ``rel=canonical`` entries of an HTTP ``Link`` header, as written."""
-    if not value:
-        return ()
-    found: list[str] = []
-    for match in _LINK_ENTRY.finditer(sanitize(value)):
-        rel = _REL_PARAM.search(match.group(2))
-        if rel is None:
-            continue
-        tokens = (rel.group(1) or rel.group(2) or rel.group(3) or "").lower().split()
-        if "canonical" in tokens:
-            found.append(match.group(1).strip()[:URL_MAX])
-            if len(found) >= MAX_CANONICALS:
-                break
-    return tuple(found)
-
-
-# ---------------------------------------------------------------- decoding
-
-# Labels browsers treat as another encoding (WHATWG Encoding Standard): Latin-1
-# and ASCII mean windows-1252 on the web, Shift_JIS means its Microsoft superset.
-_ALIASES = {
-    **dict.fromkeys(
-        ("iso-8859-1", "iso8859-1", "iso_8859-1", "latin1", "latin-1", "l1", "cp819",
-         "ibm819", "us-ascii", "ascii", "ansi_x3.4-1968", "windows-1252", "x-cp1252"),
-        "cp1252",
-    ),
-    **dict.fromkeys(
-        ("shift_jis", "shift-jis", "sjis", "x-sjis", "ms_kanji", "csshiftjis", "windows-31j"),
-        "cp932",
-    ),
-    **dict.fromkeys(("euc-kr", "ks_c_5601-1987", "windows-949", "cseuckr"), "cp949"),
-    **dict.fromkeys(("gb2312", "gbk", "x-gbk", "chinese", "csgb2312"), "gb18030"),
-    "iso-8859-9": "cp1254",
-    "latin5": "cp1254",
-    "tis-620": "cp874",
-    "iso-8859-11": "cp874",
-    "utf8": "utf-8",
-}
-# UTF-7 is refused by browsers (it smuggles markup past filters); the rest are not text codecs.
-_REFUSED = frozenset({"utf-7", "utf_7", "unicode-1-1-utf-7", "csunicode11utf7"})
-_BOMS = (
-    (codecs.BOM_UTF8, "utf-8"),
-    (codecs.BOM_UTF16_LE, "utf-16-le"),
-    (codecs.BOM_UTF16_BE, "utf-16-be"),
-)
-_META_CHARSET = re.compile(rb"""(?i)<meta[^>]*?charset\s*=\s*["']?\s*([a-z0-9_.:\-]+)""")
-META_SCAN_BYTES = 4096
-
-
-def _codec(label: str | None, *, from_meta: bool = False) -> str | None:
-    """Python codec name for a charset label, or None if unknown or unusable."""
-    if not label:
-        return None
-    name = label.strip().strip("\"'").strip().lower()
-    if not name or name in _REFUSED:
-        return None
-    name = _ALIASES.get(name, name)
-    try:
-        info = codecs.lookup(name)
-    except (LookupError, ValueError):
-        return None
-    if not getattr(info, "_is_text_encoding", True) or info.name in _REFUSED:
-        return None
-    if from_meta and info.name.startswith("utf-16"):
-        # A meta tag readable as ASCII proves the body is not UTF-16 (WHATWG).
-        return "utf-8"
-    return info.name
-
-
-def _detect(body: bytes) -> tuple[str, str]:
-    """No declaration: UTF-8 if it is (mostly) UTF-8, else windows-1252."""
-    try:
-        return body.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        pass
-    text = body.decode("utf-8", "replace")
-    replaced = text.count("\ufffd")
-    invalid = replaced - body.count(b"\xef\xbf\xbd")
-    valid_non_ascii = len(text) - len(text.encode("ascii", "ignore")) - replaced
-    # Windows-1252 prose almost never forms valid UTF-8 sequences, so a page
-    # with real multi-byte characters and a few bad bytes is UTF-8 with damage;
-    # random binary forms about one valid sequence per dozen invalid ones.
-    if valid_non_ascii and valid_non_ascii * 4 >= invalid:
-        return text, "utf-8"
-    return body.decode("cp1252", "replace"), "cp1252"
-
-
-def _declared(body: bytes, http_charset: str | None) -> tuple[bytes, str | None]:
-    """The body without its byte-order mark, and the charset declared for it, if any.
-
-    Order: a byte-order mark, the HTTP header charset, a meta charset in the
-    first 4 KiB. The BOM goes first, as in browsers (WHATWG Encoding
-    Standard): a UTF-16 page served with a stale header still reads.
-    """
-    for bom, name in _BOMS:
-        if body.startswith(bom):
-            return body[len(bom):], name
-    charset = _codec(http_charset)
-    if charset is None:
-        match = _META_CHARSET.search(body, 0, META_SCAN_BYTES)
-        charset = _codec(match.group(1).decode("ascii"), from_meta=True) if match else None
-    return body, charset
-
-
-def decode_html(body: bytes, http_charset: str | None) -> tuple[str, str]:
-    """Decode a page: (text, python codec name).
-
-    The charset is the one declared (``_declared``), else detected. Invalid
-    bytes become U+FFFD; NUL and C0 controls are removed.
-    """
-    body, charset = _declared(body, http_charset)
-    if charset is None:
-        text, charset = _detect(body)
-    else:
-        text = body.decode(charset, "replace")
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return sanitize(text), charset
-
-
-# The C0 controls ``sanitize`` removes, as bytes: in UTF-8 they only ever stand
-# for themselves (every byte of a multi-byte sequence is 0x80 or above).
-_CONTROL_BYTES = bytes(range(0x00, 0x09)) + b"\x0b\x0c" + bytes(range(0x0E, 0x20))
-
-
-def _utf8_source(body: bytes, http_charset: str | None) -> bytes | None:
-    """The page as clean UTF-8 bytes when decoding would only have checked it.
-
-    Nearly every page is valid UTF-8: then ``decode_html`` followed by lxml
-    re-encoding the text for libxml2 is a round trip that changes nothing but
-    the control characters, and deleting those from the bytes is the same edit.
-    Anything else (another charset, invalid bytes, a second BOM) gives None.
-    """
-    raw, charset = _declared(body, http_charset)
-    if charset not in (None, "utf-8") or raw.startswith(codecs.BOM_UTF8):
-        return None
-    if not raw.isascii():
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    return raw.translate(None, _CONTROL_BYTES)
-
 
 # ---------------------------------------------------------------- the parser target
 
-
-class _Text:
-    """Bounded accumulator for text that ends up whitespace-collapsed and clipped.
-
-    Raw text is compacted (whitespace runs to one space) when it grows; once the
-    compacted form is longer than the cap plus the one space ``strip`` may
-    remove, later text cannot change the clipped result, so it is ignored.
-    """
-
-    __slots__ = ("parts", "size", "cap", "full")
-
-    def __init__(self, cap: int):
-        self.parts: list[str] = []
-        self.size = 0
-        self.cap = cap
-        self.full = False
-
-    def add(self, chunk: str) -> None:
-        if self.full:
-            return
-        self.parts.append(chunk)
-        self.size += len(chunk)
-        if self.size > 4 * self.cap + 64:
-            compact = _WS.sub(" ", "".join(self.parts))
-            self.parts = [compact]
-            self.size = len(compact)
-            self.full = self.size > self.cap + 2
-
-    def value(self) -> str:
-        return clip("".join(self.parts), self.cap)
 
 
 class _Collector:
@@ -500,11 +74,11 @@ class _Collector:
         self.text: list[str] = []
         self.anchors: list[list | None] = []  # open <a>: their link record, or None
         self.h1_open: list[list[bool]] = []
-        self.title_buf: _Text | None = None
+        self.title_buf: TextBuffer | None = None
         self.title_depth = 0
         # Facts.
         self.base_href: str | None = None
-        self.refs: list[list] = []  # [raw url, tag, text or _Text, rel tokens, image alt]
+        self.refs: list[list] = []  # [raw url, tag, text or TextBuffer, rel tokens, image alt]
         self.refs_over = 0
         self.images: list[tuple[str, str | None]] = []
         self.title: str | None = None
@@ -597,7 +171,7 @@ class _Collector:
         href = attrib.get("href")
         record = None
         if href is not None:
-            record = self._add_ref(href, "a", _Text(ANCHOR_MAX), rel_tokens(attrib.get("rel")))
+            record = self._add_ref(href, "a", TextBuffer(ANCHOR_MAX), rel_tokens(attrib.get("rel")))
             if record is not None:
                 record.append(None)  # alt of the first image inside, the fallback text
         self.anchors.append(record)
@@ -663,7 +237,7 @@ class _Collector:
 
     def _in_head(self, element) -> bool:
         """Inside <head>: from the open-element count, or a tree element's ancestors."""
-        return self.in_head > 0 if element is None else _in(element, "head")
+        return self.in_head > 0 if element is None else has_ancestor(element, "head")
 
     def _base(self, tag, attrib) -> None:
         if self.base_href is None:
@@ -699,7 +273,7 @@ class _Collector:
         if not self.in_head:
             self.head_tags_in_body = True
         if self.title_buf is None:
-            self.title_buf = _Text(TITLE_MAX)
+            self.title_buf = TextBuffer(TITLE_MAX)
         self.title_depth += 1
 
     def _title_end(self, tag) -> None:
@@ -743,7 +317,7 @@ class _Collector:
 
         links: list[Link] = []
         seen: set[tuple[str, str]] = set()
-        anchor_text = None if tops is None else _AnchorText(tops, self.refs)
+        anchor_text = None if tops is None else AnchorText(tops, self.refs)
         dropped = self.refs_over
         for record in self.refs:
             raw, tag = record[0], record[1]
@@ -766,7 +340,7 @@ class _Collector:
                 else:
                     text = anchor_text(text)
             rel = record[3]
-            links.append(_make_link(url, tag, text, rel, "nofollow" in rel))
+            links.append(make_link(url, tag, text, rel, "nofollow" in rel))
 
         images: list[Image] = []
         seen_images: set[tuple[str, str | None]] = set()
@@ -785,7 +359,7 @@ class _Collector:
             if url is not None:
                 hreflang.append((clip(lang, LANG_MAX), url))
 
-        words = "".join(self.text).split() if tops is None else _visible_words(tops)
+        words = "".join(self.text).split() if tops is None else visible_words(tops)
         return PageFacts(
             title=self.title,
             title_count=self.title_count,
@@ -842,14 +416,6 @@ _END = {
 _WANTED = tuple(
     {"a", "area", "img", "link", "meta", "base", "html", "title", *RESOURCE_ATTRS, *HEADING_LEVELS}
 )
-_HIDDEN = tuple(HIDDEN_TEXT_TAGS)
-# Every text node of the document (comments and processing instructions are
-# not text nodes), as plain strings: several times faster than itertext().
-_ALL_TEXT = etree.XPath("//text()", smart_strings=False)
-_TEXT_BELOW = etree.XPath("descendant::text()", smart_strings=False)
-# Text nodes a page's anchors may read with _TEXT_BELOW before _AnchorText
-# switches to one walk of the page (a usual page reads a few hundred).
-ANCHOR_TEXT_NODES = 20_000
 # All text below an element as one string; whether it is blank needs no separators.
 _STRING = etree.XPath("string()", smart_strings=False)
 _local = threading.local()
@@ -868,7 +434,7 @@ def _parsers() -> tuple[etree.HTMLParser, etree.HTMLParser]:
     return parsers
 
 
-def _tree(source: str | bytes):
+def build_tree(source: str | bytes):
     """The page's first root element, or None when libxml2 stopped before the end.
 
     libxml2's tree builder gives up at a nesting depth of 256 (raising the
@@ -886,109 +452,6 @@ def _tree(source: str | bytes):
         return None
     return root
 
-
-def _in(element, *tags: str) -> bool:
-    for _ in element.iterancestors(*tags):
-        return True
-    return False
-
-
-def _joined(element, cap: int) -> str:
-    """All text under ``element`` (comments are not text), whitespace-collapsed
-    and clipped to ``cap``; reading stops once the clipped text is settled."""
-    if not len(element):
-        return clip(element.text or "", cap)
-    buf = _Text(cap)
-    for chunk in element.itertext():
-        buf.add(" ")
-        buf.add(chunk)
-        if buf.full:
-            break
-    return buf.value()
-
-
-class _AnchorText:
-    """Anchor texts from a tree: the text, else the first non-empty image alt, else "".
-
-    Each anchor's text nodes come from one XPath call, several times faster
-    than itertext(). Anchors nest, though, and each holds all the text below
-    it, so a page of nested anchors over a huge body would cost the body once
-    per anchor: past a budget of text nodes read, every anchor's text is
-    gathered instead in one walk of the document (``_one_pass``).
-    """
-
-    def __init__(self, tops: list, refs: list[list]):
-        self.tops = tops
-        self.refs = refs
-        self.budget = ANCHOR_TEXT_NODES
-        self.texts: dict | None = None
-
-    def __call__(self, element) -> str:
-        if not len(element):
-            text = clip(element.text or "", ANCHOR_MAX)
-        elif self.texts is not None:
-            text = self.texts.get(element, "")
-        else:
-            chunks = _TEXT_BELOW(element)
-            self.budget -= len(chunks)
-            if self.budget < 0:
-                self.texts = self._one_pass()
-                text = self.texts.get(element, "")
-            else:
-                text = clip(" ".join(chunks), ANCHOR_MAX)
-        if text:
-            return text
-        for img in element.iter("img"):
-            alt = img.get("alt")
-            if alt is not None:
-                alt = clip(alt, ANCHOR_MAX)
-                if alt:
-                    return alt
-        return ""
-
-    def _one_pass(self) -> dict:
-        """Every anchor's clipped text from one walk: each non-blank text node
-        goes to the anchors open around it that are not yet full, so the work
-        is the page plus a few hundred characters per anchor."""
-        anchors = {record[2] for record in self.refs if record[1] == "a"}
-        texts: dict = {}
-        open_buffers: dict = {}  # anchor element -> its _Text while it is open
-        filling: list[_Text] = []
-
-        def add(chunk: str | None) -> None:
-            nonlocal filling
-            if chunk and filling and not chunk.isspace():
-                for buf in filling:
-                    buf.add(" ")
-                    buf.add(chunk)
-                if any(buf.full for buf in filling):
-                    filling = [buf for buf in filling if not buf.full]
-
-        def close(element) -> None:
-            buf = open_buffers.pop(element, None)
-            if buf is not None:
-                texts[element] = buf.value()
-                if buf in filling:
-                    filling.remove(buf)
-            add(element.tail)
-
-        # iter() yields comments too (iterwalk does not), and their tails are
-        # text; an element is closed when a node that is not inside it comes.
-        for top in self.tops:
-            stack: list = []
-            for node in top.iter():
-                parent = node.getparent()
-                while stack and stack[-1] is not parent:
-                    close(stack.pop())
-                if node in anchors:
-                    buf = open_buffers[node] = _Text(ANCHOR_MAX)
-                    filling.append(buf)
-                if isinstance(node.tag, str):  # a comment's own text is not text
-                    add(node.text)
-                stack.append(node)
-            while stack:
-                close(stack.pop())
-        return texts
 
 
 def _tops(root) -> list:
@@ -1038,13 +501,13 @@ def _walk_top(c: _Collector, top) -> None:
             if tag == "h1" and ((el.text or "").strip() or _STRING(el).strip()):
                 c.h1_count += 1
         elif tag == "title":
-            if _in(el, *FOREIGN_TAGS):
+            if has_ancestor(el, *FOREIGN_TAGS):
                 continue
             c.title_count += 1
-            if not _in(el, "head"):
+            if not has_ancestor(el, "head"):
                 c.head_tags_in_body = True
             if c.title is None:
-                c.title = _joined(el, TITLE_MAX)
+                c.title = joined_text(el, TITLE_MAX)
         elif tag == "area":
             c._area(tag, el.attrib)
         elif tag == "base":
@@ -1053,17 +516,6 @@ def _walk_top(c: _Collector, top) -> None:
             c._html(tag, el.attrib)
 
 
-def _visible_words(tops: list) -> list[str]:
-    """Words of the text outside head, script, style, noscript, template and title.
-
-    Destructive: the hidden elements are cut out of the tree (their tails, which
-    are outside them, stay), so it runs after everything else has been read.
-    One XPath call then returns every remaining text node, in document order,
-    across all the roots.
-    """
-    for top in tops:
-        etree.strip_elements(top, *_HIDDEN, with_tail=False)
-    return " ".join(_ALL_TEXT(tops[0])).split()
 
 
 def _parse_events(collector: _Collector, text: str) -> None:
@@ -1082,12 +534,12 @@ def parse_html(
 ) -> PageFacts:
     """Extract the facts of one HTML page. Never raises for what the page contains."""
     collector = _Collector(url)
-    source = _utf8_source(body, http_charset)
+    source = utf8_source(body, http_charset)
     if source is None:
         source, charset = decode_html(body, http_charset)
     else:
         charset = "utf-8"
-    root = _tree(source) if source else None
+    root = build_tree(source) if source else None
     if root is None:
         if source:
             if isinstance(source, bytes):

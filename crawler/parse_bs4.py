@@ -14,7 +14,10 @@ import warnings
 from bs4 import BeautifulSoup, XMLParsedAsHTMLWarning
 from bs4.element import PreformattedString, Tag
 
-from .parse import (
+from .charset import decode_html
+from .content_hash import content_hash
+from .directives import robots_directives
+from .html_rules import (
     ALT_MAX,
     ANCHOR_MAX,
     DESCRIPTION_MAX,
@@ -34,11 +37,8 @@ from .parse import (
     URL_MAX,
     Resolver,
     clip,
-    content_hash,
-    decode_html,
     rel_tokens,
     resolve_url,
-    robots_directives,
 )
 from .types import Canonical, Image, Link, PageFacts
 

@@ -6,8 +6,8 @@ import json
 
 from django.utils import timezone
 
+from crawler.directives import canonical_from_link_header, robots_directives
 from crawler.page import PageOutcome
-from crawler.parse import canonical_from_link_header, robots_directives
 from crawler.urls import InvalidURL, normalize, url_hash
 
 from ..sql import db_datetime

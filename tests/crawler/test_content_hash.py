@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from crawler.parse import content_hash, lower_utf8
+from crawler.content_hash import content_hash, lower_utf8
 
 # Capital sigma (lowered by context), dotted capital I (lowers to two characters),
 # sharp s, titlecase digraphs, ligatures, astral characters, a no-break space.

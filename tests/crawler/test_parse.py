@@ -9,17 +9,10 @@ from urllib.parse import urljoin
 
 import pytest
 
-from crawler.parse import (
-    ANCHOR_MAX,
-    TITLE_MAX,
-    Resolver,
-    _make_link,
-    _tree,
-    canonical_from_link_header,
-    decode_html,
-    parse_html,
-    robots_directives,
-)
+from crawler.charset import decode_html
+from crawler.directives import canonical_from_link_header, robots_directives
+from crawler.html_rules import ANCHOR_MAX, TITLE_MAX, Resolver, make_link
+from crawler.parse import build_tree, parse_html
 from crawler.parse_bs4 import parse_html_bs4
 from crawler.types import Canonical, Image, Link
 
@@ -442,11 +435,11 @@ def test_pages_nested_deeper_than_the_tree_limit_are_read_to_the_end():
         b"<title>deep</title>" + b"<div>x " * 300 + b'<a href="/in">in</a>' + b"</div>" * 300
         + b'<p>after <a href="/after">after</a></p>'
     )
-    assert _tree(body) is None  # libxml2's tree builder gave up: the event path reads it
+    assert build_tree(body) is None  # libxml2's tree builder gave up: the event path reads it
     facts = parse_html(body, PAGE)
     assert urls(facts) == ["https://example.com/in", "https://example.com/after"]
     assert facts.word_count == 300 + 3
-    assert _tree(b"<p>shallow</p>") is not None  # the next page is a tree again
+    assert build_tree(b"<p>shallow</p>") is not None  # the next page is a tree again
 
 
 def test_content_after_the_closing_html_tag_is_read():
@@ -483,6 +476,6 @@ def test_nested_anchors_over_a_large_body_match_the_reference_quickly():
 
 
 def test_links_from_the_fast_constructor_equal_dataclass_links():
-    fast = _make_link("https://e.com/", "a", "text", ("nofollow",), True)
+    fast = make_link("https://e.com/", "a", "text", ("nofollow",), True)
     slow = Link("https://e.com/", "a", "text", ("nofollow",), True)
     assert fast == slow and hash(fast) == hash(slow) and type(fast) is Link

@@ -1,0 +1,228 @@
+"""The rules every HTML reader here follows: field caps, where URLs live, how text and links are cleaned.
+
+``parse`` (lxml) and ``parse_bs4`` (the reference) share them, which is what keeps their
+answers comparable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from urllib.parse import urljoin, urlsplit
+
+from .types import Link
+
+# Field caps: crawled text ends up in database columns and HTML views, so every
+# string a hostile page controls is bounded here, once.
+TITLE_MAX = 1000
+DESCRIPTION_MAX = 2000
+ANCHOR_MAX = 200
+ALT_MAX = 1000
+URL_MAX = 4096
+META_MAX = 4096
+LANG_MAX = 100
+DIRECTIVE_MAX = 100
+# Count caps: how many of each repeated fact a page may contribute.
+MAX_IMAGES = 1000
+MAX_HEADINGS = 1000
+MAX_HREFLANG = 500
+MAX_CANONICALS = 20
+MAX_DESCRIPTIONS = 20
+MAX_DIRECTIVES = 50
+# References collected before resolution; past this they are only counted, so a
+# page made of nothing but links cannot grow the raw list without bound.
+MAX_RAW_REFS = 100_000
+
+# Where a reference lives, per tag: the attribute holding the URL.
+RESOURCE_ATTRS = {
+    "img": "src",
+    "script": "src",
+    "iframe": "src",
+    "source": "src",
+    "video": "src",
+    "audio": "src",
+    "embed": "src",
+    "object": "data",
+    "form": "action",
+}
+# Text inside these never counts as visible body text.
+HIDDEN_TEXT_TAGS = frozenset({"head", "script", "style", "noscript", "template", "title"})
+# <title> inside inline SVG or MathML is an accessible name, not the page title.
+FOREIGN_TAGS = frozenset({"svg", "math"})
+HEADING_LEVELS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+HTML_SPACE = " \t\n\r\x0c"
+
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_URL_NOISE = str.maketrans("", "", "\t\n\r")
+_WS = re.compile(r"\s+")
+
+
+# ---------------------------------------------------------------- small helpers
+
+
+def sanitize(text: str) -> str:
+    """Drop NUL and C0 control characters (tab, LF and CR stay): databases reject NUL."""
+    if _CONTROL.search(text):
+        return _CONTROL.sub("", text)
+    return text
+
+
+def clip(text: str, cap: int) -> str:
+    """Whitespace-collapsed ``text`` cut to ``cap`` characters."""
+    return " ".join(text.split())[:cap].rstrip()
+
+
+_HAS_SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.\-]*:")
+
+
+class Resolver:
+    """Resolves attribute values against one base URL, as browsers do.
+
+    ``urljoin`` costs several microseconds a call, more than the rest of the
+    parse per link, so the shapes that make up nearly every real page
+    (absolute, scheme-relative, root-relative, plain relative, ``?query``,
+    ``#fragment``) are joined by string concatenation; anything with a dot
+    segment, a scheme or an odd base goes through ``urljoin``.
+    """
+
+    __slots__ = ("base", "scheme", "origin", "directory", "no_query", "no_fragment")
+
+    def __init__(self, base: str):
+        self.base = base
+        parts = urlsplit(base) if base.startswith(("http://", "https://")) else None
+        if parts is None or not parts.netloc or "/." in parts.path:
+            # Dot segments (or no usable base) in the base itself: urljoin always.
+            self.scheme = None
+            return
+        self.scheme = parts.scheme
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        path = parts.path or "/"
+        self.directory = self.origin + path[: path.rfind("/") + 1]
+        self.no_query = self.origin + path
+        self.no_fragment = base.split("#", 1)[0]
+
+    def __call__(self, raw: str) -> str | None:
+        """Absolute http(s) URL for an attribute value, or None if it is not one.
+
+        Surrounding whitespace is stripped and tabs and newlines inside dropped.
+        Empty values, ``javascript:``/``mailto:``/``tel:``/``data:`` and every
+        other non-http(s) scheme give None, as do URLs longer than ``URL_MAX``
+        (cutting one would invent a different URL).
+        """
+        value = raw.strip(HTML_SPACE)
+        if not value:
+            return None
+        if "\t" in value or "\n" in value or "\r" in value:
+            value = value.translate(_URL_NOISE)
+        first = value[0]
+        if first in "/?#" or first == ".":
+            # Cannot carry a scheme.
+            if self.scheme is None or first == "." or "/." in value:
+                url = self._join(value)
+            elif first == "/":
+                url = (self.scheme + ":" + value) if value[1:2] == "/" else self.origin + value
+            elif first == "?":
+                url = self.no_query + value
+            else:
+                url = self.no_fragment + value
+        elif value.startswith(("http://", "https://")):
+            url = value
+        elif scheme := _HAS_SCHEME.match(value):
+            # Schemes are case-insensitive; urljoin only lower-cases them when
+            # it recognises the base's scheme, so do it first.
+            value = value[: scheme.end()].lower() + value[scheme.end():]
+            url = value if value.startswith(("http://", "https://")) else self._join(value)
+        elif self.scheme is None or "/." in value:
+            url = self._join(value)
+        else:
+            url = self.directory + value
+        if url is None or not url.startswith(("http://", "https://")):
+            return None
+        return url if len(url) <= URL_MAX else None
+
+    def _join(self, value: str) -> str | None:
+        try:
+            return urljoin(self.base, value)
+        except ValueError:  # e.g. an unbalanced IPv6 bracket
+            return None
+
+
+def fast_constructor(cls, names: tuple[str, ...]):
+    """A faster way to build the frozen, slotted ``cls`` from ``names`` in order.
+
+    A frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``; calling the slot descriptors directly takes half
+    the time, which matters for the hundred links of a page. Used only while
+    ``names`` are exactly the class's fields and it has no ``__post_init__``;
+    otherwise the class itself is returned, so a field added to it later
+    cannot be skipped.
+    """
+    if (
+        tuple(f.name for f in dataclasses.fields(cls)) != names
+        or hasattr(cls, "__post_init__")
+        or getattr(cls, "__slots__", None) != names
+    ):
+        return cls
+    new = object.__new__
+    setters = tuple(cls.__dict__[name].__set__ for name in names)
+    if len(names) == 5:
+        s0, s1, s2, s3, s4 = setters
+
+        def build5(a, b, c, d, e):
+            obj = new(cls)
+            s0(obj, a)
+            s1(obj, b)
+            s2(obj, c)
+            s3(obj, d)
+            s4(obj, e)
+            return obj
+
+        return build5
+    return cls
+
+
+make_link = fast_constructor(Link, ("url", "tag", "text", "rel", "nofollow"))
+
+
+def resolve_url(base: str, raw: str) -> str | None:
+    """One-off form of ``Resolver(base)(raw)``."""
+    return Resolver(base)(raw)
+
+
+def rel_tokens(value: str | None) -> tuple[str, ...]:
+    if not value:
+        return ()
+    return tuple(dict.fromkeys(value.lower().split()))
+
+
+
+class TextBuffer:
+    """Bounded accumulator for text that ends up whitespace-collapsed and clipped.
+
+    Raw text is compacted (whitespace runs to one space) when it grows; once the
+    compacted form is longer than the cap plus the one space ``strip`` may
+    remove, later text cannot change the clipped result, so it is ignored.
+    """
+
+    __slots__ = ("parts", "size", "cap", "full")
+
+    def __init__(self, cap: int):
+        self.parts: list[str] = []
+        self.size = 0
+        self.cap = cap
+        self.full = False
+
+    def add(self, chunk: str) -> None:
+        if self.full:
+            return
+        self.parts.append(chunk)
+        self.size += len(chunk)
+        if self.size > 4 * self.cap + 64:
+            compact = _WS.sub(" ", "".join(self.parts))
+            self.parts = [compact]
+            self.size = len(compact)
+            self.full = self.size > self.cap + 2
+
+    def value(self) -> str:
+        return clip("".join(self.parts), self.cap)
+
