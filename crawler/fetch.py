@@ -22,7 +22,9 @@ back as ``FetchResult(error=FetchError.X, error_detail="...")``. The pieces:
   The wire cap counts what the connection received (``net.CountingStream``),
   so chunk framing cannot smuggle unbounded bytes past it.
 * Failures are translated by exception type and by where they happened
-  (before the response head, or while reading the body).
+  (before the response head, or while reading the body): ``transport_errors``.
+* Whether an answer is final or worth another try (Retry-After, backoff with
+  jitter) is ``retry``'s decision.
 """
 
 from __future__ import annotations
@@ -30,46 +32,37 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import email.utils
 import functools
 import math
-import os
 import random
-import re
 import socket
 import ssl
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
 
 import httpcore
 import httpx
 
 from .errors import (
     BodyTooLarge,
-    ConnectFailed,
-    ConnectTimeoutError,
     CrawlError,
     DeadlineExceeded,
     DecompressionLimit,
-    IncompleteBody,
     InvalidURLError,
-    ProtocolFailure,
     RateLimited,
-    ReadTimeoutError,
     RedirectBlockedScheme,
     RedirectLoop,
-    TLSFailure,
     TooManyRedirects,
 )
 from .inflate import Decoder, UnsupportedCoding
 from .net import AddressGuard, CountingStream, GuardedBackend
+from .retry import FINAL, Plan, RetryPlanner
+from .transport_errors import translate
 from .types import FetchError, FetchResult, Hop
 
 MiB = 1024 * 1024
-_E = TypeVar("_E", bound=BaseException)
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -139,28 +132,11 @@ class _Response:
     content_type: str
     charset: str | None
     ttfb: float
-    plan: _Plan
+    plan: Plan
     body: bytes | None = None
     size: int = 0
     error: CrawlError | None = None
     detail: str = ""
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What to do about a status: ``final``, ``retry`` after ``delay``, or ``rate_limited``.
-
-    A ``rate_limited`` plan with ``retry_after`` set is one the caller may
-    reschedule; without it the URL is given up.
-    """
-
-    action: str = "final"
-    delay: float = 0.0
-    reason: str = ""
-    retry_after: float | None = None
-
-
-_FINAL = _Plan()
 
 
 @dataclass
@@ -201,8 +177,7 @@ class Fetcher:
         self.policy = policy
         self.guard = guard
         self._sleep = sleep
-        self._clock = clock
-        self._random = random.Random()
+        self._retry = RetryPlanner(policy, clock, random.Random())
         concurrency = max(1, concurrency)
         ssl_context = verify if isinstance(verify, ssl.SSLContext) else _ssl_context(verify)
         backend = GuardedBackend(guard, network_backend)
@@ -363,8 +338,8 @@ class Fetcher:
 
             def plan(
                 status: int, headers: dict[str, str], attempt: int = attempt, last: bool = last
-            ) -> _Plan:
-                return self._plan(status, headers, attempt, last, budget_end)
+            ) -> Plan:
+                return self._retry.plan(status, headers, attempt, last, budget_end)
 
             try:
                 response = await self._exchange(
@@ -379,13 +354,13 @@ class Fetcher:
             except CrawlError as exc:
                 if not exc.retryable or last:
                     raise
-                delay = self._backoff(attempt)
+                delay = self._retry.backoff(attempt)
                 if time.monotonic() + delay >= budget_end:
                     raise
                 await self._sleep(delay)
                 continue
             if response.error is not None and response.error.retryable and not last:
-                await self._sleep(self._backoff(attempt))
+                await self._sleep(self._retry.backoff(attempt))
                 continue
             if response.plan.action == "retry":
                 await self._sleep(response.plan.delay)
@@ -394,58 +369,6 @@ class Fetcher:
                 response.error = RateLimited(response.plan.reason)
             return response
         raise AssertionError("unreachable: the last attempt always returns or raises")
-
-    def _plan(
-        self, status: int, headers: dict[str, str], attempt: int, last: bool, budget_end: float
-    ) -> _Plan:
-        """Decide from the status and Retry-After whether this answer is final.
-
-        Only 429 and 503 are throttling: a Retry-After on any other retried
-        status is ignored past the cap (a 500 stays a 500).
-        """
-        policy = self.policy
-        if status not in policy.retry_statuses:
-            return _FINAL
-        throttled = status in (429, 503)
-        wait = parse_retry_after(headers.get("retry-after"), self._clock(), headers.get("date"))
-        if wait is not None and wait > policy.retry_after_cap:
-            if not throttled:
-                return _FINAL
-            if wait > policy.reschedule_cap:
-                cap = max(policy.retry_after_cap, policy.reschedule_cap)
-                reason = f"Retry-After asks for {_seconds(wait)}, more than the {cap:g} s cap"
-                return _Plan("rate_limited", wait, reason)
-            return self._rate_limited(wait, f"Retry-After asks for {_seconds(wait)}")
-        if last:
-            # Still throttled after every retry: a 429 always, a 503 when it says
-            # how long (without a Retry-After a 503 is an ordinary server error).
-            # Only a server that said when to come back gets a later try: without
-            # a Retry-After, more rounds of retries would only hammer it.
-            if status == 429 and wait is None:
-                return _Plan("rate_limited", 0.0, f"Still 429 after {attempt + 1} attempts")
-            if status == 429 or (status == 503 and wait is not None and policy.reschedule_cap > 0):
-                pause = max(wait, policy.rate_limited_pause)
-                return self._rate_limited(pause, f"Still {status} after {attempt + 1} attempts")
-            return _FINAL
-        delay = max(wait or 0.0, self._backoff(attempt))
-        if time.monotonic() + delay >= budget_end:
-            if throttled and wait is None:
-                return _Plan("rate_limited", delay, "Retrying would exceed the fetch budget")
-            if throttled:
-                return self._rate_limited(delay, "Waiting as asked would exceed the fetch budget")
-            return _FINAL
-        return _Plan("retry", delay)
-
-    def _rate_limited(self, wait: float, reason: str) -> _Plan:
-        """RATE_LIMITED, carrying ``wait`` as the retry time when the caller can reschedule that far."""
-        retry_after = wait if wait <= self.policy.reschedule_cap else None
-        return _Plan("rate_limited", wait, reason, retry_after)
-
-    def _backoff(self, attempt: int) -> float:
-        # Exponential with "equal jitter": half fixed, half random, so retries
-        # from many pages do not arrive at the server in lockstep.
-        ceiling = min(self.policy.backoff_cap, self.policy.backoff_base * 2**attempt)
-        return ceiling / 2 + self._random.uniform(0, ceiling / 2)
 
     @contextlib.asynccontextmanager
     async def _slot(self) -> AsyncIterator[httpcore.AsyncConnectionPool]:
@@ -466,7 +389,7 @@ class Fetcher:
         keep_body: bool | None,
         max_bytes: int | None,
         deadline: float,
-        plan: Callable[[int, dict[str, str]], _Plan],
+        plan: Callable[[int, dict[str, str]], Plan],
     ) -> _Response:
         """Send one request and read (or skip) its body, all within ``deadline`` seconds."""
         async with self._slot() as pool:
@@ -486,7 +409,7 @@ class Fetcher:
             except TimeoutError:
                 raise _deadline_cut(deadline) from None
             except _HTTPCORE_ERRORS as exc:
-                raise _translate(exc, in_body=False) from None
+                raise translate(exc, in_body=False) from None
             try:
                 response = _head(raw, str(url), time.monotonic() - started)
                 response.plan = plan(response.status, response.headers)
@@ -553,7 +476,7 @@ class Fetcher:
                 for piece in decoder.flush():
                     body += piece
         except _HTTPCORE_ERRORS as exc:
-            response.error = _translate(exc, in_body=True, at_eof=stream.at_eof)
+            response.error = translate(exc, in_body=True, at_eof=stream.at_eof)
         except CrawlError as exc:  # a corrupt compressed stream
             response.error = exc
         if decoder.exceeded and response.error is None:
@@ -683,7 +606,7 @@ def _head(raw: httpcore.Response, url: str, ttfb: float) -> _Response:
         content_type=content_type,
         charset=charset,
         ttfb=ttfb,
-        plan=_FINAL,
+        plan=FINAL,
     )
 
 
@@ -722,106 +645,13 @@ def _content_length(headers: dict[str, str]) -> int | None:
     return int(value) if value.isascii() and value.isdigit() else None
 
 
-_DIGITS = re.compile(r"[0-9]+")
-
-
-def parse_retry_after(value: str | None, now: float, server_date: str | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date), or None.
-
-    An HTTP-date is measured from the response's own Date header when it has a
-    usable one, so a server whose clock is off by minutes still gets the wait
-    it meant; otherwise from ``now``.
-    """
-    if not value:
-        return None
-    value = value.strip()
-    if _DIGITS.fullmatch(value):
-        return float(value) if len(value) <= 12 else math.inf
-    when = _http_date(value)
-    if when is None:
-        return None
-    sent = _http_date(server_date)
-    return max(0.0, when - (sent if sent is not None else now))
-
-
-def _http_date(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return email.utils.parsedate_to_datetime(value.strip()).timestamp()
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-
-
-def _seconds(value: float) -> str:
-    return "forever" if math.isinf(value) else f"{value:.0f} s"
-
-
 def _short(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
 
 
-def _translate(exc: Exception, *, in_body: bool, at_eof: bool = False) -> CrawlError:
-    """Map an httpcore failure to our named outcome with a short message.
-
-    Decided by the exception's type and by where it happened: before the
-    response head or in the body, and, for a body that breaks off, whether
-    the server had closed the connection (``at_eof``).
-    """
-    message = str(exc) or type(exc).__name__
-    if isinstance(exc, httpcore.ConnectTimeout):
-        return ConnectTimeoutError("Connection timed out")
-    if isinstance(exc, httpcore.TimeoutException):
-        return ReadTimeoutError("The server stopped sending data (read timeout)")
-    if isinstance(exc, httpcore.ConnectError):
-        tls = _cause(exc, ssl.SSLError)
-        if tls is not None:
-            reason = (
-                getattr(tls, "verify_message", None) or getattr(tls, "reason", None) or str(tls)
-            )
-            return TLSFailure(f"TLS failed: {reason}")
-        # anyio wraps the socket error ("All connection attempts failed");
-        # the errno underneath says what actually happened.
-        os_error = _cause(exc, OSError, with_errno=True)
-        if os_error is not None:
-            return ConnectFailed(f"Could not connect: {os.strerror(os_error.errno)}")
-        return ConnectFailed(f"Could not connect: {message}")
-    if isinstance(exc, (httpcore.ReadError, httpcore.WriteError)):
-        if in_body:
-            return IncompleteBody("The connection broke before the body was complete")
-        return ConnectFailed(f"The connection broke before a response: {message}")
-    if isinstance(exc, httpcore.RemoteProtocolError):
-        if in_body and at_eof:
-            return IncompleteBody("The server closed the connection before the body was complete")
-        return ProtocolFailure(f"Malformed HTTP response: {_plain(message)}")
-    if isinstance(exc, httpcore.UnsupportedProtocol):
-        return InvalidURLError(f"Invalid URL: {message}")
-    if isinstance(exc, httpcore.LocalProtocolError):
-        return ProtocolFailure(f"The request could not be sent: {message}")
-    return ProtocolFailure(f"HTTP error: {message}")
-
-
-def _plain(message: str) -> str:
-    # h11 quotes the offending bytes as bytearray(b'...'); a report needs just the text.
-    return re.sub(r"bytearray\(b(['\"])(.*?)\1\)", r"'\2'", message)
-
-
-def _cause(exc: BaseException, kind: type[_E], *, with_errno: bool = False) -> _E | None:
-    """The first exception of ``kind`` in ``exc``'s cause chain (bounded walk)."""
-    current: BaseException | None = exc
-    for _ in range(10):
-        if current is None:
-            return None
-        if isinstance(current, kind) and (not with_errno or getattr(current, "errno", None)):
-            return current
-        current = current.__cause__ or current.__context__
-    return None
-
-
 __all__ = [
     "FetchPolicy",
     "Fetcher",
-    "parse_retry_after",
     "MiB",
 ]

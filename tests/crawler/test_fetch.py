@@ -16,8 +16,9 @@ import pytest
 import trustme
 
 from crawler import fetch as fetch_module
-from crawler.fetch import Fetcher, FetchPolicy, parse_retry_after
+from crawler.fetch import Fetcher, FetchPolicy
 from crawler.net import AddressGuard
+from crawler.retry import parse_retry_after
 from crawler.types import FetchError, Hop
 from tests.crawler.hostile_server import (
     OK_HTML,
