@@ -30,7 +30,6 @@ back as ``FetchResult(error=FetchError.X, error_detail="...")``. The pieces:
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import functools
 import math
@@ -38,7 +37,6 @@ import random
 import socket
 import ssl
 import time
-import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
@@ -58,6 +56,8 @@ from .errors import (
 )
 from .inflate import Decoder, UnsupportedCoding
 from .net import AddressGuard, CountingStream, GuardedBackend
+from .request_url import basic_auth, origin, parse_url, scheme_of, strip
+from .response_head import content_length, header_text, parse_content_type
 from .retry import FINAL, Plan, RetryPlanner
 from .transport_errors import translate
 from .types import FetchError, FetchResult, Hop
@@ -266,17 +266,17 @@ class Fetcher:
     ) -> FetchResult:
         policy = self.policy
         budget_end = trail.started + policy.total_budget
-        target = _parse_url(trail.url)
-        credentials = _basic_auth(target)
-        cred_origin = _origin(target)
-        target = _strip(target)
+        target = parse_url(trail.url)
+        credentials = basic_auth(target)
+        cred_origin = origin(target)
+        target = strip(target)
         method = trail.method
         seen = {str(target)}
         for hop in range(policy.max_redirects + 1):
             # Credentials from the start URL go only to the origin they came with.
             headers = (
                 [(b"Authorization", credentials.encode())]
-                if credentials and _origin(target) == cred_origin
+                if credentials and origin(target) == cred_origin
                 else []
             )
             response = await self._with_retries(
@@ -288,7 +288,7 @@ class Fetcher:
             if location is None or response.error is not None:
                 return self._finished(trail, response)
             location = location.strip()
-            scheme = _scheme_of(location)
+            scheme = scheme_of(location)
             if scheme not in ("", "http", "https"):
                 # Decided on the raw header: file:, data: and javascript: URLs
                 # need not even parse for us to refuse them.
@@ -303,7 +303,7 @@ class Fetcher:
                 return self._finished(trail, response, invalid)
             # Userinfo never goes on the wire in the URL: the Authorization
             # header above is the only way credentials travel, and only home.
-            next_url = _strip(next_url)
+            next_url = strip(next_url)
             trail.hops.append(Hop(str(target), response.status, str(next_url)))
             if str(next_url) in seen:
                 return self._finished(
@@ -440,7 +440,7 @@ class Fetcher:
         """Fill ``response.body`` within the wire and decoded caps, or set ``response.error``."""
         wire_cap = max_bytes if max_bytes is not None else self.policy.max_body_bytes
         decoded_cap = max_bytes if max_bytes is not None else self.policy.max_decoded_bytes
-        declared = _content_length(response.headers)
+        declared = content_length(response.headers)
         if declared is not None and declared > wire_cap and not partial:
             response.error = BodyTooLarge(
                 f"Content-Length is {declared} bytes, more than the {wire_cap}-byte cap"
@@ -529,7 +529,7 @@ async def _drain_small(
     connection goes back to the pool (httpcore closes a connection whose
     response was not read to the end). Larger or unknown-length bodies are
     not worth it: the connection is simply closed."""
-    declared = _content_length(response.headers)
+    declared = content_length(response.headers)
     bodiless = method == "HEAD" or response.status in (204, 304)
     small = declared is not None and declared <= _DRAIN_LIMIT
     if not bodiless and (not small or "transfer-encoding" in response.headers):
@@ -551,54 +551,14 @@ def _ssl_context(verify: bool) -> ssl.SSLContext:
     return httpx.create_ssl_context(verify=verify, trust_env=False)
 
 
-def _parse_url(url: str) -> httpx.URL:
-    try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, UnicodeError, ValueError, TypeError) as exc:
-        raise InvalidURLError(f"Invalid URL: {exc}") from None
-    if parsed.scheme not in ("http", "https"):
-        raise InvalidURLError(
-            f"Only http and https URLs are fetched, not {parsed.scheme or 'a relative URL'}"
-        )
-    if not parsed.host:
-        raise InvalidURLError("The URL has no host")
-    return parsed
-
-
-def _scheme_of(location: str) -> str:
-    try:
-        return urllib.parse.urlsplit(location).scheme.lower()
-    except ValueError:
-        return ""
-
-
-def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
-    port = url.port or (443 if url.scheme == "https" else 80)
-    return url.scheme, url.host, port
-
-
-def _strip(url: httpx.URL) -> httpx.URL:
-    """The URL without credentials or fragment (neither belongs on the wire)."""
-    if not url.userinfo and not url.fragment and not str(url).endswith("#"):
-        return url  # most URLs: building a copy is a second parse
-    return url.copy_with(userinfo=b"", fragment=None)
-
-
-def _basic_auth(url: httpx.URL) -> str | None:
-    if not url.userinfo:
-        return None
-    token = base64.b64encode(f"{url.username}:{url.password}".encode()).decode("ascii")
-    return f"Basic {token}"
-
-
 def _head(raw: httpcore.Response, url: str, ttfb: float) -> _Response:
     headers: dict[str, str] = {}
     for name, value in raw.headers:
         # h11 has checked that names are tokens (ASCII); httpcore keeps their case.
         key = name.decode("ascii").lower()
-        text = _header_text(value)
+        text = header_text(value)
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
-    content_type, charset = _parse_content_type(headers.get("content-type", ""))
+    content_type, charset = parse_content_type(headers.get("content-type", ""))
     return _Response(
         url=url,
         status=raw.status,
@@ -610,39 +570,8 @@ def _head(raw: httpcore.Response, url: str, ttfb: float) -> _Response:
     )
 
 
-def _header_text(value: bytes) -> str:
-    """A header value as text: ASCII, else UTF-8, else Latin-1.
-
-    httpx tries the same three but picks one for the whole header block, so
-    one Latin-1 value there garbles every UTF-8 one; here each value is read
-    on its own."""
-    try:
-        return value.decode("ascii")
-    except UnicodeDecodeError:
-        pass
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return value.decode("latin-1")
-
-
 def _deadline_cut(deadline: float) -> DeadlineExceeded:
     return DeadlineExceeded(f"No complete response within the {deadline:g} s deadline")
-
-
-def _parse_content_type(value: str) -> tuple[str, str | None]:
-    mime, _, params = value.partition(";")
-    charset = None
-    for param in params.split(";"):
-        key, _, val = param.partition("=")
-        if key.strip().lower() == "charset":
-            charset = val.strip().strip("\"'").lower() or None
-    return mime.strip().lower(), charset
-
-
-def _content_length(headers: dict[str, str]) -> int | None:
-    value = headers.get("content-length", "").split(",")[0].strip()
-    return int(value) if value.isascii() and value.isdigit() else None
 
 
 def _short(text: str) -> str:

@@ -1,0 +1,34 @@
+"""Reading a response's head: header values as text, the media type and charset, the declared length."""
+
+from __future__ import annotations
+
+
+def header_text(value: bytes) -> str:
+    """A header value as text: ASCII, else UTF-8, else Latin-1.
+
+    httpx tries the same three but picks one for the whole header block, so
+    one Latin-1 value there garbles every UTF-8 one; here each value is read
+    on its own."""
+    try:
+        return value.decode("ascii")
+    except UnicodeDecodeError:
+        pass
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
+def parse_content_type(value: str) -> tuple[str, str | None]:
+    mime, _, params = value.partition(";")
+    charset = None
+    for param in params.split(";"):
+        key, _, val = param.partition("=")
+        if key.strip().lower() == "charset":
+            charset = val.strip().strip("\"'").lower() or None
+    return mime.strip().lower(), charset
+
+
+def content_length(headers: dict[str, str]) -> int | None:
+    value = headers.get("content-length", "").split(",")[0].strip()
+    return int(value) if value.isascii() and value.isdigit() else None
