@@ -163,7 +163,7 @@ class ChunkWriter:
             pages = self._write_pages(outcomes)
             issues = self._write_issues(outcomes, pages)
             discovered = self._write_links(outcomes)
-            hashes = [url_hash(o.url) for o in outcomes]
+            hashes = list(pages)
             ids = [self.ids[digest] for digest in hashes if digest in self.ids]
             done = FrontierURL.objects.held_by(self.lease)
             done = done.filter(id__in=ids) if len(ids) == len(hashes) else done.filter(url_hash__in=hashes)
@@ -241,14 +241,15 @@ class ChunkWriter:
         """Link edges for every outlink; new frontier rows for what the crawl should fetch."""
         origin = self.setup.scope.origin if self.setup.scope else None
         inside = f"{origin}/" if origin else None
+        parsed = [(url_hash(o.url), o) for o in outcomes if o.facts is not None]
         edges = [
-            (self.audit.pk, url_hash(o.url), o.url, url_hash(link.url), link.url, link.tag,
+            (self.audit.pk, source, o.url, url_hash(link.url), link.url, link.tag,
              clean(link.text, 200), link.nofollow, inside is not None and link.url.startswith(inside))
-            for o in outcomes if o.facts is not None for link in o.outlinks
+            for source, o in parsed for link in o.outlinks
         ]
         # A retried page replaces the edges an earlier try wrote; the fence makes
         # this transaction the only writer of these sources. Only pages have edges.
-        sources = [url_hash(o.url) for o in outcomes if o.facts is not None]
+        sources = [source for source, _ in parsed]
         for start in range(0, len(sources), admission.LOOKUP_BATCH):
             LinkEdge.objects.filter(audit=self.audit, source_hash__in=sources[start:start + admission.LOOKUP_BATCH]).delete()
         write_edges(edges)
