@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from crawler.catalogue import UNVERIFIED_STATUSES, finding
 from crawler.types import FetchError
 
+from . import diff
 from .issue_rows import insert_issues, issue_for, issue_key
 from .models import Audit, FrontierURL, Issue
 
@@ -132,6 +133,8 @@ def run_finalize(audit_id: int) -> bool:
             _insert(check(audit.pk))
         audit.beat()
     with transaction.atomic():
+        # Before the frontier goes: the diff reads it to tell "removed" from "not reached".
+        diff.record(audit)
         audit.recount()
         # Scratch state no screen needs. Link edges stay (inlinks, links.csv), and
         # so do the chunk rows: one per chunk, they are the record of its attempts.

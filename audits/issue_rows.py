@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from django.utils import timezone
 
 from crawler.types import Finding
+from crawler.urls import url_hash
 
 from .models import Issue
 from .sql import db_datetime, insert_rows
@@ -30,21 +31,21 @@ def issue_for(audit_id: int, page_id: int | None, url: str, finding: Finding, ke
     more than the code, URL, target and message.
     """
     if key is None:
-        key = issue_key(finding.code, url, finding.target_url, finding.message if not finding.target_url else "")
+        key = issue_key(finding.code, url, finding.target_url, finding.variant)
     return Issue(
-        audit_id=audit_id, page_id=page_id, url=url, code=finding.code, severity=finding.severity.value,
+        audit_id=audit_id, page_id=page_id, url=url, url_hash=url_hash(url), code=finding.code, severity=finding.severity.value,
         message=finding.message[:2000], target_url=finding.target_url or "", key=key,
     )
 
 
-ISSUE_COLUMNS = ["audit_id", "page_id", "url", "code", "severity", "message", "target_url", "key", "review",
-                 "created_at"]
+ISSUE_COLUMNS = ["audit_id", "page_id", "url", "url_hash", "code", "severity", "message", "target_url", "key", "review",
+                 "change", "created_at"]
 
 
 def insert_issues(issues: Iterable[Issue]) -> None:
     """Insert ``issues``, ignoring the ones whose key the audit has already."""
     now = db_datetime(timezone.now())
     insert_rows(Issue, ISSUE_COLUMNS, [
-        (i.audit_id, i.page_id, i.url, i.code, i.severity, i.message, i.target_url, i.key, i.review, now)
+        (i.audit_id, i.page_id, i.url, i.url_hash, i.code, i.severity, i.message, i.target_url, i.key, i.review, i.change, now)
         for i in issues
     ])

@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django_q.tasks import async_task
 
-from .models import Audit
+from .models import CRAWL_SETTINGS, Audit, Site
 
 
 def enqueue(func: str, *args, name: str) -> None:
@@ -28,8 +28,8 @@ class PrivateTargetsRefused(Exception):
     """The audit was allowed private addresses, and this deployment no longer allows them."""
 
 
-def private_targets_allowed(audit: Audit) -> bool:
-    """Whether ``audit`` may run again (resume or re-run) as far as private targets go.
+def private_targets_allowed(audit: Audit | Site) -> bool:
+    """Whether ``audit`` (or a site) may run again (resume, re-run, a scheduled run) as far as private targets go.
 
     An audit created with allow_private keeps that power only while the deployment
     allows private targets: turning SITEWARD_ALLOW_PRIVATE off must not leave old
@@ -38,14 +38,26 @@ def private_targets_allowed(audit: Audit) -> bool:
     return not audit.allow_private or bool(settings.SITEWARD["ALLOW_PRIVATE_TARGETS"])
 
 
-def _refuse_private_targets(audit: Audit) -> None:
-    if not private_targets_allowed(audit):
-        raise PrivateTargetsRefused(
-            f"Audit {audit.pk} targeted a private address, which is no longer allowed."
-        )
+def _refuse_private_targets(target: Audit | Site) -> None:
+    if not private_targets_allowed(target):
+        what = f"Audit {target.pk}" if isinstance(target, Audit) else f"The site {target.start_url}"
+        raise PrivateTargetsRefused(f"{what} targeted a private address, which is no longer allowed.")
 
 
-def create_audit(owner, *, enforce_quota: bool = True, **limits) -> Audit:
+def new_audit(owner, *, trigger: str = Audit.Trigger.MANUAL, site: Site | None = None, **limits) -> Audit:
+    """The audit row, on the owner's site for its start URL (created, or reused with these settings).
+
+    Only the row: ``create_audit`` also applies the quota and enqueues the start;
+    the ``audit`` command runs the crawl itself.
+    """
+    if site is None:
+        site = Site.objects.for_start_url(
+            owner, limits["start_url"], **{name: limits[name] for name in CRAWL_SETTINGS if name in limits})
+    return Audit.objects.create(owner=owner, site=site, trigger=trigger, **limits)
+
+
+def create_audit(owner, *, enforce_quota: bool = True, trigger: str = Audit.Trigger.MANUAL,
+                 site: Site | None = None, **limits) -> Audit:
     """Create a queued audit and enqueue its start, refusing past the running-audit quota.
 
     The quota holds under concurrent submissions: on PostgreSQL the owner's user
@@ -60,7 +72,7 @@ def create_audit(owner, *, enforce_quota: bool = True, **limits) -> Audit:
                 raise QuotaExceeded(
                     f"You already have {limit} audits queued or running; wait for one to finish or cancel one."
                 )
-        audit = Audit.objects.create(owner=owner, **limits)
+        audit = new_audit(owner, trigger=trigger, site=site, **limits)
         enqueue("audits.tasks.start", audit.pk, name=f"audit-{audit.pk}-start")
     return audit
 
@@ -89,7 +101,16 @@ def rerun_audit(audit: Audit) -> Audit:
     Raises PrivateTargetsRefused if private_targets_allowed says no.
     """
     _refuse_private_targets(audit)
-    return create_audit(audit.owner, **audit.settings_copy())
+    return create_audit(audit.owner, site=audit.site, **audit.settings_copy())
+
+
+def run_site_now(site: Site) -> Audit:
+    """An audit of ``site`` with its saved settings, started by a person (quota applies).
+
+    Raises PrivateTargetsRefused or QuotaExceeded, before anything is written.
+    """
+    _refuse_private_targets(site)
+    return create_audit(site.owner, site=site, start_url=site.start_url, **site.crawl_settings())
 
 
 def running_count(owner) -> int:

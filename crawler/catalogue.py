@@ -226,8 +226,9 @@ CATALOGUE: dict[str, IssueType] = {
 
 
 def finding(
-    code: str, message: str, target_url: str | None = None, severity: Severity | None = None
+    code: str, message: str, target_url: str | None = None, severity: Severity | None = None,
+    variant: str = "",
 ) -> Finding:
     """Build a Finding with the catalogue's default severity unless one is given."""
     issue_type = CATALOGUE[code]  # KeyError on an unknown code is a programming error
-    return Finding(code, severity or issue_type.severity, message, target_url)
+    return Finding(code, severity or issue_type.severity, message, target_url, variant)

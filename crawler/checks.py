@@ -440,11 +440,11 @@ def hreflang_error(result, facts, ctx):
     if invalid:
         codes = ", ".join(f'"{code}"' for code in invalid[:5])
         noun = "codes" if len(invalid) > 1 else "code"
-        yield finding("hreflang_error", f"Invalid hreflang language {noun} {codes}")
+        yield finding("hreflang_error", f"Invalid hreflang language {noun} {codes}", variant="codes")
     if not any(_same_page(url, result.final_url) for _, url in facts.hreflang):
-        yield finding("hreflang_error", "hreflang set does not include this page itself")
+        yield finding("hreflang_error", "hreflang set does not include this page itself", variant="self")
     if not any(code.lower() == "x-default" for code, _ in facts.hreflang):
-        yield finding("hreflang_error", "hreflang set has no x-default")
+        yield finding("hreflang_error", "hreflang set has no x-default", variant="x-default")
 
 
 # ---------------------------------------------------------------- stretch checks

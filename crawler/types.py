@@ -187,3 +187,6 @@ class Finding:
     severity: Severity
     message: str
     target_url: str | None = None
+    # Tells apart two findings of one code on one page with no target (the
+    # message is not used: it carries numbers that change from run to run).
+    variant: str = ""

@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from audits.models import Audit, Issue, LinkEdge, Page
+from audits.services import new_audit
 from crawler.catalogue import CATALOGUE
 from crawler.urls import url_hash
 
@@ -14,8 +15,9 @@ SITE = "https://shop.example"
 
 
 def make_audit(owner, **fields) -> Audit:
+    """An audit row on the owner's site for its start URL, as the form would make it (nothing enqueued)."""
     fields.setdefault("start_url", f"{SITE}/")
-    return Audit.objects.create(owner=owner, **fields)
+    return new_audit(owner, **fields)
 
 
 def make_page(audit, url=f"{SITE}/", **fields) -> Page:
@@ -28,7 +30,7 @@ def make_page(audit, url=f"{SITE}/", **fields) -> Page:
 def make_issue(audit, code, url, *, page=None, target_url="", message=None, key=None, **fields) -> Issue:
     fields.setdefault("severity", CATALOGUE[code].severity.value)
     return Issue.objects.create(
-        audit=audit, page=page, url=url, code=code, target_url=target_url,
+        audit=audit, page=page, url=url, url_hash=url_hash(url), code=code, target_url=target_url,
         message=message or CATALOGUE[code].title, key=key or url_hash(f"{code}|{url}|{target_url}"), **fields,
     )
 

@@ -1,10 +1,14 @@
-"""Siteward's data: audits, what they found, and the crawl's lease tables."""
+"""Siteward's data: sites, their audits, what they found and what changed, and the crawl's lease tables."""
 
 from .audit import Audit, Severity
+from .changes import GoneIssue, PageChange
 from .lease import ChunkLease, ChunkLeaseQuerySet, FrontierQuerySet, FrontierURL
+from .notification import Notification
 from .results import FetchErrorCode, Inlink, Issue, IssueCode, LinkEdge, Page
+from .site import CRAWL_SETTINGS, Site, SkippedRun
 
 __all__ = [
-    "Audit", "ChunkLease", "ChunkLeaseQuerySet", "FetchErrorCode", "FrontierQuerySet", "FrontierURL",
-    "Inlink", "Issue", "IssueCode", "LinkEdge", "Page", "Severity",
+    "CRAWL_SETTINGS", "Audit", "ChunkLease", "ChunkLeaseQuerySet", "FetchErrorCode", "FrontierQuerySet",
+    "FrontierURL", "GoneIssue", "Inlink", "Issue", "IssueCode", "LinkEdge", "Notification", "Page",
+    "PageChange", "Severity", "Site", "SkippedRun",
 ]

@@ -57,7 +57,20 @@ class Audit(models.Model):
     ACTIVE = (Status.QUEUED, Status.RUNNING, Status.FINALIZING)
     ENDED = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 
+    class Trigger(models.TextChoices):
+        MANUAL = "manual", "Started by a person"
+        SCHEDULE = "schedule", "Started by the site's schedule"
+        COMMAND = "command", "Started from the command line"
+
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="audits")
+    site = models.ForeignKey("audits.Site", on_delete=models.CASCADE, related_name="audits")
+    trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.MANUAL)
+    # The audit this one is compared with: the site's previous completed audit,
+    # chosen at finalize unless given beforehand (the command's --compare-to).
+    baseline = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # Counts of what changed since the baseline, written at finalize (audits.diff);
+    # null until then, or when there was nothing to compare with.
+    change_counts = models.JSONField(null=True, blank=True)
     start_url = models.CharField(max_length=2048)
     origin = models.CharField(max_length=300, blank=True, help_text="Scheme and host after the start URL's redirects")
 
@@ -111,6 +124,8 @@ class Audit(models.Model):
             models.Index(fields=["owner", "-created_at"], name="audit_owner_created"),
             # The watchdog and the running-audit quota scan active audits.
             models.Index(fields=["status", "heartbeat_at"], name="audit_status_heartbeat"),
+            # A site's history, newest first, and its previous completed audit.
+            models.Index(fields=["site", "status", "-id"], name="audit_site_status"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(max_pages__gte=1), name="audit_max_pages_positive"),
@@ -241,3 +256,8 @@ class Audit(models.Model):
             "exclude_patterns", "user_agent", "respect_robots", "check_external", "allow_private",
         ]
         return {name: getattr(self, name) for name in fields}
+
+    def previous_completed(self) -> Audit | None:
+        """The site's last completed audit created before this one: what "since last time" means."""
+        return (Audit.objects.filter(site_id=self.site_id, status=self.Status.COMPLETED, pk__lt=self.pk)
+                .order_by("-pk").first())

@@ -95,15 +95,25 @@ class Issue(models.Model):
         REVIEWED = "reviewed", "Reviewed"
         IGNORED = "ignored", "Ignored"
 
+    class Change(models.TextChoices):
+        NONE = "", "No earlier audit to compare with"
+        NEW = "new", "New"
+        PERSISTING = "persisting", "Persisting"
+
     audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="issues", db_index=False)
     page = models.ForeignKey(Page, on_delete=models.CASCADE, null=True, blank=True, related_name="issues")
     url = models.TextField(help_text="The page the issue is on (the source page for link issues)")
+    # Which URL's crawl can say the issue is gone (audits.diff), kept on issues
+    # without a page row too (a URL refused by robots.txt).
+    url_hash = models.CharField(max_length=32, blank=True)
     code = models.CharField(max_length=40, choices=IssueCode.choices)
     severity = models.CharField(max_length=10, choices=Severity.choices)
     message = models.TextField()
     target_url = models.TextField(blank=True)
     key = models.CharField(max_length=32, help_text="Stable hash of what makes the issue unique")
     review = models.CharField(max_length=10, choices=Review.choices, default=Review.OPEN)
+    # Set at finalize against the baseline audit (audits.diff).
+    change = models.CharField(max_length=10, choices=Change.choices, blank=True, default=Change.NONE)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

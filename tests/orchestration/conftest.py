@@ -8,7 +8,7 @@ from audits.crawl.setup import crawl_setup
 from audits.crawl.start import run_start
 from audits.crawl.writer import ChunkWriter
 from audits.dispatch import InlineDispatcher
-from audits.models import Audit
+from tests.factories import make_audit
 
 from .grid_site import GridSite
 
@@ -22,7 +22,7 @@ def grid_site():
 @pytest.fixture
 def chunk_writer(owner, grid_site, fast_settings):
     """A started audit of the grid site, chunk 1 claimed: its writer and the URLs it leased."""
-    audit = Audit.objects.create(owner=owner, start_url=grid_site.url("/"), allow_private=True)
+    audit = make_audit(owner, start_url=grid_site.url("/"), allow_private=True)
     run_start(audit.pk, InlineDispatcher())
     audit.refresh_from_db()
     held = claim(audit.pk, 1)

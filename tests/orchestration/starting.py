@@ -3,10 +3,11 @@
 from audits.crawl.start import run_start
 from audits.dispatch import InlineDispatcher
 from audits.models import Audit
+from tests.factories import make_audit
 
 
 def started(owner, site, **fields) -> tuple[Audit, InlineDispatcher]:
-    audit = Audit.objects.create(owner=owner, start_url=site.url("/"), allow_private=True, **fields)
+    audit = make_audit(owner, start_url=site.url("/"), allow_private=True, **fields)
     dispatcher = InlineDispatcher()
     run_start(audit.pk, dispatcher)
     audit.refresh_from_db()

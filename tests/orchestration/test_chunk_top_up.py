@@ -20,6 +20,7 @@ from audits.crawl.writer import (
 )
 from audits.inline import run_audit_inline
 from audits.models import Audit, ChunkLease, FrontierQuerySet, FrontierURL, Page
+from tests.factories import make_audit
 
 from .grid_site import GridSite
 from .starting import started
@@ -44,8 +45,8 @@ def test_a_crawl_tops_up_its_chunks_and_still_stores_every_page_once_at_its_clic
     fast_settings.SITEWARD = {**fast_settings.SITEWARD, "CHUNK_SOFT_DEADLINE": 60.0}
     # 120 pages: click depths 0-6 (a seventh level would trip the crawler-trap guard on /p/{n}).
     with GridSite(pages=120) as site:
-        audit = Audit.objects.create(owner=owner, start_url=site.url("/"), allow_private=True, max_pages=500,
-                                     max_depth=10)
+        audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=500,
+                            max_depth=10)
         run_audit_inline(audit.pk)
         audit.refresh_from_db()
         assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)

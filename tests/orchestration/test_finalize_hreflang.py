@@ -19,6 +19,7 @@ from audits.finalize import hreflang_return_links, hreflang_targets
 from audits.inline import run_audit_inline
 from audits.issue_rows import insert_issues
 from audits.models import Audit, Issue, LinkEdge
+from tests.factories import make_audit
 
 pytestmark = pytest.mark.django_db
 
@@ -129,7 +130,7 @@ def _build(site: Site) -> None:
 def crawled(owner, fast_settings):
     with Site() as site:
         _build(site)
-        audit = Audit.objects.create(owner=owner, start_url=site.url("/"), allow_private=True, max_pages=100,
+        audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=100,
                                      max_depth=5, check_external=True)
         run_audit_inline(audit.pk)
         audit.refresh_from_db()
@@ -217,7 +218,7 @@ def test_an_alternate_that_no_link_reaches_is_still_crawled_and_judged(owner, fa
             # Named only by the home page's hreflang: no <a>, no sitemap.
             "/fr/": (200, _html("Accueil", head=_alternates([("fr", u("/fr/")), ("x-default", u("/fr/"))])), {}),
         })
-        audit = Audit.objects.create(owner=owner, start_url=u("/"), allow_private=True, max_pages=20, max_depth=5)
+        audit = make_audit(owner, start_url=u("/"), allow_private=True, max_pages=20, max_depth=5)
         run_audit_inline(audit.pk)
         audit.refresh_from_db()
         assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)

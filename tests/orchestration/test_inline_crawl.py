@@ -12,6 +12,7 @@ from tests.crawler.fixture_site import (
     SITEMAP_ONLY,
     FixtureSite,
 )
+from tests.factories import make_audit
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +32,7 @@ def make(owner, url, **fields):
     fields.setdefault("allow_private", True)
     fields.setdefault("max_pages", 200)
     fields.setdefault("max_depth", 5)
-    return Audit.objects.create(owner=owner, start_url=url, **fields)
+    return make_audit(owner, start_url=url, **fields)
 
 
 def test_a_fixture_site_is_crawled_end_to_end_with_true_click_depths(owner, site, fast_settings):

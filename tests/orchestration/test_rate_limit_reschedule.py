@@ -31,6 +31,7 @@ from crawler.fetch import FetchPolicy
 from crawler.page import PageOutcome
 from crawler.types import FetchError, FetchResult
 from tests.crawler.hostile_server import HostileServer, respond, static
+from tests.factories import make_audit
 
 PLAIN = ("/a", "/b", "/c")
 
@@ -89,7 +90,7 @@ class DatabaseTimePasses:
 
 
 def started(owner, server: HostileServer, **fields) -> tuple[Audit, InlineDispatcher, DatabaseTimePasses]:
-    audit = Audit.objects.create(owner=owner, start_url=server.url("/"), allow_private=True, **fields)
+    audit = make_audit(owner, start_url=server.url("/"), allow_private=True, **fields)
     clock = DatabaseTimePasses()
     dispatcher = InlineDispatcher(sleep=clock)
     run_start(audit.pk, dispatcher)

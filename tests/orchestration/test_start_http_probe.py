@@ -22,6 +22,7 @@ from crawler.fetch import Fetcher
 from crawler.net import AddressGuard
 from tests.crawler.hostile_server import OK_HTML, HostileServer, StubResolver, redirect_to, static
 from tests.crawler.test_http_probe import HOST, START, PortMap, ca, https_site  # noqa: F401 (fixtures)
+from tests.factories import make_audit
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +45,7 @@ def start_https_audit(owner, fast_settings, monkeypatch, ca, https_site, http_si
     monkeypatch.setattr(crawl_start, "crawl_setup", lambda audit: dataclasses.replace(real_setup(audit), guard=guard))
 
     def run() -> Audit:
-        audit = Audit.objects.create(owner=owner, start_url=START, max_pages=5, respect_robots=False)
+        audit = make_audit(owner, start_url=START, max_pages=5, respect_robots=False)
         run_start(audit.pk)
         audit.refresh_from_db()
         assert not audit.error_code, (audit.status, audit.error_code, audit.error_detail)

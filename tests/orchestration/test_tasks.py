@@ -4,13 +4,13 @@ import pytest
 from django.db import OperationalError
 
 from audits import tasks
-from audits.models import Audit
+from tests.factories import make_audit
 
 pytestmark = pytest.mark.django_db
 
 
 def test_a_bug_in_a_chunk_fails_the_audit_with_internal_error_and_the_phase(owner, monkeypatch):
-    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1/", status="running", phase="crawling")
+    audit = make_audit(owner, start_url="http://127.0.0.1/", status="running", phase="crawling")
 
     def broken(audit_id, number):
         raise KeyError("missing-column")
@@ -23,7 +23,7 @@ def test_a_bug_in_a_chunk_fails_the_audit_with_internal_error_and_the_phase(owne
 
 
 def test_a_database_outage_is_raised_for_a_retry_not_recorded_as_a_failure(owner, monkeypatch):
-    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1/", status="running", phase="crawling")
+    audit = make_audit(owner, start_url="http://127.0.0.1/", status="running", phase="crawling")
 
     def database_down(audit_id, number):
         raise OperationalError("server closed the connection unexpectedly")
@@ -40,7 +40,7 @@ def test_a_database_outage_is_raised_for_a_retry_not_recorded_as_a_failure(owner
     "could not extend file \"base/16384/16412\": No space left on device",  # PostgreSQL's disk_full
 ])
 def test_a_full_database_fails_the_audit_as_storage_full_instead_of_retrying(owner, monkeypatch, message):
-    audit = Audit.objects.create(owner=owner, start_url="http://127.0.0.1/", status="running", phase="crawling")
+    audit = make_audit(owner, start_url="http://127.0.0.1/", status="running", phase="crawling")
 
     def disk_full(audit_id, number):
         raise OperationalError(message)

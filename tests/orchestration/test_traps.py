@@ -8,6 +8,7 @@ from werkzeug import Response
 from audits.inline import run_audit_inline
 from audits.models import Audit
 from crawler.urls import TRAP_DEPTH_SPREAD, TRAP_VARIANTS
+from tests.factories import make_audit
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +27,7 @@ def site(httpserver):
 
 
 def audit_of(owner, url, **fields) -> Audit:
-    audit = Audit.objects.create(owner=owner, start_url=url, allow_private=True, check_external=False, **fields)
+    audit = make_audit(owner, start_url=url, allow_private=True, check_external=False, **fields)
     run_audit_inline(audit.pk)
     audit.refresh_from_db()
     return audit

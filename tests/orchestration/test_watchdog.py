@@ -17,12 +17,13 @@ from audits.dispatch import InlineDispatcher
 from audits.models import Audit, ChunkLease, Inlink
 from audits.watchdog import queued_task_names, run_watchdog
 from tests.conftest import MANAGE, subprocess_env
+from tests.factories import make_audit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def crawling_audit(owner, site) -> Audit:
-    audit = Audit.objects.create(owner=owner, start_url=site.url("/"), allow_private=True)
+    audit = make_audit(owner, start_url=site.url("/"), allow_private=True)
     run_start(audit.pk, InlineDispatcher())
     audit.refresh_from_db()
     return audit
@@ -79,7 +80,7 @@ def test_an_expired_lease_is_re_enqueued_once_when_two_watchdogs_run_at_once(own
 
 
 def test_a_queued_audit_whose_task_vanished_is_started_again(owner, grid_site, fast_settings):
-    audit = Audit.objects.create(owner=owner, start_url=grid_site.url("/"), allow_private=True)
+    audit = make_audit(owner, start_url=grid_site.url("/"), allow_private=True)
     age(audit, 10)  # its start task was dropped (say, a rotated SECRET_KEY failed its signature)
     assert not OrmQ.objects.exists()
     run_watchdog()

@@ -28,7 +28,7 @@ from ...finalize import run_finalize
 from ...forms import AuditForm
 from ...inline import run_audit_inline
 from ...models import Audit, Issue, Page
-from ...services import create_audit
+from ...services import create_audit, new_audit
 from ...system_checks import CLUSTER_CHECKS
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
@@ -88,12 +88,12 @@ class Command(BaseCommand):
             # call_command skips the system checks; the cluster's timing must be
             # right before it is handed the audit, however the command was run.
             self.check(tags=[CLUSTER_CHECKS])
-            audit = create_audit(owner, enforce_quota=False, **limits)
+            audit = create_audit(owner, enforce_quota=False, trigger=Audit.Trigger.COMMAND, **limits)
             self.stdout.write(str(audit.pk))
             return
         out = self._open_out(opts.get("out"))
         console = self.stderr if out is sys.stdout else self.stdout
-        audit = Audit.objects.create(owner=owner, **limits)
+        audit = new_audit(owner, trigger=Audit.Trigger.COMMAND, **limits)
         console.write(f"Audit {audit.pk}: crawling {audit.start_url}")
         report = Report(out)
         try:

@@ -1,0 +1,192 @@
+"""Run-to-run diff: what changed between an audit and an earlier audit of the same site.
+
+Issues are matched by their stable key (``issue_rows.issue_key``), pages by their
+URL's hash. Everything here is a set-based statement over the two audits' rows,
+through the unique (audit, key) and (audit, url_hash) indexes: no per-issue
+Python, so it stays cheap at 100,000 issues (``benchmarks/bench_diff.py``).
+
+``record`` writes the diff of an audit against its baseline at finalize. The
+same SELECTs, unwritten, answer the compare view for any two audits of a site.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.db.models import Case, Count, Exists, OuterRef, Value, When
+
+from .models import Audit, GoneIssue, Issue, PageChange, Severity
+
+# A baseline issue the audit did not report: fixed if the URL it was on answered
+# this time (a page row with no fetch error), else unknown.
+GONE_ISSUES_SQL = """
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM audits_page c
+                             WHERE c.audit_id = %(audit)s AND c.url_hash = b.url_hash AND c.fetch_error = '')
+                THEN 'fixed' ELSE 'unknown' END AS change,
+           b.key, b.url, b.code, b.severity, b.message, b.target_url
+    FROM audits_issue b
+    WHERE b.audit_id = %(base)s
+      AND NOT EXISTS (SELECT 1 FROM audits_issue a WHERE a.audit_id = %(audit)s AND a.key = b.key)
+"""
+
+# Pages (kind 'page') that are new, gone or different. Removed: a page last time
+# that this audit neither stored nor found a link to (the frontier is still there
+# at finalize); one found but left uncrawled by the limits is not called removed.
+_PAGE_COLUMNS = "change, url_hash, url, status_before, status_after, title_before, title_after, " \
+                "canonical_before, canonical_after, indexable_before, indexable_after, content_changed"
+PAGE_CHANGES_SQL = f"""
+    SELECT {_PAGE_COLUMNS} FROM (
+        SELECT 'added' AS change, a.url_hash, a.url, NULL AS status_before, a.status_code AS status_after,
+               '' AS title_before, a.title AS title_after, '' AS canonical_before, a.canonical AS canonical_after,
+               NULL AS indexable_before, a.indexable AS indexable_after, FALSE AS content_changed, a.id AS seq
+        FROM audits_page a
+        WHERE a.audit_id = %(audit)s AND a.kind = 'page'
+          AND NOT EXISTS (SELECT 1 FROM audits_page b WHERE b.audit_id = %(base)s AND b.url_hash = a.url_hash)
+        UNION ALL
+        SELECT 'removed', b.url_hash, b.url, b.status_code, NULL, b.title, '', b.canonical, '',
+               b.indexable, NULL, FALSE, b.id
+        FROM audits_page b
+        WHERE b.audit_id = %(base)s AND b.kind = 'page'
+          AND NOT EXISTS (SELECT 1 FROM audits_page a WHERE a.audit_id = %(audit)s AND a.url_hash = b.url_hash)
+          AND NOT EXISTS (SELECT 1 FROM audits_frontierurl f
+                          WHERE f.audit_id = %(audit)s AND f.url_hash = b.url_hash)
+        UNION ALL
+        SELECT 'changed', a.url_hash, a.url, b.status_code, a.status_code, b.title, a.title, b.canonical,
+               a.canonical, b.indexable, a.indexable, a.content_hash <> b.content_hash, a.id
+        FROM audits_page a
+        JOIN audits_page b ON b.audit_id = %(base)s AND b.url_hash = a.url_hash
+        WHERE a.audit_id = %(audit)s AND a.kind = 'page'
+          AND (COALESCE(a.status_code, -1) <> COALESCE(b.status_code, -1) OR a.title <> b.title
+               OR a.canonical <> b.canonical OR a.indexable <> b.indexable OR a.content_hash <> b.content_hash)
+    ) AS changes
+"""
+
+ISSUE_CHANGES = ("new", "persisting", "fixed", "unknown")
+PAGE_CHANGES = ("added", "removed", "changed")
+
+
+def baseline_for(audit: Audit) -> Audit | None:
+    """The audit ``audit`` is compared with: the one given beforehand, else the site's previous completed one."""
+    if audit.baseline_id:
+        return Audit.objects.filter(pk=audit.baseline_id).first()
+    return audit.previous_completed()
+
+
+def in_audit(audit_id: int):
+    """Issues of ``audit_id`` with the same key as the outer issue row."""
+    return Issue.objects.filter(audit_id=audit_id, key=OuterRef("key"))
+
+
+def new_issues(audit: Audit, base: Audit):
+    return Issue.objects.filter(audit=audit).exclude(Exists(in_audit(base.pk)))
+
+
+def persisting_issues(audit: Audit, base: Audit):
+    return Issue.objects.filter(audit=audit).filter(Exists(in_audit(base.pk)))
+
+
+def gone_issues(audit: Audit, base: Audit, change: str | None = None, *, limit: int | None = None,
+                offset: int = 0) -> list[dict]:
+    """Baseline issues this audit did not report, as dicts, optionally only fixed or only unknown."""
+    sql = f"SELECT * FROM ({GONE_ISSUES_SQL}) AS gone"
+    params = {"audit": audit.pk, "base": base.pk}
+    if change:
+        sql += " WHERE change = %(change)s"
+        params["change"] = change
+    order = " ORDER BY CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, code, url"
+    return _dicts(sql + order, params, limit, offset)
+
+
+def page_changes(audit: Audit, base: Audit, change: str | None = None, *, limit: int | None = None,
+                 offset: int = 0) -> list[PageChange]:
+    """Pages added, removed or changed between ``base`` and ``audit``, as unsaved PageChange rows."""
+    sql = f"SELECT * FROM ({PAGE_CHANGES_SQL}) AS pages"
+    params = {"audit": audit.pk, "base": base.pk}
+    if change:
+        sql += " WHERE change = %(change)s"
+        params["change"] = change
+    rows = _dicts(sql + " ORDER BY change, url", params, limit, offset)
+    return [PageChange(audit=audit, **row) for row in rows]
+
+
+def _dicts(sql: str, params: dict, limit: int | None, offset: int) -> list[dict]:
+    if limit is not None:
+        sql += " LIMIT %(limit)s OFFSET %(offset)s"
+        params = {**params, "limit": limit, "offset": offset}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        names = [column[0] for column in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def record(audit: Audit) -> dict | None:
+    """Write ``audit``'s diff against its baseline; run inside finalize's transaction.
+
+    Idempotent: a second finalize replaces what the first wrote. Also carries
+    review forward: an issue ignored last time stays ignored, one reviewed last
+    time and still here is marked reviewed. Returns the counts (None without a baseline).
+    """
+    base = baseline_for(audit)
+    GoneIssue.objects.filter(audit=audit).delete()
+    PageChange.objects.filter(audit=audit).delete()
+    issues = Issue.objects.filter(audit=audit)
+    if base is None:
+        issues.exclude(change=Issue.Change.NONE).update(change=Issue.Change.NONE)
+        Audit.objects.filter(pk=audit.pk).update(baseline=None, change_counts=None)
+        return None
+    same_key = in_audit(base.pk)
+    issues.update(change=Case(When(Exists(same_key), then=Value(Issue.Change.PERSISTING)),
+                              default=Value(Issue.Change.NEW)))
+    for review in (Issue.Review.IGNORED, Issue.Review.REVIEWED):
+        issues.filter(review=Issue.Review.OPEN).filter(Exists(same_key.filter(review=review))).update(review=review)
+    params = {"audit": audit.pk, "base": base.pk}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO audits_goneissue (audit_id, change, key, url, code, severity, message, target_url) "
+            f"SELECT %(audit)s, change, key, url, code, severity, message, target_url FROM ({GONE_ISSUES_SQL}) AS g",
+            params)
+        cursor.execute(
+            f"INSERT INTO audits_pagechange (audit_id, {_PAGE_COLUMNS}) "
+            f"SELECT %(audit)s, {_PAGE_COLUMNS} FROM ({PAGE_CHANGES_SQL}) AS p", params)
+    counts = stored_counts(audit)
+    Audit.objects.filter(pk=audit.pk).update(baseline=base, change_counts=counts)
+    audit.baseline, audit.change_counts = base, counts
+    return counts
+
+
+def stored_counts(audit: Audit) -> dict:
+    """{"issues": {change: {severity: n}}, "pages": {change: n}} from the rows ``record`` wrote."""
+    issues = {change: {severity: 0 for severity in Severity.values} for change in ISSUE_CHANGES}
+    for row in (Issue.objects.filter(audit=audit).exclude(change="").values("change", "severity")
+                .annotate(n=Count("id")).order_by()):
+        issues[row["change"]][row["severity"]] = row["n"]
+    for row in GoneIssue.objects.filter(audit=audit).values("change", "severity").annotate(n=Count("id")).order_by():
+        issues[row["change"]][row["severity"]] = row["n"]
+    pages = {change: 0 for change in PAGE_CHANGES}
+    for row in PageChange.objects.filter(audit=audit).values("change").annotate(n=Count("id")).order_by():
+        pages[row["change"]] = row["n"]
+    return {"issues": issues, "pages": pages}
+
+
+def live_counts(audit: Audit, base: Audit) -> dict:
+    """The same counts as ``stored_counts`` for any two audits, computed now (the compare view)."""
+    issues = {change: {severity: 0 for severity in Severity.values} for change in ISSUE_CHANGES}
+    for name, queryset in (("new", new_issues(audit, base)), ("persisting", persisting_issues(audit, base))):
+        for row in queryset.values("severity").annotate(n=Count("id")).order_by():
+            issues[name][row["severity"]] = row["n"]
+    params = {"audit": audit.pk, "base": base.pk}
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT change, severity, COUNT(*) FROM ({GONE_ISSUES_SQL}) AS g GROUP BY change, severity",
+                       params)
+        for change, severity, n in cursor.fetchall():
+            issues[change][severity] = n
+        cursor.execute(f"SELECT change, COUNT(*) FROM ({PAGE_CHANGES_SQL}) AS p GROUP BY change", params)
+        pages = {change: 0 for change in PAGE_CHANGES}
+        pages.update(dict(cursor.fetchall()))
+    return {"issues": issues, "pages": pages}
+
+
+def totals(counts: dict | None) -> dict:
+    """{change: n} summed over severities, for a one-line summary."""
+    if not counts:
+        return {}
+    return {change: sum(by_severity.values()) for change, by_severity in counts["issues"].items()}

@@ -1,0 +1,41 @@
+"""A notification about an audit, one row per audit and channel: the record that it was sent once."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from .audit import Audit
+
+
+class Notification(models.Model):
+    """Claimed by inserting the row (unique per audit and channel), then sent and its outcome noted.
+
+    A second finalize, a second watchdog or a redelivered task finds the row and
+    sends nothing; a send that fails is recorded here, never raised.
+    """
+
+    class Channel(models.TextChoices):
+        EMAIL = "email", "E-mail"
+        WEBHOOK = "webhook", "Webhook"
+
+    class State(models.TextChoices):
+        SENDING = "sending", "Sending"
+        SENT = "sent", "Sent"
+        FAILED = "failed", "Failed"
+        SKIPPED = "skipped", "Not sent"
+
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="notifications")
+    channel = models.CharField(max_length=8, choices=Channel.choices)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.SENDING)
+    reason = models.CharField(max_length=200, blank=True, help_text="Why it was sent: new issues, or a failure")
+    detail = models.CharField(max_length=500, blank=True, help_text="The outcome: an address, a status, an error")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["audit", "channel"], name="notification_once_per_channel"),
+        ]
+
+    def __str__(self):
+        return f"{self.channel} for audit {self.audit_id}: {self.state}"

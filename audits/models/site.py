@@ -1,0 +1,189 @@
+"""A site: one owner's start URL, the crawl settings it runs with, its schedule and its alerts.
+
+Every audit belongs to a site, so audits of the same site form a history that
+can be compared run to run. The schedule itself is django-q2's own ``Schedule``
+row (``audits.schedules`` keeps it in step with the site); the site holds what
+a person chose.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from datetime import datetime
+
+from croniter import croniter
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from .audit import Severity
+
+# The crawl settings a site saves and every audit of it copies: the new-audit form's fields.
+CRAWL_SETTINGS = (
+    "max_pages", "max_depth", "concurrency", "rate", "include_patterns", "exclude_patterns",
+    "user_agent", "respect_robots", "check_external", "allow_private",
+)
+
+
+def time_zone_choices() -> list[tuple[str, str]]:
+    return [(name, name) for name in sorted(zoneinfo.available_timezones())]
+
+
+class SiteQuerySet(models.QuerySet):
+    def scheduled(self):
+        """Sites whose schedule should be live: a cadence chosen and not paused."""
+        return self.exclude(cadence=Site.Cadence.NONE).filter(paused=False)
+
+    def for_start_url(self, owner, start_url: str, **crawl_settings) -> Site:
+        """The owner's site for ``start_url`` (already normalised), created if new.
+
+        The settings given become the site's saved settings: the last audit a
+        person asked for is how they want the site crawled from now on.
+        """
+        site, created = self.get_or_create(owner=owner, start_url=start_url, defaults=crawl_settings)
+        if not created and crawl_settings:
+            changed = [name for name, value in crawl_settings.items() if getattr(site, name) != value]
+            for name in changed:
+                setattr(site, name, crawl_settings[name])
+            if changed:
+                site.save(update_fields=changed)
+        return site
+
+
+class Site(models.Model):
+    class Cadence(models.TextChoices):
+        NONE = "", "Not scheduled"
+        HOURLY = "hourly", "Every hour"
+        DAILY = "daily", "Every day"
+        WEEKLY = "weekly", "Every week"
+        CRON = "cron", "Cron expression"
+
+    class Weekday(models.IntegerChoices):
+        # Cron's numbering (0 is Sunday), so a weekday goes into an expression as it is.
+        SUNDAY = 0, "Sunday"
+        MONDAY = 1, "Monday"
+        TUESDAY = 2, "Tuesday"
+        WEDNESDAY = 3, "Wednesday"
+        THURSDAY = 4, "Thursday"
+        FRIDAY = 5, "Friday"
+        SATURDAY = 6, "Saturday"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sites")
+    start_url = models.CharField(max_length=2048, help_text="Normalised; one site per owner and start URL")
+
+    # The saved crawl settings (see CRAWL_SETTINGS); the defaults are the form's.
+    max_pages = models.PositiveIntegerField(default=500)
+    max_depth = models.PositiveSmallIntegerField(default=10)
+    concurrency = models.PositiveSmallIntegerField(default=8)
+    rate = models.FloatField(null=True, blank=True, help_text="Requests per second; empty for no limit")
+    include_patterns = models.TextField(blank=True)
+    exclude_patterns = models.TextField(blank=True)
+    user_agent = models.CharField(max_length=300, blank=True)
+    respect_robots = models.BooleanField(default=True)
+    check_external = models.BooleanField(default=True)
+    allow_private = models.BooleanField(default=False)
+
+    # The schedule, in the owner's time zone. Hourly runs at `minute`; daily at
+    # `hour`:`minute`; weekly on `weekday` at that time; cron by `cron`.
+    cadence = models.CharField(max_length=8, choices=Cadence.choices, default=Cadence.NONE, blank=True)
+    minute = models.PositiveSmallIntegerField(default=0)
+    hour = models.PositiveSmallIntegerField(default=3)
+    weekday = models.PositiveSmallIntegerField(choices=Weekday.choices, default=Weekday.MONDAY)
+    cron = models.CharField(max_length=100, blank=True, help_text="Five fields: minute hour day month weekday")
+    time_zone = models.CharField(max_length=64, default=settings.TIME_ZONE)
+    paused = models.BooleanField(default=False)
+
+    # Alerts for scheduled audits: new issues at or above this severity, or a failure.
+    notify_severity = models.CharField(max_length=10, choices=Severity.choices, blank=True,
+                                       default=Severity.CRITICAL,
+                                       help_text="Alert on new issues at or above this; empty for none")
+    notify_on_failure = models.BooleanField(default=True)
+    notify_email = models.BooleanField(default=True, help_text="E-mail the owner")
+    webhook_url = models.URLField(max_length=2048, blank=True, help_text="POST a JSON summary here")
+
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = SiteQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["start_url", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "start_url"], name="site_unique_start_url_per_owner"),
+            models.CheckConstraint(condition=Q(minute__lte=59) & Q(hour__lte=23) & Q(weekday__lte=6),
+                                   name="site_schedule_time_valid"),
+        ]
+
+    def __str__(self):
+        return self.start_url
+
+    def get_absolute_url(self):
+        return reverse("site-detail", args=[self.pk])
+
+    @property
+    def schedule_name(self) -> str:
+        """The django-q2 Schedule row's name: how the site finds its schedule (no FK to another app's row)."""
+        return f"site-{self.pk}"
+
+    @property
+    def is_scheduled(self) -> bool:
+        return self.cadence != self.Cadence.NONE and not self.paused
+
+    def crawl_settings(self) -> dict:
+        return {name: getattr(self, name) for name in CRAWL_SETTINGS}
+
+    def cron_expression(self) -> str:
+        """The schedule as a five-field cron expression, read in the site's time zone."""
+        if self.cadence == self.Cadence.HOURLY:
+            return f"{self.minute} * * * *"
+        if self.cadence == self.Cadence.DAILY:
+            return f"{self.minute} {self.hour} * * *"
+        if self.cadence == self.Cadence.WEEKLY:
+            return f"{self.minute} {self.hour} * * {self.weekday}"
+        return self.cron.strip()
+
+    def zone(self) -> zoneinfo.ZoneInfo:
+        try:
+            return zoneinfo.ZoneInfo(self.time_zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            return zoneinfo.ZoneInfo(settings.TIME_ZONE)
+
+    def next_run_after(self, moment: datetime | None = None) -> datetime:
+        """The first run strictly after ``moment`` (default now), in the site's time zone."""
+        start = (moment or timezone.now()).astimezone(self.zone())
+        return croniter(self.cron_expression(), start).get_next(datetime)
+
+    def is_run_time(self, moment: datetime) -> bool:
+        """Whether ``moment`` is one of this schedule's run times (to the minute), in the site's zone."""
+        return croniter.match(self.cron_expression(), moment.astimezone(self.zone()))
+
+    def pause(self) -> None:
+        Site.objects.filter(pk=self.pk).update(paused=True)
+        self.paused = True
+
+    def resume(self) -> None:
+        Site.objects.filter(pk=self.pk).update(paused=False)
+        self.paused = False
+
+
+class SkippedRun(models.Model):
+    """A scheduled run that did not start an audit, and why: a person can see every one."""
+
+    class Reason(models.TextChoices):
+        STILL_RUNNING = "still_running", "The previous audit was still queued or running"
+        QUOTA = "quota", "The owner already had as many audits running as allowed"
+        PRIVATE_REFUSED = "private_refused", "Private targets are no longer allowed on this deployment"
+
+    site = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="skipped_runs")
+    due_at = models.DateTimeField(help_text="The run time the schedule fired for")
+    reason = models.CharField(max_length=20, choices=Reason.choices)
+    detail = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["site", "-created_at"], name="skippedrun_site_created")]
+
+    def __str__(self):
+        return f"{self.site} skipped at {self.due_at}: {self.reason}"
