@@ -135,7 +135,7 @@ Q_CLUSTER = {
     "label": "Crawl queue",
 }
 
-# Crawl orchestration knobs (see audits/crawling.py for how they interact).
+# Crawl orchestration knobs (see docs/architecture.md for how they interact).
 SITEWARD = {
     # Private and loopback targets are refused unless this is on: turn it on to
     # audit your own staging or local sites.
@@ -151,4 +151,27 @@ SITEWARD = {
     "WATCHDOG_GRACE_SECONDS": env_int("SITEWARD_WATCHDOG_GRACE", 120, minimum=1),
     "FETCH_DEADLINE": env_float("SITEWARD_FETCH_DEADLINE", 30.0, minimum=1.0),
     "USER_AGENT": env_str("SITEWARD_USER_AGENT", "SitewardBot/0.1 (+self-hosted site audit)"),
+    # Schedules: a cron expression may not run more often than this, and a person
+    # may keep at most this many scheduled sites.
+    "MIN_SCHEDULE_MINUTES": env_int("SITEWARD_MIN_SCHEDULE_MINUTES", 60, minimum=1),
+    "MAX_SCHEDULED_SITES_PER_USER": env_int("SITEWARD_MAX_SCHEDULED_SITES", 20, minimum=0),
+    # Where people reach this deployment: notifications link to it.
+    "BASE_URL": env_str("SITEWARD_BASE_URL", "http://127.0.0.1:8000").rstrip("/"),
+    # A webhook gets this long (seconds) to answer; its failure is recorded, never retried.
+    "WEBHOOK_TIMEOUT": env_float("SITEWARD_WEBHOOK_TIMEOUT", 5.0, minimum=0.5),
 }
+
+# E-mail for notifications: printed to the console unless an SMTP server is configured.
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend" if env_str("EMAIL_HOST") else
+    "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Siteward <siteward@localhost>")
