@@ -1,13 +1,17 @@
-"""Per-object authorisation: a person reaches only their own audits.
+"""Per-object authorisation: a person reaches only their own audits and sites.
 
-Every view that takes an audit id goes through ``audit_for_user``; another
-person's audit answers 404 (not 403), so ids leak nothing.
+Every view that takes an audit or site id goes through these; another person's
+answers 404 (not 403), so ids leak nothing.
 """
 
 from django.shortcuts import get_object_or_404
 
-from .models import Audit
+from .models import Audit, Site
 
 
 def audit_for_user(request, audit_id: int) -> Audit:
     return get_object_or_404(Audit, pk=audit_id, owner=request.user)
+
+
+def site_for_user(request, site_id: int) -> Site:
+    return get_object_or_404(Site, pk=site_id, owner=request.user)

@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 from django.db import connections
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_delete, post_migrate
 
 
 def ensure_watchdog_schedule(sender=None, using="default", **kwargs):
@@ -25,6 +25,12 @@ def ensure_watchdog_schedule(sender=None, using="default", **kwargs):
     )
 
 
+def remove_site_schedule(sender, instance, **kwargs):
+    from .schedules import remove  # imports models: only once the registry is ready
+
+    remove(instance.pk)
+
+
 class AuditsConfig(AppConfig):
     name = "audits"
     verbose_name = "Site audits"
@@ -34,3 +40,6 @@ class AuditsConfig(AppConfig):
         from . import system_checks  # noqa: F401
 
         post_migrate.connect(ensure_watchdog_schedule, sender=self)
+        # A site's schedule goes with it, also when the site goes with its owner
+        # (a cascade, which calls no delete() of ours).
+        post_delete.connect(remove_site_schedule, sender=self.get_model("Site"))

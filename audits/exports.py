@@ -18,7 +18,7 @@ from django.http import StreamingHttpResponse
 
 from crawler.catalogue import CATALOGUE
 
-from .models import Audit, Issue, LinkEdge, Page
+from .models import Audit, GoneIssue, Issue, LinkEdge, Page, PageChange
 
 CHUNK_SIZE = 2000
 
@@ -123,3 +123,26 @@ def link_rows(audit: Audit) -> Iterator[list]:
                      "target_status", "target_error")
     )
     yield from rows.iterator(chunk_size=CHUNK_SIZE)
+
+
+# What changed since the baseline audit (audits.diff): issues new, persisting,
+# fixed or unknown, then pages added, removed or changed. Empty without a baseline.
+CHANGE_COLUMNS = ["change", "kind", "severity", "code", "title", "url", "target_url", "detail"]
+
+
+def change_rows(audit: Audit) -> Iterator[list]:
+    if audit.change_counts is None:
+        return
+    issues = (Issue.objects.filter(audit=audit).exclude(change="").order_by("change", "id")
+              .values_list("change", "severity", "code", "url", "target_url", "message"))
+    gone = (GoneIssue.objects.filter(audit=audit).order_by("change", "id")
+            .values_list("change", "severity", "code", "url", "target_url", "message"))
+    for queryset in (issues, gone):
+        for change, severity, code, url, target, message in queryset.iterator(chunk_size=CHUNK_SIZE):
+            issue_type = CATALOGUE.get(code)
+            yield [change, "issue", severity, code, issue_type.title if issue_type else code, url, target, message]
+    for page in PageChange.objects.filter(audit=audit).order_by("change", "id").iterator(chunk_size=CHUNK_SIZE):
+        detail = ", ".join(page.what_changed()) if page.change == PageChange.Change.CHANGED else (
+            f"status {page.status_after or '—'}" if page.change == PageChange.Change.ADDED
+            else f"was status {page.status_before or '—'}")
+        yield [page.change, "page", "", "", "", page.url, "", detail]

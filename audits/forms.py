@@ -8,14 +8,21 @@ limits out of range, a pattern that is not a regular expression.
 
 from __future__ import annotations
 
+import itertools
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
+from croniter import croniter
 from django import forms
 from django.conf import settings
 
 from crawler.errors import DnsFailure, UnsafeAddress
 from crawler.net import AddressGuard
 from crawler.urls import InvalidURL, compile_patterns, normalize
+
+from .models import Site
+from .models.site import time_zone_choices
+from .schedules import scheduled_sites_left as schedules_left
 
 # Bounds on what one audit may ask for. They keep a typo (max pages 10000000)
 # from turning into a week-long crawl and match what the crawler is sized for.
@@ -35,12 +42,45 @@ def address_guard(*, allow_private: bool):
     return AddressGuard(allow_private=allow_private)
 
 
+# A cron expression's shortest gap between runs is judged over this many runs (a year of weekly ones).
+MIN_GAP_SAMPLES = 60
+
 # Schemes written without "//" that people paste by mistake.
 _OTHER_SCHEMES = frozenset({"javascript", "data", "mailto", "file", "tel", "about", "blob", "view-source"})
 
 
 def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _check_address(url: str, *, allow_private: bool) -> None:
+    """Resolve the host now so a typo or a refused address is reported here, not as a failed audit.
+
+    The crawl resolves and checks again at every connection (an answer can
+    change between now and then); this is only the early, friendly check.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        address_guard(allow_private=allow_private).resolve_sync(host, port)
+    except UnsafeAddress as exc:
+        if exc.address and exc.address == host.strip("[]"):
+            what = f"{host} is a {exc.reason} address."
+        elif exc.address:
+            what = f"{host} points at {exc.address}, a {exc.reason} address."
+        else:
+            what = f"{host} points at a refused address."
+        raise forms.ValidationError(
+            f"{what} Siteward refuses private, loopback and reserved "
+            "addresses so that audits cannot reach internal services; to audit such sites, "
+            "the administrator can set SITEWARD_ALLOW_PRIVATE=1.",
+            code="ssrf",
+        ) from None
+    except DnsFailure as exc:
+        raise forms.ValidationError(
+            f"The host {host} does not resolve ({exc}). Check the spelling.", code="dns"
+        ) from None
 
 
 class AuditForm(forms.Form):
@@ -99,37 +139,8 @@ class AuditForm(forms.Form):
             url = normalize(raw)
         except InvalidURL as exc:
             raise forms.ValidationError(f"This is not a valid web address: {exc}.", code="invalid") from None
-        self._check_address(url)
+        _check_address(url, allow_private=self.allow_private)
         return url
-
-    def _check_address(self, url: str) -> None:
-        """Resolve the host now so a typo or a refused address is reported here, not as a failed audit.
-
-        The crawl resolves and checks again at every connection (an answer can
-        change between now and then); this is only the early, friendly check.
-        """
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        try:
-            address_guard(allow_private=self.allow_private).resolve_sync(host, port)
-        except UnsafeAddress as exc:
-            if exc.address and exc.address == host.strip("[]"):
-                what = f"{host} is a {exc.reason} address."
-            elif exc.address:
-                what = f"{host} points at {exc.address}, a {exc.reason} address."
-            else:
-                what = f"{host} points at a refused address."
-            raise forms.ValidationError(
-                f"{what} Siteward refuses private, loopback and reserved "
-                "addresses so that audits cannot reach internal services; to audit such sites, "
-                "the administrator can set SITEWARD_ALLOW_PRIVATE=1.",
-                code="ssrf",
-            ) from None
-        except DnsFailure as exc:
-            raise forms.ValidationError(
-                f"The host {host} does not resolve ({exc}). Check the spelling.", code="dns"
-            ) from None
 
     def _clean_patterns(self, name: str) -> str:
         text = self.cleaned_data.get(name, "")
@@ -169,3 +180,78 @@ class AuditForm(forms.Form):
             "user_agent": data["user_agent"],
             "allow_private": self.allow_private,
         }
+
+
+class SiteScheduleForm(forms.ModelForm):
+    """A site's schedule and alerts, in the owner's time zone."""
+
+    time_zone = forms.ChoiceField(label="Time zone", choices=time_zone_choices)
+    webhook_url = forms.URLField(label="Webhook URL", required=False, max_length=2048, assume_scheme="https",
+                                 help_text="Optional: a JSON summary is POSTed here with each alert.")
+
+    class Meta:
+        model = Site
+        fields = ["cadence", "minute", "hour", "weekday", "cron", "time_zone", "notify_severity",
+                  "notify_on_failure", "notify_email", "webhook_url"]
+        labels = {
+            "cadence": "Run", "minute": "Minute", "hour": "Hour", "weekday": "Day",
+            "cron": "Cron expression", "notify_severity": "Alert on new issues at or above",
+            "notify_on_failure": "Alert when a scheduled audit fails", "notify_email": "E-mail me",
+        }
+        help_texts = {
+            "minute": "0-59", "hour": "0-23, in the time zone below",
+            "cron": "minute hour day-of-month month day-of-week, e.g. 30 2 * * 1-5",
+        }
+        widgets = {"minute": forms.NumberInput(attrs={"min": 0, "max": 59}),
+                   "hour": forms.NumberInput(attrs={"min": 0, "max": 23})}
+
+    def clean_minute(self) -> int:
+        return _in_range(self.cleaned_data["minute"], 0, 59)
+
+    def clean_hour(self) -> int:
+        return _in_range(self.cleaned_data["hour"], 0, 23)
+
+    def clean_webhook_url(self) -> str:
+        url = self.cleaned_data.get("webhook_url", "").strip()
+        if not url:
+            return ""
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise forms.ValidationError("A webhook must be an http:// or https:// address.", code="scheme")
+        # The same early check as a start URL: a webhook is a request this server makes.
+        _check_address(url, allow_private=settings.SITEWARD["ALLOW_PRIVATE_TARGETS"])
+        return url
+
+    def clean(self):
+        data = super().clean()
+        cadence = data.get("cadence")
+        if cadence == Site.Cadence.CRON:
+            self._check_cron(data.get("cron", "").strip())
+        if cadence and not self.instance.paused:
+            if schedules_left(self.instance.owner, self.instance) <= 0:
+                raise forms.ValidationError(
+                    f"You already have {settings.SITEWARD['MAX_SCHEDULED_SITES_PER_USER']} scheduled sites; "
+                    "unschedule one first.", code="quota")
+        return data
+
+    def _check_cron(self, expression: str) -> None:
+        if not expression:
+            self.add_error("cron", forms.ValidationError("Write a cron expression.", code="required"))
+            return
+        if len(expression.split()) != 5 or not croniter.is_valid(expression):
+            self.add_error("cron", forms.ValidationError(
+                "Not a cron expression: five fields, minute hour day-of-month month day-of-week.", code="cron"))
+            return
+        least = settings.SITEWARD["MIN_SCHEDULE_MINUTES"]
+        runs = croniter(expression, datetime(2026, 1, 1, tzinfo=UTC))
+        times = [runs.get_next(datetime) for _ in range(MIN_GAP_SAMPLES)]
+        gap = min((b - a for a, b in itertools.pairwise(times)), default=timedelta.max)
+        if gap < timedelta(minutes=least):
+            self.add_error("cron", forms.ValidationError(
+                f"That runs every {int(gap.total_seconds() // 60)} minutes; at most once every {least} minutes "
+                "is allowed.", code="too_often"))
+
+
+def _in_range(value: int, low: int, high: int) -> int:
+    if not low <= value <= high:
+        raise forms.ValidationError(f"Between {low} and {high}.", code="range")
+    return value

@@ -10,7 +10,7 @@ import logging
 
 from django.db import DatabaseError, OperationalError
 
-from . import inlinks
+from . import inlinks, notify, schedules
 from .crawl.chunk import run_chunk
 from .crawl.resume import run_resume
 from .crawl.start import run_start
@@ -83,6 +83,9 @@ def crawl_chunk(audit_id: int, number: int) -> str:
 @_records_failures(Audit.Phase.FINALIZING)
 def finalize(audit_id: int) -> None:
     if run_finalize(audit_id):
+        # Alerts are for scheduled audits; the watchdog sends any this enqueue loses.
+        if Audit.objects.filter(pk=audit_id, trigger=Audit.Trigger.SCHEDULE).exists():
+            enqueue("audits.tasks.send_notifications", audit_id, name=f"audit-{audit_id}-notify")
         # The by-target index a page's "linked from" list reads, as a task of
         # its own: the audit is complete, and its report readable, without
         # waiting for a build of every edge (seconds for a big audit).
@@ -101,3 +104,12 @@ def index_links(audit_id: int) -> str:
 
 def watchdog() -> str:
     return run_watchdog()
+
+
+def scheduled_run(site_id: int, due: str | None = None) -> str:
+    """What a site's django-q2 Schedule calls (audits.schedules.FUNC)."""
+    return schedules.run_due(site_id, due)
+
+
+def send_notifications(audit_id: int) -> str:
+    return notify.notify(audit_id)

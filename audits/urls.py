@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import change_views, site_views, views
 
 urlpatterns = [
     path("", views.audit_list, name="audit-list"),
@@ -13,9 +13,18 @@ urlpatterns = [
     path("audits/<int:audit_id>/export/pages.csv", views.export_pages, name="export-pages"),
     path("audits/<int:audit_id>/export/issues.csv", views.export_issues, name="export-issues"),
     path("audits/<int:audit_id>/export/links.csv", views.export_links, name="export-links"),
+    path("audits/<int:audit_id>/export/changes.csv", change_views.export_changes, name="export-changes"),
+    path("audits/<int:audit_id>/compare/<int:other_id>/", change_views.audit_compare, name="audit-compare"),
+    path("sites/", site_views.site_list, name="site-list"),
+    path("sites/<int:site_id>/", site_views.site_detail, name="site-detail"),
     # Actions change state, so they answer POST only (and the CSRF middleware checks the token).
     path("audits/<int:audit_id>/cancel/", views.audit_cancel, name="audit-cancel"),
     path("audits/<int:audit_id>/resume/", views.audit_resume, name="audit-resume"),
     path("audits/<int:audit_id>/rerun/", views.audit_rerun, name="audit-rerun"),
     path("audits/<int:audit_id>/delete/", views.audit_delete, name="audit-delete"),
+    path("sites/<int:site_id>/schedule/", site_views.site_schedule, name="site-schedule"),
+    path("sites/<int:site_id>/pause/", site_views.site_pause, name="site-pause"),
+    path("sites/<int:site_id>/resume/", site_views.site_resume, name="site-resume"),
+    path("sites/<int:site_id>/run/", site_views.site_run, name="site-run"),
+    path("sites/<int:site_id>/delete/", site_views.site_delete, name="site-delete"),
 ]

@@ -34,7 +34,7 @@ from .access import audit_for_user
 from .charts import Bar, bar_chart
 from .forms import AuditForm
 from .inlinks import edges_to
-from .models import Audit, Issue, IssueCode, LinkEdge, Page, Severity
+from .models import Audit, GoneIssue, Issue, IssueCode, LinkEdge, Page, PageChange, Severity
 from .services import (
     PrivateTargetsRefused,
     QuotaExceeded,
@@ -55,23 +55,27 @@ LINK_LIMIT = 500
 SEVERITY_ORDER = [Severity.CRITICAL, Severity.WARNING, Severity.NOTICE]
 
 
-def audit_view(*methods):
-    """Load the audit for its owner (404 for anyone else), then check the HTTP method.
+def owned_view(load, id_name: str, *methods):
+    """Load the object for its owner (404 for anyone else), then check the HTTP method.
 
     Ownership comes first so a stranger gets the same 404 from every URL of an
-    audit, whatever the method, and learns nothing about which ids exist.
+    object, whatever the method, and learns nothing about which ids exist.
     """
     allowed = set(methods) | ({"HEAD"} if "GET" in methods else set())
 
     def decorate(view):
         @wraps(view)
-        def wrapper(request, audit_id, *args, **kwargs):
-            audit = audit_for_user(request, audit_id)
+        def wrapper(request, *args, **kwargs):
+            owned = load(request, kwargs.pop(id_name))
             if request.method not in allowed:
                 return HttpResponseNotAllowed(sorted(allowed))
-            return view(request, audit, *args, **kwargs)
+            return view(request, owned, *args, **kwargs)
         return wrapper
     return decorate
+
+
+def audit_view(*methods):
+    return owned_view(audit_for_user, "audit_id", *methods)
 
 
 # --- pagination ----------------------------------------------------------------
@@ -237,7 +241,8 @@ def _bucket_label(low: int, high: int | None) -> str:
 
 def _body_context(audit: Audit) -> dict:
     context = {"audit": audit, "progress": _progress(audit), "summary": _summary(audit),
-               "charts": _charts(audit), "can_rerun": private_targets_allowed(audit)}
+               "charts": _charts(audit), "can_rerun": private_targets_allowed(audit),
+               "change_labels": CHANGE_FILTERS}
     if audit.is_active:
         # While it runs, the newest rows show that work is happening.
         context["latest_pages"] = list(
@@ -291,22 +296,35 @@ def issue_list(request, audit):
         "code": request.GET.get("code", ""),
         "q": request.GET.get("q", "").strip()[:500],
         "review": request.GET.get("review", ""),
+        "change": request.GET.get("change", ""),
     }
-    issues = Issue.objects.filter(audit=audit)
+    # Fixed and unknown issues are the baseline's, kept as GoneIssue rows: no
+    # page of this audit, no review of their own.
+    gone = filters["change"] in GoneIssue.Change.values
+    if gone:
+        issues = GoneIssue.objects.filter(audit=audit, change=filters["change"])
+    else:
+        issues = Issue.objects.filter(audit=audit)
+        if filters["change"] in (Issue.Change.NEW, Issue.Change.PERSISTING):
+            issues = issues.filter(change=filters["change"])
     if filters["severity"] in Severity.values:
         issues = issues.filter(severity=filters["severity"])
     if filters["code"] in IssueCode.values:
         issues = issues.filter(code=filters["code"])
-    if filters["review"] in Issue.Review.values:
+    if filters["review"] in Issue.Review.values and not gone:
         issues = issues.filter(review=filters["review"])
     if filters["q"]:
         issues = issues.filter(Q(url__icontains=filters["q"]) | Q(target_url__icontains=filters["q"]))
     sort, order = sort_choice(request, ISSUE_SORTS, "severity")
+    if gone and sort.lstrip("-") == "review":
+        sort, order = "severity", ISSUE_SORTS["severity"]
     if "severity_rank" in order[0]:
         issues = issues.annotate(severity_rank=SEVERITY_RANK)
-    issues = issues.order_by(*order).only(
-        "id", "audit_id", "page_id", "url", "code", "severity", "message", "target_url", "review"
-    )
+    issues = issues.order_by(*order)
+    if not gone:
+        issues = issues.only(
+            "id", "audit_id", "page_id", "url", "code", "severity", "message", "target_url", "review", "change"
+        )
     page = window(issues, request)
     # Link targets that were crawled get a link to their page view: one indexed
     # lookup for the whole screen instead of one per row.
@@ -322,11 +340,17 @@ def issue_list(request, audit):
     context = {
         "audit": audit, "page_obj": page, "rows": rows, "filters": filters, "sort": sort,
         "severities": Severity.choices, "codes": sorted(IssueCode.choices),
-        "reviews": Issue.Review.choices,
+        "reviews": Issue.Review.choices, "changes": CHANGE_FILTERS if audit.change_counts is not None else [],
+        "gone": gone,
     }
     if request.htmx:
         return render(request, "audits/_issue_table.html", context)
     return render(request, "audits/issue_list.html", context)
+
+
+CHANGE_FILTERS = [("new", "New"), ("persisting", "Persisting"), ("fixed", "Fixed"),
+                  ("unknown", "Unknown (page not crawled this time)")]
+PAGE_CHANGE_FILTERS = PageChange.Change.choices
 
 
 # A URL's status class is its own answer: one that redirected is 3xx whatever it
@@ -361,7 +385,10 @@ def page_list(request, audit):
         "type": request.GET.get("type", "").strip()[:100],
         "depth": request.GET.get("depth", "").strip(),
         "q": request.GET.get("q", "").strip()[:500],
+        "change": request.GET.get("change", ""),
     }
+    if filters["change"] in PageChange.Change.values:
+        return _page_changes(request, audit, filters)
     pages = Page.objects.filter(audit=audit)
     if filters["kind"] in Page.Kind.values:
         pages = pages.filter(kind=filters["kind"])
@@ -382,9 +409,27 @@ def page_list(request, audit):
     context = {
         "audit": audit, "page_obj": page, "filters": filters, "sort": sort,
         "kinds": Page.Kind.choices, "status_classes": list(STATUS_CLASSES), "content_types": CONTENT_TYPES,
+        "changes": PAGE_CHANGE_FILTERS if audit.change_counts is not None else [],
+        "table": "audits/_page_table.html",
     }
     if request.htmx:
         return render(request, "audits/_page_table.html", context)
+    return render(request, "audits/page_list.html", context)
+
+
+def _page_changes(request, audit, filters):
+    """The pages table for ?change=: the PageChange rows the diff wrote, with before and after."""
+    changes = PageChange.objects.filter(audit=audit, change=filters["change"])
+    if filters["q"]:
+        changes = changes.filter(url__icontains=filters["q"])
+    page = window(changes.order_by("url", "id"), request)
+    context = {
+        "audit": audit, "page_obj": page, "filters": filters, "sort": "url",
+        "kinds": Page.Kind.choices, "status_classes": list(STATUS_CLASSES), "content_types": CONTENT_TYPES,
+        "changes": PAGE_CHANGE_FILTERS, "table": "audits/_page_change_table.html",
+    }
+    if request.htmx:
+        return render(request, "audits/_page_change_table.html", context)
     return render(request, "audits/page_list.html", context)
 
 

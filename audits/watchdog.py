@@ -19,7 +19,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from . import inlinks
+from . import inlinks, notify, schedules
 from .crawl.progress import abandon_chunk, advance, has_work, retry_wait
 from .dispatch import Dispatcher
 from .models import Audit, ChunkLease
@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 # Link-index builds enqueued a tick. Two watchdogs may both enqueue one audit's;
 # the build is idempotent (inlinks.build), so the second does nothing.
 INDEX_PER_TICK = 5
+# Audits whose alerts are sent a tick, at most (each send has its own timeout).
+NOTIFY_PER_TICK = 20
 
 
 def queued_task_names() -> set[str]:
@@ -81,15 +83,28 @@ def run_watchdog(now=None) -> str:
     # need no scan. The finalize task enqueues this for the audits it completes;
     # here it catches the rest (failed, cancelled, finished by the command
     # line, or an enqueue lost). A task, not here: a big audit's build takes seconds.
-    for audit_id in inlinks.ended_unindexed().order_by("id").values_list("pk", flat=True)[:INDEX_PER_TICK]:
-        name = f"audit-{audit_id}-index-links"
-        if name not in names:
-            with transaction.atomic():
-                enqueue("audits.tasks.index_links", audit_id, name=name)
-            actions.append(f"enqueued the link index of {audit_id}")
+    actions.extend(_enqueue_each(inlinks.ended_unindexed(), INDEX_PER_TICK, "index_links", "index-links",
+                                 "the link index", names))
+    # Sites whose Schedule row vanished get it back; scheduled audits that
+    # ended without their alerts (a failure anywhere, a lost enqueue) get them.
+    actions.extend(schedules.heal())
+    actions.extend(_enqueue_each(notify.due_audits(), NOTIFY_PER_TICK, "send_notifications", "notify",
+                                 "the notifications", names))
     if actions:
         log.info("watchdog: %s", "; ".join(actions))
     return "; ".join(actions) or "nothing to do"
+
+
+def _enqueue_each(audits, limit: int, task: str, suffix: str, what: str, names: set[str]) -> list[str]:
+    """Enqueue ``task`` for the first ``limit`` of ``audits`` that have none queued already."""
+    actions = []
+    for audit_id in audits.order_by("id").values_list("pk", flat=True)[:limit]:
+        name = f"audit-{audit_id}-{suffix}"
+        if name not in names:
+            with transaction.atomic():
+                enqueue(f"audits.tasks.{task}", audit_id, name=name)
+            actions.append(f"enqueued {what} of {audit_id}")
+    return actions
 
 
 def _open_chunks(audit: Audit):

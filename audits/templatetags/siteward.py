@@ -12,6 +12,8 @@ from datetime import timedelta
 from django import template
 from django.utils.html import format_html
 
+from audits.diff import totals
+
 register = template.Library()
 
 
@@ -77,3 +79,26 @@ def page_href(context, number):
     query = request.GET.copy()
     query["page"] = number
     return f"{request.path}?{query.urlencode()}"
+
+
+@register.filter
+def get_item(mapping, key):
+    """``mapping[key]`` in a template (a dict keyed by a loop variable); None when absent."""
+    return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def split(value: str) -> list[str]:
+    return value.split()
+
+
+@register.filter
+def issues_of(audit, severity: str) -> int:
+    """An audit's issue counter for one severity (issues_critical, ...)."""
+    return getattr(audit, f"issues_{severity}", 0)
+
+
+@register.filter
+def change_totals(counts) -> dict:
+    """{"new": n, "fixed": n, ...} from an audit's change_counts (empty without a baseline)."""
+    return totals(counts)

@@ -4,8 +4,8 @@ It runs the same start / chunk / finalize code as the worker cluster (only the
 scheduling differs), stores the audit like any other, streams a JSON Lines report
 as results arrive, prints a short summary and exits with:
 
-    0  no issue at the --fail-on level
-    1  issues at that level
+    0  no issue at the --fail-on level (and no new one at the --fail-on-new level)
+    1  issues at that level, or new issues at the --fail-on-new level
     2  usage error, a failed system check, or the audit could not start or failed
     130 interrupted (Ctrl-C): partial results written, audit marked cancelled
 """
@@ -24,14 +24,22 @@ from django.db import connection, transaction
 from django.db.models import Max
 from psycopg.pq import TransactionStatus
 
+from ... import diff
 from ...finalize import run_finalize
 from ...forms import AuditForm
 from ...inline import run_audit_inline
-from ...models import Audit, Issue, Page
+from ...models import Audit, GoneIssue, Issue, Page
 from ...services import create_audit, new_audit
 from ...system_checks import CLUSTER_CHECKS
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
+# The order change records and counts are written in.
+CHANGES = ("new", "fixed", "persisting", "unknown")
+PREVIOUS = "previous"
+
+
+def at_or_above(severity: str) -> list[str]:
+    return [s for s, rank in SEVERITY_RANK.items() if rank <= SEVERITY_RANK[severity]]
 
 
 def _drop_interrupted_connection() -> None:
@@ -50,7 +58,8 @@ def _drop_interrupted_connection() -> None:
 
 
 class Command(BaseCommand):
-    help = "Crawl and audit a site in-process; exit 1 when issues at --fail-on level are found."
+    help = ("Crawl and audit a site in-process; exit 1 when issues at the --fail-on level are found "
+            "(or, with --fail-on-new, new issues at that level since an earlier audit).")
     # How the run waits out a Retry-After once only rate-limited URLs are left.
     sleep = staticmethod(time.sleep)
 
@@ -68,7 +77,22 @@ class Command(BaseCommand):
         parser.add_argument("--allow-private", action="store_true",
                             help="Allow private and loopback addresses (your own local or staging sites)")
         parser.add_argument("--out", help="Write a JSON Lines report here ('-' for standard output)")
-        parser.add_argument("--fail-on", choices=["critical", "warning", "notice"], default="critical")
+        parser.add_argument(
+            "--fail-on", choices=list(SEVERITY_RANK), default=None,
+            help="Exit 1 when any issue at or above this severity is found (default: critical, "
+                 "unless --fail-on-new is given; given with it, exit 1 when either one triggers)")
+        parser.add_argument(
+            "--compare-to", metavar="AUDIT_ID|previous",
+            help="Compare with this completed audit of the same site (same owner and start URL), or with "
+                 "'previous', the site's last completed audit before this one: the report gains 'change' "
+                 "records (new, fixed, persisting, unknown) and the summary their counts. With 'previous' "
+                 "and no earlier completed audit the run goes on, says there is nothing to compare with, "
+                 "and the summary's \"changes\" is null (nothing counts as new)")
+        parser.add_argument(
+            "--fail-on-new", choices=list(SEVERITY_RANK), default=None,
+            help="Exit 1 only when NEW issues at or above this severity appear, not ones the compared "
+                 "audit already had; replaces --fail-on's default. Without --compare-to, compares with "
+                 "'previous' (so the first audit of a site passes: it becomes the baseline)")
         parser.add_argument("--enqueue", action="store_true",
                             help="Hand the audit to the worker cluster, print its id and return")
         parser.add_argument("--owner", help="Username that owns the audit (default: admin, else a 'cli' user)")
@@ -84,41 +108,57 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         limits = self._limits(opts)
         owner = self._owner(opts.get("owner"))
+        fail_on_new = opts["fail_on_new"]
+        # --fail-on-new gates on new issues only; --fail-on's default would fail on old debt too.
+        fail_on = opts["fail_on"] or (None if fail_on_new else "critical")
+        compare_to = opts["compare_to"] or (PREVIOUS if fail_on_new else None)
+        if fail_on_new and opts["enqueue"]:
+            raise CommandError("--fail-on-new has no effect with --enqueue: nothing waits for the audit "
+                               "to end", returncode=2)
+        # Checked before anything is stored or fetched.
+        baseline = self._baseline(compare_to, owner, limits["start_url"])
         if opts["enqueue"]:
             # call_command skips the system checks; the cluster's timing must be
             # right before it is handed the audit, however the command was run.
             self.check(tags=[CLUSTER_CHECKS])
-            audit = create_audit(owner, enforce_quota=False, trigger=Audit.Trigger.COMMAND, **limits)
+            # One transaction: the start is enqueued on commit, with the baseline already set.
+            with transaction.atomic():
+                audit = create_audit(owner, enforce_quota=False, trigger=Audit.Trigger.COMMAND, **limits)
+                if compare_to:
+                    self._set_baseline(audit, compare_to, baseline, self.stderr)
             self.stdout.write(str(audit.pk))
             return
         out = self._open_out(opts.get("out"))
         console = self.stderr if out is sys.stdout else self.stdout
         audit = new_audit(owner, trigger=Audit.Trigger.COMMAND, **limits)
         console.write(f"Audit {audit.pk}: crawling {audit.start_url}")
+        if compare_to:
+            self._set_baseline(audit, compare_to, baseline, console)
         report = Report(out)
         try:
             try:
-                code = self._crawl(audit, report, opts["fail_on"], console)
+                code = self._crawl(audit, report, fail_on, fail_on_new, bool(compare_to), console)
             except KeyboardInterrupt:
                 _drop_interrupted_connection()
                 audit.refresh_from_db()
                 audit.cancel("Interrupted from the command line.")
                 code = 130
             audit.refresh_from_db()
-            report.summary(audit, code)
+            report.summary(audit, code, compared=bool(compare_to))
         finally:
             # Lines are flushed a batch at a time: whatever ends the run, none stays in the buffer.
             if out is not None:
                 out.flush()
             if out not in (None, sys.stdout):
                 out.close()
-        self._print_summary(console, audit, code)
+        self._print_summary(console, audit, code, compared=bool(compare_to))
         if code:
             raise SystemExit(code)
 
     # --- running --------------------------------------------------------------
 
-    def _crawl(self, audit: Audit, report: Report, fail_on: str, console) -> int:
+    def _crawl(self, audit: Audit, report: Report, fail_on: str | None, fail_on_new: str | None,
+               compared: bool, console) -> int:
         def finalize_and_report(audit_id: int) -> None:
             # Cross-page issues are found at the end; stream the ones finalize added.
             before = Issue.objects.filter(audit_id=audit_id).aggregate(n=Max("id"))["n"] or 0
@@ -135,9 +175,25 @@ class Command(BaseCommand):
         audit.refresh_from_db()
         if audit.status != Audit.Status.COMPLETED:
             return 2
-        worst = SEVERITY_RANK[fail_on]
-        levels = [s for s, rank in SEVERITY_RANK.items() if rank <= worst]
-        return 1 if audit.issues.filter(severity__in=levels).exists() else 0
+        if compared:
+            report.changes(audit)
+        failed = bool(fail_on) and audit.issues.filter(severity__in=at_or_above(fail_on)).exists()
+        # Issue.change is "new" only when finalize had a baseline: no baseline, nothing new.
+        failed = failed or (bool(fail_on_new) and audit.issues.filter(
+            change=Issue.Change.NEW, severity__in=at_or_above(fail_on_new)).exists())
+        return 1 if failed else 0
+
+    def _set_baseline(self, audit: Audit, compare_to: str, baseline: Audit | None, console) -> None:
+        """Pin the audit finalize's diff compares with (audits.diff.baseline_for reads it)."""
+        if compare_to == PREVIOUS:
+            baseline = audit.previous_completed()
+            if baseline is None:
+                console.write("Nothing to compare with: no earlier completed audit of this site "
+                              "(no change records; no issue counts as new).")
+                return
+        audit.baseline = baseline
+        audit.save(update_fields=["baseline"])
+        console.write(f"Comparing with audit {baseline.pk}")
 
     # --- input ------------------------------------------------------------------
 
@@ -157,6 +213,29 @@ class Command(BaseCommand):
         if form.has_error("start_url", code="ssrf"):
             lines.append("(use --allow-private for your own local or staging sites)")
         raise CommandError("Cannot audit with these options:\n  " + "\n  ".join(lines), returncode=2)
+
+    def _baseline(self, compare_to: str | None, owner, start_url: str) -> Audit | None:
+        """The audit --compare-to names, checked; None for 'previous' (resolved once the audit exists)."""
+        if compare_to in (None, PREVIOUS):
+            return None
+        if not compare_to.isdigit():
+            raise CommandError(f"--compare-to: expected an audit id or '{PREVIOUS}', not {compare_to!r}",
+                               returncode=2)
+        baseline = Audit.objects.select_related("site").filter(pk=int(compare_to)).first()
+        problem = None
+        if baseline is None:
+            problem = f"there is no audit {compare_to}"
+        elif baseline.owner_id != owner.pk:
+            problem = f"audit {baseline.pk} belongs to another user, not {owner.get_username()!r} (see --owner)"
+        elif baseline.site.start_url != start_url:
+            # Issues are matched by a key that includes their URL: another site's would all differ.
+            problem = (f"audit {baseline.pk} is of {baseline.site.start_url}, not {start_url}; "
+                       "only audits of the same site can be compared")
+        elif baseline.status != Audit.Status.COMPLETED:
+            problem = f"audit {baseline.pk} is {baseline.status}; only a completed audit can be compared with"
+        if problem:
+            raise CommandError(f"--compare-to: {problem}", returncode=2)
+        return baseline
 
     def _owner(self, username: str | None):
         User = get_user_model()
@@ -186,7 +265,7 @@ class Command(BaseCommand):
 
     # --- output -------------------------------------------------------------------
 
-    def _print_summary(self, console, audit: Audit, code: int) -> None:
+    def _print_summary(self, console, audit: Audit, code: int, *, compared: bool = False) -> None:
         pages = Page.objects.filter(audit=audit, kind=Page.Kind.PAGE)
         classes = Counter(p.status_class for p in pages.only("status_code", "fetch_error", "redirect_count").iterator())
         console.write("")
@@ -196,6 +275,12 @@ class Command(BaseCommand):
         console.write("  pages by status: " + (", ".join(f"{k}: {v}" for k, v in sorted(classes.items())) or "none"))
         console.write(f"  issues: {audit.issues_critical} critical, {audit.issues_warning} warnings, "
                       f"{audit.issues_notice} notices")
+        if audit.baseline_id and audit.change_counts:
+            totals = diff.totals(audit.change_counts)
+            console.write(f"  changes since audit {audit.baseline_id}: "
+                          + ", ".join(f"{totals[change]} {change}" for change in CHANGES))
+        elif compared and audit.status == Audit.Status.COMPLETED:
+            console.write("  changes: nothing to compare with (no earlier completed audit of this site)")
         slow = pages.filter(fetch_error="").order_by("-ttfb_ms")[:5]
         if slow:
             console.write("  slowest pages:")
@@ -230,6 +315,7 @@ class Report:
     """
 
     ISSUE_FIELDS = ("code", "severity", "url", "target_url", "message")
+    CHANGE_FIELDS = ("code", "severity", "url", "target_url")
 
     def __init__(self, out):
         self.out = out
@@ -257,25 +343,61 @@ class Report:
         """Issue records from (code, severity, url, target_url, message) tuples."""
         if self.out is None:
             return
-        rows = iter(rows)
-        while chunk := list(itertools.islice(rows, FLUSH_EVERY)):
-            self._write(
-                {"type": "issue", "code": code, "severity": severity, "url": url, "target": target or None,
-                 "message": message}
-                for code, severity, url, target, message in chunk
-            )
-            if len(chunk) == FLUSH_EVERY:  # a long run of issues (finalize's) shows as it comes
+        self._stream(
+            {"type": "issue", "code": code, "severity": severity, "url": url, "target": target or None,
+             "message": message}
+            for code, severity, url, target, message in rows
+        )
+
+    def change_values(self, change: str, rows) -> None:
+        """Change records from (code, severity, url, target_url) tuples."""
+        if self.out is None:
+            return
+        self._stream(
+            {"type": "change", "change": change, "code": code, "severity": severity, "url": url,
+             "target": target or None}
+            for code, severity, url, target in rows
+        )
+
+    def changes(self, audit: Audit) -> None:
+        """The diff finalize stored, one record per issue: new, fixed, persisting, then unknown."""
+        if self.out is None:
+            return
+        sources = {"new": Issue.objects.filter(audit=audit, change=Issue.Change.NEW),
+                   "fixed": GoneIssue.objects.filter(audit=audit, change=GoneIssue.Change.FIXED),
+                   "persisting": Issue.objects.filter(audit=audit, change=Issue.Change.PERSISTING),
+                   "unknown": GoneIssue.objects.filter(audit=audit, change=GoneIssue.Change.UNKNOWN)}
+        for change in CHANGES:
+            # A server-side cursor on PostgreSQL: 100,000 rows never sit in memory at once.
+            self.change_values(change, sources[change].order_by("id").values_list(*self.CHANGE_FIELDS)
+                               .iterator(FLUSH_EVERY))
+
+    def _stream(self, records) -> None:
+        records = iter(records)
+        while chunk := list(itertools.islice(records, FLUSH_EVERY)):
+            self._write(chunk)
+            if len(chunk) == FLUSH_EVERY:  # a long run of records (finalize's) shows as it comes
                 self.out.flush()
         self.out.flush()
 
-    def summary(self, audit: Audit, code: int) -> None:
+    def summary(self, audit: Audit, code: int, *, compared: bool = False) -> None:
+        """The closing record; with ``compared``, also the baseline and the counts of each change.
+
+        "changes" is null, not zeros, when there was nothing to compare with (or
+        the audit did not complete): zeros would claim nothing changed.
+        """
         if self.out is None:
             return
-        self._write([{
+        record = {
             "type": "summary", "audit_id": audit.pk, "status": audit.status, "error_code": audit.error_code or None,
             "error_detail": audit.error_detail or None, "pages": audit.pages_crawled,
             "issues": {"critical": audit.issues_critical, "warning": audit.issues_warning,
                        "notice": audit.issues_notice},
-            "exit_code": code,
-        }])
+        }
+        if compared:
+            totals = diff.totals(audit.change_counts) if audit.baseline_id else {}
+            record["baseline_id"] = audit.baseline_id if totals else None
+            record["changes"] = {change: totals[change] for change in CHANGES} if totals else None
+        record["exit_code"] = code
+        self._write([record])
         self.out.flush()

@@ -1,0 +1,252 @@
+"""Alerts for scheduled audits: an e-mail to the owner and an optional JSON webhook.
+
+A scheduled audit that completed with new issues at or above its site's
+``notify_severity``, or failed while its site has ``notify_on_failure``, is
+"due". ``notify`` sends each channel at most once: the Notification row (unique
+per audit and channel) is the claim, inserted in state SENDING before anything
+is sent; only the call that inserted it sends, then records SENT, FAILED or
+SKIPPED. A call that dies between the claim and the record leaves SENDING: the
+alert may be lost, never sent twice.
+
+``due_audits`` is what the watchdog sweeps: due audits of the last day with no
+Notification row yet (a lost enqueue, a failure no task handler saw).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db.models import Case, Exists, IntegerField, OuterRef, Q, Value, When
+from django.urls import reverse
+from django.utils import timezone
+
+from crawler.net import AddressGuard
+from crawler.webhook import post_json
+
+from . import diff
+from .models import Audit, Issue, Notification, Severity, Site
+
+log = logging.getLogger(__name__)
+
+# Most important first: a threshold admits itself and everything before it.
+SEVERITIES: tuple[str, ...] = tuple(Severity.values)
+# New issues listed in an e-mail; the rest are behind the link.
+EMAIL_ISSUES = 20
+# Only audits that ended this recently are swept: turning alerts on, or an
+# upgrade, must not mail out a backlog of old audits.
+SWEEP_WINDOW = timedelta(hours=24)
+
+
+def at_or_above(threshold: str) -> tuple[str, ...]:
+    """The severities an alert threshold admits; none for "" (never)."""
+    if threshold not in SEVERITIES:
+        return ()
+    return SEVERITIES[: SEVERITIES.index(threshold) + 1]
+
+
+def _due() -> Q:
+    """Audits with something to tell, read from the site's choices and ``change_counts``.
+
+    The same predicate decides in ``notify`` and in ``due_audits``: an audit the
+    sweep lists but ``notify`` skipped would fill the watchdog's per-tick budget forever.
+    """
+    new_enough = Q(pk__in=[])
+    for threshold in SEVERITIES:
+        any_new = Q(pk__in=[])
+        for severity in at_or_above(threshold):
+            any_new |= Q(**{f"change_counts__issues__new__{severity}__gt": 0})
+        new_enough |= Q(site__notify_severity=threshold) & any_new
+    return Q(trigger=Audit.Trigger.SCHEDULE) & (
+        Q(status=Audit.Status.FAILED, site__notify_on_failure=True)
+        | (Q(status=Audit.Status.COMPLETED) & new_enough)
+    )
+
+
+def due_audits():
+    """Scheduled audits that ended in the last 24 h, have an alert due, and no Notification row yet."""
+    return (
+        Audit.objects.filter(status__in=[Audit.Status.COMPLETED, Audit.Status.FAILED],
+                             trigger=Audit.Trigger.SCHEDULE,
+                             finished_at__gte=timezone.now() - SWEEP_WINDOW)
+        .filter(_due())
+        .exclude(Exists(Notification.objects.filter(audit=OuterRef("pk"))))
+    )
+
+
+def changes_url(audit: Audit) -> str:
+    """The audit's "since previous" view, as an absolute link."""
+    return settings.SITEWARD["BASE_URL"] + reverse("audit-detail", args=[audit.pk]) + "#changes"
+
+
+def notify(audit_id: int) -> str:
+    """Send the alerts due for ``audit_id`` that nobody has claimed; a short summary of what happened."""
+    audit = Audit.objects.select_related("site", "owner").filter(pk=audit_id).first()
+    if audit is None:
+        return f"audit {audit_id}: no such audit"
+    if audit.trigger != Audit.Trigger.SCHEDULE:
+        return f"audit {audit_id}: not scheduled, no alerts"
+    if audit.status not in (Audit.Status.COMPLETED, Audit.Status.FAILED):
+        return f"audit {audit_id}: {audit.status}, no alerts"
+    if not Audit.objects.filter(pk=audit.pk).filter(_due()).exists():
+        return f"audit {audit_id}: nothing due"
+    alert = Alert(audit)
+    channels = [(Notification.Channel.EMAIL, _send_email)]
+    if audit.site.webhook_url:
+        channels.append((Notification.Channel.WEBHOOK, _send_webhook))
+    # Every channel is claimed before any is sent, so a sweep that finds rows
+    # finds all of them; a crash mid-send loses an alert but never repeats one.
+    claimed = [(row, send) for channel, send in channels
+               if (row := _claim(audit, channel, alert.reason)) is not None]
+    outcomes = []
+    for row, send in claimed:
+        state, detail = send(alert)
+        Notification.objects.filter(pk=row.pk).update(state=state, detail=detail[:500])
+        outcomes.append(f"{row.channel} {state}")
+    if not outcomes:
+        return f"audit {audit_id}: already notified"
+    return f"audit {audit_id}: " + ", ".join(outcomes)
+
+
+def _claim(audit: Audit, channel: str, reason: str) -> Notification | None:
+    """The channel's row if this call inserted it, else None (another call owns the send)."""
+    # get_or_create inserts inside a savepoint and reads the winner's row on an
+    # IntegrityError, so of two racing calls exactly one sees created=True.
+    row, created = Notification.objects.get_or_create(
+        audit=audit, channel=channel,
+        defaults={"state": Notification.State.SENDING, "reason": reason[:200]},
+    )
+    return row if created else None
+
+
+class Alert:
+    """What one audit's alert says, built once for both channels."""
+
+    def __init__(self, audit: Audit) -> None:
+        self.audit = audit
+        self.site: Site = audit.site
+        self.failed = audit.status == Audit.Status.FAILED
+        self.url = changes_url(audit)
+        self.admitted = at_or_above(self.site.notify_severity)
+        counts = audit.change_counts or {}
+        new = counts.get("issues", {}).get("new", {})
+        self.new_by_severity = {severity: int(new.get(severity, 0)) for severity in SEVERITIES}
+        self.changes = {change: 0 for change in diff.ISSUE_CHANGES} | diff.totals(audit.change_counts)
+        self.new_due = sum(self.new_by_severity[severity] for severity in self.admitted)
+        self.reason = ("audit failed: " + audit.error_code) if self.failed else self._new_issues_phrase()
+
+    def _new_issues_phrase(self) -> str:
+        present = [severity for severity in self.admitted if self.new_by_severity[severity]]
+        noun = "issue" if self.new_due == 1 else "issues"
+        if len(present) == 1:
+            return f"{self.new_due} new {present[0]} {noun}"
+        parts = ", ".join(f"{self.new_by_severity[severity]} {severity}" for severity in present)
+        return f"{self.new_due} new {noun} ({parts})"
+
+    @property
+    def subject(self) -> str:
+        if self.failed:
+            return f"[Siteward] Audit of {self.audit.start_url} failed"
+        return f"[Siteward] {self.reason} on {self.audit.start_url}"
+
+    def payload(self) -> dict:
+        audit = self.audit
+        return {
+            "event": "audit.failed" if self.failed else "audit.completed",
+            "audit_id": audit.pk,
+            "site_id": audit.site_id,
+            "start_url": audit.start_url,
+            "status": audit.status,
+            "error_code": audit.error_code,
+            "url": self.url,
+            # Null when there was no earlier audit to compare with (the counts are then all 0).
+            "baseline_id": audit.baseline_id,
+            "changes": self.changes,
+            "new_issues": self.new_by_severity,
+            "issues": {"critical": audit.issues_critical, "warning": audit.issues_warning,
+                       "notice": audit.issues_notice},
+        }
+
+    def body(self) -> str:
+        audit = self.audit
+        finished = audit.finished_at.astimezone(self.site.zone()).strftime("%Y-%m-%d %H:%M %Z") \
+            if audit.finished_at else "recently"
+        if self.failed:
+            lines = [
+                f"The scheduled audit of {audit.start_url} failed ({finished}).",
+                "",
+                f"Reason: {_label(Audit.ErrorCode, audit.error_code)} ({audit.error_code or 'unknown'})",
+                f"Phase: {_label(Audit.Phase, audit.failed_phase)}",
+            ]
+            if audit.error_detail:
+                lines.append(f"Detail: {audit.error_detail[:500]}")
+            lines += ["", f"Pages crawled before the failure: {audit.pages_crawled}"]
+        else:
+            lines = [
+                f"The scheduled audit of {audit.start_url} ({finished}) found {self.reason} "
+                "since the previous audit.",
+                "",
+            ]
+            lines += self._issue_lines()
+            lines += ["", f"Fixed since the previous audit: {self.changes['fixed']}"]
+        lines += ["", f"See what changed: {self.url}", "",
+                  "-- ",
+                  f"Siteward sends this because alerts are on for {self.site.start_url}; "
+                  "change them in the site's settings."]
+        return "\n".join(lines) + "\n"
+
+    def _issue_lines(self) -> list[str]:
+        rank = Case(*(When(severity=severity, then=Value(i)) for i, severity in enumerate(SEVERITIES)),
+                    output_field=IntegerField())
+        issues = list(Issue.objects.filter(audit=self.audit, change=Issue.Change.NEW,
+                                           severity__in=self.admitted)
+                      .annotate(rank=rank).order_by("rank", "code", "url", "id")[:EMAIL_ISSUES])
+        lines: list[str] = []
+        current = None
+        for issue in issues:
+            if issue.severity != current:
+                current = issue.severity
+                if lines:
+                    lines.append("")
+                lines.append(f"New {current} issues ({self.new_by_severity[current]}):")
+            title = issue.issue_type.title if issue.issue_type else issue.code
+            target = f" -> {issue.target_url}" if issue.target_url else ""
+            lines.append(f"  - [{issue.code}] {title}: {issue.url}{target}")
+        if self.new_due > len(issues):
+            lines += ["", f"... and {self.new_due - len(issues)} more."]
+        return lines
+
+
+def _label(choices, value: str) -> str:
+    try:
+        return str(choices(value).label)
+    except ValueError:
+        return value or "unknown"
+
+
+def _send_email(alert: Alert) -> tuple[str, str]:
+    if not alert.site.notify_email:
+        return Notification.State.SKIPPED, "E-mail alerts are off for this site"
+    address = alert.audit.owner.email
+    if not address:
+        return Notification.State.SKIPPED, "The owner has no e-mail address"
+    try:
+        send_mail(alert.subject, alert.body(), None, [address], fail_silently=False)
+    except Exception as exc:  # noqa: BLE001 - recorded on the row; an alert never fails a task
+        log.warning("audit %s: e-mail alert failed: %s", alert.audit.pk, exc)
+        return Notification.State.FAILED, f"{type(exc).__name__}: {exc}"
+    return Notification.State.SENT, address
+
+
+def _send_webhook(alert: Alert) -> tuple[str, str]:
+    # The deployment's setting only: a site's allow_private was chosen for its
+    # crawl target, not for where its alerts may be posted.
+    guard = AddressGuard(allow_private=settings.SITEWARD["ALLOW_PRIVATE_TARGETS"])
+    result = post_json(alert.site.webhook_url, alert.payload(), guard=guard,
+                       timeout=settings.SITEWARD["WEBHOOK_TIMEOUT"])
+    if result.ok:
+        return Notification.State.SENT, result.detail
+    log.warning("audit %s: webhook alert failed: %s", alert.audit.pk, result.detail)
+    return Notification.State.FAILED, result.detail

@@ -1,0 +1,126 @@
+"""A site's schedule as django-q2's own Schedule row, and what a fire of it does.
+
+One Schedule per scheduled site, named ``site-<id>``, of django-q2's cron type:
+the cluster's scheduler fires it and keeps it across restarts; nothing here
+loops or sleeps. django-q2 reads a cron expression in the deployment's
+TIME_ZONE, a site in its owner's zone, so each fire sets the row's next run from
+the site's zone and a fire that is not one of the site's run times starts nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django_q.models import Schedule
+
+from .models import Audit, Site, SkippedRun
+from .services import QuotaExceeded, create_audit, private_targets_allowed
+
+log = logging.getLogger(__name__)
+
+FUNC = "audits.tasks.scheduled_run"
+# django-q2 passes the run time the schedule fired for under this keyword.
+DUE_KWARG = "due"
+
+
+def sync(site: Site) -> Schedule | None:
+    """Create, change or delete the site's Schedule row so it matches the site."""
+    if not site.is_scheduled:
+        Schedule.objects.filter(name=site.schedule_name).delete()
+        return None
+    schedule, _ = Schedule.objects.update_or_create(
+        name=site.schedule_name,
+        defaults={
+            "func": FUNC, "args": repr(site.pk), "schedule_type": Schedule.CRON, "cron": site.cron_expression(),
+            "repeats": -1, "intended_date_kwarg": DUE_KWARG,
+        },
+    )
+    # Set apart from the save: Schedule.save() computes a new cron row's first
+    # run in TIME_ZONE, not in the site's zone.
+    schedule.next_run = site.next_run_after()
+    Schedule.objects.filter(pk=schedule.pk).update(next_run=schedule.next_run)
+    return schedule
+
+
+def remove(site_id: int) -> None:
+    Schedule.objects.filter(name=f"site-{site_id}").delete()
+
+
+def heal() -> list[str]:
+    """Recreate the Schedule of every scheduled site that has lost it; drop the rows no site wants.
+
+    A row can vanish outside our code (deleted in django-q2's admin, a restored
+    backup); the watchdog calls this every minute.
+    """
+    actions = []
+    present = set(Schedule.objects.filter(func=FUNC).values_list("name", flat=True))
+    wanted = set()
+    for site in Site.objects.scheduled():
+        wanted.add(site.schedule_name)
+        if site.schedule_name not in present:
+            sync(site)
+            actions.append(f"recreated the schedule of site {site.pk}")
+    stale = Schedule.objects.filter(func=FUNC).exclude(name__in=wanted)
+    if removed := stale.delete()[0]:
+        actions.append(f"removed {removed} schedule(s) of sites unscheduled or gone")
+    return actions
+
+
+def run_due(site_id: int, due: str | None = None) -> str:
+    """A fire of the site's schedule: start an audit, or record why none started.
+
+    Never piles audits up: while the site's previous audit is queued or running
+    the run is skipped (and recorded). The site's row lock (PostgreSQL; SQLite
+    serialises writers anyway) makes two fires at once start one audit.
+    """
+    site = Site.objects.select_related("owner").filter(pk=site_id).first()
+    if site is None:
+        remove(site_id)
+        return f"site {site_id} is gone"
+    if not site.is_scheduled:
+        return f"site {site_id} is not scheduled"
+    now = timezone.now()
+    due_at = _parse(due) or now
+    Schedule.objects.filter(name=site.schedule_name).update(next_run=site.next_run_after(max(now, due_at)))
+    if not site.is_run_time(due_at):
+        return f"{due_at.isoformat()} is not a run time of site {site_id} in {site.time_zone}"
+    with transaction.atomic():
+        Site.objects.select_for_update().filter(pk=site.pk).first()
+        if site.audits.filter(status__in=Audit.ACTIVE).exists():
+            return _skip(site, due_at, SkippedRun.Reason.STILL_RUNNING)
+        if not private_targets_allowed(site):
+            return _skip(site, due_at, SkippedRun.Reason.PRIVATE_REFUSED)
+        try:
+            audit = create_audit(site.owner, site=site, trigger=Audit.Trigger.SCHEDULE, start_url=site.start_url,
+                                 **site.crawl_settings())
+        except QuotaExceeded as exc:
+            return _skip(site, due_at, SkippedRun.Reason.QUOTA, str(exc))
+    return f"started audit {audit.pk} of site {site_id}"
+
+
+def _skip(site: Site, due_at: datetime, reason: str, detail: str = "") -> str:
+    SkippedRun.objects.create(site=site, due_at=due_at, reason=reason, detail=detail[:500])
+    log.info("site %s: scheduled run at %s skipped: %s", site.pk, due_at, reason)
+    return f"skipped the run of site {site.pk}: {reason}"
+
+
+def _parse(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if timezone.is_aware(moment) else timezone.make_aware(moment, timezone.get_default_timezone())
+
+
+def scheduled_sites_left(owner, site: Site | None = None) -> int:
+    """How many more sites ``owner`` may schedule (``site`` itself does not count against it)."""
+    taken = Site.objects.filter(owner=owner).scheduled()
+    if site is not None and site.pk:
+        taken = taken.exclude(pk=site.pk)
+    return settings.SITEWARD["MAX_SCHEDULED_SITES_PER_USER"] - taken.count()

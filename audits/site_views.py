@@ -1,0 +1,140 @@
+"""Sites: the list of a person's sites, one site's history and trend, its schedule and alerts.
+
+Same order as the audit views: authorise (``site_for_user`` answers 404 for
+anyone but the owner), read and validate input, query, render.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.db.models import OuterRef, Subquery
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET
+
+from . import schedules
+from .access import site_for_user
+from .charts import Line, line_chart
+from .diff import totals
+from .forms import SiteScheduleForm
+from .models import Audit, Site
+from .services import PrivateTargetsRefused, QuotaExceeded, run_site_now
+from .views import owned_view, window
+
+# Audits drawn in a site's trend chart, newest last.
+TREND_AUDITS = 30
+
+
+def site_view(*methods):
+    return owned_view(site_for_user, "site_id", *methods)
+
+
+@require_GET
+def site_list(request):
+    """Each site with its latest audit and the previous completed one, in three queries a screen."""
+    audits = Audit.objects.filter(site=OuterRef("pk"))
+    sites = (Site.objects.filter(owner=request.user)
+             .annotate(latest_id=Subquery(audits.order_by("-pk").values("pk")[:1]))
+             .order_by("start_url", "id"))
+    page = window(sites, request, per_page=25)
+    latest = Audit.objects.in_bulk([site.latest_id for site in page.object_list if site.latest_id])
+    baselines = Audit.objects.in_bulk([a.baseline_id for a in latest.values() if a.baseline_id])
+    rows = []
+    for site in page.object_list:
+        audit = latest.get(site.latest_id)
+        base = baselines.get(audit.baseline_id) if audit else None
+        rows.append({"site": site, "audit": audit, "changes": totals(audit.change_counts) if audit else {},
+                     "delta": _delta(audit, base)})
+    return render(request, "audits/site_list.html", {"page_obj": page, "rows": rows})
+
+
+def _delta(audit: Audit | None, base: Audit | None) -> dict:
+    """Issue counts by severity against the baseline's, for "+3 / -1" beside each."""
+    if audit is None or base is None or audit.status != Audit.Status.COMPLETED:
+        return {}
+    return {severity: getattr(audit, f"issues_{severity}") - getattr(base, f"issues_{severity}")
+            for severity in ("critical", "warning", "notice")}
+
+
+def _trend(site: Site):
+    audits = list(site.audits.filter(status=Audit.Status.COMPLETED).order_by("-pk")[:TREND_AUDITS])[::-1]
+    labels = [audit.created_at.strftime("%m-%d %H:%M") for audit in audits]
+    issues = line_chart(labels, [
+        Line("Critical", [a.issues_critical for a in audits], "line-critical"),
+        Line("Warnings", [a.issues_warning for a in audits], "line-warning"),
+        Line("Notices", [a.issues_notice for a in audits], "line-notice"),
+    ], title="Issues by severity, audit by audit", chart_id="trend-issues")
+    pages = line_chart(labels, [Line("Pages", [a.pages_crawled for a in audits], "line-pages")],
+                       title="Pages crawled, audit by audit", chart_id="trend-pages")
+    return issues, pages
+
+
+def _site_context(request, site: Site, form: SiteScheduleForm | None = None) -> dict:
+    history = window(site.audits.order_by("-pk"), request, per_page=20)
+    issues_chart, pages_chart = _trend(site)
+    next_run = site.next_run_after() if site.is_scheduled and site.cron_expression() else None
+    return {
+        "site": site, "page_obj": history, "issues_chart": issues_chart, "pages_chart": pages_chart,
+        "form": form or SiteScheduleForm(instance=site), "next_run": next_run,
+        "skipped": list(site.skipped_runs.all()[:10]),
+        "running": site.audits.filter(status__in=Audit.ACTIVE).exists(),
+    }
+
+
+@site_view("GET")
+def site_detail(request, site):
+    return render(request, "audits/site_detail.html", _site_context(request, site))
+
+
+@site_view("POST")
+def site_schedule(request, site):
+    form = SiteScheduleForm(request.POST, instance=site)
+    if not form.is_valid():
+        return render(request, "audits/site_detail.html", _site_context(request, site, form), status=400)
+    site = form.save()
+    schedules.sync(site)
+    if site.is_scheduled:
+        messages.success(request, f"Schedule saved: next run {site.next_run_after():%Y-%m-%d %H:%M %Z}.")
+    else:
+        messages.success(request, "Saved." + (" The schedule is paused." if site.paused and site.cadence else ""))
+    return redirect(site)
+
+
+@site_view("POST")
+def site_pause(request, site):
+    site.pause()
+    schedules.sync(site)
+    messages.success(request, "Schedule paused; no audit starts until you resume it.")
+    return redirect(site)
+
+
+@site_view("POST")
+def site_resume(request, site):
+    if site.cadence and schedules.scheduled_sites_left(site.owner, site) <= 0:
+        messages.error(request, "You already have as many scheduled sites as allowed; unschedule one first.")
+        return redirect(site)
+    site.resume()
+    schedules.sync(site)
+    if site.is_scheduled:
+        messages.success(request, f"Schedule resumed: next run {site.next_run_after():%Y-%m-%d %H:%M %Z}.")
+    return redirect(site)
+
+
+@site_view("POST")
+def site_run(request, site):
+    try:
+        audit = run_site_now(site)
+    except (PrivateTargetsRefused, QuotaExceeded) as exc:
+        messages.error(request, str(exc))
+        return redirect(site)
+    messages.success(request, "Audit queued; it starts as soon as a worker is free.")
+    return redirect(audit)
+
+
+@site_view("POST")
+def site_delete(request, site):
+    for audit in site.audits.filter(status__in=Audit.ACTIVE):
+        audit.cancel()
+    label = site.start_url
+    site.delete()
+    messages.success(request, f"Deleted the site {label}, its schedule and all its audits.")
+    return redirect("site-list")

@@ -1,0 +1,172 @@
+"""Sites in the dashboard: the list, a site's history, trend and schedule, the diff panel and compare view."""
+
+import csv
+import io
+
+import pytest
+from django.urls import reverse
+from django_q.models import Schedule
+
+from audits import diff
+from audits.models import Audit, Issue, Site
+from tests.factories import SITE, make_audit, make_finished_audit, make_issue
+
+pytestmark = pytest.mark.django_db
+
+
+def two_audits(owner):
+    """Two completed audits of one site: the second fixed a broken link and has a new issue."""
+    first = make_finished_audit(owner)
+    second = make_finished_audit(owner)
+    Issue.objects.filter(audit=second, code="broken_link_internal", url=f"{SITE}/about").delete()
+    make_issue(second, "h1_missing", f"{SITE}/blog/")
+    Audit.objects.filter(pk=second.pk).update(issues_critical=2, issues_warning=2)
+    second.refresh_from_db()
+    diff.record(second)
+    return first, second
+
+
+def test_an_audit_from_the_form_reuses_the_owners_site_for_the_same_normalised_url(owner, stranger):
+    first = make_audit(owner, start_url="https://shop.example/")
+    again = make_audit(owner, start_url="https://shop.example/", max_pages=50)
+    other = make_audit(stranger, start_url="https://shop.example/")
+    assert first.site_id == again.site_id != other.site_id
+    assert Site.objects.get(pk=first.site_id).max_pages == 50  # the latest settings are the site's
+
+
+def test_the_site_list_shows_the_latest_audit_with_its_change_since_the_previous(owner_client, owner):
+    first, second = two_audits(owner)
+    body = owner_client.get(reverse("site-list")).content.decode()
+    assert body.count('class="site"') == 1
+    assert second.get_absolute_url() in body and first.get_absolute_url() not in body
+    assert "1 new" in body and "1 fixed" in body
+    assert '<small class="delta better">-1</small>' in body  # 3 critical -> 2
+    assert '<small class="delta worse">+1</small>' in body  # 1 warning -> 2
+
+
+def test_the_site_page_shows_history_trend_and_schedule(owner_client, owner):
+    first, second = two_audits(owner)
+    body = owner_client.get(second.site.get_absolute_url()).content.decode()
+    assert f'data-audit="{first.pk}"' in body and f'data-audit="{second.pk}"' in body
+    assert 'id="trend-issues"' in body and 'data-series="Critical"' in body and 'id="trend-pages"' in body
+    assert 'id="schedule-form"' in body and 'id="run-now"' in body
+
+
+def test_strangers_get_404_from_every_site_url(client, owner, stranger):
+    first, second = two_audits(owner)
+    client.force_login(stranger)
+    site = second.site
+    for name in ("site-detail",):
+        assert client.get(reverse(name, args=[site.pk])).status_code == 404
+    for name in ("site-schedule", "site-pause", "site-resume", "site-run", "site-delete"):
+        assert client.post(reverse(name, args=[site.pk])).status_code == 404
+    assert client.get(reverse("audit-compare", args=[second.pk, first.pk])).status_code == 404
+    assert client.get(reverse("export-changes", args=[second.pk])).status_code == 404
+    assert Site.objects.filter(pk=site.pk).exists()
+
+
+def test_a_daily_schedule_saved_on_the_site_page_becomes_a_django_q_schedule(owner_client, owner):
+    site = make_audit(owner).site
+    response = owner_client.post(reverse("site-schedule", args=[site.pk]), {
+        "cadence": "daily", "minute": 30, "hour": 2, "weekday": 1, "cron": "", "time_zone": "Europe/Berlin",
+        "notify_severity": "critical", "notify_on_failure": "on", "notify_email": "on", "webhook_url": "",
+    })
+    assert response.status_code == 302
+    schedule = Schedule.objects.get(name=f"site-{site.pk}")
+    assert schedule.func == "audits.tasks.scheduled_run" and schedule.cron == "30 2 * * *"
+    site.refresh_from_db()
+    # 02:30 in Berlin, whatever the deployment's TIME_ZONE.
+    assert schedule.next_run == site.next_run_after()
+    assert schedule.next_run.astimezone(site.zone()).strftime("%H:%M") == "02:30"
+
+    owner_client.post(reverse("site-pause", args=[site.pk]))
+    assert not Schedule.objects.filter(name=f"site-{site.pk}").exists()
+    owner_client.post(reverse("site-resume", args=[site.pk]))
+    assert Schedule.objects.filter(name=f"site-{site.pk}").exists()
+
+    site.delete()
+    assert not Schedule.objects.filter(name=f"site-{site.pk}").exists()
+
+
+@pytest.mark.parametrize("cron, error", [
+    ("every night", "Not a cron expression"),
+    ("*/5 * * * *", "at most once every 60 minutes"),
+    ("", "Write a cron expression"),
+])
+def test_a_bad_or_too_frequent_cron_expression_is_refused_with_a_message(owner_client, owner, cron, error):
+    site = make_audit(owner).site
+    response = owner_client.post(reverse("site-schedule", args=[site.pk]), {
+        "cadence": "cron", "minute": 0, "hour": 3, "weekday": 1, "cron": cron, "time_zone": "UTC",
+        "notify_severity": "critical",
+    })
+    assert response.status_code == 400
+    assert error in response.content.decode()
+    assert not Schedule.objects.filter(name=f"site-{site.pk}").exists()
+
+
+def test_scheduling_more_sites_than_the_quota_is_refused(owner_client, owner, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "MAX_SCHEDULED_SITES_PER_USER": 1}
+    first = make_audit(owner, start_url="https://one.example/").site
+    second = make_audit(owner, start_url="https://two.example/").site
+    data = {"cadence": "hourly", "minute": 5, "hour": 0, "weekday": 1, "time_zone": "UTC", "notify_severity": ""}
+    assert owner_client.post(reverse("site-schedule", args=[first.pk]), data).status_code == 302
+    response = owner_client.post(reverse("site-schedule", args=[second.pk]), data)
+    assert response.status_code == 400 and "scheduled sites" in response.content.decode()
+
+
+def test_run_now_queues_an_audit_with_the_sites_settings(owner_client, owner):
+    site = make_audit(owner, max_pages=42, status=Audit.Status.COMPLETED).site
+    response = owner_client.post(reverse("site-run", args=[site.pk]))
+    audit = Audit.objects.filter(site=site).order_by("-pk").first()
+    assert response.status_code == 302 and response["Location"] == audit.get_absolute_url()
+    assert audit.max_pages == 42 and audit.trigger == Audit.Trigger.MANUAL and audit.status == "queued"
+
+
+def test_the_audit_page_says_what_changed_since_the_previous_audit(owner_client, owner):
+    first, second = two_audits(owner)
+    body = owner_client.get(second.get_absolute_url()).content.decode()
+    assert 'id="changes"' in body
+    assert reverse("audit-compare", args=[second.pk, first.pk]) in body
+    assert f"{reverse('issue-list', args=[second.pk])}?change=new&amp;severity=warning" in body
+
+    no_baseline = owner_client.get(first.get_absolute_url()).content.decode()
+    assert 'id="changes"' not in no_baseline and 'id="no-baseline"' in no_baseline
+
+
+def test_the_issue_table_filters_by_change(owner_client, owner):
+    first, second = two_audits(owner)
+    url = reverse("issue-list", args=[second.pk])
+    new = owner_client.get(url, {"change": "new"}).content.decode()
+    assert new.count('class="issue"') == 1 and 'data-code="h1_missing"' in new
+    fixed = owner_client.get(url, {"change": "fixed"}).content.decode()
+    assert fixed.count('class="issue"') == 1 and 'data-code="broken_link_internal"' in fixed
+    persisting = owner_client.get(url, {"change": "persisting"}).content.decode()
+    assert persisting.count('class="issue"') == Issue.objects.filter(audit=second).count() - 1
+
+
+def test_the_compare_view_lists_each_kind_of_change_for_any_two_audits_of_a_site(owner_client, owner):
+    first, second = two_audits(owner)
+    url = reverse("audit-compare", args=[second.pk, first.pk])
+    body = owner_client.get(url).content.decode()
+    assert 'data-show="new"' in body and 'data-code="h1_missing"' in body
+    fixed = owner_client.get(url, {"show": "fixed"}, HTTP_HX_REQUEST="true").content.decode()
+    assert "<html" not in fixed and 'data-code="broken_link_internal"' in fixed
+    # Either order: the older audit is the baseline.
+    reversed_body = owner_client.get(reverse("audit-compare", args=[first.pk, second.pk])).content.decode()
+    assert 'data-code="h1_missing"' in reversed_body
+
+    elsewhere = make_finished_audit(owner, start_url="https://other.example/")
+    assert owner_client.get(reverse("audit-compare", args=[second.pk, elsewhere.pk])).status_code == 404
+
+
+def test_changes_csv_lists_new_fixed_and_persisting_issues_formula_safe(owner_client, owner):
+    first, second = two_audits(owner)
+    make_issue(second, "title_missing", f"{SITE}/=cmd", message="=HYPERLINK(\"http://evil\")")
+    diff.record(second)
+    response = owner_client.get(reverse("export-changes", args=[second.pk]))
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert rows[0] == ["change", "kind", "severity", "code", "title", "url", "target_url", "detail"]
+    changes = {(row[0], row[3]) for row in rows[1:]}
+    assert ("new", "h1_missing") in changes and ("fixed", "broken_link_internal") in changes
+    assert ("persisting", "meta_description_missing") in changes
+    assert all(not cell.startswith("=") for row in rows for cell in row)

@@ -1,0 +1,143 @@
+"""Site schedules: django-q2 Schedule rows that start audits, skip overlaps, and heal."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.utils import timezone
+from django_q.models import Schedule
+
+from audits import schedules
+from audits.models import Audit, Site, SkippedRun
+from audits.watchdog import run_watchdog
+from tests.conftest import wait_for
+from tests.factories import make_audit
+
+from .grid_site import GridSite
+
+pytestmark = pytest.mark.django_db
+
+
+def scheduled_site(owner, **fields) -> Site:
+    fields.setdefault("cadence", Site.Cadence.DAILY)
+    site = Site.objects.create(owner=owner, start_url="http://127.0.0.1:9/", allow_private=True, **fields)
+    schedules.sync(site)
+    return site
+
+
+def due_now(site: Site) -> str:
+    """A run time of the site's schedule that has just passed, as django-q2 would pass it."""
+    return site.next_run_after(timezone.now() - timedelta(days=8)).isoformat()
+
+
+def test_a_fire_starts_an_audit_with_the_sites_settings_and_moves_the_next_run(owner, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+    site = scheduled_site(owner, max_pages=33, hour=4, minute=15, time_zone="America/New_York")
+    result = schedules.run_due(site.pk, due_now(site))
+    audit = Audit.objects.get(site=site)
+    assert result == f"started audit {audit.pk} of site {site.pk}"
+    assert audit.trigger == Audit.Trigger.SCHEDULE and audit.max_pages == 33 and audit.status == "queued"
+    next_run = Schedule.objects.get(name=site.schedule_name).next_run
+    assert next_run > timezone.now()
+    assert next_run.astimezone(site.zone()).strftime("%H:%M") == "04:15"
+
+
+def test_a_fire_while_the_previous_audit_is_active_is_skipped_and_recorded(owner, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+    site = scheduled_site(owner)
+    running = make_audit(owner, site=site, start_url=site.start_url, status=Audit.Status.RUNNING)
+    schedules.run_due(site.pk, due_now(site))
+    assert list(Audit.objects.filter(site=site)) == [running]
+    skipped = SkippedRun.objects.get(site=site)
+    assert skipped.reason == SkippedRun.Reason.STILL_RUNNING
+
+
+def test_a_fire_past_the_owners_running_audit_quota_is_skipped_and_recorded(owner, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True, "MAX_RUNNING_AUDITS_PER_USER": 1}
+    make_audit(owner, start_url="https://elsewhere.example/", status=Audit.Status.RUNNING)
+    site = scheduled_site(owner)
+    schedules.run_due(site.pk, due_now(site))
+    assert not Audit.objects.filter(site=site).exists()
+    assert SkippedRun.objects.get(site=site).reason == SkippedRun.Reason.QUOTA
+
+
+def test_a_private_site_is_skipped_once_the_deployment_refuses_private_targets(owner, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": False}
+    site = scheduled_site(owner)
+    schedules.run_due(site.pk, due_now(site))
+    assert not Audit.objects.filter(site=site).exists()
+    assert SkippedRun.objects.get(site=site).reason == SkippedRun.Reason.PRIVATE_REFUSED
+
+
+def test_a_fire_at_a_time_that_is_not_a_run_time_in_the_sites_zone_starts_nothing(owner, settings):
+    # django-q2 reads the cron in TIME_ZONE (UTC); 03:00 in Tokyo is 18:00 UTC, so
+    # a fire django-q2 computes for 03:00 UTC is not one of the site's.
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+    site = scheduled_site(owner, hour=3, minute=0, time_zone="Asia/Tokyo")
+    result = schedules.run_due(site.pk, datetime(2026, 12, 5, 3, 0, tzinfo=UTC).isoformat())
+    assert "not a run time" in result and not Audit.objects.filter(site=site).exists()
+    next_run = Schedule.objects.get(name=site.schedule_name).next_run
+    assert next_run.astimezone(site.zone()).strftime("%H:%M") == "03:00"
+
+
+def test_a_daily_run_keeps_its_local_time_across_a_daylight_saving_change(owner):
+    site = Site(owner=owner, start_url="https://a.example/", cadence=Site.Cadence.DAILY, hour=2, minute=30,
+                time_zone="Europe/Berlin")
+    before = site.next_run_after(datetime(2026, 10, 24, 12, 0, tzinfo=UTC))  # summer time, UTC+2
+    after = site.next_run_after(datetime(2026, 10, 25, 12, 0, tzinfo=UTC))  # winter time, UTC+1
+    assert before.astimezone(UTC).hour == 0 and after.astimezone(UTC).hour == 1
+    assert before.astimezone(site.zone()).strftime("%H:%M") == after.astimezone(site.zone()).strftime("%H:%M")
+
+
+def test_the_watchdog_recreates_a_vanished_schedule_and_drops_one_no_site_wants(owner):
+    site = scheduled_site(owner)
+    Schedule.objects.filter(name=site.schedule_name).delete()
+    Schedule.objects.create(name="site-999999", func=schedules.FUNC, schedule_type=Schedule.CRON, cron="0 3 * * *")
+    result = run_watchdog()
+    assert f"recreated the schedule of site {site.pk}" in result
+    assert Schedule.objects.filter(name=site.schedule_name).exists()
+    assert not Schedule.objects.filter(name="site-999999").exists()
+
+
+def test_a_paused_site_keeps_no_schedule_and_the_watchdog_does_not_bring_it_back(owner):
+    site = scheduled_site(owner)
+    site.pause()
+    schedules.sync(site)
+    run_watchdog()
+    assert not Schedule.objects.filter(name=site.schedule_name).exists()
+    assert schedules.run_due(site.pk) == f"site {site.pk} is not scheduled"
+
+
+def test_deleting_the_owner_deletes_the_sites_schedule(owner):
+    site = scheduled_site(owner)
+    owner.delete()
+    assert not Schedule.objects.filter(name=site.schedule_name).exists()
+
+
+@pytest.mark.cluster
+@pytest.mark.django_db(transaction=True)
+def test_a_schedule_fires_on_a_real_cluster_survives_its_restart_and_never_overlaps(owner, cluster_factory):
+    # Slow enough (a page a second, one at a time) that the first audit still runs
+    # when the schedule fires again. django-q2's scheduler runs every 30 s.
+    with GridSite(pages=150, delay=1.0) as grid:
+        site = Site.objects.create(owner=owner, start_url=grid.url("/"), allow_private=True, concurrency=1,
+                                   max_pages=150, check_external=False, cadence=Site.Cadence.CRON,
+                                   cron="* * * * *")
+        schedules.sync(site)
+        this_minute = timezone.now().replace(second=0, microsecond=0)
+        Schedule.objects.filter(name=site.schedule_name).update(next_run=this_minute)
+        first = cluster_factory(Q_SCHEDULER=1).start()
+        audit = wait_for(lambda: Audit.objects.filter(site=site).first(), 75,
+                         message=lambda: f"the schedule to fire; log:\n{first.log()}")
+        assert audit.trigger == Audit.Trigger.SCHEDULE
+
+        first.kill()  # the schedule lives in the database, not in the cluster
+        Schedule.objects.filter(name=site.schedule_name).update(
+            next_run=timezone.now().replace(second=0, microsecond=0))
+        second = cluster_factory(Q_SCHEDULER=1).start()
+        skipped = wait_for(lambda: SkippedRun.objects.filter(site=site).first(), 75,
+                           message=lambda: f"the second fire; log:\n{second.log()}")
+        assert skipped.reason == SkippedRun.Reason.STILL_RUNNING
+        assert Audit.objects.filter(site=site).count() == 1
+        audit.refresh_from_db()
+        assert audit.is_active
+        audit.cancel()
