@@ -7,24 +7,26 @@ admin is limited to superusers: a Schedule can run any importable function.
 
 from django.contrib import admin, messages
 
-from .models import Audit, Issue, Page
+from . import schedules
+from .forms import SiteScheduleForm
+from .models import Audit, Issue, Notification, Page, Site, SkippedRun
 from .services import PrivateTargetsRefused, QuotaExceeded, cancel_audit, rerun_audit, resume_audit
 
 
 @admin.register(Audit)
 class AuditAdmin(admin.ModelAdmin):
-    list_display = ["id", "start_url", "owner", "status", "phase", "progress", "issues_critical",
+    list_display = ["id", "start_url", "owner", "status", "phase", "trigger", "progress", "issues_critical",
                     "error_code", "created_at"]
-    list_filter = ["status", "error_code", "created_at"]
+    list_filter = ["status", "trigger", "error_code", "created_at"]
     search_fields = ["start_url", "origin", "owner__username"]
     list_select_related = ["owner"]
     readonly_fields = ["status", "phase", "error_code", "error_detail", "failed_phase", "origin", "links_indexed",
                        "pages_crawled", "pages_discovered", "pages_failed", "issues_critical",
                        "issues_warning", "issues_notice", "current_window", "chunks_done",
                        "created_at", "started_at", "finished_at", "heartbeat_at", "robots_status",
-                       "robots_http_status", "sitemap_found"]
+                       "robots_http_status", "sitemap_found", "trigger", "change_counts"]
     exclude = ["robots_body"]
-    raw_id_fields = ["owner"]
+    raw_id_fields = ["owner", "site", "baseline"]
     actions = ["cancel_audits", "resume_audits", "rerun_audits"]
 
     def delete_queryset(self, request, queryset):
@@ -82,8 +84,8 @@ class PageAdmin(admin.ModelAdmin):
 
 @admin.register(Issue)
 class IssueAdmin(admin.ModelAdmin):
-    list_display = ["code", "severity", "url", "target_url", "audit", "review"]
-    list_filter = ["severity", "code", "review", "audit"]
+    list_display = ["code", "severity", "url", "target_url", "audit", "review", "change"]
+    list_filter = ["severity", "code", "review", "change", "audit"]
     search_fields = ["url", "target_url", "message"]
     list_select_related = ["audit"]
     raw_id_fields = ["audit", "page"]
@@ -104,6 +106,62 @@ class IssueAdmin(admin.ModelAdmin):
     @admin.action(description="Re-open the selected issues")
     def mark_open(self, request, queryset):
         self._mark(request, queryset, Issue.Review.OPEN)
+
+
+class SkippedRunInline(admin.TabularInline):
+    model = SkippedRun
+    extra = 0
+    can_delete = False
+    readonly_fields = ["due_at", "reason", "detail", "created_at"]
+    ordering = ["-created_at"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+class SiteAdminForm(SiteScheduleForm):
+    """The dashboard's schedule form (cron and quota checks included) with the crawl settings beside it."""
+
+    class Meta(SiteScheduleForm.Meta):
+        fields = "__all__"
+
+
+@admin.register(Site)
+class SiteAdmin(admin.ModelAdmin):
+    form = SiteAdminForm
+    list_display = ["start_url", "owner", "cadence", "paused", "time_zone", "created_at"]
+    list_filter = ["cadence", "paused"]
+    search_fields = ["start_url", "owner__username"]
+    list_select_related = ["owner"]
+    raw_id_fields = ["owner"]
+    inlines = [SkippedRunInline]
+    actions = ["pause_schedules", "resume_schedules"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        schedules.sync(obj)
+
+    @admin.action(description="Pause the schedules of the selected sites")
+    def pause_schedules(self, request, queryset):
+        for site in queryset:
+            site.pause()
+            schedules.sync(site)
+        self.message_user(request, f"Paused {queryset.count()} site(s).")
+
+    @admin.action(description="Resume the schedules of the selected sites")
+    def resume_schedules(self, request, queryset):
+        for site in queryset:
+            site.resume()
+            schedules.sync(site)
+        self.message_user(request, f"Resumed {queryset.count()} site(s).")
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    list_display = ["audit", "channel", "state", "reason", "detail", "created_at"]
+    list_filter = ["channel", "state"]
+    raw_id_fields = ["audit"]
+    readonly_fields = ["audit", "channel", "state", "reason", "detail", "created_at"]
 
 
 # --- django-q2's admin, for superusers only ---------------------------------------

@@ -226,8 +226,9 @@ class SiteScheduleForm(forms.ModelForm):
         cadence = data.get("cadence")
         if cadence == Site.Cadence.CRON:
             self._check_cron(data.get("cron", "").strip())
-        if cadence and not self.instance.paused:
-            if schedules_left(self.instance.owner, self.instance) <= 0:
+        owner = data.get("owner") or self.instance.owner_id  # the admin's form has the owner field
+        if cadence and not data.get("paused", self.instance.paused) and owner:
+            if schedules_left(owner, self.instance) <= 0:
                 raise forms.ValidationError(
                     f"You already have {settings.SITEWARD['MAX_SCHEDULED_SITES_PER_USER']} scheduled sites; "
                     "unschedule one first.", code="quota")

@@ -86,3 +86,28 @@ def test_django_q_admin_is_hidden_from_staff_without_superuser(staff_client):
 def test_django_q_admin_is_open_to_superusers(superuser_client):
     for model in ("schedule", "success", "failure", "ormq"):
         assert superuser_client.get(reverse(f"admin:django_q_{model}_changelist")).status_code == 200
+
+
+def test_a_site_scheduled_and_paused_in_the_admin_keeps_its_django_q_schedule_in_step(superuser_client, owner):
+    from django_q.models import Schedule
+
+    from audits.models import Site
+
+    site = make_finished_audit(owner).site
+    change = reverse("admin:audits_site_change", args=[site.pk])
+    form = superuser_client.get(change).context["adminform"].form
+    data = {name: value for name, value in form.initial.items() if value is not None}
+    data.update(owner=owner.pk, cadence="weekly", weekday=3, hour=6, minute=45, time_zone="Europe/Paris",
+                notify_severity="warning", webhook_url="")
+    data = {k: v for k, v in data.items() if v is not False}
+    response = superuser_client.post(change, {**data, "skipped_runs-TOTAL_FORMS": 0,
+                                              "skipped_runs-INITIAL_FORMS": 0})
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    assert Schedule.objects.get(name=f"site-{site.pk}").cron == "45 6 * * 3"
+
+    superuser_client.post(reverse("admin:audits_site_changelist"),
+                          {"action": "pause_schedules", "_selected_action": [site.pk]})
+    assert Site.objects.get(pk=site.pk).paused and not Schedule.objects.filter(name=f"site-{site.pk}").exists()
+    superuser_client.post(reverse("admin:audits_site_changelist"),
+                          {"action": "resume_schedules", "_selected_action": [site.pk]})
+    assert Schedule.objects.filter(name=f"site-{site.pk}").exists()
