@@ -31,6 +31,9 @@ GONE_ISSUES_SQL = """
 # Pages (kind 'page') that are new, gone or different. Removed: a page last time
 # that this audit neither stored nor found a link to (the frontier is still there
 # at finalize); one found but left uncrawled by the limits is not called removed.
+# A link past the depth limit or the patterns never enters the frontier, so the
+# audit's link edges count too: grouped by target once (edges have no index by
+# target), then joined, which both databases do as one hash or indexed pass.
 _PAGE_COLUMNS = "change, url_hash, url, status_before, status_after, title_before, title_after, " \
                 "canonical_before, canonical_after, indexable_before, indexable_after, content_changed"
 PAGE_CHANGES_SQL = f"""
@@ -45,7 +48,9 @@ PAGE_CHANGES_SQL = f"""
         SELECT 'removed', b.url_hash, b.url, b.status_code, NULL, b.title, '', b.canonical, '',
                b.indexable, NULL, FALSE, b.id
         FROM audits_page b
-        WHERE b.audit_id = %(base)s AND b.kind = 'page'
+        LEFT JOIN (SELECT e.target_hash FROM audits_linkedge e WHERE e.audit_id = %(audit)s
+                   GROUP BY e.target_hash) l ON l.target_hash = b.url_hash
+        WHERE b.audit_id = %(base)s AND b.kind = 'page' AND l.target_hash IS NULL
           AND NOT EXISTS (SELECT 1 FROM audits_page a WHERE a.audit_id = %(audit)s AND a.url_hash = b.url_hash)
           AND NOT EXISTS (SELECT 1 FROM audits_frontierurl f
                           WHERE f.audit_id = %(audit)s AND f.url_hash = b.url_hash)

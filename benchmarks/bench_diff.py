@@ -197,7 +197,7 @@ class Plan:
                 issues["fixed" if k % (self.pages + self.removed) in crawled else "unknown"][SEVERITIES[k % 3]] += 1
         base_pages = {i for i in self.base_urls if self.kind(i) == "page"}
         new_pages = {i for i in self.new_urls if self.kind(i) == "page"}
-        found = set(self.in_frontier) | {self.only_linked.start + n for n in range(len(self.only_linked))}
+        found = set(self.in_frontier) | set(self.only_linked)
         changed = sum(1 for i in new_pages & base_pages
                       if i % 7 == 0 or i % 11 == 0 or i % 97 == 0 or self.failed(i))
         pages = {"added": len(new_pages - set(self.base_urls)),

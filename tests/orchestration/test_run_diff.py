@@ -1,0 +1,471 @@
+"""Run-to-run diff (audits.diff) end to end: two real audits of a loopback site edited in between."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+import pytest
+
+from audits import diff
+from audits.crawl import setup as crawl_setup
+from audits.inline import run_audit_inline
+from audits.models import Audit, GoneIssue, Issue, PageChange
+from crawler.checks import CheckSettings
+from tests.factories import make_audit
+
+pytestmark = pytest.mark.django_db
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        self._answer(body=True)
+
+    def do_HEAD(self):
+        self._answer(body=False)
+
+    def _answer(self, *, body: bool) -> None:
+        status, content_type, payload = self.server.site.answer(urlsplit(self.path).path)
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if body:
+            self.wfile.write(payload)
+
+    def log_message(self, format, *args):
+        pass
+
+
+class EditableSite:
+    """A threaded server on 127.0.0.1 whose HTML pages are ``pages`` (path -> (status, html)).
+
+    Tests edit ``pages`` between audits; a path not in it answers 404.
+    """
+
+    def __init__(self):
+        self.pages: dict[str, tuple[int, str]] = {}
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.daemon_threads = True
+        self._server.site = self
+        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    def answer(self, path: str) -> tuple[int, str, bytes]:
+        if path == "/robots.txt":
+            return 200, "text/plain", f"User-agent: *\nDisallow:\nSitemap: {self.base}/sitemap.xml\n".encode()
+        if path == "/sitemap.xml":
+            return 200, "application/xml", (
+                '<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                f"<url><loc>{self.base}/</loc></url></urlset>").encode()
+        with self._lock:
+            status, html = self.pages.get(path, (404, "<html><body>Not found</body></html>"))
+        return status, "text/html; charset=utf-8", html.encode()
+
+    def set(self, **changes) -> None:
+        with self._lock:
+            for path, page in changes.items():
+                if page is None:
+                    self.pages.pop(path, None)
+                else:
+                    self.pages[path] = page
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+
+def html(site: EditableSite, path: str, links: list[str], *, title: str | None = None, canonical: str | None = None,
+         noindex: bool = False, description: bool = True, words: str = "") -> tuple[int, str]:
+    """A page with no issue of its own unless asked: lang, viewport, title, description, canonical, h1, 200+ words."""
+    slug = path.strip("/").replace("/", "-") or "home"
+    title = f"The {slug} page of the editable test site" if title is None else title
+    head = '<meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'
+    if title:
+        head += f"<title>{title}</title>"
+    if description:
+        head += (f'<meta name="description" content="What the {slug} page is about, written out at a length '
+                 'that search engines show in full under the result.">')
+    canonical = site.url(path) if canonical is None else canonical
+    if canonical:
+        head += f'<link rel="canonical" href="{canonical}">'
+    if noindex:
+        head += '<meta name="robots" content="noindex">'
+    text = " ".join(f"{slug}{words}{n}" for n in range(240))
+    anchors = "".join(f'<li><a href="{href}">go to {href}</a></li>' for href in links)
+    return 200, (f'<!DOCTYPE html><html lang="en"><head>{head}</head><body><h1>The {slug} page</h1>'
+                 f"<p>{text}</p><ul>{anchors}</ul></body></html>")
+
+
+@pytest.fixture(autouse=True)
+def never_slow(monkeypatch):
+    """slow_response depends on the machine's load, not the site: out of the exact sets below."""
+    monkeypatch.setattr(crawl_setup, "CheckSettings", lambda: CheckSettings(slow_ms=600_000))
+
+
+@pytest.fixture
+def site():
+    with EditableSite() as editable:
+        yield editable
+
+
+def audit_of(owner, site: EditableSite, **fields) -> Audit:
+    """A real audit of ``site`` (start, chunks, finalize on this thread); always the owner's one Site."""
+    finalize = fields.pop("finalize", None)
+    fields = {"max_pages": 100, "max_depth": 5, **fields}
+    audit = make_audit(owner, start_url=site.url("/"), allow_private=True, check_external=False, **fields)
+    if finalize is None:
+        run_audit_inline(audit.pk)
+    else:
+        run_audit_inline(audit.pk, finalize=finalize)
+    audit.refresh_from_db()
+    return audit
+
+
+def completed_audit_of(owner, site: EditableSite, **fields) -> Audit:
+    audit = audit_of(owner, site, **fields)
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    return audit
+
+
+# --- the two versions of the site -------------------------------------------------
+
+HOME_LINKS_1 = ["/title-fix", "/persist", "/retitle", "/recanon", "/hide", "/reword", "/leaving", "/lonely",
+                "/broken", "/was-missing"]
+HOME_LINKS_2 = ["/title-fix", "/persist", "/retitle", "/recanon", "/hide", "/reword", "/broken", "/was-missing",
+                "/fresh"]
+
+
+def first_version(site: EditableSite) -> None:
+    """Issues: a missing title, a missing description on /lonely, two 404s each linked from home."""
+    site.set(**{
+        "/": html(site, "/", HOME_LINKS_1),
+        "/persist": html(site, "/persist", ["/", "/doomed"]),
+        "/doomed": html(site, "/doomed", ["/"]),
+        "/title-fix": html(site, "/title-fix", ["/"], title=""),
+        "/retitle": html(site, "/retitle", ["/"], title="First title of the retitled test page"),
+        "/recanon": html(site, "/recanon", ["/"]),
+        "/hide": html(site, "/hide", ["/"]),
+        "/reword": html(site, "/reword", ["/"]),
+        "/leaving": html(site, "/leaving", ["/"]),
+        "/lonely": html(site, "/lonely", ["/"], description=False),
+    })  # /broken and /was-missing answer 404
+
+
+def second_version(site: EditableSite) -> None:
+    site.set(**{
+        "/": html(site, "/", HOME_LINKS_2),  # /leaving and /lonely unlinked, /fresh linked
+        "/doomed": None,  # now 404: the link from /persist breaks
+        "/title-fix": html(site, "/title-fix", ["/"]),
+        "/retitle": html(site, "/retitle", ["/"], title="Second title of the retitled test page"),
+        "/recanon": html(site, "/recanon", ["/"], canonical=site.url("/persist")),
+        "/hide": html(site, "/hide", ["/"], noindex=True),
+        "/reword": html(site, "/reword", ["/"], words="changed"),
+        "/leaving": None,
+        "/was-missing": html(site, "/was-missing", ["/"]),
+        "/fresh": html(site, "/fresh", ["/"]),
+    })  # /lonely is still served: nothing links to it any more
+
+
+# What the second audit reports against the first: (code, path, target path or "").
+NEW = {("http_4xx", "/doomed", ""), ("broken_link_internal", "/persist", "/doomed"), ("noindex", "/hide", "")}
+PERSISTING = {("http_4xx", "/broken", ""), ("broken_link_internal", "/", "/broken")}
+FIXED = {("title_missing", "/title-fix", ""), ("http_4xx", "/was-missing", ""),
+         ("broken_link_internal", "/", "/was-missing")}
+UNKNOWN = {("meta_description_missing", "/lonely", "")}  # /lonely was not crawled: nothing links to it
+PAGES = {
+    ("added", "/fresh"): [],
+    ("removed", "/leaving"): [],
+    ("removed", "/lonely"): [],
+    ("changed", "/"): ["content"],  # its links' anchor text
+    ("changed", "/doomed"): ["status 200 → 404", "title", "canonical", "now not indexable", "content"],
+    ("changed", "/was-missing"): ["status 404 → 200", "title", "canonical", "now indexable", "content"],
+    ("changed", "/title-fix"): ["title"],
+    ("changed", "/retitle"): ["title"],
+    ("changed", "/recanon"): ["canonical"],
+    ("changed", "/hide"): ["now not indexable"],
+    ("changed", "/reword"): ["content"],
+}
+COUNTS = {
+    "issues": {
+        "new": {"critical": 2, "warning": 1, "notice": 0},
+        "persisting": {"critical": 2, "warning": 0, "notice": 0},
+        "fixed": {"critical": 3, "warning": 0, "notice": 0},
+        "unknown": {"critical": 0, "warning": 1, "notice": 0},
+    },
+    "pages": {"added": 1, "removed": 2, "changed": 8},
+}
+
+
+def path(site: EditableSite, url: str) -> str:
+    return url.removeprefix(site.base) if url else ""
+
+
+def triple(site: EditableSite, row) -> tuple[str, str, str]:
+    """(code, path, target path) of an issue row: a model instance or a dict."""
+    code, url, target = ((row[name] for name in ("code", "url", "target_url")) if isinstance(row, dict)
+                         else (row.code, row.url, row.target_url))
+    return code, path(site, url), path(site, target)
+
+
+def triples(site: EditableSite, rows) -> set[tuple[str, str, str]]:
+    return {triple(site, row) for row in rows}
+
+
+def issues_by_change(site: EditableSite, audit: Audit) -> dict[str, set]:
+    return {
+        "new": triples(site, audit.issues.filter(change=Issue.Change.NEW)),
+        "persisting": triples(site, audit.issues.filter(change=Issue.Change.PERSISTING)),
+        "fixed": triples(site, GoneIssue.objects.filter(audit=audit, change=GoneIssue.Change.FIXED)),
+        "unknown": triples(site, GoneIssue.objects.filter(audit=audit, change=GoneIssue.Change.UNKNOWN)),
+    }
+
+
+def page_changes_of(site: EditableSite, rows) -> dict[tuple[str, str], list[str]]:
+    return {(row.change, path(site, row.url)): row.what_changed() for row in rows}
+
+
+def two_audits(owner, site: EditableSite) -> tuple[Audit, Audit]:
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    second_version(site)
+    return first, completed_audit_of(owner, site)
+
+
+# --- the diff written at finalize -------------------------------------------------------
+
+
+def test_second_audit_marks_issues_new_persisting_fixed_unknown_and_pages_added_removed_changed(owner, site,
+                                                                                                 fast_settings):
+    first, second = two_audits(owner, site)
+    assert second.site_id == first.site_id
+    assert second.baseline_id == first.pk
+    assert issues_by_change(site, second) == {"new": NEW, "persisting": PERSISTING, "fixed": FIXED,
+                                              "unknown": UNKNOWN}
+    assert not second.issues.filter(change=Issue.Change.NONE).exists()
+    # Fixed: its page answered this time; unknown: its page was not fetched at all.
+    assert second.pages.filter(url=site.url("/title-fix"), fetch_error="").exists()
+    assert not second.pages.filter(url=site.url("/lonely")).exists()
+    gone = GoneIssue.objects.get(audit=second, code="title_missing")
+    assert (gone.severity, gone.message, gone.key) == ("critical", "Page has no <title>",
+                                                       issue(site, first, *TITLE_MISSING).key)
+    assert page_changes_of(site, PageChange.objects.filter(audit=second)) == PAGES
+    recanon = PageChange.objects.get(audit=second, url=site.url("/recanon"))
+    assert (recanon.canonical_before, recanon.canonical_after) == (site.url("/recanon"), site.url("/persist"))
+    retitle = PageChange.objects.get(audit=second, url=site.url("/retitle"))
+    assert (retitle.title_before, retitle.title_after) == ("First title of the retitled test page",
+                                                           "Second title of the retitled test page")
+    removed = PageChange.objects.get(audit=second, url=site.url("/lonely"))
+    assert (removed.status_before, removed.status_after) == (200, None)
+    assert second.change_counts == COUNTS
+    # The diff is the second audit's alone: the first keeps what it had.
+    first.refresh_from_db()
+    assert first.change_counts is None and first.baseline_id is None
+    assert set(first.issues.values_list("change", flat=True)) == {Issue.Change.NONE}
+
+
+def issue(site: EditableSite, audit: Audit, code: str, page: str, target: str = "") -> Issue:
+    return Issue.objects.get(audit=audit, code=code, url=site.url(page),
+                             target_url=site.url(target) if target else "")
+
+
+def reviews(site: EditableSite, audit: Audit) -> dict[tuple[str, str, str], str]:
+    return {triple(site, row): row.review for row in audit.issues.all()}
+
+
+def mark(site: EditableSite, audit: Audit, review: str, *which: tuple[str, str, str]) -> None:
+    for code, page, target in which:
+        Issue.objects.filter(pk=issue(site, audit, code, page, target).pk).update(review=review)
+
+
+BROKEN_404 = ("http_4xx", "/broken", "")
+BROKEN_LINK = ("broken_link_internal", "/", "/broken")
+TITLE_MISSING = ("title_missing", "/title-fix", "")
+
+
+def test_review_carries_forward_ignored_stays_ignored_and_reviewed_persisting_is_marked_reviewed(
+        owner, site, fast_settings):
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    mark(site, first, Issue.Review.IGNORED, BROKEN_404)
+    mark(site, first, Issue.Review.REVIEWED, BROKEN_LINK, TITLE_MISSING)  # the title one is fixed next time
+    second_version(site)
+    second = completed_audit_of(owner, site)
+    # Matched by key: the same issue, not merely the same code on the same page.
+    assert issue(site, second, *BROKEN_404).key == issue(site, first, *BROKEN_404).key
+    expected = {triple: Issue.Review.OPEN for triple in NEW | PERSISTING}
+    expected.update({BROKEN_404: Issue.Review.IGNORED, BROKEN_LINK: Issue.Review.REVIEWED})
+    assert reviews(site, second) == expected
+    # The baseline's marks stay as they were.
+    assert reviews(site, first)[BROKEN_404] == Issue.Review.IGNORED
+
+
+def test_an_issue_reopened_in_the_second_audit_is_open_in_the_third(owner, site, fast_settings):
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    mark(site, first, Issue.Review.IGNORED, BROKEN_404)
+    mark(site, first, Issue.Review.REVIEWED, BROKEN_LINK)
+    second_version(site)
+    second = completed_audit_of(owner, site)
+    assert (reviews(site, second)[BROKEN_404], reviews(site, second)[BROKEN_LINK]) == ("ignored", "reviewed")
+    mark(site, second, Issue.Review.OPEN, BROKEN_404, BROKEN_LINK)
+    third = completed_audit_of(owner, site)  # the site as the second audit saw it
+    assert third.baseline_id == second.pk
+    assert set(reviews(site, third).values()) == {Issue.Review.OPEN}
+    # Nothing changed on the site, so everything persists and no page differs.
+    assert issues_by_change(site, third) == {"new": set(), "persisting": NEW | PERSISTING, "fixed": set(),
+                                             "unknown": set()}
+    assert not PageChange.objects.filter(audit=third).exists()
+
+
+def snapshot(audit: Audit) -> dict:
+    """Every row and column ``diff.record`` writes for ``audit``, ids left out."""
+    gone = GoneIssue.objects.filter(audit=audit).order_by("key")
+    pages = PageChange.objects.filter(audit=audit).order_by("url_hash")
+    return {
+        "issues": sorted(audit.issues.values_list("key", "change", "review")),
+        "gone": list(gone.values("change", "key", "url", "code", "severity", "message", "target_url")),
+        "pages": [{k: v for k, v in row.items() if k not in ("id", "audit")} for row in pages.values()],
+        "audit": Audit.objects.filter(pk=audit.pk).values("baseline_id", "change_counts").get(),
+    }
+
+
+def test_recording_the_diff_twice_in_one_finalize_leaves_the_same_rows(owner, site, fast_settings, monkeypatch):
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    mark(site, first, Issue.Review.IGNORED, BROKEN_404)
+    mark(site, first, Issue.Review.REVIEWED, BROKEN_LINK)
+    second_version(site)
+    snapshots = []
+    record = diff.record
+
+    def record_twice(audit):
+        # Inside finalize, while the frontier (which "removed" reads) is still there.
+        for _ in range(2):
+            counts = record(audit)
+            snapshots.append(snapshot(audit))
+        return counts
+
+    monkeypatch.setattr(diff, "record", record_twice)
+    second = completed_audit_of(owner, site)
+    assert len(snapshots) == 2
+    assert snapshots[0] == snapshots[1]
+    assert issues_by_change(site, second) == {"new": NEW, "persisting": PERSISTING, "fixed": FIXED,
+                                              "unknown": UNKNOWN}
+    assert page_changes_of(site, PageChange.objects.filter(audit=second)) == PAGES
+    assert second.change_counts == COUNTS
+    assert (reviews(site, second)[BROKEN_404], reviews(site, second)[BROKEN_LINK]) == ("ignored", "reviewed")
+
+
+def test_the_first_audit_of_a_site_has_no_change_anywhere_and_no_counts(owner, stranger, site, fast_settings):
+    first_version(site)
+    theirs = completed_audit_of(stranger, site)  # the same URL is another owner's site
+    audit = completed_audit_of(owner, site)
+    assert audit.site_id != theirs.site_id
+    assert audit.baseline_id is None and audit.change_counts is None
+    assert audit.issues.count() == 6
+    assert set(audit.issues.values_list("change", flat=True)) == {Issue.Change.NONE}
+    assert not GoneIssue.objects.filter(audit=audit).exists()
+    assert not PageChange.objects.filter(audit=audit).exists()
+
+
+def fail_in_finalize(audit_id: int) -> None:
+    """A finalize that fails: the audit keeps everything its crawl stored."""
+    Audit.objects.get(pk=audit_id).fail(Audit.ErrorCode.INTERNAL_ERROR, "failed on purpose",
+                                        phase=Audit.Phase.FINALIZING)
+
+
+def test_a_failed_audit_is_not_the_baseline_of_the_next_one(owner, site, fast_settings):
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    second_version(site)
+    failed = audit_of(owner, site, finalize=fail_in_finalize)
+    assert failed.status == Audit.Status.FAILED
+    assert failed.pages.filter(url=site.url("/fresh")).exists()  # it did see the second version
+    third = completed_audit_of(owner, site)
+    assert third.baseline_id == first.pk
+    # Against the failed audit everything would persist and no page would differ.
+    assert issues_by_change(site, third) == {"new": NEW, "persisting": PERSISTING, "fixed": FIXED,
+                                             "unknown": UNKNOWN}
+    assert page_changes_of(site, PageChange.objects.filter(audit=third)) == PAGES
+    assert third.change_counts == COUNTS
+
+
+def test_a_baseline_given_beforehand_is_used_instead_of_the_previous_completed_audit(owner, site, fast_settings):
+    first, second = two_audits(owner, site)
+    third = completed_audit_of(owner, site, baseline=first)
+    assert third.baseline_id == first.pk
+    assert issues_by_change(site, third) == issues_by_change(site, second)
+    assert page_changes_of(site, PageChange.objects.filter(audit=third)) == PAGES
+
+
+# --- the compare view's helpers -------------------------------------------------------
+
+
+def page_change_fields(row: PageChange) -> tuple:
+    # bool() since SQLite hands raw SELECTs' booleans back as 0 and 1.
+    def flag(value):
+        return None if value is None else bool(value)
+
+    return (row.change, row.url_hash, row.url, row.status_before, row.status_after, row.title_before,
+            row.title_after, row.canonical_before, row.canonical_after, flag(row.indexable_before),
+            flag(row.indexable_after), bool(row.content_changed))
+
+
+def test_compare_helpers_agree_with_the_rows_finalize_stored(owner, site, fast_settings):
+    first, second = two_audits(owner, site)
+    stored = second.issues
+    assert set(diff.new_issues(second, first)) == set(stored.filter(change=Issue.Change.NEW))
+    assert set(diff.persisting_issues(second, first)) == set(stored.filter(change=Issue.Change.PERSISTING))
+
+    columns = ("change", "key", "url", "code", "severity", "message", "target_url")
+    gone = diff.gone_issues(second, first)
+    assert sorted(gone, key=lambda row: row["key"]) == list(
+        GoneIssue.objects.filter(audit=second).order_by("key").values(*columns))
+    assert triples(site, diff.gone_issues(second, first, "fixed")) == FIXED
+    assert triples(site, diff.gone_issues(second, first, "unknown")) == UNKNOWN
+    rank = {"critical": 0, "warning": 1, "notice": 2}
+    assert [rank[row["severity"]] for row in gone] == sorted(rank[row["severity"]] for row in gone)
+    assert diff.gone_issues(second, first, limit=2, offset=1) == gone[1:3]
+
+    live = diff.page_changes(second, first)
+    assert sorted(map(page_change_fields, live)) == sorted(
+        map(page_change_fields, PageChange.objects.filter(audit=second)))
+    changed = diff.page_changes(second, first, "changed")
+    assert [row.url for row in changed] == sorted(site.url(p) for change, p in PAGES if change == "changed")
+    page = diff.page_changes(second, first, limit=3, offset=2)
+    assert list(map(page_change_fields, page)) == list(map(page_change_fields, live[2:5]))
+
+    assert diff.live_counts(second, first) == second.change_counts == COUNTS
+    assert diff.totals(second.change_counts) == {"new": 3, "persisting": 2, "fixed": 3, "unknown": 1}
+
+
+def test_a_page_found_but_left_uncrawled_by_the_depth_limit_is_not_removed_and_its_issues_are_unknown(
+        owner, site, fast_settings):
+    site.set(**{"/": html(site, "/", ["/a", "/deep"]), "/a": html(site, "/a", ["/"]),
+                "/deep": html(site, "/deep", ["/"], description=False)})
+    first = completed_audit_of(owner, site, max_depth=1)
+    assert first.pages.filter(url=site.url("/deep")).exists()
+    site.set(**{"/": html(site, "/", ["/a"]), "/a": html(site, "/a", ["/", "/deep"])})  # /deep now at depth 2
+    second = completed_audit_of(owner, site, max_depth=1)
+    assert not second.pages.filter(url=site.url("/deep")).exists()
+    assert issues_by_change(site, second) == {
+        "new": set(), "persisting": set(), "fixed": set(),
+        "unknown": {("meta_description_missing", "/deep", "")},
+    }
+    assert page_changes_of(site, PageChange.objects.filter(audit=second)) == {
+        ("changed", "/"): ["content"], ("changed", "/a"): ["content"],
+    }
