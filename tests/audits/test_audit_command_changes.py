@@ -6,9 +6,6 @@ from __future__ import annotations
 import io
 import json
 import sys
-import threading
-from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -16,6 +13,7 @@ from django.core.management import CommandError, call_command
 from audits.management.commands import audit as audit_command
 from audits.management.commands.audit import Report
 from audits.models import Audit, GoneIssue, Issue
+from tests.editable_site import EditableSite
 from tests.factories import make_audit
 
 pytestmark = pytest.mark.django_db
@@ -31,48 +29,6 @@ def page(title: str, links=(), *, description: bool = True, extra: str = "") -> 
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{title} | A small site audited twice</title>{meta}</head>"
             f"<body><h1>{title}</h1><p>{words}</p>{anchors}{extra}</body></html>").encode()
-
-
-class EditableSite:
-    """A threaded HTTP/1.1 server on 127.0.0.1 answering from ``pages`` (path -> body); any other path is 404."""
-
-    def __init__(self):
-        self.pages: dict[str, bytes] = {}
-        self.requests: Counter[str] = Counter()
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):
-                site.requests[self.path] += 1
-                body = site.pages.get(self.path.split("?")[0])
-                status = 200 if body is not None else 404
-                body = body if body is not None else b"<html><head><title>Not found</title></head></html>"
-                self.send_response(status)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
-
-    def __enter__(self) -> EditableSite:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
 
 
 @pytest.fixture

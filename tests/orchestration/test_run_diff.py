@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
-
 import pytest
 
 from audits import diff
@@ -13,79 +9,10 @@ from audits.crawl import setup as crawl_setup
 from audits.inline import run_audit_inline
 from audits.models import Audit, GoneIssue, Issue, PageChange
 from crawler.checks import CheckSettings
+from tests.editable_site import EditableSite
 from tests.factories import make_audit
 
 pytestmark = pytest.mark.django_db
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):
-        self._answer(body=True)
-
-    def do_HEAD(self):
-        self._answer(body=False)
-
-    def _answer(self, *, body: bool) -> None:
-        status, content_type, payload = self.server.site.answer(urlsplit(self.path).path)
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        if body:
-            self.wfile.write(payload)
-
-    def log_message(self, format, *args):
-        pass
-
-
-class EditableSite:
-    """A threaded server on 127.0.0.1 whose HTML pages are ``pages`` (path -> (status, html)).
-
-    Tests edit ``pages`` between audits; a path not in it answers 404.
-    """
-
-    def __init__(self):
-        self.pages: dict[str, tuple[int, str]] = {}
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._server.daemon_threads = True
-        self._server.site = self
-        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
-
-    def url(self, path: str) -> str:
-        return self.base + path
-
-    def answer(self, path: str) -> tuple[int, str, bytes]:
-        if path == "/robots.txt":
-            return 200, "text/plain", f"User-agent: *\nDisallow:\nSitemap: {self.base}/sitemap.xml\n".encode()
-        if path == "/sitemap.xml":
-            return 200, "application/xml", (
-                '<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-                f"<url><loc>{self.base}/</loc></url></urlset>").encode()
-        with self._lock:
-            status, html = self.pages.get(path, (404, "<html><body>Not found</body></html>"))
-        return status, "text/html; charset=utf-8", html.encode()
-
-    def set(self, **changes) -> None:
-        with self._lock:
-            for path, page in changes.items():
-                if page is None:
-                    self.pages.pop(path, None)
-                else:
-                    self.pages[path] = page
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
 
 
 def html(site: EditableSite, path: str, links: list[str], *, title: str | None = None, canonical: str | None = None,
@@ -118,7 +45,7 @@ def never_slow(monkeypatch):
 
 @pytest.fixture
 def site():
-    with EditableSite() as editable:
+    with EditableSite(sitemap=True) as editable:
         yield editable
 
 
