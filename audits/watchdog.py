@@ -56,7 +56,7 @@ def run_watchdog(now=None) -> str:
     for audit in Audit.objects.filter(status__in=Audit.ACTIVE).order_by("id"):
         last = audit.heartbeat_at or audit.created_at
         idle = now - last
-        if idle > stall and not _waiting_on_retry_after(audit):
+        if idle > stall and not _waiting_on_retry_after(audit) and not _waiting_for_worker(audit, names):
             if audit.fail(Audit.ErrorCode.STALLED,
                           f"No progress for {int(idle.total_seconds())} s (limit {conf['STALL_SECONDS']} s)."):
                 actions.append(f"failed {audit.pk}: stalled")
@@ -105,6 +105,20 @@ def _enqueue_each(audits, limit: int, task: str, suffix: str, what: str, names: 
                 enqueue(f"audits.tasks.{task}", audit_id, name=name)
             actions.append(f"enqueued {what} of {audit_id}")
     return actions
+
+
+# Tasks that carry an audit's crawl forward (not the link index or the alerts, which run after it).
+_CRAWL_STEPS = ("start", "resume", "chunk-", "finalize")
+
+
+def _waiting_for_worker(audit: Audit, names: set[str]) -> bool:
+    """The audit's next step is a task still in the queue: a busy cluster, not a stalled audit.
+
+    Its wait ends when a worker takes the task (and the claim beats), or when
+    the task is lost, which the reconciliation below finds by name.
+    """
+    prefix = f"audit-{audit.pk}-"
+    return any(name.startswith(prefix) and name[len(prefix):].startswith(_CRAWL_STEPS) for name in names)
 
 
 def _open_chunks(audit: Audit):

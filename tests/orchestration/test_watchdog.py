@@ -6,14 +6,14 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 from django_q.models import OrmQ
 
 from audits import tasks
 from audits.crawl.chunk import claim, lease_items, run_chunk
 from audits.crawl.start import run_start
-from audits.dispatch import InlineDispatcher
+from audits.dispatch import Dispatcher, InlineDispatcher
 from audits.models import Audit, ChunkLease, Inlink
 from audits.watchdog import queued_task_names, run_watchdog
 from tests.conftest import MANAGE, subprocess_env
@@ -160,3 +160,20 @@ def test_migrating_the_audits_app_alone_on_a_fresh_database_works_and_a_full_mig
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT func FROM django_q_schedule WHERE name = 'siteward-watchdog'").fetchall()
     assert rows == [("audits.tasks.watchdog",)]
+
+
+def test_an_audit_whose_next_task_waits_in_a_busy_queue_is_not_failed_as_stalled(owner, grid_site, fast_settings):
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "STALL_SECONDS": 60}
+    audit = crawling_audit(owner, grid_site)
+    # Chunk 1 was enqueued and sits behind other audits' chunks; no worker has taken it.
+    with transaction.atomic():
+        Dispatcher().chunk(audit.pk, 1)
+    age(audit, 600)
+    run_watchdog()
+    audit.refresh_from_db()
+    assert audit.status == "running" and audit.error_code == ""
+
+    OrmQ.objects.all().delete()  # the task is lost: now nothing carries the audit on
+    run_watchdog()
+    audit.refresh_from_db()
+    assert (audit.status, audit.error_code) == ("failed", "stalled")
