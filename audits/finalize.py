@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from crawler.catalogue import UNVERIFIED_STATUSES, finding
@@ -111,6 +112,10 @@ HREFLANG_RETURN_SQL = """
 def run_finalize(audit_id: int) -> bool:
     audit = Audit.objects.get(pk=audit_id)
     if audit.status != Audit.Status.FINALIZING:
+        return False
+    tries = settings.SITEWARD["MAX_CHUNK_ATTEMPTS"]
+    if audit.count_attempt("finalize") > tries:  # before the work: a worker killed in it counts too
+        audit.fail_step("finalize", tries)
         return False
     audit.beat()
     if connection.vendor == "postgresql":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import transaction
 
 from crawler import loop as crawl_loop
@@ -46,6 +47,12 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
     elif not (audit.status == Audit.Status.RUNNING and audit.phase == Audit.Phase.STARTING):
         return  # a duplicate delivery after start already finished, or an ended audit
     if audit.status != Audit.Status.RUNNING:
+        return
+    # Counted before the fetch: a start page that kills its worker is redelivered
+    # by django-q2 without end, and this is the only count that survives the death.
+    tries = settings.SITEWARD["MAX_CHUNK_ATTEMPTS"]
+    if audit.count_attempt("start") > tries:
+        audit.fail_step("start", tries)
         return
 
     try:

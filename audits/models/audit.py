@@ -47,6 +47,8 @@ class Audit(models.Model):
         SITE_UNAVAILABLE = "site_unavailable", "The start page never answered successfully"
         WORKER_LOST = "worker_lost", "The worker crawling it died repeatedly"
         STALLED = "stalled", "No progress for too long"
+        START_FAILED = "start_failed", "The start step never finished (its worker died or timed out each time)"
+        FINALIZE_FAILED = "finalize_failed", "The cross-page checks never finished (their worker died or timed out each time)"
         DB_UNAVAILABLE = "db_unavailable", "The database was unavailable"
         STORAGE_FULL = "storage_full", "The database or disk is full"
         TIMEOUT = "timeout", "A task ran past its time limit"
@@ -98,6 +100,10 @@ class Audit(models.Model):
     issues_notice = models.PositiveIntegerField(default=0)
     current_window = models.PositiveSmallIntegerField(default=0)
     chunks_done = models.PositiveIntegerField(default=0)
+    # Tries of the start and finalize steps, counted as each begins (chunks count
+    # theirs on ChunkLease): a step that kills its worker every time ends the audit.
+    start_attempts = models.PositiveSmallIntegerField(default=0)
+    finalize_attempts = models.PositiveSmallIntegerField(default=0)
 
     # What start learnt, kept so every chunk (in any process) makes the same decisions.
     robots_status = models.CharField(max_length=16, blank=True)
@@ -215,8 +221,25 @@ class Audit(models.Model):
         return self._transition(
             [self.Status.FAILED, self.Status.CANCELLED], status=self.Status.QUEUED,
             phase=self.Phase.QUEUED, error_code="", error_detail="", failed_phase="",
-            finished_at=None, heartbeat_at=timezone.now(), links_indexed=False,
+            finished_at=None, heartbeat_at=timezone.now(), links_indexed=False, finalize_attempts=0,
         )
+
+    STEP_ATTEMPTS = {"start": "start_attempts", "finalize": "finalize_attempts"}
+
+    def count_attempt(self, step: str) -> int:
+        """Count one more try of ``step`` ("start" or "finalize") and return how many there have been."""
+        field = self.STEP_ATTEMPTS[step]
+        Audit.objects.filter(pk=self.pk).update(**{field: F(field) + 1})
+        value = Audit.objects.filter(pk=self.pk).values_list(field, flat=True).first() or 0
+        setattr(self, field, value)
+        return value
+
+    def fail_step(self, step: str, tries: int) -> bool:
+        """Fail the audit because ``step`` never finished in ``tries`` tries; what was crawled stays."""
+        code, phase = ((self.ErrorCode.START_FAILED, self.Phase.STARTING) if step == "start"
+                       else (self.ErrorCode.FINALIZE_FAILED, self.Phase.FINALIZING))
+        return self.fail(code, f"The {step} step was tried {tries} times and never finished: its worker "
+                               "died or ran past the task time limit each time.", phase)
 
     COUNTERS = (
         "pages_crawled", "pages_discovered", "pages_failed", "issues_critical", "issues_warning",
