@@ -17,6 +17,7 @@ from functools import lru_cache
 from urllib.parse import SplitResult, unquote, urlsplit
 
 import idna
+import re2
 
 __all__ = [
     "InvalidURL",
@@ -272,24 +273,52 @@ class TrapGuard:
 _MAX_PATTERNS = 50
 _MAX_PATTERN_LENGTH = 500
 
+# User patterns run on RE2, whose matching is linear in the URL: Python's re
+# backtracks, and "(a+)+$" would pin a worker. RE2 refuses what needs
+# backtracking (backreferences, lookaround), so the hint says which syntax applies.
+_RE2_HINT = "Siteward uses RE2 syntax: no backreferences or lookaround"
 
-def compile_patterns(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
-    """Compile include/exclude regexes; ValueError names the pattern that fails."""
+
+def _re2_options() -> re2.Options:
+    options = re2.Options()
+    options.never_capture = True  # only "does it match" is asked; no group spans to compute
+    options.log_errors = False  # a bad pattern is reported to its author, not to stderr
+    return options
+
+
+_RE2_OPTIONS = _re2_options()
+
+
+def _quoted(pattern: str) -> str:
+    # Shown as typed (repr would double every backslash), unless unprintable.
+    return f"'{pattern}'" if pattern.isprintable() else repr(pattern)
+
+
+def compile_patterns(patterns: Iterable[str]) -> tuple:
+    """Compile include/exclude regexes with RE2; ValueError names the pattern that fails.
+
+    The compiled patterns offer ``search(url)`` and ``pattern`` like ``re``'s.
+    """
     compiled = []
     for raw in patterns:
         pattern = raw.strip()
         if not pattern:
             continue
+        if len(compiled) == _MAX_PATTERNS:
+            raise ValueError(f"more than {_MAX_PATTERNS} patterns")
         if len(pattern) > _MAX_PATTERN_LENGTH:
             raise ValueError(
                 f"pattern {pattern[:40]!r}... is longer than {_MAX_PATTERN_LENGTH} characters"
             )
         try:
-            compiled.append(re.compile(pattern))
-        except re.error as exc:
-            raise ValueError(f"invalid pattern {pattern!r}: {exc}") from None
-        if len(compiled) > _MAX_PATTERNS:
-            raise ValueError(f"more than {_MAX_PATTERNS} patterns")
+            compiled.append(re2.compile(pattern, _RE2_OPTIONS))
+        except UnicodeError:  # a lone surrogate (undecodable argv) cannot become UTF-8 for RE2
+            raise ValueError(f"invalid pattern {_quoted(pattern)}: not valid UTF-8") from None
+        except re2.error as exc:
+            reason = exc.args[0] if exc.args else b""
+            if isinstance(reason, bytes):
+                reason = reason.decode("utf-8", "replace")
+            raise ValueError(f"invalid pattern {_quoted(pattern)}: {reason} ({_RE2_HINT})") from None
     return tuple(compiled)
 
 
@@ -299,7 +328,7 @@ class Scope:
     narrowed by include patterns and then by exclude patterns (exclude wins).
 
     ``www.example.com`` and ``example.com`` are different origins, as are http
-    and https; patterns are searched (``re.search``) in the full normalised URL.
+    and https; patterns are searched (RE2, unanchored) in the full normalised URL.
     """
 
     origin: str
