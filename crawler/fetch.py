@@ -421,6 +421,11 @@ class Fetcher:
                 if not want:
                     # Headers are all we need; closing now spares reading a PDF or video.
                     return response
+                if response.status in (204, 304) and _declares_body(response.headers):
+                    # Empty by the protocol, but left unread so that its
+                    # connection closes (see _drain_small).
+                    response.body = b""
+                    return response
                 try:
                     async with asyncio.timeout_at(loop_deadline):
                         await self._read_body(raw, response, max_bytes, partial=keep_body is True)
@@ -528,10 +533,18 @@ async def _drain_small(
     """Read the tiny body of a redirect, HEAD or retried answer so its
     connection goes back to the pool (httpcore closes a connection whose
     response was not read to the end). Larger or unknown-length bodies are
-    not worth it: the connection is simply closed."""
+    not worth it: the connection is simply closed. So is the connection of an
+    answer that has no body by the protocol (HEAD, 204, 304) but announced one."""
     declared = content_length(response.headers)
     bodiless = method == "HEAD" or response.status in (204, 304)
     small = declared is not None and declared <= _DRAIN_LIMIT
+    if bodiless and _declares_body(response.headers):
+        # h11 knows this answer has no body and would hand its connection back
+        # to the pool as soon as the head was read. But the server announced
+        # one, and what it sends anyway (already in h11's buffer, or on its
+        # way) would be read as the next request's answer. Left unread, the
+        # response closes its connection instead.
+        return
     if not bodiless and (not small or "transfer-encoding" in response.headers):
         return
     try:
@@ -542,6 +555,11 @@ async def _drain_small(
         # The answer we needed (status and headers) is complete; a failure in
         # the unwanted remainder only costs the connection, which aclose drops.
         pass
+
+
+def _declares_body(headers: dict[str, str]) -> bool:
+    """Whether a response head announces a body: Content-Length above 0, or chunked."""
+    return bool(content_length(headers)) or "transfer-encoding" in headers
 
 
 @functools.lru_cache(maxsize=2)

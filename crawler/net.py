@@ -7,6 +7,8 @@ Three pieces:
   multicast, NAT64, 6to4 and IPv4-compatible forms of 127.0.0.1 global, and
   its answers have changed between security releases (CVE-2024-4032).
   Addresses that embed an IPv4 address are unwrapped and the IPv4 judged.
+  The cloud metadata endpoints (``METADATA_ADDRESSES``) are refused by
+  ``AddressGuard.check`` before anything can allow them, in every form.
 * ``AddressGuard.resolve`` turns a host into the one address to connect to.
   Numeric spellings (``2130706433``, ``0x7f.1``, ``127.1``) are parsed the way
   the C library parses them, so the check sees the address the socket would.
@@ -49,10 +51,11 @@ _V6 = ipaddress.IPv6Network
 # Checked in order; the first match names the reason. Sources: the IANA IPv4
 # and IPv6 special-purpose address registries (RFC 6890 and successors).
 _IPV4_BLOCKS: tuple[tuple[ipaddress.IPv4Network, str], ...] = (
+    (_V4("168.63.129.16/32"), "cloud-metadata"),  # Azure's WireServer, in a public block
     (_V4("255.255.255.255/32"), "broadcast"),
     (_V4("0.0.0.0/8"), "unspecified"),  # "this network": Linux dials it as localhost
     (_V4("10.0.0.0/8"), "private"),
-    (_V4("100.64.0.0/10"), "cgnat"),
+    (_V4("100.64.0.0/10"), "cgnat"),  # includes Alibaba Cloud's metadata address
     (_V4("127.0.0.0/8"), "loopback"),
     (_V4("169.254.0.0/16"), "link-local"),  # includes the cloud metadata address
     (_V4("172.16.0.0/12"), "private"),
@@ -78,6 +81,7 @@ _IPV6_BLOCKS: tuple[tuple[ipaddress.IPv6Network, str], ...] = (
     (_V6("2001:db8::/32"), "documentation"),
     (_V6("2001::/23"), "reserved"),  # IETF protocol assignments (ORCHID and others)
     (_V6("3fff::/20"), "documentation"),
+    (_V6("fd00:ec2::254/128"), "cloud-metadata"),  # AWS's over IPv6, inside fc00::/7
     (_V6("fc00::/7"), "private"),  # unique local addresses, IPv6's private range
     (_V6("fe80::/10"), "link-local"),
     (_V6("fec0::/10"), "site-local"),
@@ -89,9 +93,21 @@ _IPV6_GLOBAL_UNICAST = _V6("2000::/3")
 _IPV4_MAPPED = _V6("::ffff:0:0/96")
 _IPV4_COMPATIBLE = _V6("::/96")
 _SIX_TO_FOUR = _V6("2002::/16")
+_NAT64 = _V6("64:ff9b::/96")
+
+# Where a cloud VM fetches its credentials: AWS, GCP, Azure and most others
+# (169.254.169.254), AWS over IPv6 (fd00:ec2::254), Alibaba Cloud
+# (100.100.100.200), Azure's WireServer (168.63.129.16). Never a crawl target,
+# whatever ``allow_private`` or ``allowed_targets`` say, and recognised inside
+# the IPv6 forms that carry an IPv4 address (``embedded_ipv4``).
+METADATA_ADDRESSES: frozenset[IPAddress] = frozenset(
+    ipaddress.ip_address(address)
+    for address in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200", "168.63.129.16")
+)
 
 # What ``allow_private`` unlocks: the ranges someone's own staging or local
-# site lives on. Link-local stays refused because it holds cloud metadata.
+# site lives on. Link-local stays refused because it holds cloud metadata, and
+# the metadata addresses are refused in ``AddressGuard.check`` whatever this says.
 PRIVATE_REASONS = frozenset({"private", "loopback"})
 
 
@@ -122,6 +138,27 @@ def classify(ip: IPAddress) -> str | None:
     if ip not in _IPV6_GLOBAL_UNICAST:
         return "reserved"
     return None
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries, if it is of a form that carries one:
+    IPv4-mapped, IPv4-compatible, 6to4 or NAT64's well-known prefix."""
+    packed = ip.packed
+    if ip in _IPV4_MAPPED or ip in _IPV4_COMPATIBLE or ip in _NAT64:
+        return ipaddress.IPv4Address(packed[12:])
+    if ip in _SIX_TO_FOUR:
+        return ipaddress.IPv4Address(packed[2:6])
+    return None
+
+
+def is_metadata_address(ip: IPAddress) -> bool:
+    """Whether ``ip`` is a cloud metadata endpoint, also wrapped in an IPv6 form."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        ip = ipaddress.IPv6Address(ip.packed)  # a %scope must not hide it
+        inner = embedded_ipv4(ip)
+        if inner is not None and inner in METADATA_ADDRESSES:
+            return True
+    return ip in METADATA_ADDRESSES
 
 
 def parse_numeric_host(host: str) -> IPAddress | None:
@@ -236,9 +273,15 @@ class AddressGuard:
     def check(self, ip: IPAddress, port: int) -> None:
         """Raise UnsafeAddress unless connecting to ``ip:port`` is allowed."""
         reason = classify(ip)
-        if reason is None or (str(ip), port) in self._allowed:
+        if is_metadata_address(ip):
+            # Before the allowances: neither allow_private nor an allowed
+            # target may ever reach a cloud's credentials. The table's own
+            # reason (link-local, cgnat, ipv4-mapped...) is kept where it has one.
+            if reason is None or reason in PRIVATE_REASONS:
+                reason = "cloud-metadata"
+        elif reason is None or (str(ip), port) in self._allowed:
             return
-        if self.allow_private and reason in PRIVATE_REASONS:
+        elif self.allow_private and reason in PRIVATE_REASONS:
             return
         raise UnsafeAddress(
             f"{ip} is a {reason} address; refused to connect",

@@ -30,6 +30,8 @@ Built-in paths (query parameters in brackets):
     /short [declared, send]  same, but a clean close (FIN)
     /declared-huge           Content-Length: 2147483648, then a trickle
     /endless-chunked         chunked HTML that never ends
+    /chunk-extensions [ext]  chunked HTML of 1-byte chunks, each behind a chunk
+                             extension of ``ext`` bytes (90 000), never ending
     /redirect [to, status]   3xx to ``to`` (any string, unvalidated)
     /loop                    302 to itself
     /ping, /pong             302 to each other
@@ -43,6 +45,11 @@ Built-in paths (query parameters in brackets):
                              malformed responses
     /keep-alive              200 small HTML page, connection kept open
     /keep-alive-redirect     302 to /keep-alive, connection kept open
+    /head-poison [size, chunked, delay]
+                             keep-alive; HEAD is answered with Content-Length:
+                             ``size`` (or chunked) and then that many bytes of a
+                             second, fake response (``POISON_HTML``), at once or
+                             ``delay`` s later; GET as /keep-alive
     anything else            404
 """
 
@@ -63,6 +70,7 @@ from urllib.parse import parse_qsl, urlsplit
 import httpcore
 
 OK_HTML = b"<!doctype html><html><head><title>ok</title></head><body><p>ok</p></body></html>"
+POISON_HTML = b"<!doctype html><html><head><title>poison</title></head><body>poison</body></html>"
 
 # Bounds for the endless behaviours, so a broken client cannot make a test
 # server run for ever either.
@@ -395,6 +403,54 @@ async def endless_chunked(request, reader, writer, server) -> None:
         await send(writer, server, request.path, chunk)
 
 
+def endless_framing(prefix: bytes, filler: bytes, *, limit: int = MAX_ENDLESS_BYTES) -> Handler:
+    """A chunked 200 that sends ``prefix`` and then ``filler`` over and over, until
+    ``limit`` bytes or the client hangs up: framing (chunk extensions, chunk
+    headers, trailers) with next to no body in it."""
+
+    async def handler(request, reader, writer, server) -> None:
+        head = head_bytes(200, {"Content-Type": "text/html", "Transfer-Encoding": "chunked"})
+        await send(writer, server, request.path, head + prefix)
+        batch = filler * max(1, 64 * 1024 // len(filler))
+        while server.bytes_sent[request.path] < limit:
+            await send(writer, server, request.path, batch)
+
+    return handler
+
+
+async def chunk_extensions(request, reader, writer, server) -> None:
+    size = int(request.query.get("ext", "90000"))
+    chunk = b"1;" + b"x" * size + b"\r\na\r\n"
+    await endless_framing(b"", chunk)(request, reader, writer, server)
+
+
+async def head_poison(request, reader, writer, server) -> bool:
+    """A HEAD answer that declares a body and then sends one anyway: a whole
+    second, fake response, which a client reusing the connection would read
+    as the answer to its next request. ``chunked=1`` declares the body with
+    Transfer-Encoding instead of Content-Length; ``delay`` seconds between the
+    head and the poison put it in the socket after the head was read, instead
+    of in the same read."""
+    if request.method != "HEAD":
+        return await respond(request, writer, server, body=OK_HTML, keep_alive=True)
+    poison = response_bytes(body=POISON_HTML, keep_alive=True)
+    size = int(request.query.get("size", str(len(poison))))
+    framing = (
+        {"Transfer-Encoding": "chunked"}
+        if request.query.get("chunked") == "1"
+        else {"Content-Length": str(size)}
+    )
+    head = head_bytes(200, {"Content-Type": "text/html", **framing, "Connection": "keep-alive"})
+    delay = float(request.query.get("delay", "0"))
+    if delay:
+        await send(writer, server, request.path, head)
+        await asyncio.sleep(delay)
+        await send(writer, server, request.path, poison[:size])
+    else:
+        await send(writer, server, request.path, head + poison[:size])
+    return True
+
+
 async def redirect(request, reader, writer, server) -> None:
     status = int(request.query.get("status", "302"))
     await respond(
@@ -489,6 +545,7 @@ BUILTIN_ROUTES: dict[str, Handler] = {
     "/short": short,
     "/declared-huge": declared_huge,
     "/endless-chunked": endless_chunked,
+    "/chunk-extensions": chunk_extensions,
     "/redirect": redirect,
     "/loop": redirect_to("/loop"),
     "/ping": redirect_to("/pong"),
@@ -505,6 +562,7 @@ BUILTIN_ROUTES: dict[str, Handler] = {
     "/bad-chunk": bad_chunk,
     "/keep-alive": static(OK_HTML, keep_alive=True),
     "/keep-alive-redirect": redirect_to("/keep-alive", keep_alive=True),
+    "/head-poison": head_poison,
 }
 
 
