@@ -26,8 +26,17 @@ class AuditAdmin(admin.ModelAdmin):
                        "created_at", "started_at", "finished_at", "heartbeat_at", "robots_status",
                        "robots_http_status", "sitemap_found", "trigger", "change_counts"]
     exclude = ["robots_body"]
-    raw_id_fields = ["owner", "site", "baseline"]
     actions = ["cancel_audits", "resume_audits", "rerun_audits"]
+
+    # Audits are made by the form or the command (its checks: SSRF, quota) and
+    # change only through the actions: staff editing start_url, allow_private,
+    # the owner or the limits would retarget a crawl past those checks. View-only
+    # rather than all-read-only fields: a Save would write back stale counters.
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
     def delete_queryset(self, request, queryset):
         # One at a time through Audit.delete, which waits for a writer still
@@ -53,6 +62,8 @@ class AuditAdmin(admin.ModelAdmin):
                     done += 1
             except PrivateTargetsRefused as exc:
                 refused.append(str(exc))
+            except QuotaExceeded as exc:
+                refused.append(f"Audit {audit.pk}: {exc}")
         self.message_user(request, f"Resumed {done} audit(s); only failed or cancelled ones can resume.")
         for reason in refused:
             self.message_user(request, reason, level=messages.WARNING)

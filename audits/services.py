@@ -7,9 +7,13 @@ is not there yet (and a rolled-back request enqueues nothing).
 
 from __future__ import annotations
 
+import math
+from datetime import timedelta
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils import timezone
 from django_q.tasks import async_task
 
 from .models import CRAWL_SETTINGS, Audit, Site
@@ -24,6 +28,24 @@ class QuotaExceeded(Exception):
     """The person already has as many audits running as they are allowed."""
 
 
+class RateLimited(QuotaExceeded):
+    """The person has created as many audits in the last hour as they are allowed.
+
+    A QuotaExceeded, so every path that handles the quota shows it too.
+    """
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+# Creations that count against SITEWARD_MAX_AUDITS_PER_HOUR: a person's (the form,
+# re-run, run now); schedules and the command are bounded by their operators.
+RATE_LIMITED_TRIGGERS = (Audit.Trigger.MANUAL,)
+RATE_WINDOW = timedelta(hours=1)
+RESUMABLE = (Audit.Status.FAILED, Audit.Status.CANCELLED)
+
+
 class PrivateTargetsRefused(Exception):
     """The audit was allowed private addresses, and this deployment no longer allows them."""
 
@@ -33,7 +55,8 @@ def private_targets_allowed(audit: Audit | Site) -> bool:
 
     An audit created with allow_private keeps that power only while the deployment
     allows private targets: turning SITEWARD_ALLOW_PRIVATE off must not leave old
-    audits able to reach internal addresses.
+    audits able to reach internal addresses. What a crawl's guard then admits is
+    ``audits.crawl.setup.may_reach_private``.
     """
     return not audit.allow_private or bool(settings.SITEWARD["ALLOW_PRIVATE_TARGETS"])
 
@@ -56,22 +79,48 @@ def new_audit(owner, *, trigger: str = Audit.Trigger.MANUAL, site: Site | None =
     return Audit.objects.create(owner=owner, site=site, trigger=trigger, **limits)
 
 
+def admit(owner, *, creating: str | None = None) -> None:
+    """Whether ``owner`` may make one more audit active; raises QuotaExceeded (or RateLimited) if not.
+
+    The one decision for every path that makes an audit active: ``create_audit``
+    (the form, re-run, run now, a scheduled run, the admin's re-run) and
+    ``resume_audit`` (the screens and the admin). Call it inside the transaction
+    that then makes the audit active. ``creating`` is the new audit's trigger
+    (None for a resume); a manual one also counts against the hourly creation limit.
+
+    It holds under concurrent requests: on PostgreSQL the owner's user row is
+    locked for the transaction; on SQLite, IMMEDIATE transactions already
+    serialise writers, so the counts and the write cannot interleave.
+    """
+    get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+    limit = settings.SITEWARD["MAX_RUNNING_AUDITS_PER_USER"]
+    if running_count(owner) >= limit:
+        raise QuotaExceeded(
+            f"You already have {limit} audits queued or running; wait for one to finish or cancel one."
+        )
+    if creating in RATE_LIMITED_TRIGGERS:
+        per_hour = settings.SITEWARD["MAX_AUDITS_PER_HOUR"]
+        since = timezone.now() - RATE_WINDOW
+        # Counts rows: a deleted audit no longer counts (a ledger would need its own table).
+        recent = Audit.objects.filter(owner=owner, trigger__in=RATE_LIMITED_TRIGGERS, created_at__gte=since)
+        created = list(recent.order_by("-created_at").values_list("created_at", flat=True)[:per_hour])
+        if len(created) >= per_hour:
+            wait = max(1, int((created[-1] + RATE_WINDOW - timezone.now()).total_seconds()) + 1)
+            raise RateLimited(
+                f"You have started {per_hour} audits in the last hour, the most allowed; "
+                f"try again in {math.ceil(wait / 60)} minute(s).", retry_after=wait,
+            )
+
+
 def create_audit(owner, *, enforce_quota: bool = True, trigger: str = Audit.Trigger.MANUAL,
                  site: Site | None = None, **limits) -> Audit:
-    """Create a queued audit and enqueue its start, refusing past the running-audit quota.
+    """Create a queued audit and enqueue its start, if ``admit`` allows it.
 
-    The quota holds under concurrent submissions: on PostgreSQL the owner's user
-    row is locked for the transaction; on SQLite, IMMEDIATE transactions already
-    serialise writers, so the count and the insert cannot interleave.
+    ``enforce_quota=False`` is the ``audit`` command's: its operator runs it on the server.
     """
     with transaction.atomic():
         if enforce_quota:
-            get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
-            limit = settings.SITEWARD["MAX_RUNNING_AUDITS_PER_USER"]
-            if running_count(owner) >= limit:
-                raise QuotaExceeded(
-                    f"You already have {limit} audits queued or running; wait for one to finish or cancel one."
-                )
+            admit(owner, creating=trigger)
         audit = new_audit(owner, trigger=trigger, site=site, **limits)
         enqueue("audits.tasks.start", audit.pk, name=f"audit-{audit.pk}-start")
     return audit
@@ -85,10 +134,16 @@ def cancel_audit(audit: Audit) -> bool:
 def resume_audit(audit: Audit) -> bool:
     """Continue a failed or cancelled audit from its frontier instead of starting over.
 
-    Raises PrivateTargetsRefused, before any change, if private_targets_allowed says no.
+    Raises PrivateTargetsRefused if private_targets_allowed says no, or
+    QuotaExceeded if ``admit`` does, before any change. False if it cannot resume.
     """
     _refuse_private_targets(audit)
     with transaction.atomic():
+        # Only a resumable audit is held to the quota: resuming a running one is a no-op, not a refusal.
+        if not Audit.objects.filter(pk=audit.pk, status__in=RESUMABLE).exists():
+            audit.refresh_from_db()
+            return False
+        admit(audit.owner)
         if not audit.reopen_for_resume():
             return False
         enqueue("audits.tasks.resume", audit.pk, name=f"audit-{audit.pk}-resume")
@@ -96,7 +151,7 @@ def resume_audit(audit: Audit) -> bool:
 
 
 def rerun_audit(audit: Audit) -> Audit:
-    """A fresh audit with the same settings and owner (subject to the same quota).
+    """A fresh manual audit with the same settings and owner (``admit`` applies).
 
     Raises PrivateTargetsRefused if private_targets_allowed says no.
     """
@@ -105,7 +160,7 @@ def rerun_audit(audit: Audit) -> Audit:
 
 
 def run_site_now(site: Site) -> Audit:
-    """An audit of ``site`` with its saved settings, started by a person (quota applies).
+    """An audit of ``site`` with its saved settings, started by a person (``admit`` applies).
 
     Raises PrivateTargetsRefused or QuotaExceeded, before anything is written.
     """

@@ -142,7 +142,7 @@ def audit_list(request):
 
 @require_http_methods(["GET", "POST"])
 def audit_new(request):
-    status = 200
+    status, retry_after = 200, None
     if request.method == "POST":
         form = AuditForm(request.POST)
         if form.is_valid():
@@ -151,6 +151,7 @@ def audit_new(request):
             except QuotaExceeded as exc:
                 form.add_error(None, str(exc))
                 status = 429
+                retry_after = getattr(exc, "retry_after", None)
             else:
                 messages.success(request, "Audit queued; it starts as soon as a worker is free.")
                 return redirect(audit)
@@ -158,7 +159,10 @@ def audit_new(request):
             status = 400
     else:
         form = AuditForm()
-    return render(request, "audits/audit_form.html", {"form": form}, status=status)
+    response = render(request, "audits/audit_form.html", {"form": form}, status=status)
+    if retry_after:
+        response["Retry-After"] = str(retry_after)
+    return response
 
 
 # --- the audit page and its live partial -----------------------------------------
@@ -509,7 +513,7 @@ def audit_cancel(request, audit):
 def audit_resume(request, audit):
     try:
         resumed = resume_audit(audit)
-    except PrivateTargetsRefused as exc:
+    except (PrivateTargetsRefused, QuotaExceeded) as exc:
         messages.error(request, str(exc))
         return redirect(audit)
     if resumed:

@@ -29,6 +29,21 @@ def knob(name: str):
     return settings.SITEWARD[name]
 
 
+def may_reach_private(audit: Audit) -> bool:
+    """Whether the crawl's AddressGuard admits private and loopback addresses: the one rule.
+
+    The audit's stored flag AND the deployment's SITEWARD_ALLOW_PRIVATE, read at
+    every chunk, so revoking the setting stops old audits (resumed, re-run, or
+    mid-crawl) from reaching internal addresses. Except the ``audit`` command's
+    audits (trigger=command): its --allow-private is the server operator's own
+    choice and keeps its flag. Resuming one from the screens or admin is still
+    refused by services.private_targets_allowed, and a re-run is a manual audit.
+    """
+    if audit.trigger == Audit.Trigger.COMMAND:
+        return audit.allow_private
+    return audit.allow_private and bool(knob("ALLOW_PRIVATE_TARGETS"))
+
+
 @dataclass(frozen=True)
 class CrawlSetup:
     guard: AddressGuard
@@ -42,7 +57,7 @@ class CrawlSetup:
 
 def crawl_setup(audit: Audit) -> CrawlSetup:
     user_agent = audit.user_agent or knob("USER_AGENT")
-    allow_private = audit.allow_private or knob("ALLOW_PRIVATE_TARGETS")
+    allow_private = may_reach_private(audit)
     policy = FetchPolicy(user_agent=user_agent, deadline=knob("FETCH_DEADLINE"),
                          retry_after_cap=RETRY_AFTER_IN_TASK, reschedule_cap=RETRY_AFTER_RESCHEDULE_CAP)
     robots = Robots.from_stored(audit.robots_status or "ignored", audit.robots_http_status, audit.robots_body)
