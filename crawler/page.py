@@ -52,9 +52,10 @@ class PageOutcome:
 
 
 # Links repeat across a site (navigation, footers), and the parser already hands
-# them over absolute, so each distinct absolute URL is normalised once per
-# process; normalize is pure, so caching it is safe, and the cache is bounded.
-@lru_cache(maxsize=65_536)
+# them over absolute; normalize is pure, so caching it is safe. A few thousand
+# entries keep those hot links; more only held each page's one-off links, about
+# 16 MB at 10,000 pages for no CPU saved (benchmarks/RESULTS.md).
+@lru_cache(maxsize=4_096)
 def _normalize_absolute(url: str) -> str:
     normalized = normalize(url)
     # Most links are already normal: keep one string for key and value, not
