@@ -44,13 +44,15 @@ class CrawlStop:
                     pass
 
 
-def run_with_db_here(make_coroutine):
+def run_with_db_here(make_coroutine, *, idle=None, idle_every: float | None = None):
     """Run an async crawl in a helper thread while every database call runs on this thread.
 
     Django connections belong to the thread that opened them; keeping the
     writes on the caller's thread means one connection, the caller's
     transaction semantics, and no second SQLite writer competing for the lock.
     The coroutine gets ``db(fn, *args)``, an awaitable that runs ``fn`` here.
+    ``idle()`` runs here whenever ``idle_every`` seconds pass with no request:
+    the chunk's lease heartbeat.
     """
     requests: queue.SimpleQueue = queue.SimpleQueue()
     outcome: dict = {}
@@ -77,7 +79,14 @@ def run_with_db_here(make_coroutine):
     thread = threading.Thread(target=crawl_thread, name="crawl-loop", daemon=True)
     try:
         thread.start()
-        while (request := requests.get()) is not None:
+        while True:
+            try:
+                request = requests.get(timeout=idle_every)
+            except queue.Empty:
+                idle()
+                continue
+            if request is None:
+                break
             fn, args, future, loop = request
             try:
                 value = fn(*args)

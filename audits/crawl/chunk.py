@@ -65,7 +65,11 @@ def run_chunk(audit_id: int, number: int, dispatcher: Dispatcher | None = None,
     try:
         if serial:
             items = writer.drop_poison(items)
-        report = run_with_db_here(lambda db: crawl_items(items, setup, writer, db, serial=serial))
+        lease_seconds = knob("LEASE_SECONDS")
+        # The lease lasts three heartbeats: a worker that dies is found after
+        # that, not after a long lease (writes also extend it).
+        report = run_with_db_here(lambda db: crawl_items(items, setup, writer, db, serial=serial),
+                                  idle=lambda: lease.fence(lease_seconds), idle_every=lease_seconds / 3)
     except LeaseLost:
         log.warning("audit %s chunk %s: lease reclaimed by another worker; stopping", audit_id, number)
         return "lease-lost"

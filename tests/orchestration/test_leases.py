@@ -18,6 +18,7 @@ from audits.services import cancel_audit
 from crawler.page import PageOutcome
 from crawler.types import FetchResult
 
+from .grid_site import GridSite
 from .starting import started
 
 pytestmark = pytest.mark.django_db
@@ -160,3 +161,31 @@ def test_two_executions_of_one_chunk_at_once_fetch_and_store_each_url_once(owner
     assert sorted(results) == ["done", "refused"]
     assert (grid_site.hits("/p/2"), grid_site.hits("/p/3")) == (1, 1)
     assert Page.objects.filter(audit=audit).count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chunk_waiting_on_a_slow_page_keeps_its_lease_by_heartbeat(owner, fast_settings):
+    # Each page takes longer to answer than the whole lease: only the heartbeat,
+    # sent while nothing is written, keeps a watchdog from reclaiming the chunk.
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "LEASE_SECONDS": 1.5}
+    with GridSite(pages=3, delay=2.0) as site:
+        audit, dispatcher = started(owner, site)
+        watching = threading.Event()
+        expired_seen = []
+
+        def watchdog_eye():
+            while not watching.is_set():
+                expired_seen.extend(ChunkLease.objects.filter(
+                    audit=audit, state=ChunkLease.State.LEASED, leased_until__lt=timezone.now()))
+                watching.wait(0.1)
+            connection.close()
+
+        eye = threading.Thread(target=watchdog_eye)
+        eye.start()
+        try:
+            assert run_chunk(audit.pk, 1, dispatcher) == "done"
+        finally:
+            watching.set()
+            eye.join()
+    assert expired_seen == []
+    assert ChunkLease.objects.get(audit=audit, number=1).attempts == 1
