@@ -1,12 +1,14 @@
-# Siteward: `make run` sets everything up and starts it; `make test` runs the whole suite,
-# `make test-fast` all of it but the browser tests and those that start a real qcluster.
+# Siteward: `make run` sets everything up and starts it; `make serve` serves it for real
+# (gunicorn + WhiteNoise + the worker cluster, DEBUG refused; see docs/deploy.md);
+# `make test` runs the whole suite, `make test-fast` all of it but the browser tests and
+# those that start a real qcluster.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-fast install install-dev migrate lint
+.PHONY: run serve test test-fast install install-dev migrate lint
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
@@ -32,6 +34,10 @@ migrate: install
 
 run: migrate
 	$(BIN)/python manage.py runall --host $(HOST) --port $(PORT)
+
+# collectstatic, then gunicorn on config.wsgi and the worker cluster; Ctrl-C stops both.
+serve: migrate
+	$(BIN)/python manage.py serve --host $(HOST) --port $(PORT)
 
 test: install-dev
 	@command -v chromium >/dev/null 2>&1 || ./.ci/ensure-chromium

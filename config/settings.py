@@ -5,8 +5,10 @@ file in ``var/`` with the django-q2 ORM broker on the same database, so nothing
 needs a server. ``DATABASE_URL=postgres://…`` switches to PostgreSQL.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from .env import database_from_url, env_bool, env_float, env_int, env_list, env_str
@@ -33,6 +35,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "django_q",
+    "axes",
+    "csp",
     "audits",
 ]
 
@@ -48,6 +52,9 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # Everything needs a login except views marked @login_not_required (the login page).
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: turns a refused (locked-out) login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -83,6 +90,12 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# django-axes sees every login attempt first and refuses one that is locked out;
+# Django's own backend then checks the password.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "audit-list"
 LOGOUT_REDIRECT_URL = "login"
@@ -95,12 +108,75 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+# `manage.py serve` (make serve) turns this on for its web server: WhiteNoise serves the
+# files `collectstatic` gathered in STATIC_ROOT, under content-hashed names with gzip and
+# Brotli variants and far-future caching. Off (make run, the tests), `{% static %}` needs
+# no collectstatic and runserver serves the files from static/ and the apps.
+SERVE_STATIC = env_bool("SITEWARD_SERVE_STATIC", False)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage" if SERVE_STATIC
+        else "django.contrib.staticfiles.storage.StaticFilesStorage",
+    },
+}
+if SERVE_STATIC:
+    MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+                      "whitenoise.middleware.WhiteNoiseMiddleware")
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Behind a TLS-terminating reverse proxy that sets X-Forwarded-Proto (and strips any
+# the client sent): trust it to say the request came over HTTPS.
+if env_bool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# With SECURE_COOKIES the site is served over HTTPS only: plain HTTP is redirected, and
+# browsers are told (HSTS) to use HTTPS for a year.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", SESSION_COOKIE_SECURE)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000 if SESSION_COOKIE_SECURE else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# Preloading commits the whole registrable domain to HTTPS in every browser, a decision
+# for the domain's owner rather than this app: opt-in, and check --deploy's reminder
+# (security.W021) stays quiet unless it is.
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+
+# Content-Security-Policy (django-csp): nothing inline, nothing from elsewhere. htmx and
+# the one script of our own are static files; htmx's indicator <style> is switched off
+# in base.html. Inline style *attributes* stay allowed: the progress bar's width is one.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "style-src-attr": [UNSAFE_INLINE],
+        "img-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    },
+}
+
+# Failed logins (django-axes): five failures of one username from one address lock that
+# pair out for 15 minutes after the last attempt; the correct password is refused too
+# until then. `manage.py axes_reset` (or the admin's Access attempts) unlocks early.
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked.html"
+# How many reverse proxies in front append to X-Forwarded-For (nginx with
+# `proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for`: 1). Behind them the
+# connection's address is the proxy's, so the client's is read from that header; 0
+# (no proxy) uses the connection's address and ignores the header, which anyone can send.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=10)
+
+
+AXES_CLIENT_IP_CALLABLE = "config.client_ip.client_address"
 
 LOGGING = {
     "version": 1,
@@ -108,6 +184,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # django-axes announces itself at INFO on every start, manage.py commands included;
+    # its lockout warnings (axes.handlers) still go through.
+    "loggers": {"axes.apps": {"level": "WARNING"}},
 }
 
 # django-q2. The invariants (see RELIABILITY.md): the chunk's soft deadline <
@@ -141,9 +220,12 @@ SITEWARD = {
     # audit your own staging or local sites.
     "ALLOW_PRIVATE_TARGETS": env_bool("SITEWARD_ALLOW_PRIVATE", False),
     "MAX_RUNNING_AUDITS_PER_USER": env_int("SITEWARD_MAX_RUNNING_AUDITS", 3, minimum=1),
+    "MAX_AUDITS_PER_HOUR": env_int("SITEWARD_MAX_AUDITS_PER_HOUR", 30, minimum=1),
     "CHUNK_SIZE": env_int("SITEWARD_CHUNK_SIZE", 200, minimum=1, maximum=5000),
     "CHUNK_SOFT_DEADLINE": env_float("SITEWARD_CHUNK_SECONDS", 120.0, minimum=1.0),
-    "LEASE_SECONDS": env_int("SITEWARD_LEASE_SECONDS", 180, minimum=2),
+    # A running chunk heartbeats every third of this: a dead worker's chunk is
+    # reclaimed after three missed beats.
+    "LEASE_SECONDS": env_int("SITEWARD_LEASE_SECONDS", 30, minimum=3),
     "MAX_CHUNK_ATTEMPTS": env_int("SITEWARD_MAX_CHUNK_ATTEMPTS", 3, minimum=1),
     "STALL_SECONDS": env_int("SITEWARD_STALL_SECONDS", 900, minimum=5),
     # How long a queued/starting/finalizing audit may sit with no task before

@@ -13,6 +13,8 @@ import time
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from ..processes import stop_all
+
 
 class Command(BaseCommand):
     help = "Start the web server and the worker cluster; Ctrl-C stops both."
@@ -52,20 +54,5 @@ class Command(BaseCommand):
                         stopping = True
                 time.sleep(0.3)
         finally:
-            self._stop_all(children)
-
-    def _stop_all(self, children):
-        for child in children.values():
-            if child.poll() is None:
-                try:
-                    os.killpg(child.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + 15
-        for child in children.values():
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
-        self.stdout.write("Stopped the web server and the worker cluster.")
+            stop_all(children, self.stderr)
+            self.stdout.write("Stopped the web server and the worker cluster.")
