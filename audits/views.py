@@ -34,7 +34,17 @@ from .access import audit_for_user
 from .charts import Bar, bar_chart
 from .forms import AuditForm
 from .inlinks import edges_to
-from .models import Audit, GoneIssue, Issue, IssueCode, LinkEdge, Page, PageChange, Severity
+from .models import (
+    Audit,
+    ChunkLease,
+    GoneIssue,
+    Issue,
+    IssueCode,
+    LinkEdge,
+    Page,
+    PageChange,
+    Severity,
+)
 from .services import (
     PrivateTargetsRefused,
     QuotaExceeded,
@@ -248,6 +258,11 @@ def _body_context(audit: Audit) -> dict:
                "charts": _charts(audit), "can_rerun": private_targets_allowed(audit),
                "change_labels": CHANGE_FILTERS}
     if audit.is_active:
+        # A queued chunk no worker has taken yet: the cluster is busy, the audit is not stuck.
+        context["waiting_for_worker"] = (
+            audit.phase == Audit.Phase.CRAWLING
+            and audit.chunks.filter(state=ChunkLease.State.QUEUED).exists()
+            and not audit.chunks.filter(state=ChunkLease.State.LEASED).exists())
         # While it runs, the newest rows show that work is happening.
         context["latest_pages"] = list(
             Page.objects.filter(audit=audit).order_by("-id")

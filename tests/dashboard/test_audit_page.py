@@ -7,7 +7,7 @@ import time_machine
 from django.urls import reverse
 from django.utils import timezone
 
-from audits.models import Audit
+from audits.models import Audit, ChunkLease
 from crawler.catalogue import CATALOGUE
 from tests.factories import make_audit, make_finished_audit, make_issue, make_page
 
@@ -119,3 +119,13 @@ def test_the_audit_list_shows_status_and_counts(owner_client, owner):
     make_finished_audit(owner, status=Audit.Status.FAILED, error_code="stalled")
     body = owner_client.get(reverse("audit-list")).content.decode()
     assert "https://shop.example/" in body and "status-failed" in body and reverse("audit-new") in body
+
+
+def test_an_audit_whose_next_chunk_waits_in_the_queue_says_it_is_waiting_for_a_worker(owner_client, owner):
+    audit = running_audit(owner)
+    ChunkLease.objects.create(audit=audit, number=3, state=ChunkLease.State.QUEUED)
+    body = owner_client.get(audit.get_absolute_url()).content.decode()
+    assert '<dd id="window">waiting for a worker</dd>' in body
+    ChunkLease.objects.filter(audit=audit).update(state=ChunkLease.State.LEASED)
+    body = owner_client.get(audit.get_absolute_url()).content.decode()
+    assert "waiting for a worker" not in body and "6 in flight" in body
