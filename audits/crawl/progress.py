@@ -69,9 +69,11 @@ def page_budget(audit: Audit) -> int:
     it counts, so while max_pages is a whole chunk or more beyond it no lease
     can overrun, and the frontier need not be counted (a count per chunk would
     make a big crawl's bookkeeping grow with the square of its size).
+    Exact a sitemap reserve earlier too: lease_next holds the reserve back
+    from link-found pages, which only an exact budget makes tight.
     """
     max_pages, discovered = Audit.objects.filter(pk=audit.pk).values_list("max_pages", "pages_discovered").get()
-    if max_pages - discovered >= knob("CHUNK_SIZE"):
+    if max_pages - discovered >= knob("CHUNK_SIZE") + FrontierURL.objects.sitemap_reserve(max_pages):
         return max_pages - discovered
     return max_pages - FrontierURL.objects.pages_counted(audit)
 

@@ -22,6 +22,18 @@ from .results import Page
 class FrontierQuerySet(models.QuerySet):
     """Frontier rows, with the lease and Retry-After rules judged by the database clock."""
 
+    # The share of max_pages kept for sitemap-only pages (orphan and bad-URL
+    # checks need them fetched): 10%, at least 20 pages, and never more than half
+    # the budget, so a small audit still follows the site's links.
+    SITEMAP_RESERVE_PERCENT = 10
+    SITEMAP_RESERVE_MIN = 20
+
+    @staticmethod
+    def sitemap_reserve(max_pages: int) -> int:
+        """Pages of ``max_pages`` that link-found pages may not take while sitemap-only pages wait."""
+        share = -(-max_pages * FrontierQuerySet.SITEMAP_RESERVE_PERCENT // 100)
+        return max(0, min(max_pages // 2, max(FrontierQuerySet.SITEMAP_RESERVE_MIN, share)))
+
     def due(self):
         """Rows no Retry-After holds back (never rate limited, or their wait is over)."""
         return self.filter(Q(not_before__isnull=True) | Q(not_before__lte=Now()))
@@ -41,7 +53,9 @@ class FrontierQuerySet(models.QuerySet):
         Shallowest first. At most ``budget`` fresh pages go (the audit's page
         budget); resource and external checks, and pages rescheduled after a
         Retry-After (they already hold their place in the budget), go whatever
-        it says. With ``page_depth_cap`` (a top-up) deeper pages stay pending;
+        it says. Link-found pages may not take the sitemap reserve
+        (``sitemap_reserve``) while sitemap-only pages wait for it. With
+        ``page_depth_cap`` (a top-up) deeper pages stay pending;
         with ``url_limit``, up to that many URLs go, of which at most ``limit``
         pages. The UPDATE repeats ``state=pending``: of two chunks racing for a
         row, exactly one gets it.
@@ -49,13 +63,20 @@ class FrontierQuerySet(models.QuerySet):
         pending = self.filter(audit_id=lease.audit_id, state=FrontierURL.State.PENDING).due()
         if page_depth_cap is not None:
             pending = pending.filter(~Q(kind=Page.Kind.PAGE) | Q(depth__lte=page_depth_cap))
+        cap = budget
         if budget <= 0:
             pending = pending.exclude(kind=Page.Kind.PAGE, reschedules=0)
+        elif (linked_budget := budget - self._sitemap_held_back(lease.audit_id, budget, limit)) <= 0:
+            # Down to the sitemap reserve: only sitemap-only pages (and checks,
+            # rescheduled pages) go, so orphans and bad sitemap URLs get fetched.
+            pending = pending.exclude(kind=Page.Kind.PAGE, linked=True, reschedules=0)
         elif pending.filter(kind=Page.Kind.PAGE, linked=True).exists():
             # Pages reached through links go first, so a page both in the sitemap
             # and linked is crawled at its click depth; sitemap-only pages (orphan
-            # candidates) wait until links have nothing more to give.
+            # candidates) wait until links have nothing more to give or only the
+            # sitemap reserve is left.
             pending = pending.exclude(kind=Page.Kind.PAGE, linked=False)
+            cap = linked_budget
         rows = pending.order_by("depth", "id").values_list("id", "kind", "reschedules")
         ids, pages, counted = [], 0, 0
         for row_id, kind, reschedules in rows[:max(limit, url_limit or 0)]:
@@ -65,12 +86,29 @@ class FrontierQuerySet(models.QuerySet):
                     continue
                 if not reschedules:
                     counted += 1
-                    if counted > budget:
+                    if counted > cap:
                         continue
             ids.append(row_id)
         self.filter(id__in=ids, state=FrontierURL.State.PENDING).update(
             state=FrontierURL.State.LEASED, chunk=lease.number)
         return ids
+
+    def _sitemap_held_back(self, audit_id: int, budget: int, limit: int) -> int:
+        """The part of ``budget`` link-found pages may not take: the sitemap reserve, or less when fewer wait.
+
+        Read only when the reserve could bind this lease (budget - reserve <
+        limit), i.e. near max_pages where page_budget is exact. Sitemap-only
+        pages are seeded at max_depth (start), so the lease-order index narrows
+        the count to that level, and it stops at the reserve.
+        """
+        max_pages, max_depth = Audit.objects.filter(pk=audit_id).values_list("max_pages", "max_depth").get()
+        reserve = self.sitemap_reserve(max_pages)
+        if reserve <= 0 or budget - reserve >= limit:
+            return 0
+        waiting = FrontierURL.objects.filter(
+            audit_id=audit_id, state=FrontierURL.State.PENDING, depth=max_depth, kind=Page.Kind.PAGE,
+            linked=False, in_sitemap=True, reschedules=0, skip_reason="")
+        return waiting[:reserve].count()
 
     def pages_counted(self, audit: Audit) -> int:
         """Pages that used up the page budget: fetched, being fetched, or rescheduled after a Retry-After."""
