@@ -16,6 +16,7 @@ from itertools import chain
 from typing import TYPE_CHECKING
 
 from crawler.checks import PageContext, run_page_checks
+from crawler.css import CSS_TYPE, MAX_CSS_LINKS, css_links, decode_css
 from crawler.parse import parse_html
 from crawler.types import FetchResult, Finding, Link, PageFacts
 from crawler.urls import InvalidURL, normalize
@@ -135,3 +136,39 @@ async def process_page(
     """Fetch ``url`` and build its outcome; never raises for site faults."""
     result = await fetcher.fetch(url)
     return build_outcome(result, url, depth, ctx, source=source)
+
+
+# A stylesheet is tokenised in Python (~0.6 s a MiB, on the event loop), so
+# its body is cut at 1 MiB; the links of that prefix are still read.
+MAX_CSS_BYTES = 1024 * 1024
+
+
+async def check_resource(
+    fetcher: Fetcher, url: str, depth: int, ctx: PageContext, *, read_css: bool = False
+) -> PageOutcome:
+    """Check a resource with HEAD; with ``read_css``, a stylesheet's links too.
+
+    A stylesheet (text/css answer to the check) is then fetched again with GET
+    for its ``url()`` and ``@import`` targets, which become its outlinks (tags
+    ``css`` and ``css-import``). The stored result stays the check's: the GET
+    only feeds links, so its cap cut is not reported against the stylesheet.
+    Only the caller knows the URL is internal and shallow enough to read.
+    """
+    result = await fetcher.check(url)
+    findings = tuple(run_page_checks(result, None, ctx))
+    if not (read_css and result.ok and result.content_type == CSS_TYPE):
+        return PageOutcome(url, depth, result, None, findings, ())
+    styled = await fetcher.fetch(url, keep_body=True, max_bytes=MAX_CSS_BYTES)
+    if styled.body is None or styled.content_type != CSS_TYPE or not 200 <= (styled.status or 0) < 300:
+        return PageOutcome(url, depth, result, None, findings, ())
+    base = styled.final_url or url
+    try:
+        links = css_links(decode_css(styled.body, styled.charset), base, MAX_CSS_LINKS)
+    except Exception as exc:  # a tokenizer bug must not end the crawl, as for HTML
+        logger.exception("reading stylesheet %s failed", base)
+        return PageOutcome(url, depth, result, None, findings, (), 0,
+                           f"stylesheet parse failed: {type(exc).__name__}: {exc}"[:300])
+    # Facts carry the links: the writer stores edges and admits targets of parsed URLs only.
+    facts = PageFacts(links=tuple(links), base_url=base)
+    outlinks, invalid = outlinks_of(facts, base)
+    return PageOutcome(url, depth, result, facts, findings, outlinks, invalid)

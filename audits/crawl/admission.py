@@ -25,7 +25,9 @@ from ..models import Audit, FrontierURL, Page
 from ..sql import insert_rows
 from .setup import CrawlSetup
 
-RESOURCE_TAGS = frozenset({"img", "script", "link", "iframe", "source", "video", "audio", "embed", "object"})
+# "css" and "css-import": url() and @import targets read from a same-site stylesheet.
+RESOURCE_TAGS = frozenset({"img", "script", "link", "iframe", "source", "video", "audio", "embed", "object", "css",
+                           "css-import"})
 # Hashes per IN (...) lookup, well under every SQLite build's variable limit.
 LOOKUP_BATCH = 500
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 from django.db import transaction
 
-from crawler.checks import PageContext, run_page_checks
+from crawler.checks import PageContext
 from crawler.fetch import Fetcher
-from crawler.page import PageOutcome, process_page
+from crawler.page import PageOutcome, check_resource, process_page
 from crawler.urls import InvalidURL, Scope, origin_of
 from crawler.window import WindowPolicy, fetch_health, run_window
 
@@ -104,6 +104,7 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
     deadline = time.monotonic() + knob("CHUNK_SOFT_DEADLINE")
     context = PageContext(setup.checks, is_internal=internal_test(setup.scope))
     window = setup.window
+    css_depth = writer.audit.max_depth + 1
     if serial:
         window = WindowPolicy(floor=1, start=1, cap=1, per_host=1, rate=window.rate,
                               crawl_delay=window.crawl_delay)
@@ -116,9 +117,13 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
             if item.kind == Page.Kind.PAGE:
                 ctx = PageContext(context.settings, context.is_internal, in_sitemap=item.in_sitemap)
                 return await process_page(fetcher, item.url, item.depth, ctx)
+            if item.kind == Page.Kind.RESOURCE:
+                # Resources are internal; a stylesheet is read one level below the
+                # deepest page, so @import chains end with the crawl's depth.
+                return await check_resource(fetcher, item.url, item.depth, context,
+                                            read_css=item.depth <= css_depth)
             result = await fetcher.check(item.url)
-            findings = run_page_checks(result, None, context) if item.kind == Page.Kind.RESOURCE else []
-            return PageOutcome(item.url, item.depth, result, None, tuple(findings), ())
+            return PageOutcome(item.url, item.depth, result, None, (), ())
 
         async def sink(outcomes: list[PageOutcome]) -> None:
             await db(writer.write, outcomes)
