@@ -1,4 +1,4 @@
-"""Stopping the web server and the worker cluster that `runall` and `serve` start together."""
+"""The web server and the worker cluster that `runall` and `serve` start, watch and stop together."""
 
 from __future__ import annotations
 
@@ -29,3 +29,25 @@ def stop_all(children: dict[str, subprocess.Popen], stderr, seconds: float = 15)
         except ProcessLookupError:
             pass
         child.wait()
+
+
+class StopSignal:
+    """Set by SIGINT or SIGTERM. Made before any child starts, so a signal during start-up stops them too."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        signal.signal(signal.SIGINT, self._set)
+        signal.signal(signal.SIGTERM, self._set)
+
+    def _set(self, signum, frame) -> None:
+        self.requested = True
+
+
+def watch(children: dict[str, subprocess.Popen], stop: StopSignal) -> str | None:
+    """Wait until a stop is asked for (None) or a child exits (what happened, in words)."""
+    while not stop.requested:
+        for name, child in children.items():
+            if child.poll() is not None:
+                return f"The {name} exited with code {child.returncode}"
+        time.sleep(0.3)
+    return None

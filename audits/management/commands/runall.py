@@ -5,15 +5,13 @@ stops everything it started (qcluster's sentinel and workers included).
 """
 
 import os
-import signal
 import subprocess
 import sys
-import time
 
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from ..processes import stop_all
+from ..processes import StopSignal, stop_all, watch
 
 
 class Command(BaseCommand):
@@ -28,6 +26,7 @@ class Command(BaseCommand):
         if not no_login:
             call_command("ensure_login", stdout=self.stdout)
         manage = [sys.executable, os.path.abspath(sys.argv[0])]
+        stop = StopSignal()
         # runserver --insecure serves static files with DEBUG off: fine for the
         # local, single-user `make run`; the README says how to deploy behind a real server.
         children = {
@@ -38,21 +37,10 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"Siteward is running at http://{host}:{port}/  (Ctrl-C stops it)"))
         self.stdout.flush()
 
-        stopping = False
-
-        def stop(signum, frame):
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
         try:
-            while not stopping:
-                for name, child in children.items():
-                    if child.poll() is not None:
-                        self.stderr.write(f"The {name} exited with code {child.returncode}; stopping.")
-                        stopping = True
-                time.sleep(0.3)
+            failed = watch(children, stop)
+            if failed:
+                self.stderr.write(f"{failed}; stopping.")
         finally:
             stop_all(children, self.stderr)
             self.stdout.write("Stopped the web server and the worker cluster.")

@@ -12,10 +12,8 @@ child dies, the other is stopped too and this command exits non-zero, so a super
 """
 
 import os
-import signal
 import subprocess
 import sys
-import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -23,7 +21,7 @@ from gunicorn.config import KNOWN_SETTINGS as gunicorn_settings
 
 from config.env import env_int
 
-from ..processes import stop_all
+from ..processes import StopSignal, stop_all, watch
 
 STOP_SECONDS = 30  # then whatever is left is killed (a crawl chunk cut short is leased again later)
 
@@ -57,15 +55,8 @@ class Command(BaseCommand):
             if result.returncode:
                 raise CommandError(f"collectstatic failed (exit code {result.returncode}); not starting.")
 
-        stopping = False
-
-        def stop(signum, frame):
-            nonlocal stopping
-            stopping = True
-
         # Before any child exists, so a signal arriving during start-up still stops them.
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
+        stop = StopSignal()
 
         bind = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
         gunicorn = [
@@ -88,18 +79,10 @@ class Command(BaseCommand):
             f"Siteward is serving at http://{bind}/ ({what}; Ctrl-C or SIGTERM stops it)"))
         self.stdout.flush()
 
-        failed = None
         try:
-            while not stopping:
-                for name, child in children.items():
-                    if child.poll() is not None:
-                        failed = f"The {name} exited with code {child.returncode}; stopped everything."
-                        stopping = True
-                        break
-                else:
-                    time.sleep(0.3)
+            failed = watch(children, stop)
         finally:
             stop_all(children, self.stderr, STOP_SECONDS)
             self.stdout.write("Stopped the web server" + (" and the worker cluster." if len(children) > 1 else "."))
         if failed:
-            raise CommandError(failed)
+            raise CommandError(f"{failed}; stopped everything.")
