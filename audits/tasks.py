@@ -8,10 +8,12 @@ the watchdog then retry. Never pass model instances through the queue.
 import functools
 import logging
 
-from django.db import DatabaseError, OperationalError
+import psycopg
+from django.db import DatabaseError, InterfaceError, OperationalError
 
 from . import inlinks, notify, schedules
 from .crawl.chunk import run_chunk
+from .crawl.db_retry import close_connection
 from .crawl.resume import run_resume
 from .crawl.start import run_start
 from .finalize import run_finalize
@@ -35,14 +37,20 @@ def _records_failures(phase: str):
 
     Database errors are re-raised: the database will come back, and the lease
     table and the watchdog retry the work (counting attempts), so they must not
-    become an audit failure.
+    become an audit failure. That includes Django's InterfaceError (not a
+    DatabaseError) and a driver error that escaped Django's wrapping (psycopg's
+    own, e.g. from COPY); the worker's connection is dropped so its next task
+    reconnects.
     """
-
     def decorate(body):
         @functools.wraps(body)
         def task(audit_id: int, *args):
             try:
                 return body(audit_id, *args)
+            except (InterfaceError, psycopg.Error) as exc:
+                log.warning("audit %s: database connection failed during %s: %s", audit_id, phase, exc)
+                close_connection()
+                raise
             except (OperationalError, DatabaseError) as exc:
                 if _is_storage_full(exc):
                     # Not transient: retrying would fill the queue with the same

@@ -231,6 +231,10 @@ SITEWARD = {
     # How long a queued/starting/finalizing audit may sit with no task before
     # the watchdog enqueues it again.
     "WATCHDOG_GRACE_SECONDS": env_int("SITEWARD_WATCHDOG_GRACE", 120, minimum=1),
+    # A chunk retries a locked or unreachable database this long before giving the
+    # chunk back; a worker that cannot reach it for DB_UNAVAILABLE_SECONDS fails the audit.
+    "DB_RETRY_SECONDS": env_float("SITEWARD_DB_RETRY_SECONDS", 30.0, minimum=1.0),
+    "DB_UNAVAILABLE_SECONDS": env_float("SITEWARD_DB_UNAVAILABLE_SECONDS", 300.0, minimum=1.0),
     "FETCH_DEADLINE": env_float("SITEWARD_FETCH_DEADLINE", 30.0, minimum=1.0),
     "USER_AGENT": env_str("SITEWARD_USER_AGENT", "SitewardBot/0.1 (+self-hosted site audit)"),
     # Schedules: a cron expression may not run more often than this, and a person

@@ -14,9 +14,10 @@ from crawler.page import PageOutcome, check_resource, process_page
 from crawler.urls import InvalidURL, Scope, origin_of
 from crawler.window import WindowPolicy, fetch_health, run_window
 
-from ..dispatch import Dispatcher
+from ..dispatch import Dispatcher, InlineDispatcher
 from ..models import Audit, ChunkLease, FrontierURL, Issue, Page
 from .bridge import run_with_db_here
+from .db_retry import DatabaseBusy, DatabaseDown, close_connection, db_fault, with_db_retry
 from .progress import abandon_chunk, advance, page_budget
 from .setup import CrawlSetup, crawl_setup, knob
 from .writer import AuditStopped, ChunkWriter, Item, LeaseLost, items_of
@@ -40,14 +41,73 @@ def claim(audit_id: int, number: int) -> ChunkLease | None:
 
 def run_chunk(audit_id: int, number: int, dispatcher: Dispatcher | None = None,
               on_batch: Callable[[list[PageOutcome], list[Issue]], None] | None = None) -> str:
-    """Crawl chunk ``number`` of an audit. Returns what happened, for logs and tests."""
+    """Crawl chunk ``number`` of an audit. Returns what happened, for logs and tests.
+
+    A database that stays busy or away past DB_RETRY_SECONDS ends the chunk
+    normally ("db-busy", "db-unavailable"): the chunk is given back uncounted
+    when the database lets us, else its lease expires and the watchdog retries.
+    """
     dispatcher = dispatcher or Dispatcher()
-    audit = Audit.objects.get(pk=audit_id)
+    try:
+        result = _run_chunk(audit_id, number, dispatcher, on_batch)
+    except (DatabaseBusy, DatabaseDown) as exc:
+        busy = isinstance(exc, DatabaseBusy)
+        log.warning("audit %s chunk %s: %s; giving the chunk back", audit_id, number, exc)
+        lease = getattr(exc, "lease", None)
+        if lease is not None:
+            try:
+                given = with_db_retry(lease.give_back, what=f"audit {audit_id} chunk {number} give-back")
+            except (DatabaseBusy, DatabaseDown):
+                log.warning("audit %s chunk %s: could not give the chunk back; its lease will expire",
+                            audit_id, number)
+            else:
+                # The `audit` command has no watchdog: its loop runs the chunk again.
+                if given and isinstance(dispatcher, InlineDispatcher):
+                    dispatcher.chunk(audit_id, number)
+        if busy:
+            return "db-busy"
+        close_connection()
+        return _unreachable(audit_id, number)
+    _UNREACHABLE_SINCE.pop(audit_id, None)
+    return result
+
+
+# When this process first failed to reach the database for an audit's chunk
+# (time.monotonic()), until one of its chunks gets through again.
+_UNREACHABLE_SINCE: dict[int, float] = {}
+
+
+def _unreachable(audit_id: int, number: int) -> str:
+    """A chunk gave up on an unreachable database: past DB_UNAVAILABLE_SECONDS, fail the audit.
+
+    Best effort: recording the failure needs the database too. Until then the
+    chunk's lease expires and the watchdog runs it again.
+    """
+    now = time.monotonic()
+    since = _UNREACHABLE_SINCE.setdefault(audit_id, now - knob("DB_RETRY_SECONDS"))
+    if now - since < knob("DB_UNAVAILABLE_SECONDS"):
+        return "db-unavailable"
+    detail = f"The database could not be reached for {int(now - since)} s (chunk {number})."
+    try:
+        failed = Audit.objects.get(pk=audit_id).fail(Audit.ErrorCode.DB_UNAVAILABLE, detail, Audit.Phase.CRAWLING)
+    except Exception as exc:
+        if db_fault(exc) is None:
+            raise
+        close_connection()
+        return "db-unavailable"
+    _UNREACHABLE_SINCE.pop(audit_id, None)
+    return "failed" if failed else "db-unavailable"
+
+
+def _run_chunk(audit_id: int, number: int, dispatcher: Dispatcher,
+               on_batch: Callable[[list[PageOutcome], list[Issue]], None] | None) -> str:
+    what = f"audit {audit_id} chunk {number}"
+    audit = with_db_retry(lambda: Audit.objects.get(pk=audit_id), what=f"{what} read")
     if audit.status != Audit.Status.RUNNING or audit.phase != Audit.Phase.CRAWLING:
-        ChunkLease.objects.filter(audit=audit, number=number).exclude(state=ChunkLease.State.DONE).update(
-            state=ChunkLease.State.ABANDONED)
+        with_db_retry(lambda: ChunkLease.objects.filter(audit=audit, number=number).exclude(
+            state=ChunkLease.State.DONE).update(state=ChunkLease.State.ABANDONED), what=f"{what} close")
         return "audit-not-running"
-    lease = claim(audit_id, number)
+    lease = with_db_retry(claim, audit_id, number, what=f"{what} claim")
     if lease is None:
         lease = ChunkLease.objects.filter(audit=audit, number=number).first()
         if lease and lease.state == ChunkLease.State.LEASED and lease.attempts >= knob("MAX_CHUNK_ATTEMPTS") \
@@ -55,37 +115,78 @@ def run_chunk(audit_id: int, number: int, dispatcher: Dispatcher | None = None,
             abandon_chunk(lease, dispatcher)
             return "abandoned"
         return "refused"
+    try:
+        return _crawl_claimed(audit, lease, dispatcher, on_batch)
+    except (DatabaseBusy, DatabaseDown) as exc:
+        exc.lease = lease  # for run_chunk to give back
+        raise
+
+
+def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
+                   on_batch: Callable[[list[PageOutcome], list[Issue]], None] | None) -> str:
+    audit_id, number = audit.pk, lease.number
+    what = f"audit {audit_id} chunk {number}"
     # A retry after a worker death runs one URL at a time, each marked first,
     # so a URL that kills its worker is found and recorded as lost.
     serial = lease.attempts > 1
-    items = lease_items(audit, lease)
+    items = with_db_retry(lease_items, audit, lease, what=f"{what} lease")
     setup = crawl_setup(audit)
     writer = ChunkWriter(audit, lease, setup, on_batch=on_batch)
     writer.hold(items)
+    lease_seconds = knob("LEASE_SECONDS")
+
+    def heartbeat() -> None:
+        # A missed beat is not fatal (the lease lasts three): a busy or lost
+        # database is the next write's to retry or give up on.
+        try:
+            lease.fence(lease_seconds)
+        except Exception as exc:
+            fault = db_fault(exc)
+            if fault is None:
+                raise
+            if fault == "connection":
+                close_connection()
+            log.warning("%s: heartbeat missed, database %s (%s)", what, fault, exc)
+
     try:
         if serial:
             items = writer.drop_poison(items)
-        lease_seconds = knob("LEASE_SECONDS")
         # The lease lasts three heartbeats: a worker that dies is found after
         # that, not after a long lease (writes also extend it).
         report = run_with_db_here(lambda db: crawl_items(items, setup, writer, db, serial=serial),
-                                  idle=lambda: lease.fence(lease_seconds), idle_every=lease_seconds / 3)
+                                  idle=heartbeat, idle_every=lease_seconds / 3)
     except LeaseLost:
         log.warning("audit %s chunk %s: lease reclaimed by another worker; stopping", audit_id, number)
         return "lease-lost"
     except AuditStopped:
-        lease.release()
-        lease.finish()
+        def stop() -> None:
+            lease.release()
+            lease.finish()
+        with_db_retry(stop, what=f"{what} stop")
         return "stopped"
-    with transaction.atomic():
-        if not lease.finish(unfinished=[item.id for item in report.unfinished]):
-            return "lease-lost"
-        # A serial retry says nothing about the site's load: the next chunk
-        # keeps the last real window.
-        if not serial:
-            Audit.objects.filter(pk=audit_id).update(current_window=report.final)
-        audit.beat(chunks_done=1)
-        advance(audit, number, dispatcher)
+
+    def hand_over() -> bool:
+        with transaction.atomic():
+            if not lease.finish(unfinished=[item.id for item in report.unfinished]):
+                return False
+            # A serial retry says nothing about the site's load: the next chunk
+            # keeps the last real window.
+            if not serial:
+                Audit.objects.filter(pk=audit_id).update(current_window=report.final)
+            audit.beat(chunks_done=1)
+            advance(audit, number, dispatcher)
+        return True
+
+    steps_before = len(getattr(dispatcher, "steps", ()))
+
+    def hand_over_once() -> bool:
+        # A try that rolled back must not leave its scheduled step behind (the inline loop's list).
+        if isinstance(dispatcher, InlineDispatcher):
+            del dispatcher.steps[steps_before:]
+        return hand_over()
+
+    if not with_db_retry(hand_over_once, what=f"{what} hand-over"):
+        return "lease-lost"
     return "done"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 
 from django.db import connection, transaction
@@ -16,9 +17,12 @@ from ..issue_rows import insert_issues, issue_for
 from ..models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge, Page
 from ..sql import insert_rows
 from . import admission
+from .db_retry import DatabaseBusy, DatabaseDown, with_db_retry
 from .progress import page_budget, record_lost
 from .rows import PAGE_COLUMNS, PAGE_UPDATE_FIELDS, clean, page_values
 from .setup import MAX_RESCHEDULES, CrawlSetup, knob
+
+log = logging.getLogger(__name__)
 
 EDGE_COLUMNS = ["audit_id", "source_hash", "source_url", "target_hash", "target_url", "tag", "anchor_text",
                 "nofollow", "internal"]
@@ -98,6 +102,18 @@ class ChunkWriter:
         self.patterns = (compile_patterns(audit.patterns("include")), compile_patterns(audit.patterns("exclude")))
         # How deep top_up may lease pages: the deepest linked page of the first lease.
         self.depth_cap: int | None = None
+        # Set once a write gave up on the database: later calls fail at once.
+        self.db_failure: Exception | None = None
+
+    def _retrying(self, fn, *args, what: str):
+        """``fn(*args)`` through ``with_db_retry``; after one gave up, the same failure at once."""
+        if self.db_failure is not None:
+            raise type(self.db_failure)(str(self.db_failure))
+        try:
+            return with_db_retry(fn, *args, what=f"audit {self.audit.pk} chunk {self.lease.number} {what}")
+        except (DatabaseBusy, DatabaseDown) as exc:
+            self.db_failure = exc
+            raise
 
     def hold(self, items: list[Item]) -> None:
         """Take on leased ``items``: their kinds and frontier ids are known from here on."""
@@ -111,6 +127,10 @@ class ChunkWriter:
             self.depth_cap = max(depths) if depths else NO_PAGES
 
     def top_up(self) -> list[Item]:
+        """More URLs for this chunk (``_top_up``), retried while the database is busy or away."""
+        return self._retrying(self._top_up, what="top-up")
+
+    def _top_up(self) -> list[Item]:
         """More URLs for this chunk while its last ones run; [] when there are none to give.
 
         Pages no deeper than the chunk's first lease, because their links set the
@@ -140,13 +160,19 @@ class ChunkWriter:
         """Serial (retry) mode: a URL still marked from the last try is the one that killed the worker."""
         poison = [item for item in items if item.tries > 0]
         if poison:
-            with transaction.atomic():
-                self._fence()
-                record_lost(self.audit, list(FrontierURL.objects.filter(id__in=[i.id for i in poison])))
+            self._retrying(self._record_poison, poison, what="poison record")
         return [item for item in items if item.tries == 0]
+
+    def _record_poison(self, poison: list[Item]) -> None:
+        with transaction.atomic():
+            self._fence()
+            record_lost(self.audit, list(FrontierURL.objects.filter(id__in=[i.id for i in poison])))
 
     def mark_try(self, item: Item) -> None:
         """Serial mode: mark ``item`` before it is fetched."""
+        self._retrying(self._mark_try, item, what="try mark")
+
+    def _mark_try(self, item: Item) -> None:
         with transaction.atomic():
             self._fence()
             FrontierURL.objects.filter(id=item.id).update(tries=F("tries") + 1)
@@ -156,7 +182,20 @@ class ChunkWriter:
             raise LeaseLost()
 
     def write(self, outcomes: list[PageOutcome]) -> None:
-        """Store one sub-batch: pages, issues, links, new frontier rows, counters; mark the URLs done."""
+        """Store one sub-batch (``_store``), retried while the database is busy or away; then the audit's state."""
+        outcomes, issues = self._retrying(self._store, outcomes, what="write")
+        if self.on_batch:
+            self.on_batch(outcomes, issues)
+        # A cancel (or a watchdog failure) is seen here, between sub-batches:
+        # within seconds, since a sub-batch is flushed at least every second.
+        status = self._retrying(
+            lambda: Audit.objects.filter(pk=self.audit.pk).values_list("status", flat=True).first(),
+            what="status check")
+        if status != Audit.Status.RUNNING:
+            raise AuditStopped()
+
+    def _store(self, outcomes: list[PageOutcome]) -> tuple[list[PageOutcome], list[Issue]]:
+        """Pages, issues, links, new frontier rows, counters; the URLs marked done: one fenced transaction."""
         with transaction.atomic():
             self._fence()
             outcomes = self._reschedule_rate_limited(outcomes)
@@ -177,12 +216,7 @@ class ChunkWriter:
                 issues_critical=severities.count("critical"), issues_warning=severities.count("warning"),
                 issues_notice=severities.count("notice"),
             )
-        if self.on_batch:
-            self.on_batch(outcomes, issues)
-        # A cancel (or a watchdog failure) is seen here, between sub-batches:
-        # within seconds, since a sub-batch is flushed at least every second.
-        if Audit.objects.filter(pk=self.audit.pk).values_list("status", flat=True).first() != Audit.Status.RUNNING:
-            raise AuditStopped()
+        return outcomes, issues
 
     def _reschedule_rate_limited(self, outcomes: list[PageOutcome]) -> list[PageOutcome]:
         """Put URLs the site asked us to come back to later back in the frontier; return the rest.
@@ -274,7 +308,9 @@ def write_edges(rows: list[tuple]) -> None:
         return
     quote = connection.ops.quote_name
     columns = ", ".join(quote(c) for c in EDGE_COLUMNS)
-    with connection.cursor() as cursor, cursor.cursor.copy(
+    # COPY runs on psycopg's own cursor, outside Django's error wrapping: wrap it
+    # here, so a lost connection is a django.db OperationalError like any other.
+    with connection.wrap_database_errors, connection.cursor() as cursor, cursor.cursor.copy(
             f"COPY {quote(LinkEdge._meta.db_table)} ({columns}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)

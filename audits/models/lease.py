@@ -272,6 +272,24 @@ class ChunkLease(models.Model):
         self.state = self.State.DONE
         return True
 
+    def give_back(self) -> bool:
+        """Hand the chunk back unfinished WITHOUT counting this attempt; False if we no longer own it.
+
+        For a chunk that could not write (the database stayed busy): the lease
+        goes back to queued with the claim's attempt taken back, its URLs to the
+        frontier (their serial-mode marks cleared: they killed nobody), and
+        ``created_at`` restarts the watchdog's grace before it is enqueued again.
+        """
+        with transaction.atomic():
+            given = ChunkLease.objects.filter(pk=self.pk, token=self.token, state=self.State.LEASED).update(
+                state=self.State.QUEUED, token=None, leased_until=None, attempts=F("attempts") - 1,
+                created_at=Now())
+            if not given:
+                return False
+            FrontierURL.objects.held_by(self).update(state=FrontierURL.State.PENDING, chunk=None, tries=0)
+        self.state = self.State.QUEUED
+        return True
+
     def abandon(self) -> bool:
         """Give up a chunk whose lease expired with its attempts spent; False if someone else did."""
         return ChunkLease.objects.filter(pk=self.pk, state=self.State.LEASED, leased_until__lt=Now()).update(

@@ -1,0 +1,88 @@
+"""A chunk's database work against a busy SQLite or a PostgreSQL that went away for a moment.
+
+A locked database or a dropped connection is transient: the whole transaction
+is tried again with backoff, reconnecting after a connection fault, for
+DB_RETRY_SECONDS; then the caller gets DatabaseBusy or DatabaseDown and gives
+the chunk back instead of letting a lease expire and count an attempt.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+
+import psycopg
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
+
+from .setup import knob
+
+log = logging.getLogger(__name__)
+
+
+class DatabaseBusy(Exception):
+    """SQLite stayed locked (another writer) for DB_RETRY_SECONDS: give the chunk back, uncounted."""
+
+
+class DatabaseDown(Exception):
+    """The database connection kept failing for DB_RETRY_SECONDS: leave the lease to the watchdog."""
+
+
+# Pauses between tries of a write that met a busy or unreachable database; the
+# last one repeats until DB_RETRY_SECONDS have passed.
+DB_BACKOFF = (0.5, 1.0, 2.0, 4.0)
+
+
+def db_fault(exc: BaseException) -> str | None:
+    """"busy" (SQLite locked), "connection" (worth a reconnect and a retry), or None (not transient).
+
+    Django wraps the driver's errors; a raw psycopg error (COPY runs on the
+    driver's cursor) is judged the same way. A full disk is not transient.
+    """
+    if not isinstance(exc, (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)):
+        return None
+    text = str(exc).lower()
+    cause = exc.__cause__ if isinstance(exc, DatabaseError | InterfaceError) else exc
+    if getattr(cause, "sqlstate", None) == "53100" or "database or disk is full" in text \
+            or "no space left on device" in text:
+        return None
+    if connection.vendor == "sqlite" and ("database is locked" in text or "database is busy" in text
+                                          or "database table is locked" in text):
+        return "busy"
+    return "connection"
+
+
+def close_connection() -> None:
+    """Drop this thread's connection; the next query opens a fresh one."""
+    try:
+        connection.close()
+    except Exception:  # closing a dead connection may fail too; it is gone either way
+        log.debug("closing the database connection failed", exc_info=True)
+        connection.connection = None
+
+
+def with_db_retry(fn, *args, seconds: float | None = None, what: str = "write"):
+    """Run ``fn(*args)`` (a whole transaction), retrying a busy or unreachable database with backoff.
+
+    A failed transaction was rolled back by its ``atomic`` block; a connection
+    fault also drops the connection, so the next try reconnects. After
+    ``seconds`` (DB_RETRY_SECONDS) of failures: DatabaseBusy or DatabaseDown.
+    Inside a caller's transaction nothing can be retried: the error goes on.
+    """
+    seconds = knob("DB_RETRY_SECONDS") if seconds is None else seconds
+    give_up_at = time.monotonic() + seconds
+    for attempt in itertools.count():  # bounded by the clock below
+        try:
+            return fn(*args)
+        except Exception as exc:
+            fault = db_fault(exc)
+            if fault is None or connection.in_atomic_block:
+                raise
+            if fault == "connection":
+                close_connection()
+            pause = DB_BACKOFF[min(attempt, len(DB_BACKOFF) - 1)]
+            if time.monotonic() + pause > give_up_at:
+                error = DatabaseBusy if fault == "busy" else DatabaseDown
+                raise error(f"{what}: {type(exc).__name__}: {exc}") from exc
+            log.warning("%s: database %s (%s); trying again in %.1f s", what, fault, exc, pause)
+            time.sleep(pause)

@@ -1,0 +1,270 @@
+"""A busy or briefly unreachable database during a chunk: retried in the chunk, never a lost attempt or a failed audit.
+
+SQLite: a second connection holds the write lock (BEGIN IMMEDIATE) while the
+chunk writes. PostgreSQL: a loopback TCP proxy between Django and the server is
+cut for two seconds mid-crawl (the shared server itself is never restarted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sqlite3
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from audits.crawl.chunk import run_chunk
+from audits.crawl.start import run_start
+from audits.dispatch import InlineDispatcher
+from audits.inline import run_audit_inline
+from audits.models import Audit, ChunkLease, FrontierURL, Page
+from audits.models.lease import ChunkLease as LeaseModel
+from tests.factories import make_audit
+
+from .grid_site import GridSite
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+sqlite_only = pytest.mark.skipif("connection.vendor != 'sqlite'", reason="SQLite's write lock")
+postgres_only = pytest.mark.skipif("connection.vendor != 'postgresql'", reason="a PostgreSQL connection cut")
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.02)
+
+
+# --- SQLite: another writer holds the lock ---------------------------------------------------------
+
+@pytest.fixture
+def short_busy_timeout():
+    """Half a second of SQLite busy wait instead of the real 20 s, for this test's connection."""
+    options = connection.settings_dict["OPTIONS"]
+    old = options.get("timeout")
+    options["timeout"] = 0.5
+    connection.close()
+    yield
+    options["timeout"] = old
+    connection.close()
+
+
+class WriteLock:
+    """BEGIN IMMEDIATE on the test database from a second sqlite3 connection, in a thread."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.held = threading.Event()
+        self.release = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def take_when(self, ready, hold: float | None = None) -> WriteLock:
+        def run():
+            wait_for(ready, 20)
+            con = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            try:
+                con.execute("BEGIN IMMEDIATE")
+                self.held.set()
+                self.release.wait(hold if hold is not None else 60)
+                con.rollback()
+            finally:
+                con.close()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.release.set()
+        if self.thread:
+            self.thread.join(10)
+
+
+def started_audit(owner, site) -> Audit:
+    audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=200, max_depth=8)
+    run_start(audit.pk, InlineDispatcher())
+    audit.refresh_from_db()
+    return audit
+
+
+def assert_stored_once(audit: Audit, site: GridSite) -> None:
+    hashes = list(Page.objects.filter(audit=audit).values_list("url_hash", flat=True))
+    assert len(hashes) == len(set(hashes))
+    for url in Page.objects.filter(audit=audit).values_list("url", flat=True):
+        assert site.hits(url.removeprefix(site.url(""))) == 1, url
+
+
+@sqlite_only
+def test_a_write_lock_held_for_seconds_is_waited_out_inside_the_chunk(
+        owner, fast_settings, short_busy_timeout, caplog):
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "LEASE_SECONDS": 30, "DB_RETRY_SECONDS": 20.0}
+    with GridSite(pages=40, delay=0.3) as site:
+        audit = started_audit(owner, site)
+        lock = WriteLock(connection.settings_dict["NAME"]).take_when(site.serving, hold=3.0)
+        try:
+            result = run_chunk(audit.pk, 1, InlineDispatcher())
+        finally:
+            lock.stop()
+        assert lock.held.is_set()
+        assert result == "done"
+        lease = ChunkLease.objects.get(audit=audit, number=1)
+        assert lease.state == ChunkLease.State.DONE
+        assert lease.attempts == 1
+        assert not FrontierURL.objects.filter(audit=audit, chunk=1, state=FrontierURL.State.LEASED).exists()
+        assert Page.objects.filter(audit=audit).count() > 1
+        assert_stored_once(audit, site)
+        assert not Page.objects.filter(audit=audit, fetch_error="worker_lost").exists()
+        assert "database busy" in caplog.text  # the write did meet the lock
+
+
+@sqlite_only
+def test_a_write_lock_held_past_the_bound_gives_the_chunk_back_uncounted(
+        owner, fast_settings, short_busy_timeout, monkeypatch):
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "LEASE_SECONDS": 30, "DB_RETRY_SECONDS": 2.0}
+    with GridSite(pages=40, delay=0.3) as site:
+        audit = started_audit(owner, site)
+        lock = WriteLock(connection.settings_dict["NAME"]).take_when(site.serving)
+        real_give_back = LeaseModel.give_back
+        gave_up = threading.Event()
+
+        def give_back(self):
+            # The chunk has given up writing: only now does the other writer let go.
+            if not gave_up.is_set():
+                gave_up.set()
+                lock.stop()
+            return real_give_back(self)
+
+        monkeypatch.setattr(LeaseModel, "give_back", give_back)
+        try:
+            result = run_chunk(audit.pk, 1)
+        finally:
+            lock.stop()
+        assert lock.held.is_set() and gave_up.is_set()
+        assert result == "db-busy"
+        lease = ChunkLease.objects.get(audit=audit, number=1)
+        assert lease.state == ChunkLease.State.QUEUED
+        assert lease.attempts == 0
+        assert lease.token is None
+        assert not FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.LEASED).exists()
+        assert not Page.objects.filter(audit=audit, fetch_error="worker_lost").exists()
+        audit.refresh_from_db()
+        assert audit.status == Audit.Status.RUNNING
+
+
+# --- PostgreSQL: the connection is cut ----------------------------------------------------------
+
+class CuttableProxy:
+    """A loopback TCP proxy to PostgreSQL that can drop every connection and refuse new ones."""
+
+    def __init__(self, target: tuple[str, int]):
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.open = True
+        self.cuts = 0
+        self.refused = 0
+        self._lock = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.open:
+                self.refused += 1
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._sockets |= {client, upstream}
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        self.open = False
+        self.cuts += 1
+        with self._lock:
+            sockets, self._sockets = self._sockets, set()
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def restore(self) -> None:
+        self.open = True
+
+    def close(self) -> None:
+        self._closed = True
+        self.cut()
+        self.listener.close()
+
+
+@pytest.fixture
+def proxied_connection(transactional_db):
+    settings_dict = connection.settings_dict
+    host, port = settings_dict["HOST"] or "127.0.0.1", int(settings_dict["PORT"] or 5432)
+    proxy = CuttableProxy((host, port))
+    old = settings_dict["HOST"], settings_dict["PORT"]
+    connection.close()
+    settings_dict["HOST"], settings_dict["PORT"] = "127.0.0.1", str(proxy.port)
+    yield proxy
+    connection.close()
+    settings_dict["HOST"], settings_dict["PORT"] = old
+    proxy.close()
+
+
+@postgres_only
+def test_a_two_second_database_outage_mid_crawl_does_not_fail_the_audit(
+        owner, fast_settings, proxied_connection, caplog):
+    proxy = proxied_connection
+    cut_done = threading.Event()
+    state = {"batches": 0}
+
+    def outage():
+        proxy.cut()
+        time.sleep(2.0)
+        proxy.restore()
+        cut_done.set()
+
+    def on_batch(outcomes, issues):
+        state["batches"] += 1
+        if state["batches"] == 2:  # mid-crawl, on the task's thread just after a commit
+            threading.Thread(target=outage, daemon=True).start()
+
+    with GridSite(pages=80, delay=0.3) as site:
+        audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=200, max_depth=8)
+        run_audit_inline(audit.pk, on_batch=on_batch)
+        assert cut_done.wait(10)
+        audit.refresh_from_db()
+        assert audit.error_code != Audit.ErrorCode.INTERNAL_ERROR, audit.error_detail
+        assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+        assert proxy.cuts == 1
+        assert "database connection" in caplog.text  # a write did meet the outage
+        assert_stored_once(audit, site)
+        assert audit.pages.filter(kind="page").count() == len(site.page_paths())
+        assert not audit.pages.filter(fetch_error="worker_lost").exists()
