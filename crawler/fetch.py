@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 import httpcore
 import httpx
 
+from .drain import drain_small
 from .errors import (
     BodyTooLarge,
     CrawlError,
@@ -57,9 +58,9 @@ from .errors import (
 from .inflate import Decoder, UnsupportedCoding
 from .net import AddressGuard, CountingStream, GuardedBackend
 from .request_url import basic_auth, origin, parse_url, scheme_of, strip
-from .response_head import content_length, header_text, parse_content_type
+from .response_head import content_length, declares_body, header_text, parse_content_type
 from .retry import FINAL, Plan, RetryPlanner
-from .transport_errors import translate
+from .transport_errors import HTTPCORE_ERRORS, translate
 from .types import FetchError, FetchResult, Hop
 
 MiB = 1024 * 1024
@@ -70,15 +71,6 @@ ACCEPT_ENCODING = "gzip, deflate"
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"
 
 _MAX_DETAIL = 300
-# Everything httpcore raises for a request (connection, timeout, HTTP framing).
-_HTTPCORE_ERRORS = (
-    httpcore.NetworkError,
-    httpcore.TimeoutException,
-    httpcore.ProtocolError,
-    httpcore.UnsupportedProtocol,
-)
-# Unwanted bodies up to this size are read so the connection can be reused.
-_DRAIN_LIMIT = 16 * 1024
 # Connections per httpcore pool. A pool looks at all its connections for every
 # request, so its CPU per request grows with its size; pools of four, each
 # request sent to the least busy, cost as little as smaller ones and a third of
@@ -408,22 +400,22 @@ class Fetcher:
                     raw = await pool.handle_async_request(request)
             except TimeoutError:
                 raise _deadline_cut(deadline) from None
-            except _HTTPCORE_ERRORS as exc:
+            except HTTPCORE_ERRORS as exc:
                 raise translate(exc, in_body=False) from None
             try:
                 response = _head(raw, str(url), time.monotonic() - started)
                 response.plan = plan(response.status, response.headers)
                 redirect = response.status in REDIRECT_STATUSES and "location" in response.headers
                 if response.plan.action != "final" or method == "HEAD" or redirect:
-                    await _drain_small(raw, method, response, loop_deadline)
+                    await drain_small(raw, method, response, loop_deadline)
                     return response
                 want = keep_body if keep_body is not None else response.content_type in HTML_TYPES
                 if not want:
                     # Headers are all we need; closing now spares reading a PDF or video.
                     return response
-                if response.status in (204, 304) and _declares_body(response.headers):
+                if response.status in (204, 304) and declares_body(response.headers):
                     # Empty by the protocol, but left unread so that its
-                    # connection closes (see _drain_small).
+                    # connection closes (see drain.drain_small).
                     response.body = b""
                     return response
                 try:
@@ -480,7 +472,7 @@ class Fetcher:
             else:
                 for piece in decoder.flush():
                     body += piece
-        except _HTTPCORE_ERRORS as exc:
+        except HTTPCORE_ERRORS as exc:
             response.error = translate(exc, in_body=True, at_eof=stream.at_eof)
         except CrawlError as exc:  # a corrupt compressed stream
             response.error = exc
@@ -525,41 +517,6 @@ class Fetcher:
             attempts=trail.attempts,
             method=trail.method,
         )
-
-
-async def _drain_small(
-    raw: httpcore.Response, method: str, response: _Response, loop_deadline: float
-) -> None:
-    """Read the tiny body of a redirect, HEAD or retried answer so its
-    connection goes back to the pool (httpcore closes a connection whose
-    response was not read to the end). Larger or unknown-length bodies are
-    not worth it: the connection is simply closed. So is the connection of an
-    answer that has no body by the protocol (HEAD, 204, 304) but announced one."""
-    declared = content_length(response.headers)
-    bodiless = method == "HEAD" or response.status in (204, 304)
-    small = declared is not None and declared <= _DRAIN_LIMIT
-    if bodiless and _declares_body(response.headers):
-        # h11 knows this answer has no body and would hand its connection back
-        # to the pool as soon as the head was read. But the server announced
-        # one, and what it sends anyway (already in h11's buffer, or on its
-        # way) would be read as the next request's answer. Left unread, the
-        # response closes its connection instead.
-        return
-    if not bodiless and (not small or "transfer-encoding" in response.headers):
-        return
-    try:
-        async with asyncio.timeout_at(loop_deadline):
-            async for chunk in raw.aiter_stream():
-                response.size += len(chunk)
-    except (TimeoutError, *_HTTPCORE_ERRORS):
-        # The answer we needed (status and headers) is complete; a failure in
-        # the unwanted remainder only costs the connection, which aclose drops.
-        pass
-
-
-def _declares_body(headers: dict[str, str]) -> bool:
-    """Whether a response head announces a body: Content-Length above 0, or chunked."""
-    return bool(content_length(headers)) or "transfer-encoding" in headers
 
 
 @functools.lru_cache(maxsize=2)

@@ -22,6 +22,14 @@ from .errors import (
 
 _E = TypeVar("_E", bound=BaseException)
 
+# Everything httpcore raises for a request (connection, timeout, HTTP framing).
+HTTPCORE_ERRORS = (
+    httpcore.NetworkError,
+    httpcore.TimeoutException,
+    httpcore.ProtocolError,
+    httpcore.UnsupportedProtocol,
+)
+
 
 def translate(exc: Exception, *, in_body: bool, at_eof: bool = False) -> CrawlError:
     """Map an httpcore failure to our named outcome with a short message.
