@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import call_command
 
 from audits.management.commands import audit as audit_command
 from audits.management.commands.audit import Report
 from audits.models import Audit, GoneIssue, Issue
+from tests.audit_command import run_audit as exit_code_of
 from tests.editable_site import EditableSite
 from tests.factories import make_audit
 
@@ -40,14 +40,7 @@ def site():
 def run_audit(site: EditableSite, out, *args) -> tuple[int, list[dict]]:
     """The command as `manage.py audit` runs it: (exit code, report records)."""
     out.unlink(missing_ok=True)
-    try:
-        call_command("audit", site.url("/"), "--allow-private", "--no-external", "--out", str(out), *args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    except CommandError as exc:  # run_from_argv prints these and exits with returncode
-        sys.stderr.write(f"CommandError: {exc}\n")
-        code = exc.returncode
+    code = exit_code_of(site.url("/"), "--allow-private", "--no-external", "--out", str(out), *args)
     records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     return code, records
 

@@ -1,14 +1,13 @@
 """Include/exclude patterns through the new-audit form and the `audit` command: RE2's
 refusals shown next to the field or as exit 2, and a crawl that honours what passes."""
 
-import sys
 
 import pytest
-from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from audits.forms import AuditForm
 from audits.models import Audit
+from tests.audit_command import run_audit
 from tests.crawler.fixture_site import FixtureSite
 
 pytestmark = pytest.mark.django_db
@@ -24,18 +23,6 @@ REFUSED = [
     ("exclude_patterns", r"(?=x)"),
     ("exclude_patterns", r"/ok/" "\n" r"/blog/(?<!draft)"),
 ]
-
-
-def run_audit(*args) -> int:
-    """The command's exit code, as `manage.py audit` would give it."""
-    try:
-        call_command("audit", *args)
-    except SystemExit as exc:
-        return exc.code
-    except CommandError as exc:  # run_from_argv prints these and exits with returncode
-        sys.stderr.write(f"CommandError: {exc}\n")
-        return exc.returncode
-    return 0
 
 
 @pytest.mark.parametrize(("field", "text"), REFUSED)

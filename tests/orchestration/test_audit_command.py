@@ -4,35 +4,22 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
-from django.core.management import CommandError, call_command
 from django.db import connection
 from django_q.models import OrmQ
 
 from audits.crawl import chunk
 from audits.forms import MAX_CONCURRENCY, MAX_DEPTH, MAX_PAGES
 from audits.models import Audit
+from tests.audit_command import run_audit
 from tests.conftest import MANAGE, ROOT, subprocess_env
 from tests.crawler.fixture_site import BROKEN_INTERNAL, FixtureSite
 
 from .grid_site import GridSite
 
 pytestmark = pytest.mark.django_db
-
-
-def run_audit(*args) -> int:
-    """Run the command as `manage.py audit` would, returning its exit code."""
-    try:
-        call_command("audit", *args)
-    except SystemExit as exc:
-        return exc.code
-    except CommandError as exc:  # run_from_argv prints these and exits with returncode
-        sys.stderr.write(f"CommandError: {exc}\n")
-        return exc.returncode
-    return 0
 
 
 @pytest.fixture

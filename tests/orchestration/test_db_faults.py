@@ -28,8 +28,8 @@ from .grid_site import GridSite
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-sqlite_only = pytest.mark.skipif("connection.vendor != 'sqlite'", reason="SQLite's write lock")
-postgres_only = pytest.mark.skipif("connection.vendor != 'postgresql'", reason="a PostgreSQL connection cut")
+sqlite_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's write lock")
+postgres_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL connection cut")
 
 
 def wait_for(predicate, timeout: float = 10.0) -> None:
