@@ -36,6 +36,19 @@ class Dispatcher:
         """
         log.info("audit %s: waiting %.0f s for a Retry-After before chunk %s", audit_id, seconds, after + 1)
 
+    def given_back(self, audit_id: int, number: int) -> None:
+        """A chunk that could not write was queued again: the watchdog enqueues it after its grace."""
+
+    def mark(self) -> int:
+        """Where the steps scheduled so far end (see forget_since)."""
+        return 0
+
+    def forget_since(self, mark: int) -> None:
+        """Drop steps scheduled after ``mark`` by a transaction that rolled back.
+
+        Nothing to do here: an enqueue waits for its transaction's commit.
+        """
+
 
 @dataclass
 class InlineDispatcher(Dispatcher):
@@ -59,6 +72,17 @@ class InlineDispatcher(Dispatcher):
 
     def finalize(self, audit_id: int) -> None:
         self.steps.append(("finalize", audit_id, 0))
+
+    def given_back(self, audit_id: int, number: int) -> None:
+        # The command has no watchdog: its loop runs the chunk again.
+        self.chunk(audit_id, number)
+
+    def mark(self) -> int:
+        return len(self.steps)
+
+    def forget_since(self, mark: int) -> None:
+        # Steps here are not tied to a commit, so a rolled-back try's are dropped by hand.
+        del self.steps[mark:]
 
     def wait(self, audit_id: int, after: int, seconds: float) -> None:
         # No lease row for the next chunk yet: during the wait nothing is open,

@@ -14,7 +14,7 @@ from crawler.page import PageOutcome, check_resource, process_page
 from crawler.urls import InvalidURL, Scope, origin_of
 from crawler.window import WindowPolicy, fetch_health, run_window
 
-from ..dispatch import Dispatcher, InlineDispatcher
+from ..dispatch import Dispatcher
 from ..models import Audit, ChunkLease, FrontierURL, Issue, Page
 from .bridge import run_with_db_here
 from .db_retry import DatabaseBusy, DatabaseDown, close_connection, db_fault, with_db_retry
@@ -61,9 +61,8 @@ def run_chunk(audit_id: int, number: int, dispatcher: Dispatcher | None = None,
                 log.warning("audit %s chunk %s: could not give the chunk back; its lease will expire",
                             audit_id, number)
             else:
-                # The `audit` command has no watchdog: its loop runs the chunk again.
-                if given and isinstance(dispatcher, InlineDispatcher):
-                    dispatcher.chunk(audit_id, number)
+                if given:
+                    dispatcher.given_back(audit_id, number)
         if busy:
             return "db-busy"
         close_connection()
@@ -177,12 +176,11 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
             advance(audit, number, dispatcher)
         return True
 
-    steps_before = len(getattr(dispatcher, "steps", ()))
+    mark = dispatcher.mark()
 
     def hand_over_once() -> bool:
-        # A try that rolled back must not leave its scheduled step behind (the inline loop's list).
-        if isinstance(dispatcher, InlineDispatcher):
-            del dispatcher.steps[steps_before:]
+        # A try that rolled back must not leave the step it scheduled behind.
+        dispatcher.forget_since(mark)
         return hand_over()
 
     if not with_db_retry(hand_over_once, what=f"{what} hand-over"):
