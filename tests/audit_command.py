@@ -1,5 +1,6 @@
 """The `audit` command as `manage.py audit` runs it, for tests that need its exit code."""
 
+import io
 import sys
 
 from django.core.management import CommandError, call_command
@@ -15,3 +16,15 @@ def run_audit(*args) -> int:
         sys.stderr.write(f"CommandError: {exc}\n")
         return exc.returncode
     return 0
+
+
+class CountingFlushes(io.StringIO):
+    """A report file that records how many lines it held at each flush."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines_at_flush = []
+
+    def flush(self):
+        self.lines_at_flush.append(self.getvalue().count("\n"))
+        super().flush()

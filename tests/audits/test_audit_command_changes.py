@@ -3,7 +3,6 @@ gate on new issues only. Real crawls of a loopback site whose pages the test edi
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
@@ -12,6 +11,7 @@ from django.core.management import call_command
 from audits.management.commands import audit as audit_command
 from audits.management.commands.audit import Report
 from audits.models import Audit, GoneIssue, Issue
+from tests.audit_command import CountingFlushes
 from tests.audit_command import run_audit as exit_code_of
 from tests.editable_site import EditableSite
 from tests.factories import make_audit
@@ -213,15 +213,6 @@ def test_enqueue_pins_the_baseline_before_the_start_is_enqueued(site, fast_setti
 
 
 def test_change_records_are_streamed_in_chunks_from_the_stored_diff(owner, monkeypatch, django_assert_num_queries):
-    class Counting(io.StringIO):
-        def __init__(self):
-            super().__init__()
-            self.lines_at_flush = []
-
-        def flush(self):
-            self.lines_at_flush.append(self.getvalue().count("\n"))
-            super().flush()
-
     audit = make_audit(owner)
     url = "https://shop.example/"
     Issue.objects.bulk_create(
@@ -232,7 +223,7 @@ def test_change_records_are_streamed_in_chunks_from_the_stored_diff(owner, monke
         GoneIssue(audit=audit, url=f"{url}g{n}", code="broken_link_internal", severity="critical", message="m",
                   key=f"g{n}", target_url=f"{url}x", change="unknown" if n == 2 else "fixed") for n in range(3))
     monkeypatch.setattr(audit_command, "FLUSH_EVERY", 2)
-    out = Counting()
+    out = CountingFlushes()
     Report(out).changes(audit)
     records = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [(r["change"], r["url"].removeprefix(url)) for r in records] == [

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from audits.management.commands.audit import Report
 from crawler.page import PageOutcome
 from crawler.types import FetchError, FetchResult, PageFacts
+from tests.audit_command import CountingFlushes
 
 # Strings a crawled site controls, with everything JSON must escape.
 HOSTILE = [
@@ -47,16 +48,7 @@ def test_a_batch_writes_one_line_per_page_then_its_issues_in_order():
 
 
 def test_issue_values_write_every_row_in_order_and_flush_every_2000_lines_and_at_the_end():
-    class Counting(io.StringIO):
-        def __init__(self):
-            super().__init__()
-            self.lines_at_flush = []
-
-        def flush(self):
-            self.lines_at_flush.append(self.getvalue().count("\n"))
-            super().flush()
-
-    out = Counting()
+    out = CountingFlushes()
     rows = [("code", "notice", f"http://s/{n}", None, f"message {n}") for n in range(4500)]
     Report(out).issue_values(iter(rows))
     records = [json.loads(line) for line in out.getvalue().splitlines()]
