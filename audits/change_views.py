@@ -13,8 +13,9 @@ from django.shortcuts import get_object_or_404, render
 from crawler.catalogue import CATALOGUE
 
 from . import diff, exports
+from .issue_views import SEVERITY_RANK
 from .models import Audit, GoneIssue, Issue, PageChange
-from .views import MAX_PAGE_NUMBER, PER_PAGE, SEVERITY_RANK, Window, audit_view, window
+from .tables import MAX_PAGE_NUMBER, PER_PAGE, Window, audit_view, window
 
 SHOWS = diff.ISSUE_CHANGES + diff.PAGE_CHANGES
 

@@ -18,7 +18,7 @@ from .diff import totals
 from .forms import SiteScheduleForm
 from .models import Audit, Site
 from .services import PrivateTargetsRefused, QuotaExceeded, run_site_now
-from .views import owned_view, window
+from .tables import owned_view, window
 
 # Audits drawn in a site's trend chart, newest last.
 TREND_AUDITS = 30

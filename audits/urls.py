@@ -1,18 +1,18 @@
 from django.urls import path
 
-from . import change_views, site_views, views
+from . import change_views, export_views, issue_views, page_views, site_views, views
 
 urlpatterns = [
     path("", views.audit_list, name="audit-list"),
     path("audits/new/", views.audit_new, name="audit-new"),
     path("audits/<int:audit_id>/", views.audit_detail, name="audit-detail"),
     path("audits/<int:audit_id>/progress/", views.audit_progress, name="audit-progress"),
-    path("audits/<int:audit_id>/issues/", views.issue_list, name="issue-list"),
-    path("audits/<int:audit_id>/pages/", views.page_list, name="page-list"),
-    path("audits/<int:audit_id>/pages/<int:page_id>/", views.page_detail, name="page-detail"),
-    path("audits/<int:audit_id>/export/pages.csv", views.export_pages, name="export-pages"),
-    path("audits/<int:audit_id>/export/issues.csv", views.export_issues, name="export-issues"),
-    path("audits/<int:audit_id>/export/links.csv", views.export_links, name="export-links"),
+    path("audits/<int:audit_id>/issues/", issue_views.issue_list, name="issue-list"),
+    path("audits/<int:audit_id>/pages/", page_views.page_list, name="page-list"),
+    path("audits/<int:audit_id>/pages/<int:page_id>/", page_views.page_detail, name="page-detail"),
+    path("audits/<int:audit_id>/export/pages.csv", export_views.export_pages, name="export-pages"),
+    path("audits/<int:audit_id>/export/issues.csv", export_views.export_issues, name="export-issues"),
+    path("audits/<int:audit_id>/export/links.csv", export_views.export_links, name="export-links"),
     path("audits/<int:audit_id>/export/changes.csv", change_views.export_changes, name="export-changes"),
     path("audits/<int:audit_id>/compare/<int:other_id>/", change_views.audit_compare, name="audit-compare"),
     path("sites/", site_views.site_list, name="site-list"),
