@@ -2,6 +2,12 @@ from django.apps import AppConfig
 from django.db import connections
 from django.db.models.signals import post_delete, post_migrate
 
+# Every 15 seconds (croniter's sixth field is seconds), so the watchdog is due at
+# every pass of django-q2's scheduler, which looks every 30 s: a dead worker's
+# chunk (lease 15 s) runs again within a minute of the kill. A MINUTES schedule
+# could not go below 60 s plus the pass, 90 s at worst.
+WATCHDOG_CRON = "* * * * * */15"
+
 
 def ensure_watchdog_schedule(sender=None, using="default", **kwargs):
     """Create (or correct) the watchdog Schedule, idempotently, after every migrate.
@@ -20,8 +26,8 @@ def ensure_watchdog_schedule(sender=None, using="default", **kwargs):
         return
     Schedule.objects.using(using).update_or_create(
         name="siteward-watchdog",
-        defaults={"func": "audits.tasks.watchdog", "schedule_type": Schedule.MINUTES, "minutes": 1,
-                  "repeats": -1},
+        defaults={"func": "audits.tasks.watchdog", "schedule_type": Schedule.CRON, "cron": WATCHDOG_CRON,
+                  "minutes": None, "repeats": -1},
     )
 
 

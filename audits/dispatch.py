@@ -32,7 +32,7 @@ class Dispatcher:
         """Only rate-limited URLs are left, the first due in ``seconds``: schedule nothing yet.
 
         django-q2 cannot delay a task, and a chunk that slept would hold a worker,
-        so the watchdog (every minute) advances the audit once one is due.
+        so the watchdog (every 30 s) advances the audit once one is due.
         """
         log.info("audit %s: waiting %.0f s for a Retry-After before chunk %s", audit_id, seconds, after + 1)
 

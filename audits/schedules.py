@@ -54,7 +54,7 @@ def heal() -> list[str]:
     """Recreate the Schedule of every scheduled site that has lost it; drop the rows no site wants.
 
     A row can vanish outside our code (deleted in django-q2's admin, a restored
-    backup); the watchdog calls this every minute.
+    backup); the watchdog calls this at every pass.
     """
     actions = []
     present = set(Schedule.objects.filter(func=FUNC).values_list("name", flat=True))

@@ -1,4 +1,4 @@
-"""The watchdog: a django-q2 Schedule, every minute, that reconciles crawl state.
+"""The watchdog: a django-q2 Schedule, at every scheduler pass (30 s), that reconciles crawl state.
 
 It is the only place that re-enqueues work. It looks for what no exception handler
 can see: a worker killed mid-chunk (its lease expired), a task lost between a

@@ -58,7 +58,10 @@ def subprocess_env(**extra) -> dict:
         DJANGO_SETTINGS_MODULE="config.settings",
         PYTHONUNBUFFERED="1",
     )
-    env.update({k: str(v) for k, v in extra.items()})
+    # None drops a variable, so the child runs on the setting's default.
+    env.update({k: str(v) for k, v in extra.items() if v is not None})
+    for name in [k for k, v in extra.items() if v is None]:
+        env.pop(name, None)
     return env
 
 

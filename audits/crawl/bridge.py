@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import queue
 import threading
+import time
 
 from crawler import loop as crawl_loop
 
@@ -51,8 +52,9 @@ def run_with_db_here(make_coroutine, *, idle=None, idle_every: float | None = No
     writes on the caller's thread means one connection, the caller's
     transaction semantics, and no second SQLite writer competing for the lock.
     The coroutine gets ``db(fn, *args)``, an awaitable that runs ``fn`` here.
-    ``idle()`` runs here whenever ``idle_every`` seconds pass with no request:
-    the chunk's lease heartbeat.
+    ``idle()`` runs here every ``idle_every`` seconds, between requests: the
+    chunk's lease heartbeat. It keeps time whatever the traffic, since a stream
+    of requests that do not extend the lease (top-ups) must not starve it.
     """
     requests: queue.SimpleQueue = queue.SimpleQueue()
     outcome: dict = {}
@@ -79,11 +81,14 @@ def run_with_db_here(make_coroutine, *, idle=None, idle_every: float | None = No
     thread = threading.Thread(target=crawl_thread, name="crawl-loop", daemon=True)
     try:
         thread.start()
+        next_beat = time.monotonic() + idle_every if idle and idle_every else None
         while True:
-            try:
-                request = requests.get(timeout=idle_every)
-            except queue.Empty:
+            if next_beat is not None and time.monotonic() >= next_beat:
                 idle()
+                next_beat = time.monotonic() + idle_every
+            try:
+                request = requests.get(timeout=None if next_beat is None else max(0.0, next_beat - time.monotonic()))
+            except queue.Empty:
                 continue
             if request is None:
                 break

@@ -79,3 +79,21 @@ def test_an_interrupt_while_a_database_call_runs_still_ends_the_crawl_and_propag
     with pytest.raises(KeyboardInterrupt):
         run_with_db_here(crawl)
     assert _crawl_threads_alive() == []
+
+
+def test_the_lease_heartbeat_keeps_time_while_database_requests_keep_coming():
+    # A chunk's top-ups do not extend its lease; a stream of them, each sooner
+    # than the beat interval, used to hold the heartbeat off until the lease
+    # (three beats) ran out under a live worker.
+    beats: list[float] = []
+
+    async def crawl(db):
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 1.0
+        while loop.time() < end:
+            await db(lambda: None)
+            await asyncio.sleep(0.02)
+
+    run_with_db_here(crawl, idle=lambda: beats.append(threading.get_ident()), idle_every=0.2)
+    assert len(beats) >= 3
+    assert set(beats) == {threading.get_ident()}  # on the caller's thread, with its connection

@@ -140,13 +140,26 @@ def test_a_completed_audit_without_its_link_index_gets_it_from_the_watchdog(owne
     assert Inlink.objects.filter(audit=audit).count() == audit.links.count() > 0
 
 
-def test_the_watchdog_schedule_is_created_once_by_migration_and_runs_every_minute():
+def test_the_watchdog_schedule_is_created_once_by_migration_and_is_due_at_every_scheduler_pass():
     from django_q.models import Schedule
 
     schedule = Schedule.objects.get(name="siteward-watchdog")
-    assert (schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats) == (
-        "audits.tasks.watchdog", Schedule.MINUTES, 1, -1)
+    assert (schedule.func, schedule.schedule_type, schedule.repeats) == ("audits.tasks.watchdog", Schedule.CRON, -1)
     assert Schedule.objects.filter(func="audits.tasks.watchdog").count() == 1
+    # django-q2's scheduler looks every 30 s: the next run is never further away than that.
+    now = timezone.now()
+    assert timedelta(0) < schedule.calculate_next_run() - now <= timedelta(seconds=15)
+
+
+def test_an_older_deployments_every_minute_watchdog_schedule_is_corrected_at_migrate():
+    from django_q.models import Schedule
+
+    from audits.apps import ensure_watchdog_schedule
+
+    Schedule.objects.filter(name="siteward-watchdog").update(schedule_type=Schedule.MINUTES, minutes=1, cron=None)
+    ensure_watchdog_schedule()
+    schedule = Schedule.objects.get(name="siteward-watchdog")
+    assert (schedule.schedule_type, schedule.minutes) == (Schedule.CRON, None)
 
 
 def test_migrating_the_audits_app_alone_on_a_fresh_database_works_and_a_full_migrate_adds_the_schedule(tmp_path):
