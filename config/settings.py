@@ -248,6 +248,11 @@ SITEWARD = {
     "WEBHOOK_TIMEOUT": env_float("SITEWARD_WEBHOOK_TIMEOUT", 5.0, minimum=0.5),
 }
 
+# Site secrets (basic-auth passwords, header tokens, login passwords) are encrypted
+# at rest with a key derived from this, or from SECRET_KEY when it is not set.
+# Set it to keep secrets readable across a SECRET_KEY rotation.
+SITEWARD_FIELD_KEY = env_str("SITEWARD_FIELD_KEY", "")
+
 # E-mail for notifications: printed to the console unless an SMTP server is configured.
 EMAIL_BACKEND = env_str(
     "EMAIL_BACKEND",

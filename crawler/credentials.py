@@ -1,0 +1,143 @@
+"""What a private site needs on its requests, and the one origin they may go to.
+
+Basic auth, extra headers and a login's cookies travel together as a
+``Credentials`` bound to the audit's origin. The fetcher asks ``for_url`` at
+every hop, so an external link, a resource on another host or a redirect that
+leaves the origin never carries them: RFC 9110 leaves credentials to the
+protection space they were meant for, and a browser strips them the same way.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from urllib.parse import urljoin
+
+import httpx
+from lxml import html as lxml_html
+
+from .request_url import origin
+
+# Followed, a logout link ends the session the crawl runs on: URLs matching this
+# (case-insensitive, on the whole URL) are never requested when a site has a login.
+LOGOUT_DEFAULT = r"(?i)log-?out|sign-?out"
+
+# A header name is an RFC 9110 token; these are the fetcher's to set, or would
+# change how the message is framed, so a site's extra headers may not set them.
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_RESERVED = frozenset({
+    "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer",
+    "proxy-connection", "accept-encoding",
+})
+MAX_HEADERS = 20
+MAX_HEADER_BYTES = 8192
+
+
+def parse_header(line: str) -> tuple[str, str]:
+    """``"Name: value"`` as (name, value); ValueError says what is wrong with it."""
+    name, sep, value = line.partition(":")
+    name, value = name.strip(), value.strip()
+    if not sep or not name:
+        raise ValueError(f"A header is written 'Name: value'; got {line[:60]!r}.")
+    if not _TOKEN.match(name):
+        raise ValueError(f"{name[:60]!r} is not a valid header name.")
+    if name.lower() in _RESERVED:
+        raise ValueError(f"The {name} header is set by the crawler and cannot be replaced.")
+    if any(ch in value for ch in "\r\n\0"):
+        raise ValueError(f"The value of {name} may not contain line breaks.")
+    if len(name) + len(value) > MAX_HEADER_BYTES:
+        raise ValueError(f"The value of {name} is longer than {MAX_HEADER_BYTES} characters.")
+    return name, value
+
+
+def basic_header(user: str, password: str) -> str:
+    """The Authorization value of HTTP basic auth (RFC 7617) for ``user`` and ``password``."""
+    if ":" in user:
+        raise ValueError("A basic-auth user name may not contain ':'.")
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """Headers for requests to one origin only (scheme, host, port)."""
+
+    origin: tuple[str, str, int | None]
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+    @classmethod
+    def for_site(cls, start_url: str, *, basic: tuple[str, str] | None = None,
+                 headers: Iterable[str] = (), cookies: Mapping[str, str] | None = None) -> Credentials | None:
+        """What ``start_url``'s origin gets: None when there is nothing to send."""
+        pairs = [parse_header(line) for line in headers]
+        if len(pairs) > MAX_HEADERS:
+            raise ValueError(f"At most {MAX_HEADERS} extra headers.")
+        if basic is not None:
+            pairs.append(("Authorization", basic_header(*basic)))
+        creds = cls(origin(httpx.URL(start_url)), tuple((n.encode(), v.encode()) for n, v in pairs))
+        if cookies:
+            creds = creds.with_cookies(cookies)
+        return creds if creds.headers else None
+
+    def for_url(self, url: httpx.URL) -> list[tuple[bytes, bytes]]:
+        """The headers a request to ``url`` carries: all of them at home, none anywhere else."""
+        return list(self.headers) if self.headers and origin(url) == self.origin else []
+
+    def with_cookies(self, cookies: Mapping[str, str]) -> Credentials:
+        """These credentials with the session ``cookies`` (a login's) merged into one Cookie header."""
+        jar: dict[str, str] = {}
+        kept = []
+        for name, value in self.headers:
+            if name.lower() == b"cookie":
+                for part in value.decode("latin-1").split(";"):
+                    key, _, val = part.strip().partition("=")
+                    if key:
+                        jar[key] = val
+            else:
+                kept.append((name, value))
+        jar.update(cookies)
+        if jar:
+            kept.append((b"Cookie", "; ".join(f"{k}={v}" for k, v in jar.items()).encode("latin-1")))
+        return replace(self, headers=tuple(kept))
+
+
+@dataclass(frozen=True, slots=True)
+class LoginForm:
+    """A login: the page holding the form, the fields to fill, and what proves it worked."""
+
+    url: str
+    fields: tuple[tuple[str, str], ...]
+    success: str  # a regex; the page after the post must match it
+
+
+def form_to_post(body: bytes, page_url: str, fields: Mapping[str, str]) -> tuple[str, list[tuple[str, str]]]:
+    """Where to post the login form on ``page_url`` and what: its own inputs, ``fields`` filled in.
+
+    The form is the one holding the first of ``fields``' names (else the first
+    with a password input, else the page's only form). Hidden inputs, such as a
+    CSRF token, keep the values the page gave them. ValueError when the page has
+    no such form.
+    """
+    doc = lxml_html.fromstring(body or b"<html></html>")
+    forms = doc.forms
+    wanted = set(fields)
+    form = next((f for f in forms if wanted & {i.get("name") for i in f.inputs if i.get("name")}), None)
+    if form is None:
+        form = next((f for f in forms if f.xpath(".//input[@type='password']")), None)
+    if form is None and len(forms) == 1:
+        form = forms[0]
+    if form is None:
+        raise ValueError(f"No login form found at {page_url}.")
+    values: dict[str, str] = {}
+    for element in form.inputs:
+        name = element.get("name")
+        kind = (element.get("type") or "text").lower()
+        if not name or kind in ("submit", "button", "image", "reset", "file"):
+            continue
+        if kind in ("checkbox", "radio") and element.get("checked") is None:
+            continue
+        values[name] = element.get("value") or ""
+    values.update(fields)
+    action = urljoin(page_url, (form.get("action") or "").strip() or page_url)
+    return action, list(values.items())

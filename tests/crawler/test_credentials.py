@@ -1,0 +1,79 @@
+"""Credentials go to the audit's own origin only; headers and login forms are read strictly."""
+
+import base64
+
+import httpx
+import pytest
+
+from crawler.credentials import Credentials, basic_header, form_to_post, parse_header
+
+
+def creds(**kwargs) -> Credentials:
+    return Credentials.for_site("https://staging.example.com/", **kwargs)
+
+
+def test_credentials_go_to_the_audits_own_origin_and_nowhere_else():
+    c = creds(basic=("ann", "s3cret"), headers=["X-Token: abc"])
+    home = c.for_url(httpx.URL("https://staging.example.com/deep/page?q=1"))
+    assert (b"X-Token", b"abc") in home and any(name == b"Authorization" for name, _ in home)
+    for elsewhere in ("https://www.example.com/", "http://staging.example.com/", "https://staging.example.com:8443/",
+                      "https://staging.example.com.evil.test/", "https://other.test/staging.example.com/"):
+        assert c.for_url(httpx.URL(elsewhere)) == [], elsewhere
+
+
+def test_the_default_port_is_the_same_origin_as_no_port():
+    c = creds(headers=["X-Token: abc"])
+    assert c.for_url(httpx.URL("https://staging.example.com:443/")) == [(b"X-Token", b"abc")]
+
+
+def test_basic_auth_is_rfc_7617_and_refuses_a_colon_in_the_user_name():
+    assert basic_header("ann", "pa:ss") == "Basic " + base64.b64encode(b"ann:pa:ss").decode()
+    with pytest.raises(ValueError, match="may not contain ':'"):
+        basic_header("a:nn", "x")
+
+
+@pytest.mark.parametrize("line, message", [
+    ("no colon here", "Name: value"),
+    (": value", "Name: value"),
+    ("Bad Name: v", "not a valid header name"),
+    ("Host: evil.test", "set by the crawler"),
+    ("Content-Length: 0", "set by the crawler"),
+    ("X-Split: a\r\nInjected: b", "line breaks"),
+])
+def test_a_bad_extra_header_is_refused_with_what_is_wrong(line, message):
+    with pytest.raises(ValueError, match=message):
+        parse_header(line)
+
+
+def test_nothing_to_send_is_no_credentials():
+    assert creds() is None
+
+
+def test_a_logins_cookies_join_the_cookie_header_a_person_set():
+    c = creds(headers=["Cookie: theme=dark"]).with_cookies({"sessionid": "abc123"})
+    cookie = dict(c.for_url(httpx.URL("https://staging.example.com/")))[b"Cookie"]
+    assert cookie == b"theme=dark; sessionid=abc123"
+    renewed = c.with_cookies({"sessionid": "def456"})
+    assert dict(renewed.headers)[b"Cookie"] == b"theme=dark; sessionid=def456"
+
+
+LOGIN_PAGE = b"""<html><body>
+<form action="/search"><input name="q"></form>
+<form method="post" action="/accounts/login/?next=/">
+  <input type="hidden" name="csrfmiddlewaretoken" value="tok-123">
+  <input name="username"><input type="password" name="password">
+  <input type="checkbox" name="remember" value="1">
+  <input type="submit" name="go" value="Log in">
+</form></body></html>"""
+
+
+def test_the_login_form_keeps_its_hidden_fields_and_posts_to_its_action():
+    action, data = form_to_post(LOGIN_PAGE, "https://staging.example.com/accounts/login/",
+                                {"username": "ann", "password": "s3cret"})
+    assert action == "https://staging.example.com/accounts/login/?next=/"
+    assert dict(data) == {"csrfmiddlewaretoken": "tok-123", "username": "ann", "password": "s3cret"}
+
+
+def test_a_page_without_a_login_form_is_a_clear_error():
+    with pytest.raises(ValueError, match="No login form"):
+        form_to_post(b"<html><form></form><form></form></html>", "https://x.test/login", {"user": "a"})
