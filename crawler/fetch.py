@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 import httpcore
 import httpx
 
+from .credentials import Credentials
 from .drain import drain_small
 from .errors import (
     BodyTooLarge,
@@ -129,6 +130,7 @@ class _Response:
     size: int = 0
     error: CrawlError | None = None
     detail: str = ""
+    set_cookies: tuple[str, ...] = ()
 
 
 @dataclass
@@ -152,7 +154,9 @@ class Fetcher:
     ``network_backend`` is the httpcore backend below the SSRF guard; tests
     pass a spy that records the addresses dialled. ``sleep`` and ``clock``
     (wall-clock seconds, what an HTTP-date Retry-After is measured from) are
-    injectable so tests of waiting never wait.
+    injectable so tests of waiting never wait. ``credentials`` (a private
+    site's headers) go on every hop to their own origin and no other; a login
+    replaces them when its session cookies change.
     """
 
     def __init__(
@@ -165,8 +169,10 @@ class Fetcher:
         clock: Callable[[], float] = time.time,
         verify: ssl.SSLContext | bool = True,
         network_backend: httpcore.AsyncNetworkBackend | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.policy = policy
+        self.credentials = credentials
         self.guard = guard
         self._sleep = sleep
         self._retry = RetryPlanner(policy, clock, random.Random())
@@ -239,6 +245,27 @@ class Fetcher:
             )
         return head
 
+    async def send(
+        self, method: str, url: str, *, headers: list[tuple[bytes, bytes]] = (), form: bytes | None = None
+    ) -> FetchResult:
+        """One request, its redirect not followed and never retried: a login's steps.
+
+        A login posts a form (``form``, urlencoded) and must see every hop's
+        cookies, so it walks its redirects itself; a retried POST could log in twice.
+        """
+        trail = _Trail(url=url, method=method, started=time.monotonic(), attempts=1)
+        try:
+            target = strip(parse_url(url))
+            extra = [*(self.credentials.for_url(target) if self.credentials else ()), *headers]
+            if form is not None:
+                extra += [(b"Content-Type", b"application/x-www-form-urlencoded"),
+                          (b"Content-Length", str(len(form)).encode())]
+            response = await self._exchange(method, target, extra, None, None, self.policy.deadline,
+                                            lambda status, head: FINAL, content=form)
+        except CrawlError as exc:
+            return self._failed(trail, url, exc)
+        return self._finished(trail, response)
+
     async def _guarded(
         self, method: str, url: str, keep_body: bool | None, max_bytes: int | None
     ) -> FetchResult:
@@ -271,6 +298,8 @@ class Fetcher:
                 if credentials and origin(target) == cred_origin
                 else []
             )
+            if self.credentials is not None:
+                headers += self.credentials.for_url(target)
             response = await self._with_retries(
                 method, target, headers, keep_body, max_bytes, budget_end, trail
             )
@@ -382,6 +411,7 @@ class Fetcher:
         max_bytes: int | None,
         deadline: float,
         plan: Callable[[int, dict[str, str]], Plan],
+        content: bytes | None = None,
     ) -> _Response:
         """Send one request and read (or skip) its body, all within ``deadline`` seconds."""
         async with self._slot() as pool:
@@ -393,6 +423,7 @@ class Fetcher:
                     scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
                 ),
                 headers=[(b"Host", url.netloc), *self._headers, *headers],
+                content=content,
                 extensions={"timeout": self._timeouts},
             )
             try:
@@ -503,6 +534,7 @@ class Fetcher:
             attempts=max(1, trail.attempts),
             method=trail.method,
             retry_after=response.plan.retry_after if isinstance(error, RateLimited) else None,
+            set_cookies=response.set_cookies,
         )
 
     def _failed(self, trail: _Trail, url: str, error: CrawlError) -> FetchResult:
@@ -528,11 +560,14 @@ def _ssl_context(verify: bool) -> ssl.SSLContext:
 
 def _head(raw: httpcore.Response, url: str, ttfb: float) -> _Response:
     headers: dict[str, str] = {}
+    cookies: list[str] = []
     for name, value in raw.headers:
         # h11 has checked that names are tokens (ASCII); httpcore keeps their case.
         key = name.decode("ascii").lower()
         text = header_text(value)
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        if key == "set-cookie":  # joined with commas it cannot be read back (Expires has one)
+            cookies.append(text)
     content_type, charset = parse_content_type(headers.get("content-type", ""))
     return _Response(
         url=url,
@@ -542,6 +577,7 @@ def _head(raw: httpcore.Response, url: str, ttfb: float) -> _Response:
         charset=charset,
         ttfb=ttfb,
         plan=FINAL,
+        set_cookies=tuple(cookies),
     )
 
 

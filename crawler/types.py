@@ -109,6 +109,8 @@ class FetchResult:
     # server asked for (Retry-After), to come back to the URL after instead of
     # giving it up. None on a rate-limited result means it was given up.
     retry_after: float | None = None
+    # Each Set-Cookie header of the last response, as sent (a login reads them).
+    set_cookies: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

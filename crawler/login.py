@@ -1,0 +1,98 @@
+"""Logging in through a site's form once, at the start of a crawl, for its session cookies.
+
+The login page is fetched (its cookies kept, a CSRF cookie among them), its
+form filled (``credentials.form_to_post``) and posted; every hop's Set-Cookie is
+kept while redirects are walked, and the page the login ends on must match the
+site's success pattern. Every step stays on the site's own origin: a login that
+redirects elsewhere has failed, and nothing of it is sent there.
+"""
+
+from __future__ import annotations
+
+from http.cookies import CookieError, SimpleCookie
+from urllib.parse import urlencode, urljoin
+
+import httpx
+
+from .credentials import LoginForm, form_to_post
+from .request_url import origin
+from .types import FetchResult
+from .urls import compile_patterns
+
+MAX_HOPS = 10
+MAX_COOKIES = 50
+
+
+class LoginFailed(Exception):
+    """The login did not work; the message says at which step, in words for the audit page."""
+
+
+def read_cookies(jar: dict[str, str], set_cookies: tuple[str, ...]) -> None:
+    """Apply Set-Cookie headers to ``jar`` (name → value); an expired or emptied cookie leaves it."""
+    for header in set_cookies:
+        parsed = SimpleCookie()
+        try:
+            parsed.load(header)
+        except CookieError:
+            continue  # one malformed cookie is not a failed login
+        for name, morsel in parsed.items():
+            if morsel["max-age"] in ("0",) or (morsel["max-age"].startswith("-")) or not morsel.value:
+                jar.pop(name, None)
+            elif name in jar or len(jar) < MAX_COOKIES:
+                jar[name] = morsel.value
+
+
+def _cookie_header(jar: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(b"Cookie", "; ".join(f"{k}={v}" for k, v in jar.items()).encode("latin-1"))] if jar else []
+
+
+async def _walk(fetcher, method: str, url: str, jar: dict[str, str], home, *, form: bytes | None = None,
+                referer: str | None = None) -> FetchResult:
+    """``method`` ``url`` and its redirects (as GET, as browsers do after a form), cookies kept on the way."""
+    for _ in range(MAX_HOPS + 1):
+        if origin(httpx.URL(url)) != home:
+            raise LoginFailed(f"The login left the site for {url}; nothing was sent there.")
+        headers = _cookie_header(jar) + ([(b"Referer", referer.encode())] if referer else [])
+        result = await fetcher.send(method, url, headers=headers, form=form)
+        if result.error is not None:
+            raise LoginFailed(f"{method} {url} failed: {result.error_detail or result.error}")
+        read_cookies(jar, result.set_cookies)
+        location = result.headers.get("location") if result.status in (301, 302, 303, 307, 308) else None
+        if not location:
+            return result
+        keep_post = result.status in (307, 308) and method == "POST"
+        method, form = ("POST", form) if keep_post else ("GET", None)
+        url = urljoin(url, location.strip())
+    raise LoginFailed(f"The login redirected more than {MAX_HOPS} times.")
+
+
+async def log_in(fetcher, login: LoginForm) -> dict[str, str]:
+    """Log in with ``login`` through ``fetcher``; the session cookies, or LoginFailed saying why."""
+    home = origin(httpx.URL(login.url))
+    jar: dict[str, str] = {}
+    page = await _walk(fetcher, "GET", login.url, jar, home)
+    if page.status is None or page.status >= 400:
+        raise LoginFailed(f"The login page {login.url} answered {page.status}.")
+    try:
+        action, data = form_to_post(page.body or b"", page.final_url or login.url, dict(login.fields))
+    except ValueError as exc:
+        raise LoginFailed(str(exc)) from None
+    done = await _walk(fetcher, "POST", action, jar, home, form=urlencode(data).encode(),
+                       referer=page.final_url or login.url)
+    text = (done.body or b"").decode(done.charset or "utf-8", errors="replace")
+    success = compile_patterns([login.success])[0] if login.success.strip() else None
+    if done.status is None or done.status >= 400 or (success is not None and not success.search(text)):
+        raise LoginFailed(f"The page after logging in ({done.final_url}, status {done.status}) "
+                          "does not match the success pattern: check the user name, password and pattern.")
+    if not jar:
+        raise LoginFailed("The login set no cookie, so there is no session to crawl with.")
+    return jar
+
+
+def is_login_redirect(result: FetchResult, login_url: str) -> bool:
+    """Whether a fetch was sent to the login page: the session has expired."""
+    if not result.redirects:
+        return False
+    want = httpx.URL(login_url)
+    landed = httpx.URL(result.final_url) if result.final_url else None
+    return landed is not None and origin(landed) == origin(want) and landed.path == want.path

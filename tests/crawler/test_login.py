@@ -1,0 +1,81 @@
+"""Logging in through a site's form: cookies kept across hops, a failed login said in words."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from crawler.credentials import Credentials, LoginForm
+from crawler.fetch import Fetcher, FetchPolicy
+from crawler.login import LoginFailed, is_login_redirect, log_in, read_cookies
+from crawler.net import AddressGuard
+from tests.login_site import PASSWORD, USER, LoginSite, RequestLog
+
+POLICY = FetchPolicy(connect_timeout=1.0, read_timeout=2.0, deadline=5.0)
+
+
+def run(site: LoginSite, work, *ports: int, credentials: Credentials | None = None):
+    guard = AddressGuard(allowed_targets=[("127.0.0.1", site.server.port), *[("127.0.0.1", p) for p in ports]])
+
+    async def go():
+        async with Fetcher(POLICY, guard, credentials=credentials) as fetcher:
+            return await work(fetcher)
+
+    return asyncio.run(go())
+
+
+def form(site: LoginSite, password: str = PASSWORD, success: str = r"Members") -> LoginForm:
+    return LoginForm(site.url("/login/"), (("username", USER), ("password", password)), success)
+
+
+def test_a_form_login_returns_the_session_cookie_that_opens_the_members_pages():
+    with LoginSite() as site:
+        cookies = run(site, lambda f: log_in(f, form(site)))
+        assert set(cookies) == {"csrftoken", "sessionid"}
+        creds = Credentials.for_site(site.url("/"), cookies=cookies)
+        result = run(site, lambda f: f.fetch(site.url("/account/1/")), credentials=creds)
+        assert result.status == 200 and b"Members /account/1/" in result.body
+
+
+def test_a_wrong_password_fails_the_login_with_a_reason_a_person_can_act_on():
+    with LoginSite() as site, pytest.raises(LoginFailed, match="success pattern"):
+        run(site, lambda f: log_in(f, form(site, password="wrong")))
+
+
+def test_a_login_that_redirects_off_the_site_fails_and_sends_nothing_there():
+    with LoginSite() as site, RequestLog() as elsewhere:
+        site.server.clear()
+        site.server.expect_request("/login/").respond_with_data(
+            "", status=302, headers={"Location": elsewhere.url("/steal")})
+        with pytest.raises(LoginFailed, match="left the site"):
+            run(site, lambda f: log_in(f, form(site)), elsewhere.server.port)
+        assert elsewhere.log == []
+
+
+def test_credentials_never_reach_another_origin_even_through_a_redirect():
+    with LoginSite() as site, RequestLog() as elsewhere:
+        site.server.clear()
+        site.server.expect_request("/go").respond_with_data("", status=302, headers={"Location": elsewhere.url("/x")})
+        creds = Credentials.for_site(site.url("/"), headers=["X-Token: top-secret"], cookies={"sessionid": "abc"})
+        result = run(site, lambda f: f.fetch(site.url("/go")), elsewhere.server.port, credentials=creds)
+        assert result.status == 200
+        assert [h.get("X-Token") for h in elsewhere.log] == [None]
+        assert "Cookie" not in elsewhere.log[0]
+
+
+def test_set_cookie_headers_are_read_one_by_one_and_a_deleted_cookie_leaves_the_jar():
+    jar = {"old": "1"}
+    read_cookies(jar, ("a=1; Expires=Wed, 21 Oct 2037 07:28:00 GMT; Path=/", "b=2; HttpOnly",
+                       'old=""; Max-Age=0; Path=/', "bad cookie ;;; ="))
+    assert jar == {"a": "1", "b": "2"}
+
+
+def test_a_fetch_that_lands_on_the_login_page_means_the_session_expired():
+    with LoginSite() as site:
+        result = run(site, lambda f: f.fetch(site.url("/account/2/")))  # no session
+        assert is_login_redirect(result, site.url("/login/"))
+        ok = run(site, lambda f: f.fetch(site.url("/login/")))
+        assert not is_login_redirect(ok, site.url("/login/"))  # asked for it: no redirect
+        assert httpx.URL(result.final_url).path == "/login/"

@@ -1,0 +1,139 @@
+"""A private site on 127.0.0.1 for login tests: basic auth, a cookie login with a CSRF
+token, a logout link, sessions that can expire, and a log of every request's headers."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import threading
+
+from pytest_httpserver import HTTPServer
+from werkzeug.wrappers import Request, Response
+
+USER, PASSWORD = "ann", "s3cret-pass"
+
+LOGIN_FORM = """<!doctype html><html><head><title>Log in</title></head><body>
+<form method="post" action="/login/">
+<input type="hidden" name="csrf" value="{csrf}">
+<input name="username"><input type="password" name="password"><button>Log in</button>
+</form></body></html>"""
+
+
+def page(title: str, links: list[str]) -> str:
+    anchors = "".join(f'<a href="{href}">{href}</a> ' for href in links)
+    return (f"<!doctype html><html lang=en><head><title>{title}</title>"
+            f'<meta name="description" content="{title} page"></head><body><h1>{title}</h1>{anchors}'
+            + "<p>words " * 60 + "</p></body></html>")
+
+
+class LoginSite:
+    """``mode`` is "form" (cookie login) or "basic" (HTTP basic auth). ``session_uses``:
+    a session expires after that many pages (None: never)."""
+
+    def __init__(self, mode: str = "form", pages: int = 6, external: str = "", session_uses: int | None = None):
+        self.mode, self.pages, self.external, self.session_uses = mode, pages, external, session_uses
+        self.server = HTTPServer(host="127.0.0.1", port=0)
+        self.log: list[tuple[str, str, dict[str, str]]] = []  # (method, path, headers)
+        self.sessions: dict[str, int] = {}
+        self.logins = 0
+        self._lock = threading.Lock()
+        self.server.expect_request("").respond_with_handler(self.handle)
+
+    def __enter__(self) -> LoginSite:
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.clear()
+        if self.server.is_running():
+            self.server.stop()
+
+    def url(self, path: str = "/") -> str:
+        return f"http://127.0.0.1:{self.server.port}{path}"
+
+    def paths(self) -> list[str]:
+        return [f"/account/{n}/" for n in range(self.pages)]
+
+    def handle(self, request: Request) -> Response:
+        with self._lock:
+            self.log.append((request.method, request.full_path.rstrip("?"), dict(request.headers)))
+        if request.path == "/robots.txt":
+            return Response("User-agent: *\nAllow: /\n", content_type="text/plain")
+        if self.mode == "basic":
+            return self._basic(request)
+        if request.path == "/login/":
+            return self._login(request)
+        if request.path == "/logout/":
+            response = Response(page("Logged out", []), content_type="text/html")
+            token = request.cookies.get("sessionid")
+            with self._lock:
+                self.sessions.pop(token, None)
+            response.delete_cookie("sessionid")
+            return response
+        token = request.cookies.get("sessionid")
+        with self._lock:
+            uses = self.sessions.get(token)
+            if uses is not None and self.session_uses is not None:
+                if uses <= 0:
+                    self.sessions.pop(token)
+                    uses = None
+                else:
+                    self.sessions[token] = uses - 1
+        if uses is None:
+            return Response("", status=302, headers={"Location": f"/login/?next={request.path}"})
+        return self._page(request.path)
+
+    def _page(self, path: str) -> Response:
+        links = [*self.paths(), "/logout/"] + ([self.external] if self.external else [])
+        if path in ("/", *self.paths()):
+            return Response(page(f"Members {path}", links), content_type="text/html")
+        return Response("not here", status=404, content_type="text/html")
+
+    def _basic(self, request: Request) -> Response:
+        expected = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+        if request.headers.get("Authorization") != expected:
+            return Response("auth required", status=401, headers={"WWW-Authenticate": 'Basic realm="staging"'})
+        return self._page(request.path)
+
+    def _login(self, request: Request) -> Response:
+        if request.method == "GET":
+            csrf = secrets.token_hex(8)
+            response = Response(LOGIN_FORM.format(csrf=csrf), content_type="text/html")
+            response.set_cookie("csrftoken", csrf, expires="Wed, 21 Oct 2037 07:28:00 GMT")
+            return response
+        form = request.form
+        if (form.get("csrf") != request.cookies.get("csrftoken") or form.get("username") != USER
+                or form.get("password") != PASSWORD):
+            return Response(LOGIN_FORM.format(csrf="x") + "Wrong user name or password", content_type="text/html")
+        token = secrets.token_hex(8)
+        with self._lock:
+            self.logins += 1
+            self.sessions[token] = self.session_uses if self.session_uses is not None else 1
+        response = Response("", status=302, headers={"Location": "/"})
+        response.set_cookie("sessionid", token, httponly=True)
+        return response
+
+
+class RequestLog:
+    """An "external" host on 127.0.0.1 that answers 200 and records every request's headers."""
+
+    def __init__(self):
+        self.server = HTTPServer(host="127.0.0.1", port=0)
+        self.log: list[dict[str, str]] = []
+        self.server.expect_request("").respond_with_handler(self._handle)
+
+    def _handle(self, request: Request) -> Response:
+        self.log.append(dict(request.headers))
+        return Response("ok", content_type="text/plain")
+
+    def __enter__(self) -> RequestLog:
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.clear()
+        if self.server.is_running():
+            self.server.stop()
+
+    def url(self, path: str = "/") -> str:
+        return f"http://127.0.0.1:{self.server.port}{path}"
