@@ -50,7 +50,7 @@ class AuditAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel the selected audits")
     def cancel_audits(self, request, queryset):
-        done = sum(1 for audit in queryset if cancel_audit(audit))
+        done = sum(1 for audit in queryset if cancel_audit(audit, by=request.user))
         self.message_user(request, f"Cancelled {done} audit(s); audits already ended were left alone.")
 
     @admin.action(description="Resume the selected failed or cancelled audits")
@@ -92,6 +92,18 @@ class PageAdmin(admin.ModelAdmin):
     list_select_related = ["audit"]
     raw_id_fields = ["audit"]
 
+    # What the crawl fetched: viewed here, never made or edited by hand.
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+# What the crawl found, shown but never edited: only the review is a person's to change.
+ISSUE_FACTS = ["audit", "page", "code", "severity", "message", "url", "url_hash", "target_url", "key", "change",
+               "created_at"]
+
 
 @admin.register(Issue)
 class IssueAdmin(admin.ModelAdmin):
@@ -99,11 +111,23 @@ class IssueAdmin(admin.ModelAdmin):
     list_filter = ["severity", "code", "review", "change", "audit"]
     search_fields = ["url", "target_url", "message"]
     list_select_related = ["audit"]
-    raw_id_fields = ["audit", "page"]
+    fields = ISSUE_FACTS + ["review"]
+    readonly_fields = ISSUE_FACTS
     actions = ["mark_reviewed", "mark_ignored", "mark_open"]
 
+    def has_add_permission(self, request):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if "review" in form.changed_data:
+            obj.audit.rescore()  # ignored issues leave the audit's totals and score
+
     def _mark(self, request, queryset, review):
-        count = queryset.update(review=review)
+        # Through Audit.set_review, audit by audit, so each audit's totals and score follow.
+        count = 0
+        for audit in Audit.objects.filter(pk__in=queryset.values("audit_id")):
+            count += audit.set_review(queryset.filter(audit=audit), review)
         self.message_user(request, f"Marked {count} issue(s) as {Issue.Review(review).label.lower()}.")
 
     @admin.action(description="Mark the selected issues as reviewed")

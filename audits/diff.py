@@ -14,12 +14,18 @@ from __future__ import annotations
 from django.db import connection
 from django.db.models import Case, Count, Exists, OuterRef, Value, When
 
-from .models import Audit, GoneIssue, Issue, PageChange, Severity
+from .models import Audit, GoneIssue, IgnoreRule, Issue, PageChange, Severity
 
 # A baseline issue the audit did not report: fixed if the URL it was on answered
-# this time (a page row with no fetch error), else unknown.
+# this time (a page row with no fetch error), else unknown. A broken external
+# link is unknown when the crawler was offline this time (the site-level notice):
+# its page answered, but nobody could check where the link goes.
 GONE_ISSUES_SQL = """
-    SELECT CASE WHEN EXISTS (SELECT 1 FROM audits_page c
+    SELECT CASE WHEN b.code = 'broken_link_external'
+                     AND EXISTS (SELECT 1 FROM audits_issue n WHERE n.audit_id = %(audit)s
+                                 AND n.code = 'external_links_unchecked')
+                THEN 'unknown'
+                WHEN EXISTS (SELECT 1 FROM audits_page c
                              WHERE c.audit_id = %(audit)s AND c.url_hash = b.url_hash AND c.fetch_error = '')
                 THEN 'fixed' ELSE 'unknown' END AS change,
            b.key, b.url, b.code, b.severity, b.message, b.target_url
@@ -128,7 +134,9 @@ def record(audit: Audit) -> dict | None:
 
     Idempotent: a second finalize replaces what the first wrote. Also carries
     review forward: an issue ignored last time stays ignored, one reviewed last
-    time and still here is marked reviewed. Returns the counts (None without a baseline).
+    time and still here is marked reviewed; then the site's ignore rules mark
+    the matching issues still open ignored (a first audit gets its rules too).
+    Returns the counts (None without a baseline).
     """
     base = baseline_for(audit)
     GoneIssue.objects.filter(audit=audit).delete()
@@ -136,6 +144,7 @@ def record(audit: Audit) -> dict | None:
     issues = Issue.objects.filter(audit=audit)
     if base is None:
         issues.exclude(change=Issue.Change.NONE).update(change=Issue.Change.NONE)
+        IgnoreRule.objects.apply_to(audit)
         Audit.objects.filter(pk=audit.pk).update(baseline=None, change_counts=None)
         return None
     same_key = in_audit(base.pk)
@@ -143,6 +152,8 @@ def record(audit: Audit) -> dict | None:
                               default=Value(Issue.Change.NEW)))
     for review in (Issue.Review.IGNORED, Issue.Review.REVIEWED):
         issues.filter(review=Issue.Review.OPEN).filter(Exists(same_key.filter(review=review))).update(review=review)
+    # After the carried-forward decisions, so an issue a person reviewed stays reviewed.
+    IgnoreRule.objects.apply_to(audit)
     params = {"audit": audit.pk, "base": base.pk}
     with connection.cursor() as cursor:
         cursor.execute(
@@ -158,10 +169,17 @@ def record(audit: Audit) -> dict | None:
     return counts
 
 
-def stored_counts(audit: Audit) -> dict:
-    """{"issues": {change: {severity: n}}, "pages": {change: n}} from the rows ``record`` wrote."""
+def stored_counts(audit: Audit, *, include_ignored: bool = False) -> dict:
+    """{"issues": {change: {severity: n}}, "pages": {change: n}} from the rows ``record`` wrote.
+
+    Ignored issues are left out, as from every total (a new issue a site's rule
+    ignores is no news, and must not send an alert), unless ``include_ignored``.
+    """
     issues = {change: {severity: 0 for severity in Severity.values} for change in ISSUE_CHANGES}
-    for row in (Issue.objects.filter(audit=audit).exclude(change="").values("change", "severity")
+    rows = Issue.objects.filter(audit=audit).exclude(change="")
+    if not include_ignored:
+        rows = rows.exclude(review=Issue.Review.IGNORED)
+    for row in (rows.values("change", "severity")
                 .annotate(n=Count("id")).order_by()):
         issues[row["change"]][row["severity"]] = row["n"]
     for row in GoneIssue.objects.filter(audit=audit).values("change", "severity").annotate(n=Count("id")).order_by():

@@ -20,7 +20,7 @@ from crawler.errors import DnsFailure, UnsafeAddress
 from crawler.net import AddressGuard
 from crawler.urls import InvalidURL, compile_patterns, normalize
 
-from .models import Site
+from .models import IgnoreRule, IssueCode, Site
 from .models.site import time_zone_choices
 from .schedules import scheduled_sites_left as schedules_left
 
@@ -256,3 +256,40 @@ def _in_range(value: int, low: int, high: int) -> int:
     if not low <= value <= high:
         raise forms.ValidationError(f"Between {low} and {high}.", code="range")
     return value
+
+
+class IgnoreRuleForm(forms.ModelForm):
+    """A site's ignore rule: an issue type, and an RE2 pattern checked as strictly as crawl patterns."""
+
+    class Meta:
+        model = IgnoreRule
+        fields = ["code", "pattern"]
+        labels = {"code": "Issue type", "pattern": "On URLs matching"}
+        help_texts = {"pattern": "A regular expression (RE2) searched in the URL of the page the issue is on, "
+                                 "e.g. ^https://example\\.com/archive/ ; empty for every URL."}
+
+    def __init__(self, *args, codes=None, **kwargs):
+        """``codes``: the (value, label) choices to offer, e.g. the types an audit has; default every type."""
+        super().__init__(*args, **kwargs)
+        labels = dict(IssueCode.choices)
+        offered = codes if codes is not None else sorted(IssueCode.choices, key=lambda choice: choice[1])
+        self.fields["code"].choices = [("", "Choose a type")] + [(value, labels.get(value, value))
+                                                                 for value, _ in offered]
+
+    def clean_pattern(self) -> str:
+        pattern = self.cleaned_data.get("pattern", "").strip()
+        try:
+            compile_patterns([pattern])
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not a usable regular expression: {exc}.", code="pattern") from None
+        return pattern
+
+    def clean(self):
+        data = super().clean()
+        # The unique (site, code, pattern) constraint is not checked by the model
+        # form, since site is not one of its fields.
+        site_id = self.instance.site_id
+        same = IgnoreRule.objects.filter(site_id=site_id, code=data.get("code"), pattern=data.get("pattern", ""))
+        if site_id and same.exclude(pk=self.instance.pk).exists():
+            raise forms.ValidationError("The site already has this rule.", code="duplicate")
+        return data

@@ -201,7 +201,7 @@ class Alert:
         rank = Case(*(When(severity=severity, then=Value(i)) for i, severity in enumerate(SEVERITIES)),
                     output_field=IntegerField())
         issues = list(Issue.objects.filter(audit=self.audit, change=Issue.Change.NEW,
-                                           severity__in=self.admitted)
+                                           severity__in=self.admitted).exclude(review=Issue.Review.IGNORED)
                       .annotate(rank=rank).order_by("rank", "code", "url", "id")[:EMAIL_ISSUES])
         lines: list[str] = []
         current = None

@@ -1,4 +1,4 @@
-"""Sites: the list of a person's sites, one site's history and trend, its schedule and alerts.
+"""Sites: the list of a person's sites, one site's history and trend, its schedule, alerts and ignore rules.
 
 Same order as the audit views: authorise (``site_for_user`` answers 404 for
 anyone but the owner), read and validate input, query, render.
@@ -15,8 +15,8 @@ from . import schedules
 from .access import site_for_user
 from .charts import Line, line_chart
 from .diff import totals
-from .forms import SiteScheduleForm
-from .models import Audit, Site
+from .forms import IgnoreRuleForm, SiteScheduleForm
+from .models import Audit, IgnoreRule, Site
 from .services import PrivateTargetsRefused, QuotaExceeded, run_site_now
 from .tables import owned_view, window
 
@@ -65,18 +65,26 @@ def _trend(site: Site):
     ], title="Issues by severity, audit by audit", chart_id="trend-issues")
     pages = line_chart(labels, [Line("Pages", [a.pages_crawled for a in audits], "line-pages")],
                        title="Pages crawled, audit by audit", chart_id="trend-pages")
-    return issues, pages
+    # Audits finished before the score existed have none: the line joins those that do.
+    scored = [a for a in audits if a.score is not None]
+    score = line_chart([a.created_at.strftime("%m-%d %H:%M") for a in scored],
+                       [Line("Score", [a.score for a in scored], "line-score")],
+                       title="Health score (0-100), audit by audit", chart_id="trend-score")
+    return issues, pages, score
 
 
-def _site_context(request, site: Site, form: SiteScheduleForm | None = None) -> dict:
+def _site_context(request, site: Site, form: SiteScheduleForm | None = None,
+                  rule_form: IgnoreRuleForm | None = None) -> dict:
     history = window(site.audits.order_by("-pk"), request, per_page=20)
-    issues_chart, pages_chart = _trend(site)
+    issues_chart, pages_chart, score_chart = _trend(site)
     next_run = site.next_run_after() if site.is_scheduled and site.cron_expression() else None
     return {
         "site": site, "page_obj": history, "issues_chart": issues_chart, "pages_chart": pages_chart,
+        "score_chart": score_chart,
         "form": form or SiteScheduleForm(instance=site), "next_run": next_run,
         "skipped": list(site.skipped_runs.all()[:10]),
         "running": site.audits.filter(status__in=Audit.ACTIVE).exists(),
+        "rules": list(site.ignore_rules.all()), "rule_form": rule_form or IgnoreRuleForm(),
     }
 
 
@@ -138,3 +146,31 @@ def site_delete(request, site):
     site.delete()
     messages.success(request, f"Deleted the site {label}, its schedule and all its audits.")
     return redirect("site-list")
+
+
+@site_view("POST")
+def site_rule_add(request, site):
+    """Add an ignore rule: the site's latest audit has its matching open issues ignored now, every later
+    audit at its finalize (audits.diff)."""
+    form = IgnoreRuleForm(request.POST, instance=IgnoreRule(site=site, created_by=request.user))
+    if not form.is_valid():
+        return render(request, "audits/site_detail.html", _site_context(request, site, rule_form=form), status=400)
+    rule = form.save()
+    latest = site.audits.order_by("-pk").first()
+    changed = rule.apply_to(latest) if latest else 0
+    if changed:
+        latest.rescore()
+    where = f" in audit {latest.pk}" if latest else ""
+    messages.success(request, f"Rule added: {changed} issue{'s' if changed != 1 else ''} ignored{where}; "
+                              "later audits apply it too.")
+    return redirect(f"{site.get_absolute_url()}#ignore-rules")
+
+
+@site_view("POST")
+def site_rule_delete(request, site, rule_id: int):
+    # Only a rule of this site: another site's id finds nothing and changes nothing.
+    deleted, _ = IgnoreRule.objects.filter(site=site, pk=rule_id).delete()
+    if deleted:
+        messages.success(request, "Rule deleted. Issues it already ignored stay ignored; open them again from "
+                                  "the issues table.")
+    return redirect(f"{site.get_absolute_url()}#ignore-rules")

@@ -2,6 +2,7 @@
 
 from .audit import Audit, Severity
 from .changes import GoneIssue, PageChange
+from .ignore_rule import IgnoreRule
 from .lease import ChunkLease, ChunkLeaseQuerySet, FrontierQuerySet, FrontierURL
 from .notification import Notification
 from .results import FetchErrorCode, Inlink, Issue, IssueCode, LinkEdge, Page
@@ -9,6 +10,6 @@ from .site import CRAWL_SETTINGS, Site, SkippedRun
 
 __all__ = [
     "CRAWL_SETTINGS", "Audit", "ChunkLease", "ChunkLeaseQuerySet", "FetchErrorCode", "FrontierQuerySet",
-    "FrontierURL", "GoneIssue", "Inlink", "Issue", "IssueCode", "LinkEdge", "Notification", "Page",
+    "FrontierURL", "GoneIssue", "IgnoreRule", "Inlink", "Issue", "IssueCode", "LinkEdge", "Notification", "Page",
     "PageChange", "Severity", "Site", "SkippedRun",
 ]

@@ -73,6 +73,9 @@ class Audit(models.Model):
     # Counts of what changed since the baseline, written at finalize (audits.diff);
     # null until then, or when there was nothing to compare with.
     change_counts = models.JSONField(null=True, blank=True)
+    # The health score, 0 to 100 (audits.score), written at finalize and again
+    # whenever triage ignores or reopens issues; null until the audit completes.
+    score = models.PositiveSmallIntegerField(null=True, blank=True)
     start_url = models.CharField(max_length=2048)
     origin = models.CharField(max_length=300, blank=True, help_text="Scheme and host after the start URL's redirects")
 
@@ -271,6 +274,39 @@ class Audit(models.Model):
             issues_critical=by_severity.get("critical", 0), issues_warning=by_severity.get("warning", 0),
             issues_notice=by_severity.get("notice", 0),
         )
+
+    def rescore(self) -> None:
+        """Issue counters without ignored issues, and the health score (audits.score).
+
+        Run at finalize after ``recount`` and after every triage change, so the
+        audit list, the site's trend and the alerts leave out what a person
+        ignored. The score is written only for an audit whose crawl is over and
+        complete (finalizing or completed): a partial crawl's would mislead.
+        On a running audit a chunk's increment landing between the count and
+        the write is lost; finalize counts again, exactly, before it completes.
+        """
+        # Imported here: audits.score reads pages and issues, whose module imports this one.
+        from audits.score import compute
+
+        ignored = self.issues.model.Review.IGNORED
+        by_severity = dict(self.issues.exclude(review=ignored).values_list("severity")
+                           .annotate(n=Count("id")).order_by())
+        finished = self.status in (self.Status.FINALIZING, self.Status.COMPLETED)
+        changes = {f"issues_{severity}": by_severity.get(severity, 0) for severity in Severity.values}
+        changes["score"] = compute(self) if finished else None
+        Audit.objects.filter(pk=self.pk).update(**changes)
+        for name, value in changes.items():
+            setattr(self, name, value)
+
+    def set_review(self, issues, review: str) -> int:
+        """Mark ``issues`` (a queryset; only this audit's count) reviewed, ignored or open; returns how many changed.
+
+        One UPDATE however many are chosen; the totals and the score follow.
+        """
+        changed = issues.filter(audit=self).exclude(review=review).update(review=review)
+        if changed:
+            self.rescore()
+        return changed
 
     def settings_copy(self) -> dict:
         """The limits of this audit, for re-running it as a fresh audit."""

@@ -133,6 +133,23 @@ def test_the_email_counts_issues_fixed_since_the_baseline_written_by_diff_record
     assert "Fixed since the previous audit: 1" in mail.body
 
 
+def test_new_issues_a_sites_ignore_rule_ignored_send_no_alert_and_are_not_listed(alerts, owner, mailoutbox):
+    from audits.models import IgnoreRule
+
+    before = make_finished_audit(owner, trigger=SCHEDULE)
+    after = make_finished_audit(owner, trigger=SCHEDULE)
+    make_page(after, f"{SITE}/legacy/old", status_code=404)
+    make_issue(after, "http_4xx", f"{SITE}/legacy/old")
+    IgnoreRule.objects.create(site=after.site, code="http_4xx", pattern="/legacy/")
+    diff.record(after)
+    assert after.baseline_id == before.pk
+    assert after.issues.get(url=f"{SITE}/legacy/old").review == "ignored"
+    assert after.change_counts["issues"]["new"]["critical"] == 0
+
+    notify(after.pk)
+    assert mailoutbox == []
+
+
 def test_an_owner_without_an_email_address_is_recorded_skipped_and_nothing_is_mailed(alerts, owner, mailoutbox):
     type(owner).objects.filter(pk=owner.pk).update(email="")
     audit = ended(owner, new=CRITICAL_NEW)

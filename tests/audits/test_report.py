@@ -4,10 +4,14 @@ import io
 import json
 from types import SimpleNamespace
 
+import pytest
+
 from audits.management.commands.audit import Report
+from audits.models import Issue
 from crawler.page import PageOutcome
 from crawler.types import FetchError, FetchResult, PageFacts
 from tests.audit_command import CountingFlushes
+from tests.factories import make_finished_audit
 
 # Strings a crawled site controls, with everything JSON must escape.
 HOSTILE = [
@@ -71,14 +75,19 @@ def test_hostile_text_from_a_site_comes_back_exactly_one_record_a_line():
         (text, f"http://t/{text}" if text else None) for text in HOSTILE]
 
 
-def test_the_summary_line_closes_the_report():
+@pytest.mark.django_db
+def test_the_summary_line_closes_the_report_counting_what_is_not_ignored(owner):
+    audit = make_finished_audit(owner)  # 3 critical (two broken links, one 404), 1 warning, 1 notice
+    Issue.objects.filter(audit=audit, code="broken_link_internal").update(review=Issue.Review.IGNORED)
+    Issue.objects.filter(audit=audit, code="title_length").update(review=Issue.Review.REVIEWED)  # still counts
     out = io.StringIO()
-    audit = SimpleNamespace(pk=7, status="completed", error_code="", error_detail="", pages_crawled=3,
-                            issues_critical=1, issues_warning=2, issues_notice=0)
     Report(out).summary(audit, 1)
     assert json.loads(out.getvalue()) == {
-        "type": "summary", "audit_id": 7, "status": "completed", "error_code": None, "error_detail": None,
-        "pages": 3, "issues": {"critical": 1, "warning": 2, "notice": 0}, "exit_code": 1}
+        "type": "summary", "audit_id": audit.pk, "status": "completed", "error_code": None, "error_detail": None,
+        "pages": 7, "issues": {"critical": 1, "warning": 1, "notice": 1}, "ignored": 2, "exit_code": 1}
+    out = io.StringIO()
+    Report(out).summary(audit, 1, include_ignored=True)
+    assert json.loads(out.getvalue())["issues"] == {"critical": 3, "warning": 1, "notice": 1}
 
 
 def test_no_output_file_means_nothing_is_composed_and_no_row_is_read():

@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from audits.models import Audit, Issue
+from audits.models import Audit, Issue, Page
 from tests.factories import make_finished_audit
 
 pytestmark = pytest.mark.django_db
@@ -111,3 +111,51 @@ def test_a_site_scheduled_and_paused_in_the_admin_keeps_its_django_q_schedule_in
     superuser_client.post(reverse("admin:audits_site_changelist"),
                           {"action": "resume_schedules", "_selected_action": [site.pk]})
     assert Schedule.objects.filter(name=f"site-{site.pk}").exists()
+
+
+def test_no_one_adds_audits_pages_or_issues_in_the_admin(superuser_client, owner):
+    audit = make_finished_audit(owner)
+    for model in ("audit", "page", "issue"):
+        assert superuser_client.get(reverse(f"admin:audits_{model}_add")).status_code == 403
+        changelist = superuser_client.get(reverse(f"admin:audits_{model}_changelist")).content.decode()
+        assert reverse(f"admin:audits_{model}_add") not in changelist
+    page = audit.pages.first()
+    # A page is the crawl's record: viewed, never edited.
+    response = superuser_client.post(reverse("admin:audits_page_change", args=[page.pk]),
+                                     {"url": "https://forged.example/", "status_code": 200})
+    assert response.status_code == 403 and Page.objects.get(pk=page.pk).url == page.url
+
+
+def test_an_issues_crawl_facts_are_read_only_and_its_review_is_what_the_admin_edits(superuser_client, owner):
+    audit = make_finished_audit(owner)
+    issue = Issue.objects.get(audit=audit, code="title_length")
+    change = reverse("admin:audits_issue_change", args=[issue.pk])
+    form = superuser_client.get(change).context["adminform"].form
+    assert list(form.fields) == ["review"]
+    response = superuser_client.post(change, {
+        "review": "ignored", "code": "http_5xx", "severity": "critical", "message": "forged", "key": "forged",
+        "url": "https://forged.example/", "target_url": "https://forged.example/t", "created_at": "2000-01-01",
+    })
+    assert response.status_code == 302
+    issue_after = Issue.objects.get(pk=issue.pk)
+    assert issue_after.review == "ignored"
+    assert [getattr(issue_after, f) for f in ("code", "severity", "message", "key", "url", "target_url",
+                                              "created_at")] == \
+        [getattr(issue, f) for f in ("code", "severity", "message", "key", "url", "target_url", "created_at")]
+    # As in the dashboard, the ignored issue leaves the audit's totals.
+    audit.refresh_from_db()
+    assert audit.issues_notice == 0
+
+
+def test_the_admins_review_actions_keep_each_audits_totals_in_step(superuser_client, owner):
+    first, second = make_finished_audit(owner), make_finished_audit(owner)
+    critical = list(Issue.objects.filter(severity="critical").values_list("pk", flat=True))
+    superuser_client.post(reverse("admin:audits_issue_changelist"),
+                          {"action": "mark_ignored", "_selected_action": critical})
+    for audit in (first, second):
+        audit.refresh_from_db()
+        assert (audit.issues_critical, audit.issues_warning, audit.issues_notice) == (0, 1, 1)
+    superuser_client.post(reverse("admin:audits_issue_changelist"),
+                          {"action": "mark_open", "_selected_action": critical})
+    first.refresh_from_db()
+    assert first.issues_critical == 3

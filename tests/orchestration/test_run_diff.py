@@ -293,7 +293,9 @@ def test_recording_the_diff_twice_in_one_finalize_leaves_the_same_rows(owner, si
     assert issues_by_change(site, second) == {"new": NEW, "persisting": PERSISTING, "fixed": FIXED,
                                               "unknown": UNKNOWN}
     assert page_changes_of(site, PageChange.objects.filter(audit=second)) == PAGES
-    assert second.change_counts == COUNTS
+    # The 404 ignored in the first audit is carried forward ignored, so it leaves the counts as every total.
+    persisting = {**COUNTS["issues"]["persisting"], "critical": COUNTS["issues"]["persisting"]["critical"] - 1}
+    assert second.change_counts == {**COUNTS, "issues": {**COUNTS["issues"], "persisting": persisting}}
     assert (reviews(site, second)[BROKEN_404], reviews(site, second)[BROKEN_LINK]) == ("ignored", "reviewed")
 
 

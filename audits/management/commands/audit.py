@@ -2,7 +2,10 @@
 
 It runs the same start / chunk / finalize code as the worker cluster (only the
 scheduling differs), stores the audit like any other, streams a JSON Lines report
-as results arrive, prints a short summary and exits with:
+as results arrive, prints a short summary and exits with the codes below. Issues
+marked ignored (by hand, carried forward from an earlier audit of the site, or by the
+site's ignore rules) are left out of the summary's counts and of both gates unless
+--include-ignored; reviewed issues always count.
 
     0  no issue at the --fail-on level (and no new one at the --fail-on-new level)
     1  issues at that level, or new issues at the --fail-on-new level
@@ -30,6 +33,7 @@ from ...forms import AuditForm
 from ...inline import run_audit_inline
 from ...models import Audit, GoneIssue, Issue, Page
 from ...services import create_audit, new_audit
+from ...summary import severity_counts
 from ...system_checks import CLUSTER_CHECKS
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
@@ -55,6 +59,11 @@ def _drop_interrupted_connection() -> None:
         return
     if connection.connection.info.transaction_status != TransactionStatus.IDLE:
         connection.close()
+
+
+def change_totals(audit: Audit, include_ignored: bool) -> dict:
+    """{change: n} since the baseline; the stored counts leave ignored issues out, --include-ignored counts them."""
+    return diff.totals(diff.stored_counts(audit, include_ignored=True) if include_ignored else audit.change_counts)
 
 
 class Command(BaseCommand):
@@ -93,6 +102,12 @@ class Command(BaseCommand):
             help="Exit 1 only when NEW issues at or above this severity appear, not ones the compared "
                  "audit already had; replaces --fail-on's default. Without --compare-to, compares with "
                  "'previous' (so the first audit of a site passes: it becomes the baseline)")
+        parser.add_argument(
+            "--include-ignored", action="store_true",
+            help="Count issues marked ignored (by hand, carried forward from an earlier audit, or by the "
+                 "site's ignore rules) in the summary and in --fail-on / --fail-on-new, as before triage "
+                 "existed. Without it only the others count; \"reviewed\" issues always count: they are "
+                 "acknowledged, not dismissed")
         parser.add_argument("--enqueue", action="store_true",
                             help="Hand the audit to the worker cluster, print its id and return")
         parser.add_argument("--owner", help="Username that owns the audit (default: admin, else a 'cli' user)")
@@ -109,6 +124,7 @@ class Command(BaseCommand):
         limits = self._limits(opts)
         owner = self._owner(opts.get("owner"))
         fail_on_new = opts["fail_on_new"]
+        include_ignored = opts["include_ignored"]
         # --fail-on-new gates on new issues only; --fail-on's default would fail on old debt too.
         fail_on = opts["fail_on"] or (None if fail_on_new else "critical")
         compare_to = opts["compare_to"] or (PREVIOUS if fail_on_new else None)
@@ -137,28 +153,29 @@ class Command(BaseCommand):
         report = Report(out)
         try:
             try:
-                code = self._crawl(audit, report, fail_on, fail_on_new, bool(compare_to), console)
+                code = self._crawl(audit, report, fail_on, fail_on_new, bool(compare_to), console,
+                                   include_ignored=include_ignored)
             except KeyboardInterrupt:
                 _drop_interrupted_connection()
                 audit.refresh_from_db()
                 audit.cancel("Interrupted from the command line.")
                 code = 130
             audit.refresh_from_db()
-            report.summary(audit, code, compared=bool(compare_to))
+            report.summary(audit, code, compared=bool(compare_to), include_ignored=include_ignored)
         finally:
             # Lines are flushed a batch at a time: whatever ends the run, none stays in the buffer.
             if out is not None:
                 out.flush()
             if out not in (None, sys.stdout):
                 out.close()
-        self._print_summary(console, audit, code, compared=bool(compare_to))
+        self._print_summary(console, audit, code, compared=bool(compare_to), include_ignored=include_ignored)
         if code:
             raise SystemExit(code)
 
     # --- running --------------------------------------------------------------
 
     def _crawl(self, audit: Audit, report: Report, fail_on: str | None, fail_on_new: str | None,
-               compared: bool, console) -> int:
+               compared: bool, console, *, include_ignored: bool = False) -> int:
         def finalize_and_report(audit_id: int) -> None:
             # Cross-page issues are found at the end; stream the ones finalize added.
             before = Issue.objects.filter(audit_id=audit_id).aggregate(n=Max("id"))["n"] or 0
@@ -177,9 +194,10 @@ class Command(BaseCommand):
             return 2
         if compared:
             report.changes(audit)
-        failed = bool(fail_on) and audit.issues.filter(severity__in=at_or_above(fail_on)).exists()
+        gated = audit.issues.all() if include_ignored else audit.issues.exclude(review=Issue.Review.IGNORED)
+        failed = bool(fail_on) and gated.filter(severity__in=at_or_above(fail_on)).exists()
         # Issue.change is "new" only when finalize had a baseline: no baseline, nothing new.
-        failed = failed or (bool(fail_on_new) and audit.issues.filter(
+        failed = failed or (bool(fail_on_new) and gated.filter(
             change=Issue.Change.NEW, severity__in=at_or_above(fail_on_new)).exists())
         return 1 if failed else 0
 
@@ -265,7 +283,8 @@ class Command(BaseCommand):
 
     # --- output -------------------------------------------------------------------
 
-    def _print_summary(self, console, audit: Audit, code: int, *, compared: bool = False) -> None:
+    def _print_summary(self, console, audit: Audit, code: int, *, compared: bool = False,
+                       include_ignored: bool = False) -> None:
         pages = Page.objects.filter(audit=audit, kind=Page.Kind.PAGE)
         classes = Counter(p.status_class for p in pages.only("status_code", "fetch_error", "redirect_count").iterator())
         console.write("")
@@ -273,10 +292,13 @@ class Command(BaseCommand):
         if audit.error_code:
             console.write(f"  stopped: {audit.get_error_code_display()} — {audit.error_detail}")
         console.write("  pages by status: " + (", ".join(f"{k}: {v}" for k, v in sorted(classes.items())) or "none"))
-        console.write(f"  issues: {audit.issues_critical} critical, {audit.issues_warning} warnings, "
-                      f"{audit.issues_notice} notices")
+        counts = severity_counts(audit, include_ignored=include_ignored)
+        ignored = audit.issues.filter(review=Issue.Review.IGNORED).count()
+        note = "" if not ignored else f" ({ignored} ignored {'included' if include_ignored else 'not counted'})"
+        console.write(f"  issues: {counts['critical']} critical, {counts['warning']} warnings, "
+                      f"{counts['notice']} notices{note}")
         if audit.baseline_id and audit.change_counts:
-            totals = diff.totals(audit.change_counts)
+            totals = change_totals(audit, include_ignored)
             console.write(f"  changes since audit {audit.baseline_id}: "
                           + ", ".join(f"{totals[change]} {change}" for change in CHANGES))
         elif compared and audit.status == Audit.Status.COMPLETED:
@@ -380,8 +402,11 @@ class Report:
                 self.out.flush()
         self.out.flush()
 
-    def summary(self, audit: Audit, code: int, *, compared: bool = False) -> None:
+    def summary(self, audit: Audit, code: int, *, compared: bool = False, include_ignored: bool = False) -> None:
         """The closing record; with ``compared``, also the baseline and the counts of each change.
+
+        "issues" counts by severity without ignored issues (with them under
+        ``include_ignored``); "ignored" says how many were left out or included.
 
         "changes" is null, not zeros, when there was nothing to compare with (or
         the audit did not complete): zeros would claim nothing changed.
@@ -391,11 +416,11 @@ class Report:
         record = {
             "type": "summary", "audit_id": audit.pk, "status": audit.status, "error_code": audit.error_code or None,
             "error_detail": audit.error_detail or None, "pages": audit.pages_crawled,
-            "issues": {"critical": audit.issues_critical, "warning": audit.issues_warning,
-                       "notice": audit.issues_notice},
+            "issues": severity_counts(audit, include_ignored=include_ignored),
+            "ignored": audit.issues.filter(review=Issue.Review.IGNORED).count(),
         }
         if compared:
-            totals = diff.totals(audit.change_counts) if audit.baseline_id else {}
+            totals = change_totals(audit, include_ignored) if audit.baseline_id and audit.change_counts else {}
             record["baseline_id"] = audit.baseline_id if totals else None
             record["changes"] = {change: totals[change] for change in CHANGES} if totals else None
         record["exit_code"] = code

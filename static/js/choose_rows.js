@@ -1,0 +1,25 @@
+// "All rows on this page" on a table with row checkboxes: <input type="checkbox" data-choose-all="issue">
+// ticks or clears every checkbox named "issue" in the same form. Listeners sit on the document, so
+// tables htmx swaps in later work too; the control stays hidden without JavaScript, where it could do
+// nothing. An external file, so the Content-Security-Policy needs no inline script.
+document.addEventListener("change", function (event) {
+  var box = event.target;
+  var name = box.getAttribute && box.getAttribute("data-choose-all");
+  if (!name || !box.form) { return; }
+  box.form.querySelectorAll('input[type=checkbox][name="' + name + '"]').forEach(function (row) {
+    row.checked = box.checked;
+  });
+});
+
+function showChooseLabels() {
+  document.querySelectorAll("[data-choose-label][hidden]").forEach(function (label) {
+    label.hidden = false;
+  });
+}
+// Loaded async: the page may be parsed already, or not yet.
+if (document.readyState === "loading") {
+  document.addEventListener("DOMContentLoaded", showChooseLabels);
+} else {
+  showChooseLabels();
+}
+document.addEventListener("htmx:afterSwap", showChooseLabels);

@@ -1,0 +1,140 @@
+"""Ignore rules per site: made on the site page or from the issues table, applied now and at every later finalize."""
+
+import pytest
+from django.urls import reverse
+
+from audits.finalize import run_finalize
+from audits.models import Audit, IgnoreRule, Issue
+from tests.factories import SITE, make_finished_audit, make_issue, make_page
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def audit(owner):
+    return make_finished_audit(owner)
+
+
+def add_rule(client, site, code, pattern=""):
+    return client.post(reverse("site-rule-add", args=[site.pk]), {"code": code, "pattern": pattern})
+
+
+def pattern_field(response) -> str:
+    """The pattern field's markup, shown with its error (audits/_field.html)."""
+    body = response.content.decode()
+    start = body.index('class="field has-error" id="field-pattern"')
+    return body[start:body.index("</p>", start)]
+
+
+def ignored(audit) -> set[tuple[str, str]]:
+    return set(Issue.objects.filter(audit=audit, review="ignored").values_list("code", "url"))
+
+
+def test_a_rule_added_on_the_site_page_ignores_matching_open_issues_of_the_latest_audit(owner_client, audit, owner):
+    older = make_finished_audit(owner)  # created later, so it is the site's latest
+    Issue.objects.filter(audit=older, code="broken_link_internal", url=f"{SITE}/").update(review="reviewed")
+    response = add_rule(owner_client, audit.site, "broken_link_internal", r"^https://shop\.example/$|/about$")
+    assert response.status_code == 302 and response["Location"].endswith("#ignore-rules")
+    # The person's "reviewed" stays; the other broken link, on /about, is ignored; the first audit is untouched.
+    assert ignored(older) == {("broken_link_internal", f"{SITE}/about")}
+    assert not ignored(audit)
+    older.refresh_from_db()
+    assert older.issues_critical == 2
+    rule = IgnoreRule.objects.get()
+    assert (rule.site, rule.created_by) == (audit.site, owner)
+    page = owner_client.get(response["Location"]).content.decode()
+    assert "Rule added: 1 issue ignored in audit" in page
+    assert "Broken internal link" in page and r"^https://shop\.example/$|/about$" in page
+
+
+def test_a_rule_without_a_pattern_ignores_the_type_on_every_url(owner_client, audit):
+    add_rule(owner_client, audit.site, "broken_link_internal")
+    assert ignored(audit) == {("broken_link_internal", f"{SITE}/"), ("broken_link_internal", f"{SITE}/about")}
+
+
+@pytest.mark.parametrize("pattern, words", [
+    ("(a)\\1", "RE2"),  # a backreference: Python's re would take it, the crawl's engine does not
+    ("/blog/(?!draft)", "RE2"),
+    ("[unclosed", "missing ]"),
+    ("x" * 501, "at most 500 characters"),
+])
+def test_a_pattern_the_crawl_engine_cannot_run_is_refused_next_to_the_field(owner_client, audit, pattern, words):
+    response = add_rule(owner_client, audit.site, "title_length", pattern)
+    assert response.status_code == 400
+    assert words in pattern_field(response)
+    assert not IgnoreRule.objects.exists() and not ignored(audit)
+
+
+def test_the_same_rule_twice_is_refused(owner_client, audit):
+    add_rule(owner_client, audit.site, "title_length", "/about")
+    response = add_rule(owner_client, audit.site, "title_length", "/about")
+    assert response.status_code == 400 and "The site already has this rule." in response.content.decode()
+    assert IgnoreRule.objects.count() == 1
+
+
+def test_a_rule_applies_to_every_later_audit_of_the_site_when_it_finalizes(owner_client, audit, owner):
+    add_rule(owner_client, audit.site, "title_length", "/about$")
+    later = make_finished_audit(owner, status=Audit.Status.FINALIZING)
+    blog = make_page(later, f"{SITE}/blog/post", title="Post", depth=2)
+    make_issue(later, "title_length", blog.url, page=blog)
+    elsewhere = make_finished_audit(owner, start_url="https://elsewhere.example/", status=Audit.Status.FINALIZING)
+
+    assert run_finalize(later.pk) and run_finalize(elsewhere.pk)
+    later.refresh_from_db()
+    assert later.status == Audit.Status.COMPLETED
+    assert ignored(later) == {("title_length", f"{SITE}/about")}
+    assert later.issues_notice == 1  # the /blog/post one; the ignored one left the counter
+    assert not ignored(elsewhere)  # another site's audit: its own rules (none)
+
+
+def test_a_rule_offered_from_the_issues_table_applies_to_that_audit_and_returns_to_the_filters(owner_client, audit,
+                                                                                               owner):
+    newer = make_finished_audit(owner)
+    issue = Issue.objects.get(audit=audit, code="title_length")
+    listing = owner_client.get(reverse("issue-list", args=[audit.pk]), {"severity": "notice"}).content.decode()
+    # Each row offers its type and its folder, escaped and anchored, through the list's own URL.
+    suggestion = "rule_code=title_length&amp;rule_pattern=%5Ehttps%3A%2F%2Fshop%5C.example%2F"
+    assert f"?severity=notice&amp;{suggestion}#ignore-rule" in listing
+    filled = owner_client.get(reverse("issue-list", args=[audit.pk]),
+                              {"severity": "notice", "rule_code": "title_length", "rule_pattern": r"^https://shop\.example/"})
+    body = filled.content.decode()
+    assert '<details class="card" id="ignore-rule" open>' in body
+    assert 'value="^https://shop\\.example/"' in body and '<option value="title_length" selected>' in body
+
+    url = reverse("issue-ignore-rule", args=[audit.pk]) + "?severity=notice&rule_code=title_length"
+    response = owner_client.post(url, {"code": "title_length", "pattern": r"^https://shop\.example/"})
+    assert response.status_code == 302
+    assert response["Location"] == reverse("issue-list", args=[audit.pk]) + "?severity=notice"
+    assert ignored(audit) == {("title_length", issue.url)} and not ignored(newer)
+    assert IgnoreRule.objects.get().site_id == audit.site_id
+    audit.refresh_from_db()
+    assert audit.issues_notice == 0
+
+
+def test_a_bad_pattern_from_the_issues_table_is_shown_in_the_open_form(owner_client, audit):
+    response = owner_client.post(reverse("issue-ignore-rule", args=[audit.pk]), {"code": "title_length",
+                                                                                 "pattern": "(a)\\1"})
+    body = response.content.decode()
+    assert response.status_code == 400 and '<details class="card" id="ignore-rule" open>' in body
+    assert "RE2" in pattern_field(response) and not IgnoreRule.objects.exists()
+
+
+def test_deleting_a_rule_keeps_what_it_ignored_and_only_the_owner_can(owner_client, audit, stranger, client):
+    add_rule(owner_client, audit.site, "title_length")
+    rule = IgnoreRule.objects.get()
+    other_site_rule = IgnoreRule.objects.create(site=make_finished_audit(stranger, start_url="https://x.example/").site,
+                                                code="title_length")
+    # Another site's rule through this site's URL finds nothing.
+    owner_client.post(reverse("site-rule-delete", args=[audit.site_id, other_site_rule.pk]))
+    assert IgnoreRule.objects.filter(pk=other_site_rule.pk).exists()
+
+    client.force_login(stranger)
+    assert client.post(reverse("site-rule-delete", args=[audit.site_id, rule.pk])).status_code == 404
+    assert client.post(reverse("site-rule-add", args=[audit.site_id]), {"code": "http_4xx"}).status_code == 404
+    assert client.post(reverse("issue-ignore-rule", args=[audit.pk]), {"code": "http_4xx"}).status_code == 404
+    assert IgnoreRule.objects.filter(site=audit.site).count() == 1
+
+    owner_client.force_login(audit.owner)
+    response = owner_client.post(reverse("site-rule-delete", args=[audit.site_id, rule.pk]), follow=True)
+    assert not IgnoreRule.objects.filter(pk=rule.pk).exists()
+    assert "stay ignored" in response.content.decode() and ignored(audit) == {("title_length", f"{SITE}/about")}
