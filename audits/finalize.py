@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from crawler.catalogue import UNVERIFIED_STATUSES, finding
 from crawler.types import FetchError
 
-from . import diff
+from . import diff, notices
 from .issue_rows import insert_issues, issue_for, issue_key
 from .models import Audit, FrontierURL, Issue
 
@@ -141,6 +141,7 @@ def run_finalize(audit_id: int) -> bool:
         # Before the frontier goes: the diff reads it to tell "removed" from "not reached".
         diff.record(audit)
         audit.recount()
+        audit.rescore()  # without ignored issues (the diff's carried-forward and rules), and the score
         # Scratch state no screen needs. Link edges stay (inlinks, links.csv), and
         # so do the chunk rows: one per chunk, they are the record of its attempts.
         FrontierURL.objects.filter(audit=audit).delete()
@@ -217,11 +218,16 @@ def link_targets(audit_id: int) -> Iterator[Issue]:
 
     A broken target's final result is 4xx, 5xx or a failure; hreflang
     alternates are not links a visitor follows: a broken one is an
-    hreflang_error (hreflang_targets), not a broken resource.
+    hreflang_error (hreflang_targets), not a broken resource. When the
+    crawler was offline (``notices``), other sites' targets it could not reach
+    are left to the one site-level notice.
     """
     params = [audit_id, *NOT_SITE_FAULTS]
+    offline = notices.external_reach(audit_id).offline
     for source, source_id, target, tag, anchor, internal, status, error, redirects, final in _rows(
             LINK_TARGETS_SQL, params):
+        if offline and not internal and error in notices.UNREACHABLE:
+            continue
         if redirects and not error and status is not None and status < 400:
             f = finding("redirect_internal_link", f"Links to {target}, which redirects to {final}", target)
             yield issue_for(audit_id, source_id, source, f)
@@ -414,5 +420,5 @@ def deep_pages(audit_id: int) -> Iterator[Issue]:
 CHECKS = [
     link_targets, redirects_to_broken, bad_canonicals, hreflang_targets,
     hreflang_return_links, sitemap_problems, duplicate_titles, duplicate_descriptions, duplicate_content,
-    deep_pages,
+    deep_pages, notices.external_links_unchecked,
 ]

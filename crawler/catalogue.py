@@ -46,6 +46,14 @@ _ROWS: dict[str, list[tuple[str, Severity, str, str, str]]] = {
         ("broken_link_external", W, "Broken external link",
          "Links to dead external pages make your content look neglected and send visitors nowhere.",
          "Update the link to the resource's new address, or remove it."),
+        # Recorded once by finalize (audits.notices) in place of the broken
+        # external links it would otherwise report: a notice, since it says
+        # nothing about the site, only that its external links went unchecked.
+        ("external_links_unchecked", N, "External links unchecked",
+         "Nearly every external link check failed before reaching a server (DNS or connection), so the crawler "
+         "could not reach the internet: those links were left unchecked rather than each reported broken.",
+         "Let the crawler's machine resolve names and connect out (DNS, firewall, proxy), then run the audit "
+         "again; or turn external link checks off for this site."),
         ("broken_resource", W, "Broken image, script or stylesheet",
          "A missing resource breaks how the page looks or works.",
          "Fix the resource's URL or restore the file on the server."),

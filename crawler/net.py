@@ -1,6 +1,6 @@
 """The SSRF guard: resolve a host once, refuse non-public addresses, dial only that one.
 
-Three pieces:
+Four pieces:
 
 * ``classify`` names why an address is not public, from an explicit table.
   ``ipaddress.is_global`` alone is not enough: on Python 3.11 it calls
@@ -21,12 +21,16 @@ Three pieces:
   passes separately to ``start_tls`` as ``server_hostname``. Each stream it
   returns is a ``CountingStream``, which counts the bytes received so the
   fetcher's body caps see the wire, chunk framing included.
+* ``LookupLane`` gives a class of lookups (an audit's external links) slots
+  and threads of their own, so however slow they are, the audited site's
+  lookups never wait behind them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import inspect
 import ipaddress
 import os
@@ -204,16 +208,32 @@ _SYNC_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_pr
 # DNS timeout gave up on still holds its thread until the C library returns;
 # this many of them can hang before the rest wait.
 DNS_THREADS = 32
-_crawl_pool: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+# Lookups in a LookupLane (an audit's external links) run on threads of their
+# own: however many of them hang, the site's lookups keep the pool above.
+LANE_DNS_THREADS = 8
+_pools: dict[str, tuple[int, concurrent.futures.ThreadPoolExecutor]] = {}
 
 
-def _dns_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """The process's lookup pool, made anew in a forked child (threads do not survive fork)."""
-    global _crawl_pool
-    if _crawl_pool is None or _crawl_pool[0] != os.getpid():
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=DNS_THREADS, thread_name_prefix="crawl-dns")
-        _crawl_pool = (os.getpid(), pool)
-    return _crawl_pool[1]
+def _dns_pool(name: str = "crawl", threads: int = DNS_THREADS) -> concurrent.futures.ThreadPoolExecutor:
+    """The process's lookup pool ``name``, made anew in a forked child (threads do not survive fork)."""
+    held = _pools.get(name)
+    if held is None or held[0] != os.getpid():
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"{name}-dns")
+        held = _pools[name] = (os.getpid(), pool)
+    return held[1]
+
+
+class LookupLane:
+    """Lookups with a concurrency of their own: LANE_DNS_THREADS at once, on as many threads of their own.
+
+    An audit's external links resolve through one (``AddressGuard.in_lane``),
+    so nameservers that take the whole DNS timeout to fail hold at most these
+    slots and threads, never the ones the audited site's connections resolve
+    on. One per crawl loop: its semaphore belongs to the loop that first waits on it.
+    """
+
+    def __init__(self) -> None:
+        self.slots = asyncio.Semaphore(LANE_DNS_THREADS)
 
 
 class AddressGuard:
@@ -240,12 +260,29 @@ class AddressGuard:
             (str(ipaddress.ip_address(ip)), int(port)) for ip, port in allowed_targets
         )
         self.dns_timeout = dns_timeout
+        self._lane: LookupLane | None = None
+
+    def in_lane(self, lane: LookupLane) -> AddressGuard:
+        """The same guard, with its lookups going through ``lane``."""
+        twin = copy.copy(self)
+        twin._lane = lane
+        return twin
 
     async def resolve(self, host: str, port: int) -> str:
         """The one checked IP to connect to; raises UnsafeAddress or DnsFailure."""
         early = self._precheck(host, port)
         if early is not None:
             return early
+        if self._lane is None:
+            return await self._timed_lookup(host, port)
+        # The wait for a slot is not part of the DNS timeout (a lookup queued
+        # behind slow ones would fail without asking anyone). It is bounded:
+        # a slot is held a DNS timeout at most, and the fetcher's deadline
+        # covers the whole connect.
+        async with self._lane.slots:
+            return await self._timed_lookup(host, port)
+
+    async def _timed_lookup(self, host: str, port: int) -> str:
         try:
             async with asyncio.timeout(self.dns_timeout):
                 answers = await self._lookup(host, port)
@@ -307,12 +344,15 @@ class AddressGuard:
         return None
 
     async def _lookup(self, host: str, port: int) -> list[str]:
+        loop = asyncio.get_running_loop()
+        lane_pool = _dns_pool("lane", LANE_DNS_THREADS) if self._lane is not None else None
         try:
             if self._resolver is None:
-                loop = asyncio.get_running_loop()
-                return await loop.run_in_executor(_dns_pool(), _system_resolver, host, port)
+                return await loop.run_in_executor(lane_pool or _dns_pool(), _system_resolver, host, port)
             if inspect.iscoroutinefunction(self._resolver):
                 return list(await self._resolver(host, port))
+            if lane_pool is not None:
+                return list(await loop.run_in_executor(lane_pool, self._resolver, host, port))
             answer: Any = await asyncio.to_thread(self._resolver, host, port)
             return list(answer)
         except (OSError, UnicodeError) as exc:

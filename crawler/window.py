@@ -8,7 +8,9 @@ starts per host for a requests-per-second rate or a robots.txt Crawl-delay, and
 stops starting new items at a soft deadline, handing back the ones it never
 started. A ``refill`` callback, asked while the last few items are starting,
 can hand it more, so the window stays full across what would otherwise be the
-end of one list of work and the start of the next.
+end of one list of work and the start of the next. Items a caller puts in a
+side lane (``crawler.side_lane``: an audit's external checks) run beside the
+window, in slots of their own, and say nothing about its size.
 
 Results go to a *sink* in sub-batches while work goes on: one consumer task
 calls the sink, so sink calls never overlap and keep arrival order; the queue
@@ -25,6 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from crawler.side_lane import SideLane, SideQueue
 from crawler.types import FetchError, FetchResult
 
 T = TypeVar("T")
@@ -191,6 +194,13 @@ def next_refill_lead(lead: int, used: int, window_size: int) -> int:
     return max(2 * window_size, min(REFILL_LEAD_MAX, max(2 * used, lead * 3 // 4)))
 
 
+# Side-lane items that may wait before refills pause. Refills follow the
+# window's own work, so a side lane slower than the pages (external checks
+# behind failing DNS) would otherwise gather every side item a refill brings;
+# past this, the pages wait for the lane instead of memory growing.
+SIDE_BACKLOG_MAX = 4 * REFILL_LEAD_MAX
+
+
 async def run_window(
     items: Sequence[T],
     work: Callable[[T], Awaitable[R]],
@@ -204,6 +214,8 @@ async def run_window(
     max_batch_wait: float | None = 1.0,
     refill: Callable[[], Awaitable[Sequence[T]]] | None = None,
     weight_of: Callable[[R], int] | None = None,
+    side_lane: SideLane | None = None,
+    in_side_lane: Callable[[T], bool] | None = None,
 ) -> WindowReport[T]:
     """Run ``work`` over ``items`` through the window and feed results to ``sink``.
 
@@ -229,6 +241,12 @@ async def run_window(
        (what runs meanwhile may give the refill more: for the audit, the URLs
        its results add to the frontier).
 
+    5. With ``side_lane``: items ``in_side_lane`` says are its own start in
+       the lane's slots, at most its ``per_host`` at once per host, beside
+       the window and unspaced. Their results go to the sink like the rest but
+       never move the window, and they do not count toward the refill lead;
+       refills pause while SIDE_BACKLOG_MAX of them wait.
+
     ``work`` is expected not to raise for anything the site does (the fetcher
     turns faults into results). If it, ``refill`` or the sink raises, work in
     flight is cancelled and awaited, then the exception propagates; completed
@@ -237,7 +255,10 @@ async def run_window(
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
+    if (side_lane is None) != (in_side_lane is None):
+        raise ValueError("side_lane and in_side_lane go together")
     window = _Window(policy)
+    lane: SideQueue[T] | None = SideQueue(side_lane) if side_lane is not None else None
     spacing = policy.spacing
 
     # Per-host queues of (input index, item); dict order gives round-robin.
@@ -247,7 +268,10 @@ async def run_window(
     def enqueue(more: Sequence[T]) -> None:
         nonlocal queued_count
         for item in more:
-            waiting.setdefault(host_of(item), deque()).append((queued_count, item))
+            if lane is not None and in_side_lane(item):
+                lane.add(host_of(item), (queued_count, item))
+            else:
+                waiting.setdefault(host_of(item), deque()).append((queued_count, item))
             queued_count += 1
 
     enqueue(items)
@@ -262,7 +286,7 @@ async def run_window(
 
     wake = asyncio.Event()
     alarm = _Alarm(wake)
-    settled: deque[tuple[asyncio.Task, int, str]] = deque()
+    settled: deque[tuple[asyncio.Task, int, str, bool]] = deque()
     running: set[asyncio.Task] = set()
     queue: asyncio.Queue = asyncio.Queue(maxsize=_SINK_QUEUE_BATCHES)
     consumer = asyncio.create_task(_consume(queue, sink, wake))
@@ -276,16 +300,17 @@ async def run_window(
     health_counts: dict[str, int] = {}
     unfinished_indexed: list[tuple[int, T]] = []
 
-    def start(host: str, item: T) -> None:
+    def start(host: str, item: T, side: bool = False) -> None:
         nonlocal started_total
         started_total += 1
         task = asyncio.ensure_future(work(item))
         epoch = window.epoch
         running.add(task)
-        host_running[host] = host_running.get(host, 0) + 1
+        if not side:  # the lane counts its own (SideQueue.take)
+            host_running[host] = host_running.get(host, 0) + 1
 
         def settle(t: asyncio.Task) -> None:
-            settled.append((t, epoch, host))
+            settled.append((t, epoch, host, side))
             wake.set()
 
         task.add_done_callback(settle)
@@ -345,9 +370,12 @@ async def run_window(
 
             # 1. Account for settled work.
             while settled:
-                task, epoch, host = settled.popleft()
+                task, epoch, host, side = settled.popleft()
                 running.discard(task)
-                host_running[host] -= 1
+                if side:
+                    lane.settled(host)
+                else:
+                    host_running[host] -= 1
                 if task.cancelled():
                     continue
                 exc = task.exception()
@@ -355,9 +383,10 @@ async def run_window(
                     failure = failure or exc
                     continue
                 result = task.result()
-                health = health_of(result)
-                health_counts[health] = health_counts.get(health, 0) + 1
-                window.record(health, epoch)
+                if not side:  # the window judges the site by the site's own results
+                    health = health_of(result)
+                    health_counts[health] = health_counts.get(health, 0) + 1
+                    window.record(health, epoch)
                 if not batch:
                     batch_started = time.monotonic()
                 batch.append(result)
@@ -401,7 +430,8 @@ async def run_window(
             # Asked while enough still waits to cover the answer's latency (for
             # the audit, a database transaction queued behind a write).
             if (not refilled_all and refilling is None and not past_deadline
-                    and waiting_count() <= max(refill_lead, 2 * window.size)):
+                    and waiting_count() <= max(refill_lead, 2 * window.size)
+                    and (lane is None or lane.queued < SIDE_BACKLOG_MAX)):
                 started_at_ask = started_total
                 refilling = asyncio.ensure_future(refill())
                 refilling.add_done_callback(lambda _task: wake.set())
@@ -409,12 +439,16 @@ async def run_window(
                 for queued in waiting.values():
                     unfinished_indexed.extend(queued)
                 waiting.clear()
+                if lane is not None:
+                    unfinished_indexed.extend(lane.drain())
             elif not pressured:
+                # The window's slots are for its own items: the lane's run beside them.
+                in_window = len(running) - (lane.running if lane is not None else 0)
                 for host in list(waiting):
-                    if len(running) >= window.size:
+                    if in_window >= window.size:
                         break
                     queued = waiting[host]
-                    while queued and len(running) < window.size:
+                    while queued and in_window < window.size:
                         if host_running.get(host, 0) >= policy.per_host:
                             break
                         not_before = host_next_start.get(host, 0.0)
@@ -425,15 +459,19 @@ async def run_window(
                             break
                         _, item = queued.popleft()
                         start(host, item)
+                        in_window += 1
                         if spacing:
                             host_next_start[host] = now + spacing
                     if not queued:
                         del waiting[host]
-                max_in_flight = max(max_in_flight, len(running))
+                max_in_flight = max(max_in_flight, in_window)
+                if lane is not None and lane.queued:
+                    for host, item in lane.take():
+                        start(host, item, side=True)
 
             # 4. Finished when nothing runs, nothing is left to start and no
             # refill is on its way.
-            if not running and not waiting and refilling is None:
+            if not running and not waiting and not (lane is not None and lane.queued) and refilling is None:
                 while batch:
                     if not flush(True):
                         await _wait(wake, consumer)
@@ -446,7 +484,7 @@ async def run_window(
             # 5. Sleep until something settles, the sink frees a place, a
             # host's spacing elapses, a batch gets old or the deadline passes.
             timers = [next_timer]
-            if soft_deadline is not None and waiting:
+            if soft_deadline is not None and (waiting or (lane is not None and lane.queued)):
                 timers.append(soft_deadline)
             # An old batch with no room in the queue waits for the consumer's
             # wake-up (it sets the event when it takes a batch): its timer would

@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from django.db import transaction
 
 from crawler.checks import PageContext
 from crawler.fetch import Fetcher
+from crawler.net import LookupLane
 from crawler.page import PageOutcome, check_resource, process_page
+from crawler.side_lane import SideLane
 from crawler.urls import InvalidURL, Scope, origin_of
 from crawler.window import WindowPolicy, fetch_health, run_window
 
@@ -31,6 +34,12 @@ SUB_BATCH = 100
 # A resource or external check counts half a page toward a sub-batch: its rows
 # are small (no links, no body facts).
 PAGE_WEIGHT = 2
+# External checks run beside the window, not in it: other sites' slow or failing
+# answers (a nameserver that takes 5 s to fail) must neither hold the audited
+# site's slots nor shrink its window. Eight at once, two per host, on a Fetcher
+# of their own whose lookups go through a LookupLane.
+EXTERNAL_LANE = SideLane(slots=8, per_host=2)
+EXTERNAL = Page.Kind.EXTERNAL
 
 
 def claim(audit_id: int, number: int) -> ChunkLease | None:
@@ -208,7 +217,9 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
         window = WindowPolicy(floor=1, start=1, cap=1, per_host=1, rate=window.rate,
                               crawl_delay=window.crawl_delay)
 
-    async with Fetcher(setup.policy, setup.guard, concurrency=window.cap) as fetcher:
+    async with (Fetcher(setup.policy, setup.guard, concurrency=window.cap) as fetcher,
+                Fetcher(setup.policy, setup.guard.in_lane(LookupLane()),
+                        concurrency=EXTERNAL_LANE.slots) as checker):
 
         async def work(item: Item) -> PageOutcome:
             if serial:
@@ -221,7 +232,7 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
                 # deepest page, so @import chains end with the crawl's depth.
                 return await check_resource(fetcher, item.url, item.depth, context,
                                             read_css=item.depth <= css_depth)
-            result = await fetcher.check(item.url)
+            result = await checker.check(item.url)
             return PageOutcome(item.url, item.depth, result, None, (), ())
 
         async def sink(outcomes: list[PageOutcome]) -> None:
@@ -231,13 +242,24 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
             return await db(writer.top_up)
 
         return await run_window(
-            items, work, sink, policy=window, host_of=lambda item: "",
+            items, work, sink, policy=window, host_of=host_of,
             health_of=lambda outcome: fetch_health(outcome.result, window),
             soft_deadline=deadline, max_batch_wait=1.0,
             batch_size=1 if serial else SUB_BATCH * PAGE_WEIGHT, weight_of=None if serial else weight,
             # A serial retry runs exactly the URLs the chunk held, to find a poison one.
             refill=None if serial else refill,
+            # ... and one at a time, so its external checks stay in the window.
+            side_lane=None if serial else EXTERNAL_LANE, in_side_lane=None if serial else is_external,
         )
+
+
+def is_external(item: Item) -> bool:
+    return item.kind == EXTERNAL
+
+
+def host_of(item: Item) -> str:
+    """The host an item's per-host limit counts against: the site's pages and resources share one."""
+    return urlsplit(item.url).netloc if item.kind == EXTERNAL else ""
 
 
 def weight(outcome: PageOutcome) -> int:
