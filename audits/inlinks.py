@@ -12,7 +12,7 @@ still without it (a failed or cancelled one, one the command line finished).
 from __future__ import annotations
 
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Count, Exists, OuterRef, QuerySet
 from django.db.models.functions import Now
 
 from .models import Audit, ChunkLease, Inlink, LinkEdge
@@ -20,12 +20,25 @@ from .models import Audit, ChunkLease, Inlink, LinkEdge
 # First key of PostgreSQL's two-key advisory locks taken here ("inlk").
 LOCK_SPACE = 0x696E6C6B
 
+# What a page's inlinks count: links a visitor follows (finalize's INLINK_COUNTS_SQL
+# counts the same tags). Images, scripts, stylesheets, hreflang alternates and
+# form actions pointing at a URL are references, listed apart on its page.
+LINK_TAGS = ("a", "area")
+
 BUILD_SQL = """
     INSERT INTO audits_inlink (audit_id, target_hash, tag, edge_id)
     SELECT audit_id, target_hash, tag, id FROM audits_linkedge
     WHERE audit_id = %s
     ORDER BY target_hash, tag, id
 """
+
+# Page.inlinks of an audit that ended without finalize (failed, cancelled), from
+# the rows just built: one primary-key range per page, and only changed rows written.
+COUNT_SQL = """
+    UPDATE audits_page SET inlinks = ({count})
+    WHERE audit_id = %s AND inlinks <> ({count})
+""".format(count="SELECT COUNT(*) FROM audits_inlink i WHERE i.audit_id = audits_page.audit_id "
+                 "AND i.target_hash = audits_page.url_hash AND i.tag IN ('a', 'area')")
 
 
 def build(audit: Audit, *, while_status: tuple[str, ...]) -> bool:
@@ -55,6 +68,10 @@ def build(audit: Audit, *, while_status: tuple[str, ...]) -> bool:
             return False  # built by whoever held the lock before us
         cursor.execute("DELETE FROM audits_inlink WHERE audit_id = %s", [audit.pk])
         cursor.execute(BUILD_SQL, [audit.pk])
+        if audit.status != Audit.Status.COMPLETED:
+            # Finalize counted a completed audit's; an audit that stopped early
+            # gets its counts here, so its pages table can sort by them.
+            cursor.execute(COUNT_SQL, [audit.pk])
         still_final = Audit.objects.filter(pk=audit.pk, status__in=while_status, finished_at=audit.finished_at)
         if not still_final.update(links_indexed=True):
             transaction.set_rollback(True)
@@ -92,3 +109,24 @@ def edges_to(audit: Audit, target_hash: str) -> QuerySet[LinkEdge]:
     # Not built yet (running, or just ended) or not current (resumed): a scan of
     # the audit's edges, correct and fine for one page's view.
     return edges.filter(target_hash=target_hash).order_by("id")
+
+
+def counts_stored(audit: Audit) -> bool:
+    """Whether Page.inlinks is current: finalize counted it (completed), or the build did (an ended audit)."""
+    return audit.status == Audit.Status.COMPLETED or audit.links_indexed
+
+
+def inlink_counts(audit: Audit, hashes: list[str]) -> dict[str, int]:
+    """Links (LINK_TAGS) to each of ``hashes`` now, in one grouped query: what a page's detail lists.
+
+    Through Inlink's key once it is built; before that (a running audit, or
+    one just ended) a scan of the audit's edges, as ``edges_to`` does.
+    """
+    if not hashes:
+        return {}
+    if audit.links_indexed:
+        rows = Inlink.objects.filter(audit=audit, target_hash__in=hashes, tag__in=LINK_TAGS)
+    else:
+        rows = LinkEdge.objects.filter(audit=audit, target_hash__in=hashes, tag__in=LINK_TAGS)
+    counts = dict(rows.values("target_hash").annotate(n=Count("*")).order_by().values_list("target_hash", "n"))
+    return {digest: counts.get(digest, 0) for digest in hashes}

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.shortcuts import get_object_or_404, render
 
 from crawler.catalogue import CATALOGUE
+from crawler.urls import url_hash
 
-from .inlinks import edges_to
+from .inlinks import LINK_TAGS, counts_stored, edges_to, inlink_counts
 from .models import Issue, LinkEdge, Page, PageChange
+from .sections import clean_section, under_section
 from .tables import audit_view, sort_choice, window
 
 # A page's own view lists at most this many links each way.
@@ -49,6 +51,7 @@ def page_list(request, audit):
         "depth": request.GET.get("depth", "").strip(),
         "q": request.GET.get("q", "").strip()[:500],
         "change": request.GET.get("change", ""),
+        "section": clean_section(request.GET.get("section")),
     }
     if filters["change"] in PageChange.Change.values:
         return _page_changes(request, audit, filters)
@@ -63,19 +66,29 @@ def page_list(request, audit):
         pages = pages.filter(depth=int(filters["depth"]))
     if filters["q"]:
         pages = pages.filter(url__icontains=filters["q"])
-    sort, order = sort_choice(request, PAGE_SORTS, "depth")
+    pages = under_section(pages, audit, filters["section"])
+    # Until the counts are stored (the audit runs, or stopped and its links are
+    # not indexed yet) the column is counted for the rows shown, so there is no
+    # column to sort by: the inlinks sort falls back to the default.
+    stored = counts_stored(audit)
+    sorts = PAGE_SORTS if stored else {k: v for k, v in PAGE_SORTS.items() if k.lstrip("-") != "inlinks"}
+    sort, order = sort_choice(request, sorts, "depth")
     pages = pages.order_by(*order).only(
-        "id", "audit_id", "url", "kind", "status_code", "redirect_count", "fetch_error", "content_type", "depth",
-        "title", "total_ms", "size_bytes", "inlinks",
+        "id", "audit_id", "url", "url_hash", "kind", "status_code", "redirect_count", "redirect_chain", "final_url",
+        "fetch_error", "content_type", "depth", "title", "total_ms", "size_bytes", "inlinks",
     )
     page = window(pages, request)
+    live = None if stored else inlink_counts(audit, [p.url_hash for p in page.object_list])
+    rows = [{"page": p, "inlinks": p.inlinks if live is None else live[p.url_hash],
+             "redirect": redirect_of(p, audit.origin)} for p in page.object_list]
     context = {
-        "audit": audit, "page_obj": page, "filters": filters, "sort": sort,
+        "audit": audit, "page_obj": page, "rows": rows, "filters": filters, "sort": sort,
+        "inlinks_sortable": stored,
         "kinds": Page.Kind.choices, "status_classes": list(STATUS_CLASSES), "content_types": CONTENT_TYPES,
         "changes": PAGE_CHANGE_FILTERS if audit.change_counts is not None else [],
         "table": "audits/_page_table.html",
     }
-    if request.htmx:
+    if request.htmx and not request.htmx.history_restore_request:
         return render(request, "audits/_page_table.html", context)
     return render(request, "audits/page_list.html", context)
 
@@ -107,13 +120,27 @@ def page_detail(request, audit, page_id):
         LinkEdge.objects.filter(audit=audit, source_hash=page.url_hash).order_by("id")
         .only("target_url", "target_hash", "tag", "anchor_text", "nofollow", "internal")[:LINK_LIMIT]
     )
-    inlinks = list(
-        edges_to(audit, page.url_hash)
-        .only("source_url", "source_hash", "tag", "anchor_text", "nofollow")[:LINK_LIMIT]
-    )
+    # Links (what the pages table's inlinks column counts) apart from references
+    # by images, scripts, stylesheets, hreflang and forms. One read of the first
+    # edges fills both lists; each heading's total is counted apart only when
+    # that read did not reach the end, so it agrees with the table however long.
+    to_page = edges_to(audit, page.url_hash)
+    edges = list(to_page.only("source_url", "source_hash", "tag", "anchor_text", "nofollow")[:2 * LINK_LIMIT])
+    links = [e for e in edges if e.tag in LINK_TAGS]
+    others = [e for e in edges if e.tag not in LINK_TAGS]
+    inlink_total, reference_total = len(links), len(others)
+    if len(edges) == 2 * LINK_LIMIT:
+        by_tag = dict(to_page.order_by().values("tag").annotate(n=Count("id")).values_list("tag", "n"))
+        inlink_total = sum(n for tag, n in by_tag.items() if tag in LINK_TAGS)
+        reference_total = sum(by_tag.values()) - inlink_total
+    inlinks, references = links[:LINK_LIMIT], others[:LINK_LIMIT]
     # One lookup resolves every link end that was crawled to its page row, for
     # a status and a link to its own view.
-    hashes = {edge.target_hash for edge in outlinks} | {edge.source_hash for edge in inlinks}
+    redirect = redirect_of(page, audit.origin)
+    hashes = ({edge.target_hash for edge in outlinks} | {edge.source_hash for edge in inlinks}
+              | {edge.source_hash for edge in references})
+    if redirect:
+        hashes.add(url_hash(page.final_url))
     known = {
         row[0]: {"id": row[1], "status_code": row[2], "fetch_error": row[3]}
         for row in Page.objects.filter(audit=audit, url_hash__in=list(hashes))
@@ -124,10 +151,31 @@ def page_detail(request, audit, page_id):
         "issues": [{"issue": i, "type": CATALOGUE.get(i.code)} for i in issues],
         "outlinks": [{"edge": e, "target": known.get(e.target_hash)} for e in outlinks],
         "inlinks": [{"edge": e, "source": known.get(e.source_hash)} for e in inlinks],
+        "inlink_total": inlink_total,
+        "references": [{"edge": e, "source": known.get(e.source_hash)} for e in references],
+        "reference_total": reference_total,
         "chain": [_hop(h) for h in page.redirect_chain or []],
+        "redirect": redirect,
+        "redirect_target": known.get(url_hash(page.final_url)) if redirect else None,
         "link_limit": LINK_LIMIT,
     }
     return render(request, "audits/page_detail.html", context)
+
+
+def redirect_of(page: Page, origin: str = "") -> dict | None:
+    """What a URL that redirected answered itself (its first hop's status), and where it ended; None otherwise.
+
+    ``status_code`` keeps the final answer (the broken-link checks need it), so
+    on screen a redirect reads "301 → /new/", not the 200 of the page it reached.
+    """
+    chain = [_hop(h) for h in page.redirect_chain or []]
+    if not chain:
+        return None
+    target = page.final_url or chain[-1]["location"]
+    inside = f"{origin}/" if origin else ""
+    return {"status": chain[0]["status"], "target": target, "hops": len(chain),
+            "short": target[len(origin):] if inside and target.startswith(inside) else target,
+            "final_status": page.status_code, "final_error": page.fetch_error}
 
 
 def _hop(hop) -> dict:

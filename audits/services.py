@@ -126,9 +126,15 @@ def create_audit(owner, *, enforce_quota: bool = True, trigger: str = Audit.Trig
     return audit
 
 
-def cancel_audit(audit: Audit) -> bool:
-    """Cancel an active audit. Running chunks see the status between sub-batches and stop."""
-    return audit.cancel()
+def cancel_audit(audit: Audit, by=None) -> bool:
+    """Cancel an active audit. Running chunks see the status between sub-batches and stop.
+
+    ``by`` (a user) is named in error_detail, which the audit page's banner
+    shows with the time the audit ended: who stopped it needs no column.
+    """
+    if by is None:
+        return audit.cancel()
+    return audit.cancel(f"Cancelled by {by.get_username()}.")
 
 
 def resume_audit(audit: Audit) -> bool:

@@ -1,13 +1,15 @@
 """What every owned screen shares: the owner-only view decorator, pagination and sorting.
 
 Tables stay fast on an audit of 100,000 pages: filters hit the (audit, …)
-indexes, sorting is limited to a whitelist, and pagination fetches one row
-more than it shows to know whether there is a next page instead of counting
-the filtered table.
+indexes, sorting is limited to a whitelist, and pagination counts the filtered
+table only as far as the deepest page it would show (MAX_PAGE_NUMBER pages):
+one COUNT over a LIMITed subquery, so the total and the page numbers cost at
+most that many index entries whatever the table's size.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import wraps
 
@@ -46,12 +48,18 @@ def audit_view(*methods):
 
 @dataclass
 class Window:
-    """One page of a table, known to have a next page without counting the table."""
+    """One page of a table, with the table's row count (up to ``cap``) when it was counted."""
 
     object_list: list
     number: int
     has_next: bool
     per_page: int
+    # Rows in the filtered table, counted up to cap + 1; None for a table that was not counted.
+    count: int | None = None
+    cap: int | None = None
+
+    # Numbered links either side of the current page, besides the first and the last.
+    AROUND = 2
 
     @property
     def has_previous(self) -> bool:
@@ -73,16 +81,50 @@ class Window:
     def end_index(self) -> int:
         return (self.number - 1) * self.per_page + len(self.object_list)
 
+    @property
+    def count_capped(self) -> bool:
+        """More rows than the table pages through: the count reads "100,000+"."""
+        return self.count is not None and self.cap is not None and self.count > self.cap
+
+    @property
+    def shown_count(self) -> int | None:
+        return min(self.count, self.cap) if self.count_capped else self.count
+
+    @property
+    def num_pages(self) -> int | None:
+        if self.count is None:
+            return None
+        return max(1, min(math.ceil(self.count / self.per_page), MAX_PAGE_NUMBER))
+
+    @property
+    def page_links(self) -> list[int | None]:
+        """Page numbers to link: the first, a few around the current one, the last; None marks a gap."""
+        last = self.num_pages
+        if last is None or last <= 1:
+            return []
+        wanted = {1, last, *range(max(1, self.number - self.AROUND), min(last, self.number + self.AROUND) + 1)}
+        links: list[int | None] = []
+        for n in sorted(wanted):
+            if links and n - links[-1] > 1:
+                links.append(None)
+            links.append(n)
+        return links
+
 
 def window(queryset, request, per_page: int = PER_PAGE) -> Window:
+    """The requested page of ``queryset`` and the table's row count, counted no further than it can be paged."""
     try:
         number = int(request.GET.get("page", 1))
     except (TypeError, ValueError):
         number = 1
-    number = min(max(number, 1), MAX_PAGE_NUMBER)
+    cap = per_page * MAX_PAGE_NUMBER
+    count = queryset.order_by()[:cap + 1].count()
+    # A page past the end (a bookmark on a table that shrank) shows the last one.
+    last = max(1, min(math.ceil(count / per_page), MAX_PAGE_NUMBER))
+    number = min(max(number, 1), last)
     start = (number - 1) * per_page
-    rows = list(queryset[start:start + per_page + 1])
-    return Window(rows[:per_page], number, len(rows) > per_page, per_page)
+    rows = list(queryset[start:start + per_page])
+    return Window(rows, number, number < last, per_page, count=count, cap=cap)
 
 
 def sort_choice(request, options: dict, default: str) -> tuple[str, list]:

@@ -10,22 +10,21 @@ HTMX swap always render the same markup. The tables are in ``issue_views`` and
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.contrib import messages
 from django.db.models import Count, Q
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
 from .charts import Bar, bar_chart
 from .forms import AuditForm
 from .issue_views import CHANGE_FILTERS
-from .models import Audit, ChunkLease, Page
-from .page_views import STATUS_CLASSES
+from .models import Audit, ChunkLease, Issue, Page
+from .page_views import STATUS_CLASSES, redirect_of
+from .progress_panel import progress, stop_note
+from .sections import section_counts
 from .services import (
     PrivateTargetsRefused,
     QuotaExceeded,
@@ -76,26 +75,6 @@ def audit_new(request):
 # --- the audit page and its live partial -----------------------------------------
 
 
-def _progress(audit: Audit) -> dict:
-    """Numbers for the progress panel, derived from the audit's counters (no table scans)."""
-    now = timezone.now()
-    end = audit.finished_at or now
-    elapsed = (end - audit.started_at) if audit.started_at else timedelta(0)
-    seconds = max(elapsed.total_seconds(), 0.0)
-    target = min(audit.max_pages, max(audit.pages_discovered, audit.pages_crawled)) or audit.max_pages
-    rate = audit.pages_crawled / seconds if seconds >= 1 else 0.0
-    remaining = max(target - audit.pages_crawled, 0)
-    eta = timedelta(seconds=round(remaining / rate)) if audit.is_active and rate > 0 and remaining else None
-    percent = 100 if audit.status == Audit.Status.COMPLETED else min(100, round(100 * audit.pages_crawled / target))
-    return {
-        "elapsed": timedelta(seconds=round(seconds)),
-        "pages_per_second": rate,
-        "eta": eta,
-        "target": target,
-        "percent": percent,
-    }
-
-
 RESPONSE_BUCKETS = [(0, 100), (100, 250), (250, 500), (500, 1000), (1000, 2000), (2000, 5000), (5000, None)]
 
 
@@ -135,10 +114,21 @@ def _bucket_label(low: int, high: int | None) -> str:
     return f"<{high // 1000}s"
 
 
+def _sections(audit: Audit) -> dict:
+    """Open and reviewed issues per top-level section, like the totals beside them (ignored ones left out)."""
+    return section_counts(Issue.objects.filter(audit=audit).exclude(review=Issue.Review.IGNORED), audit.origin)
+
+
 def _body_context(audit: Audit) -> dict:
-    context = {"audit": audit, "progress": _progress(audit), "summary": issue_summary(audit),
+    context = {"audit": audit, "progress": progress(audit), "summary": issue_summary(audit),
                "charts": _charts(audit), "can_rerun": private_targets_allowed(audit),
                "change_labels": CHANGE_FILTERS}
+    if not audit.is_active:
+        # A GROUP BY over the URLs of every issue: once, when the numbers are
+        # final, not on every two-second poll of a running crawl.
+        context["sections"] = _sections(audit)
+    if audit.status == Audit.Status.CANCELLED:
+        context["stop_note"] = stop_note(audit)
     if audit.is_active:
         # A queued chunk no worker has taken yet: the cluster is busy, the audit is not stuck.
         context["waiting_for_worker"] = (
@@ -146,17 +136,20 @@ def _body_context(audit: Audit) -> dict:
             and audit.chunks.filter(state=ChunkLease.State.QUEUED).exists()
             and not audit.chunks.filter(state=ChunkLease.State.LEASED).exists())
         # While it runs, the newest rows show that work is happening.
-        context["latest_pages"] = list(
-            Page.objects.filter(audit=audit).order_by("-id")
-            .only("id", "audit_id", "url", "status_code", "redirect_count", "fetch_error", "depth", "title")[:8]
-        )
+        context["latest_pages"] = [
+            {"page": p, "redirect": redirect_of(p, audit.origin)}
+            for p in Page.objects.filter(audit=audit).order_by("-id").only(
+                "id", "audit_id", "url", "status_code", "redirect_count", "redirect_chain", "final_url",
+                "fetch_error", "depth", "title")[:8]
+        ]
     return context
 
 
 @audit_view("GET")
 def audit_detail(request, audit):
     context = _body_context(audit)
-    if request.htmx:
+    # htmx restoring a page from history asks for the whole page, not the partial.
+    if request.htmx and not request.htmx.history_restore_request:
         return render(request, "audits/_audit_body.html", context)
     return render(request, "audits/audit_detail.html", context)
 
@@ -173,9 +166,9 @@ def audit_progress(request, audit):
 
 @audit_view("POST")
 def audit_cancel(request, audit):
-    if cancel_audit(audit):
-        messages.success(request, "Audit cancelled; everything crawled so far is kept.")
-    else:
+    # No flash when it worked: the page's banner says who cancelled it and when,
+    # and the same news twice on one screen reads as two events.
+    if not cancel_audit(audit, by=request.user):
         messages.info(request, "The audit had already ended.")
     return redirect(audit)
 

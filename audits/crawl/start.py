@@ -90,11 +90,18 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
             # max_depth); a link that reaches one later gives it its click depth.
             seeds.append(FrontierURL(audit=audit, url=url, url_hash=url_hash(url), depth=audit.max_depth,
                                      in_sitemap=True, template_key=template_digest(url)))
+        # A typed start URL that redirects is a page row of its own (outcome.pages),
+        # so it gets a frontier row too: the page budget counts frontier rows, and
+        # without one a max of 20 pages stored 21. It also keeps a later link to
+        # it from queueing a second fetch of the same URL.
+        typed = [o.url for o in outcome.pages if o.url != outcome.start_url]
+        seeds += [FrontierURL(audit=audit, url=url, url_hash=url_hash(url), depth=0, linked=True,
+                              template_key=template_digest(url)) for url in typed]
         FrontierURL.objects.bulk_create(seeds, ignore_conflicts=True, batch_size=1000)
         # The start page goes through the ordinary fenced writer as "chunk 0".
-        FrontierURL.objects.filter(audit=audit, url_hash=url_hash(outcome.start_url)).update(
-            depth=0, linked=True, state=FrontierURL.State.LEASED, chunk=0
-        )
+        FrontierURL.objects.filter(
+            audit=audit, url_hash__in=[url_hash(o.url) for o in outcome.pages]
+        ).update(depth=0, linked=True, state=FrontierURL.State.LEASED, chunk=0)
         discovered = FrontierURL.objects.filter(audit=audit, kind=Page.Kind.PAGE, skip_reason="").count()
         audit.beat(pages_discovered=discovered)
         ChunkLease.objects.get_or_create(audit=audit, number=0)

@@ -71,6 +71,9 @@ class Page(models.Model):
             # neither, and each would cost two index entries for nothing.
             models.Index(fields=["audit", "title"], name="page_audit_title", condition=Q(kind="page")),
             models.Index(fields=["audit", "content_hash"], name="page_audit_content_hash", condition=Q(kind="page")),
+            # Live speed: the rows written in the last 30 seconds (audits.progress_panel).
+            # crawled_at grows within an audit, so the crawl appends at its end.
+            models.Index(fields=["audit", "crawled_at"], name="page_audit_crawled"),
         ]
 
     def __str__(self):

@@ -20,6 +20,21 @@ def test_cancel_stops_a_running_audit_and_keeps_its_results(owner_client, owner)
     assert Page.objects.filter(audit=audit).count() == 7
 
 
+def test_cancel_records_who_cancelled(owner_client, owner):
+    audit = make_finished_audit(owner, status=Audit.Status.RUNNING)
+    owner_client.post(reverse("audit-cancel", args=[audit.pk]))
+    audit.refresh_from_db()
+    assert audit.error_detail == "Cancelled by owner."
+
+
+def test_the_cancel_button_asks_for_confirmation(owner_client, owner):
+    audit = make_finished_audit(owner, status=Audit.Status.RUNNING)
+    body = owner_client.get(audit.get_absolute_url()).content.decode()
+    form = body.split(f'action="{reverse("audit-cancel", args=[audit.pk])}"')[1].split(">")[0]
+    assert 'data-confirm="Cancel this audit?' in form
+    assert "js/confirm.js" in body  # the listener that asks, for every data-confirm form
+
+
 def test_cancel_on_an_ended_audit_changes_nothing(owner_client, owner):
     audit = make_finished_audit(owner)
     owner_client.post(reverse("audit-cancel", args=[audit.pk]))

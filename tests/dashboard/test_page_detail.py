@@ -1,10 +1,14 @@
 """A page's own view: its redirect chain, its issues, its outlinks and who links to it."""
 
+import re
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from audits.inlinks import build as build_inlinks
-from tests.factories import SITE, make_finished_audit, make_link, make_page
+from audits.models import Audit, Page
+from tests.factories import SITE, make_audit, make_finished_audit, make_link, make_page
 
 pytestmark = pytest.mark.django_db
 
@@ -45,6 +49,55 @@ def test_a_redirected_url_shows_its_chain(owner_client, owner):
     body = detail(owner_client, audit, f"{SITE}/old")
     chain = body.split('id="redirect-chain"')[1].split("</section>")[0]
     assert "301" in chain and f"{SITE}/old" in chain and f"{SITE}/about" in chain
+
+
+def test_a_redirected_url_shows_the_status_it_answered_and_its_target_apart(owner_client, owner):
+    audit = make_finished_audit(owner)
+    body = detail(owner_client, audit, f"{SITE}/old")
+    status = body.split('id="page-status">')[1].split("</dd>")[0]
+    assert status.startswith("301") and "200" not in status
+    target = body.split('id="redirect-target">')[1].split("</dd>")[0]
+    about = audit.pages.get(url=f"{SITE}/about")
+    assert reverse("page-detail", args=[audit.pk, about.pk]) in target and "answered 200" in target
+    assert "it redirects" in body.split('id="page-indexable">')[1].split("</dd>")[0]
+
+
+def _linked_target(owner, status):
+    """An audit in ``status`` whose /target has five links and one image reference, its stored count unset."""
+    ended = status in Audit.ENDED
+    audit = make_audit(owner, status=status, phase=Audit.Phase.CRAWLING, origin=SITE,
+                       started_at=timezone.now(), finished_at=timezone.now() if ended else None)
+    target = make_page(audit, f"{SITE}/target", title="Target")
+    for n in range(5):
+        source = make_page(audit, f"{SITE}/source/{n}")
+        make_link(audit, source.url, target.url, anchor=f"to target {n}")
+    make_link(audit, f"{SITE}/source/0", target.url, tag="img")
+    return audit, target
+
+
+def _table_inlinks(client, audit) -> str:
+    body = client.get(reverse("page-list", args=[audit.pk]), {"q": "/target"}).content.decode()
+    return re.search(r'<td class="inlinks">(\d+)</td>', body).group(1)
+
+
+@pytest.mark.parametrize("status", [Audit.Status.RUNNING, Audit.Status.CANCELLED, Audit.Status.FAILED])
+def test_the_pages_table_counts_the_inlinks_the_detail_lists_before_they_are_indexed(owner_client, owner, status):
+    audit, target = _linked_target(owner, status)
+    detail_body = detail(owner_client, audit, target.url)
+    assert 'Linked from (<span id="inlink-count">5</span>)' in detail_body
+    assert "Also referenced by (1)" in detail_body  # the image: a reference, not a link
+    assert _table_inlinks(owner_client, audit) == "5"
+
+
+@pytest.mark.parametrize("status", [Audit.Status.CANCELLED, Audit.Status.FAILED])
+def test_indexing_the_links_of_an_audit_that_stopped_stores_its_inlink_counts(owner_client, owner, status):
+    audit, target = _linked_target(owner, status)
+    assert build_inlinks(audit, while_status=tuple(Audit.ENDED))
+    assert Page.objects.get(pk=target.pk).inlinks == 5
+    assert _table_inlinks(owner_client, audit) == "5"
+    # Stored, so the column sorts: the target first, descending.
+    body = owner_client.get(reverse("page-list", args=[audit.pk]), {"sort": "-inlinks"}).content.decode()
+    assert body.index(f"{SITE}/target") < body.index(f"{SITE}/source/0")
 
 
 def test_the_page_view_uses_a_fixed_number_of_queries(owner_client, owner, django_assert_max_num_queries):

@@ -1,8 +1,9 @@
-"""Issue and page tables: filters, whitelisted sorting, count-free pagination, bounded queries."""
+"""Issue and page tables: filters, whitelisted sorting, counted and numbered pagination, bounded queries."""
 
 import pytest
 from django.urls import reverse
 
+from audits.tables import MAX_PAGE_NUMBER, Window
 from tests.factories import SITE, make_finished_audit, make_issue, make_page
 
 pytestmark = pytest.mark.django_db
@@ -74,28 +75,85 @@ def test_the_page_table_sorts_on_whitelisted_columns(owner_client, audit):
     assert "sort=time" in body  # the active column's heading toggles the direction
 
 
-def test_pagination_knows_the_next_page_without_counting(owner_client, owner, django_assert_max_num_queries):
+def test_a_redirect_row_shows_the_status_it_answered_and_where_it_went(owner_client, audit):
+    body = owner_client.get(reverse("page-list", args=[audit.pk]), {"q": "/old"}).content.decode()
+    status = body.split('<td class="status">')[1].split("</td>")[0]
+    assert ">301<" in status and "→" in status and "/about" in status and ">200<" not in status
+
+
+def test_pagination_shows_the_total_and_numbered_pages_in_a_bounded_number_of_queries(
+        owner_client, owner, django_assert_max_num_queries):
     audit = make_finished_audit(owner)
     for n in range(120):
         page = make_page(audit, f"{SITE}/item/{n:03d}", depth=2)
         make_issue(audit, "h1_missing", page.url, page=page)
     url = reverse("page-list", args=[audit.pk])
-    with django_assert_max_num_queries(4) as captured:
+    with django_assert_max_num_queries(5) as captured:
         first = owner_client.get(url)
-    assert not any("COUNT(" in q["sql"].upper() for q in captured.captured_queries)
-    assert rows(first, 'class="page-row"') == 50 and 'rel="next"' in first.content.decode()
+    # One count, of a LIMITed subquery: it stops at the deepest page the table can show.
+    counts = [q["sql"] for q in captured.captured_queries if "COUNT(" in q["sql"].upper()]
+    assert len(counts) == 1 and "LIMIT" in counts[0].upper()
+    body = first.content.decode()
+    assert rows(first, 'class="page-row"') == 50 and 'rel="next"' in body
+    assert "Rows 1–50 of 127" in body
+    assert 'aria-current="page">1<' in body and 'aria-label="Page 3"' in body
     last = owner_client.get(url, {"page": 3})
     assert rows(last, 'class="page-row"') == 27 and 'rel="next"' not in last.content.decode()
-    assert "Rows 101–127" in last.content.decode()
+    assert "Rows 101–127 of 127" in last.content.decode()
 
-    with django_assert_max_num_queries(5) as captured:
+    with django_assert_max_num_queries(7):  # with the types present, for the type filter
         issues = owner_client.get(reverse("issue-list", args=[audit.pk]))
-    assert not any("COUNT(" in q["sql"].upper() for q in captured.captured_queries)
     assert rows(issues, 'class="issue"') == 50
+    assert "Rows 1–50 of 125" in issues.content.decode()
+
+
+def test_page_links_keep_the_filters_and_sort_and_swap_only_the_table(owner_client, owner):
+    audit = make_finished_audit(owner)
+    for n in range(120):
+        make_page(audit, f"{SITE}/item/{n:03d}", depth=2)
+    body = owner_client.get(reverse("page-list", args=[audit.pk]),
+                            {"q": "item", "sort": "-url", "page": 2}).content.decode()
+    assert "Rows 51–100 of 120" in body
+    nav = body.split('class="pagination"')[1].split("</nav>")[0]
+    assert 'href="?' not in nav
+    for number in (1, 3):
+        href = f"{reverse('page-list', args=[audit.pk])}?q=item&amp;sort=-url&amp;page={number}"
+        assert f'href="{href}"' in nav and f'hx-get="{href}"' in nav
+    assert 'hx-target="#page-table"' in nav and 'aria-current="page">2<' in nav
+
+
+def test_a_page_number_past_the_end_shows_the_last_page(owner_client, audit):
+    response = owner_client.get(reverse("page-list", args=[audit.pk]), {"page": 40})
+    assert rows(response, 'class="page-row"') == 7 and "Rows 1–7 of 7" in response.content.decode()
+
+
+@pytest.mark.parametrize(("number", "last", "links"), [
+    (1, 1, []),
+    (1, 3, [1, 2, 3]),
+    (1, 40, [1, 2, 3, None, 40]),
+    (20, 40, [1, None, 18, 19, 20, 21, 22, None, 40]),
+    (39, 40, [1, None, 37, 38, 39, 40]),
+])
+def test_page_numbers_are_the_first_a_few_around_the_current_and_the_last(number, last, links):
+    page = Window([object()], number, number < last, 10, count=last * 10, cap=100_000)
+    assert page.page_links == links
+
+
+def test_a_table_larger_than_it_can_page_through_says_so():
+    page = Window([object()], 1, True, 50, count=100_001, cap=100_000)
+    assert page.count_capped and page.shown_count == 100_000 and page.num_pages == MAX_PAGE_NUMBER
 
 
 def test_an_htmx_filter_request_gets_only_the_table(owner_client, audit):
     for name, marker in (("issue-list", 'id="issue-table"'), ("page-list", 'id="page-table"')):
         response = owner_client.get(reverse(name, args=[audit.pk]), HTTP_HX_REQUEST="true")
         body = response.content.decode()
-        assert marker in body and "<html" not in body and "<form" not in body
+        assert marker in body and "<html" not in body and 'class="filters"' not in body
+
+
+def test_htmx_restoring_the_pages_table_from_history_gets_the_whole_page(owner_client, audit):
+    # A Back past htmx's history cache asks with HX-Request too; a bare table would replace the page.
+    response = owner_client.get(reverse("page-list", args=[audit.pk]), HTTP_HX_REQUEST="true",
+                                HTTP_HX_HISTORY_RESTORE_REQUEST="true")
+    body = response.content.decode()
+    assert "<html" in body and 'id="page-filters"' in body and 'id="page-table"' in body

@@ -1,0 +1,122 @@
+"""The progress panel: recent speed and the estimate from it, a bar that agrees with its text, the
+checks-only phase, and how an audit that ended reads."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.urls import reverse
+from django.utils import timezone
+
+from audits.models import Audit, FrontierURL, Page
+from tests.factories import SITE, make_audit, make_page
+
+pytestmark = pytest.mark.django_db
+
+
+def running(owner, **counters):
+    audit = make_audit(owner, status=Audit.Status.RUNNING, phase=Audit.Phase.CRAWLING, origin=SITE,
+                       started_at=timezone.now() - timedelta(seconds=120), max_pages=counters.pop("max_pages", 100))
+    Audit.objects.filter(pk=audit.pk).update(**counters)
+    audit.refresh_from_db()
+    return audit
+
+
+def dd(body: str, name: str) -> str:
+    return body.split(f'<dd id="{name}">')[1].split("</dd>")[0]
+
+
+def crawled(audit, count: int, seconds_ago: float, prefix: str, kind=Page.Kind.PAGE):
+    at = timezone.now() - timedelta(seconds=seconds_ago)
+    for n in range(count):
+        make_page(audit, f"{SITE}/{prefix}/{n}", kind=kind, crawled_at=at)
+
+
+def test_speed_is_the_last_30_seconds_and_the_estimate_follows_it(owner_client, owner):
+    with time_machine.travel(timezone.now(), tick=False):
+        audit = running(owner, pages_crawled=40, pages_discovered=80)
+        crawled(audit, 25, 100, "early")  # a fast start, two minutes ago...
+        crawled(audit, 15, 10, "lately")  # ...and 15 pages in the last 30 s
+        crawled(audit, 30, 5, "assets", kind=Page.Kind.RESOURCE)  # checks are not pages
+        body = owner_client.get(audit.get_absolute_url()).content.decode()
+    # 15 pages in 30 s is 0.5 pages/s (since the start it would be 40 in 120 s, 0.33);
+    # the 40 pages left at that speed take 80 s.
+    assert dd(body, "speed").startswith("0.50 pages/s") and "last 30 s" in dd(body, "speed")
+    assert dd(body, "eta") == "about 1 min 20 s left"
+
+
+def test_a_crawl_that_stalled_has_no_speed_and_no_estimate(owner_client, owner):
+    with time_machine.travel(timezone.now(), tick=False):
+        audit = running(owner, pages_crawled=40, pages_discovered=80)
+        crawled(audit, 40, 90, "before")
+        body = owner_client.get(audit.get_absolute_url()).content.decode()
+    assert dd(body, "speed").startswith("0.00 pages/s") and dd(body, "eta") == "—"
+
+
+def test_the_bar_and_the_text_share_one_target_the_smaller_of_max_pages_and_discovered(owner_client, owner):
+    audit = running(owner, max_pages=20, pages_crawled=10, pages_discovered=1203)
+    body = owner_client.get(audit.get_absolute_url()).content.decode()
+    assert dd(body, "pages-crawled").startswith("10 of 20 ") and "1,203 discovered" in dd(body, "pages-crawled")
+    assert 'aria-valuenow="50"' in body and "width: 50%" in body
+
+    Audit.objects.filter(pk=audit.pk).update(max_pages=500, pages_discovered=40)
+    body = owner_client.get(audit.get_absolute_url()).content.decode()
+    assert dd(body, "pages-crawled") == "10 of 40 discovered" and 'aria-valuenow="25"' in body
+
+
+def test_once_the_pages_are_done_the_phase_counts_the_checks_left(owner_client, owner):
+    with time_machine.travel(timezone.now(), tick=False):
+        audit = running(owner, max_pages=20, pages_crawled=20, pages_discovered=90)
+        rows = [FrontierURL(audit=audit, url=f"https://elsewhere.example/{n}", url_hash=f"e{n}",
+                            kind=Page.Kind.EXTERNAL) for n in range(1945)]
+        rows += [FrontierURL(audit=audit, url=f"{SITE}/img/{n}.png", url_hash=f"r{n}", kind=Page.Kind.RESOURCE,
+                             state=FrontierURL.State.LEASED, chunk=4) for n in range(2)]
+        rows += [FrontierURL(audit=audit, url=f"{SITE}/done/{n}", url_hash=f"d{n}", kind=Page.Kind.EXTERNAL,
+                             state=FrontierURL.State.DONE) for n in range(50)]
+        FrontierURL.objects.bulk_create(rows)
+        crawled(audit, 60, 10, "checked", kind=Page.Kind.EXTERNAL)  # 2 checks a second lately
+        body = owner_client.get(audit.get_absolute_url()).content.decode()
+    assert dd(body, "phase") == "Checking 1,945 external links and 2 resources"
+    # 1,947 checks left at 2 a second.
+    assert dd(body, "eta") == "about 16 min 14 s left"
+
+
+def test_while_pages_remain_the_phase_is_crawling(owner_client, owner):
+    audit = running(owner, max_pages=20, pages_crawled=12, pages_discovered=90)
+    FrontierURL.objects.create(audit=audit, url="https://elsewhere.example/", url_hash="e", kind=Page.Kind.EXTERNAL)
+    assert dd(owner_client.get(audit.get_absolute_url()).content.decode(), "phase") == "Crawling"
+
+
+@pytest.mark.parametrize(("status", "phase", "label"), [
+    (Audit.Status.CANCELLED, Audit.Phase.CRAWLING, "Cancelled while crawling"),
+    (Audit.Status.FAILED, Audit.Phase.STARTING, "Failed while starting"),
+    (Audit.Status.COMPLETED, Audit.Phase.DONE, "Done"),
+])
+def test_an_ended_audit_reads_as_ended_not_as_its_last_phase(owner_client, owner, status, phase, label):
+    audit = make_audit(owner, status=status, phase=phase, failed_phase=phase if status != "completed" else "",
+                       started_at=timezone.now() - timedelta(seconds=100), finished_at=timezone.now())
+    Audit.objects.filter(pk=audit.pk).update(pages_crawled=50, pages_discovered=50)
+    body = owner_client.get(audit.get_absolute_url()).content.decode()
+    assert dd(body, "phase") == label
+    # No "lately" for an audit that ended: the run's average, said so.
+    assert dd(body, "speed").startswith("0.50 pages/s") and "average" in dd(body, "speed")
+    assert dd(body, "eta") == "finished"
+
+
+def test_a_cancelled_audit_says_once_who_cancelled_it_and_when(owner_client, owner):
+    audit = running(owner, pages_crawled=12, pages_discovered=40)
+    with time_machine.travel(timezone.now(), tick=False):
+        when = timezone.localtime()
+        response = owner_client.post(reverse("audit-cancel", args=[audit.pk]), follow=True)
+    body = response.content.decode()
+    # The banner says it; a flash saying the same again would read as a second event.
+    assert 'class="messages"' not in body
+    banner = body.split('id="failure-banner"')[1].split("</section>")[0]
+    note = f"Cancelled by owner at {when:%H:%M}; everything crawled before is kept."
+    assert re.sub(r"\s+", " ", banner).count(note) == 1
+    assert body.count("Cancelled by owner") == 1
+    assert "Error code" not in banner and "<code>cancelled</code>" not in body
+    assert dd(body, "phase") == "Cancelled while crawling"
