@@ -4,12 +4,13 @@ Memory stays flat however big the audit is: rows come from ``.iterator()`` in
 chunks and each is written to the response as soon as it is formatted (the
 ``Echo`` pattern from Django's "Outputting CSV" how-to). Column names are part
 of the contract with whoever imports these files, so they only ever grow at the
-end.
+end. The row generators here feed the XLSX workbook too (audits.xlsx_export).
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 from collections.abc import Iterable, Iterator
 
@@ -18,6 +19,7 @@ from django.http import StreamingHttpResponse
 
 from crawler.catalogue import CATALOGUE
 
+from . import broken
 from .models import Audit, GoneIssue, Issue, LinkEdge, Page, PageChange
 
 CHUNK_SIZE = 2000
@@ -47,9 +49,15 @@ def neutralise(value) -> str | int | float:
     return "'" + text if text.startswith(_FORMULA_STARTS) else text
 
 
+# Excel reads a CSV without a byte order mark in the machine's legacy code page
+# (Windows-1252 and the like), turning every non-ASCII title into mojibake; with
+# it, Excel reads UTF-8. Python's "utf-8-sig" and most CSV readers skip it.
+BOM = "\ufeff"
+
+
 def _stream(header: list[str], rows: Iterable[Iterable]) -> Iterator[str]:
     writer = csv.writer(Echo())
-    yield writer.writerow(header)
+    yield BOM + writer.writerow(header)
     for row in rows:
         yield writer.writerow([neutralise(cell) for cell in row])
 
@@ -123,6 +131,27 @@ def link_rows(audit: Audit) -> Iterator[list]:
                      "target_status", "target_error")
     )
     yield from rows.iterator(chunk_size=CHUNK_SIZE)
+
+
+# Broken links by target (audits.broken): one row per dead URL, most linked first.
+# "linking_pages" counts distinct source pages, "links" the broken-link issues
+# (a page linking twice with two anchors is one page, two links); "sources"
+# names the first BROKEN_SOURCES of them, the screen lists them all.
+BROKEN_COLUMNS = ["target_url", "kind", "status_code", "fetch_error", "failure", "linking_pages", "links",
+                  "sources", "redirected"]
+BROKEN_SOURCES = 10
+# Targets decorated together (two queries a batch, audits.broken.describe): an
+# IN list well under the 999 bound parameters of SQLite builds before 3.32.
+BROKEN_BATCH = 500
+
+
+def broken_rows(audit: Audit) -> Iterator[list]:
+    groups = broken.targets(audit).order_by(*broken.TARGET_SORTS["-sources"]).iterator(chunk_size=CHUNK_SIZE)
+    while batch := list(itertools.islice(groups, BROKEN_BATCH)):
+        for row in broken.describe(audit, batch, preview=BROKEN_SOURCES):
+            yield [row["target_url"], row["scope"], row["status_code"], row["fetch_error"], row["failure"],
+                   row["sources"], row["links"], " | ".join(s["url"] for s in row["sources_preview"]),
+                   row["redirected"]]
 
 
 # What changed since the baseline audit (audits.diff): issues new, persisting,

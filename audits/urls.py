@@ -1,6 +1,7 @@
 from django.urls import path
 
-from . import change_views, export_views, issue_views, page_views, site_views, views
+from . import broken_views, change_views, export_views, issue_views, page_views, site_views, views
+from .triage_views import issue_ignore_rule, issue_review
 
 urlpatterns = [
     path("", views.audit_list, name="audit-list"),
@@ -13,6 +14,11 @@ urlpatterns = [
     path("audits/<int:audit_id>/export/pages.csv", export_views.export_pages, name="export-pages"),
     path("audits/<int:audit_id>/export/issues.csv", export_views.export_issues, name="export-issues"),
     path("audits/<int:audit_id>/export/links.csv", export_views.export_links, name="export-links"),
+    path("audits/<int:audit_id>/export/broken.csv", export_views.export_broken, name="export-broken"),
+    path("audits/<int:audit_id>/export/audit.xlsx", export_views.export_xlsx, name="export-xlsx"),
+    path("audits/<int:audit_id>/export/report.html", export_views.export_report, name="export-report"),
+    path("audits/<int:audit_id>/broken/", broken_views.broken_list, name="broken-list"),
+    path("audits/<int:audit_id>/broken/sources/", broken_views.broken_sources, name="broken-sources"),
     path("audits/<int:audit_id>/export/changes.csv", change_views.export_changes, name="export-changes"),
     path("audits/<int:audit_id>/compare/<int:other_id>/", change_views.audit_compare, name="audit-compare"),
     path("sites/", site_views.site_list, name="site-list"),
@@ -27,4 +33,8 @@ urlpatterns = [
     path("sites/<int:site_id>/resume/", site_views.site_resume, name="site-resume"),
     path("sites/<int:site_id>/run/", site_views.site_run, name="site-run"),
     path("sites/<int:site_id>/delete/", site_views.site_delete, name="site-delete"),
+    path("audits/<int:audit_id>/issues/review/", issue_review, name="issue-review"),
+    path("audits/<int:audit_id>/issues/ignore-rule/", issue_ignore_rule, name="issue-ignore-rule"),
+    path("sites/<int:site_id>/rules/", site_views.site_rule_add, name="site-rule-add"),
+    path("sites/<int:site_id>/rules/<int:rule_id>/delete/", site_views.site_rule_delete, name="site-rule-delete"),
 ]

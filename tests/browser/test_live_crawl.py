@@ -73,7 +73,7 @@ def test_a_person_audits_a_site_and_watches_it_live(page, owner, cluster, site):
     for link, column in (("#csv-pages", "url"), ("#csv-issues", "severity"), ("#csv-links", "source_url")):
         with page.expect_download() as info:
             page.click(link)
-        rows = list(csv.reader(io.StringIO(open(info.value.path(), encoding="utf-8").read(), newline="")))
+        rows = list(csv.reader(io.StringIO(open(info.value.path(), encoding="utf-8-sig").read(), newline="")))
         assert rows[0][0] == column and len(rows) > 2
         if column == "url":
             assert site.url("/broken-home") in {row[0] for row in rows}

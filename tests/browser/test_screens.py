@@ -33,12 +33,12 @@ def test_a_bad_url_gets_its_message_next_to_the_field(page, owner):
     page.click("#new-audit")
     page.fill("#id_start_url", "ftp://files.example/")
     page.click("button:has-text('Start audit')")
-    expect(page.locator("#error-start_url")).to_contain_text("Only http:// and https://")
+    expect(page.locator("#id_start_url_error")).to_contain_text("Only http:// and https://")
     page.fill("#id_start_url", "http://127.0.0.1:8000/")
     page.fill("#id_include_patterns", "blog/(oops")
     page.click("button:has-text('Start audit')")
-    expect(page.locator("#error-start_url")).to_contain_text("SITEWARD_ALLOW_PRIVATE")
-    expect(page.locator("#error-include_patterns")).to_contain_text("blog/(oops")
+    expect(page.locator("#id_start_url_error")).to_contain_text("SITEWARD_ALLOW_PRIVATE")
+    expect(page.locator("#id_include_patterns_error")).to_contain_text("blog/(oops")
     shot(page, "03-new-audit-errors")
     assert Audit.objects.count() == 0
 
@@ -84,7 +84,7 @@ def test_a_completed_audit_shows_summary_charts_tables_and_csvs(page, owner):
                                      ("#csv-links", "source_url", 5)):
         with page.expect_download() as info:
             page.click(link)
-        text = open(info.value.path(), encoding="utf-8").read()
+        text = open(info.value.path(), encoding="utf-8-sig").read()
         parsed = list(csv.reader(io.StringIO(text, newline="")))
         assert parsed[0][0] == first_column and len(parsed) == 1 + rows
 
@@ -147,3 +147,45 @@ def test_injected_htmx_attributes_in_crawled_text_fire_no_request(page, owner):
     shot(page, "14-hostile-text-as-text")
     assert fired == [] and Audit.objects.filter(pk=audit.pk).exists()
     assert page.locator("a[href^='javascript:']").count() == 0
+
+
+def test_a_flash_message_is_not_shown_again_on_back(page, owner):
+    audit = make_finished_audit(owner)
+    log_in(page)
+    # The issue table's "ignore this type on URLs like this" fills the rule form in.
+    page.goto(f"/audits/{audit.pk}/issues/?rule_code=title_length&rule_pattern=%5Ehttps%3A%2F%2Fshop%5C.example%2F")
+    page.click("#add-ignore-rule")
+    expect(page.locator(".messages")).to_contain_text("Rule added for the site")
+    page.select_option("#f-severity", "critical")  # an htmx swap that pushes a URL: htmx keeps a copy
+    expect(page).to_have_url(re.compile(r"severity=critical"))
+    page.go_back()
+    expect(page).not_to_have_url(re.compile(r"severity=critical"))
+    expect(page.locator("#issue-table")).to_be_visible()
+    expect(page.locator(".messages")).to_have_count(0)
+
+
+def test_cancel_asks_first_and_then_says_who_cancelled(page, owner):
+    audit = make_finished_audit(owner, status=Audit.Status.RUNNING)
+    Audit.objects.filter(pk=audit.pk).update(finished_at=None)
+    log_in(page)
+    page.goto(audit.get_absolute_url())
+    questions = []
+
+    def answer(dialog, accept):
+        questions.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    page.once("dialog", lambda dialog: answer(dialog, False))
+    page.click("#cancel")
+    page.wait_for_timeout(300)
+    assert questions and "Cancel this audit?" in questions[0]
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.RUNNING
+
+    page.once("dialog", lambda dialog: answer(dialog, True))
+    page.click("#cancel")
+    expect(page.locator("#stop-note")).to_contain_text(re.compile(
+        r"^Cancelled by owner at \d\d:\d\d; everything crawled before is kept\.$"))
+    expect(page.locator("#phase")).to_have_text("Cancelled while crawling")
+    expect(page.locator(".messages")).to_have_count(0)
+    shot(page, "14-audit-cancelled")

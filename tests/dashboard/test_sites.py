@@ -164,7 +164,7 @@ def test_changes_csv_lists_new_fixed_and_persisting_issues_formula_safe(owner_cl
     make_issue(second, "title_missing", f"{SITE}/=cmd", message="=HYPERLINK(\"http://evil\")")
     diff.record(second)
     response = owner_client.get(reverse("export-changes", args=[second.pk]))
-    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode("utf-8-sig"))))
     assert rows[0] == ["change", "kind", "severity", "code", "title", "url", "target_url", "detail"]
     changes = {(row[0], row[3]) for row in rows[1:]}
     assert ("new", "h1_missing") in changes and ("fixed", "broken_link_internal") in changes
