@@ -68,7 +68,7 @@ def test_it_refuses_bad_input_with_a_message_next_to_the_field(owner_client, cha
     assert response.status_code == 400
     assert words in field_error(response, field)
     # The message is rendered next to its field, and nothing was created.
-    assert f'id="error-{field}"' in response.content.decode()
+    assert f'id="id_{field}_error"' in response.content.decode()
     assert Audit.objects.count() == 0
 
 

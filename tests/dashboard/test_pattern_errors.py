@@ -33,7 +33,7 @@ def test_the_form_refuses_what_re2_cannot_run_with_a_message_next_to_the_field(o
     message = " ".join(response.context["form"].errors[field])
     assert message.startswith(f"Not a usable regular expression: invalid pattern '{bad}': ")
     assert message.endswith(f"{HINT}.")
-    assert f'id="error-{field}"' in response.content.decode()
+    assert f'id="id_{field}_error"' in response.content.decode()
     assert Audit.objects.count() == 0
 
 
