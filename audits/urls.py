@@ -1,6 +1,15 @@
 from django.urls import path
 
-from . import broken_views, change_views, export_views, issue_views, page_views, site_views, views
+from . import (
+    broken_views,
+    change_views,
+    export_views,
+    issue_views,
+    page_views,
+    site_access_views,
+    site_views,
+    views,
+)
 from .triage_views import issue_ignore_rule, issue_review
 
 urlpatterns = [
@@ -33,6 +42,8 @@ urlpatterns = [
     path("sites/<int:site_id>/resume/", site_views.site_resume, name="site-resume"),
     path("sites/<int:site_id>/run/", site_views.site_run, name="site-run"),
     path("sites/<int:site_id>/delete/", site_views.site_delete, name="site-delete"),
+    # GET shows the access form (secrets never rendered), POST saves it.
+    path("sites/<int:site_id>/access/", site_access_views.site_access, name="site-access"),
     path("audits/<int:audit_id>/issues/review/", issue_review, name="issue-review"),
     path("audits/<int:audit_id>/issues/ignore-rule/", issue_ignore_rule, name="issue-ignore-rule"),
     path("sites/<int:site_id>/rules/", site_views.site_rule_add, name="site-rule-add"),

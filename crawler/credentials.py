@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from urllib.parse import urljoin
 
 import httpx
@@ -61,10 +61,33 @@ def basic_header(user: str, password: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Credentials:
-    """Headers for requests to one origin only (scheme, host, port)."""
+    """Headers for requests to one origin only (scheme, host, port).
+
+    ``base`` is what the person set (basic auth, extra headers); ``session`` a
+    login's cookies, replaced whole by the next login. A person's Cookie header
+    and the session's cookies go out as one Cookie header.
+    """
 
     origin: tuple[str, str, int | None]
-    headers: tuple[tuple[bytes, bytes], ...] = ()
+    base: tuple[tuple[bytes, bytes], ...] = ()
+    session: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[bytes, bytes], ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        jar: dict[str, str] = {}
+        kept = []
+        for name, value in self.base:
+            if name.lower() == b"cookie":
+                for part in value.decode("latin-1").split(";"):
+                    key, _, val = part.strip().partition("=")
+                    if key:
+                        jar[key] = val
+            else:
+                kept.append((name, value))
+        jar.update(self.session)
+        if jar:
+            kept.append((b"Cookie", "; ".join(f"{k}={v}" for k, v in jar.items()).encode("latin-1")))
+        object.__setattr__(self, "headers", tuple(kept))
 
     @classmethod
     def for_site(cls, start_url: str, *, basic: tuple[str, str] | None = None,
@@ -75,9 +98,8 @@ class Credentials:
             raise ValueError(f"At most {MAX_HEADERS} extra headers.")
         if basic is not None:
             pairs.append(("Authorization", basic_header(*basic)))
-        creds = cls(origin(httpx.URL(start_url)), tuple((n.encode(), v.encode()) for n, v in pairs))
-        if cookies:
-            creds = creds.with_cookies(cookies)
+        creds = cls(origin(httpx.URL(start_url)), tuple((n.encode(), v.encode()) for n, v in pairs),
+                    tuple((cookies or {}).items()))
         return creds if creds.headers else None
 
     def for_url(self, url: httpx.URL) -> list[tuple[bytes, bytes]]:
@@ -85,21 +107,12 @@ class Credentials:
         return list(self.headers) if self.headers and origin(url) == self.origin else []
 
     def with_cookies(self, cookies: Mapping[str, str]) -> Credentials:
-        """These credentials with the session ``cookies`` (a login's) merged into one Cookie header."""
-        jar: dict[str, str] = {}
-        kept = []
-        for name, value in self.headers:
-            if name.lower() == b"cookie":
-                for part in value.decode("latin-1").split(";"):
-                    key, _, val = part.strip().partition("=")
-                    if key:
-                        jar[key] = val
-            else:
-                kept.append((name, value))
-        jar.update(cookies)
-        if jar:
-            kept.append((b"Cookie", "; ".join(f"{k}={v}" for k, v in jar.items()).encode("latin-1")))
-        return replace(self, headers=tuple(kept))
+        """These credentials with ``cookies`` as the session (a new login's, replacing the last one's)."""
+        return replace(self, session=tuple(cookies.items()))
+
+    def without_session(self) -> Credentials:
+        """What the person set, without a login's cookies: what a new login starts from."""
+        return replace(self, session=())
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from ..models import Audit, ChunkLease, FrontierURL, Issue, Page
 from .bridge import run_with_db_here
 from .db_retry import DatabaseBusy, DatabaseDown, close_connection, db_fault, with_db_retry
 from .progress import abandon_chunk, advance, page_budget
+from .session import SessionKeeper, SessionLost
 from .setup import CrawlSetup, crawl_setup, knob
 from .writer import AuditStopped, ChunkWriter, Item, LeaseLost, items_of
 
@@ -138,7 +139,10 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
     # so a URL that kills its worker is found and recorded as lost.
     serial = lease.attempts > 1
     items = with_db_retry(lease_items, audit, lease, what=f"{what} lease")
-    setup = crawl_setup(audit)
+    try:
+        setup = crawl_setup(audit)
+    except SessionLost as exc:
+        return _session_lost(audit, lease, exc, what)
     writer = ChunkWriter(audit, lease, setup, on_batch=on_batch)
     writer.hold(items)
     lease_seconds = knob("LEASE_SECONDS")
@@ -166,6 +170,8 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
     except LeaseLost:
         log.warning("audit %s chunk %s: lease reclaimed by another worker; stopping", audit_id, number)
         return "lease-lost"
+    except SessionLost as exc:
+        return _session_lost(audit, lease, exc, what)
     except AuditStopped:
         def stop() -> None:
             lease.release()
@@ -197,6 +203,16 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
     return "done"
 
 
+def _session_lost(audit: Audit, lease: ChunkLease, exc: SessionLost, what: str) -> str:
+    """The site's session cannot be had: the audit fails as login_failed, what was crawled kept."""
+    def stop() -> None:
+        lease.release()
+        lease.finish()
+        audit.fail(Audit.ErrorCode.LOGIN_FAILED, str(exc), Audit.Phase.CRAWLING)
+    with_db_retry(stop, what=f"{what} login failed")
+    return "login-failed"
+
+
 def lease_items(audit: Audit, lease: ChunkLease) -> list[Item]:
     """The URLs of this chunk: the ones a previous try held, or up to CHUNK_SIZE fresh ones."""
     held = FrontierURL.objects.held_by(lease)
@@ -217,21 +233,23 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
         window = WindowPolicy(floor=1, start=1, cap=1, per_host=1, rate=window.rate,
                               crawl_delay=window.crawl_delay)
 
-    async with (Fetcher(setup.policy, setup.guard, concurrency=window.cap) as fetcher,
+    async with (Fetcher(setup.policy, setup.guard, concurrency=window.cap, credentials=setup.credentials) as fetcher,
                 Fetcher(setup.policy, setup.guard.in_lane(LookupLane()),
                         concurrency=EXTERNAL_LANE.slots) as checker):
+
+        session = SessionKeeper(writer.audit, setup.login, fetcher, db)
 
         async def work(item: Item) -> PageOutcome:
             if serial:
                 await db(writer.mark_try, item)
             if item.kind == Page.Kind.PAGE:
                 ctx = PageContext(context.settings, context.is_internal, in_sitemap=item.in_sitemap)
-                return await process_page(fetcher, item.url, item.depth, ctx)
+                return await session.fetch(lambda: process_page(fetcher, item.url, item.depth, ctx))
             if item.kind == Page.Kind.RESOURCE:
                 # Resources are internal; a stylesheet is read one level below the
                 # deepest page, so @import chains end with the crawl's depth.
-                return await check_resource(fetcher, item.url, item.depth, context,
-                                            read_css=item.depth <= css_depth)
+                return await session.fetch(lambda: check_resource(fetcher, item.url, item.depth, context,
+                                                                  read_css=item.depth <= css_depth))
             result = await checker.check(item.url)
             return PageOutcome(item.url, item.depth, result, None, (), ())
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from crawler.checks import CheckSettings
+from crawler.credentials import Credentials, LoginForm
 from crawler.fetch import FetchPolicy
 from crawler.net import AddressGuard
 from crawler.robots import Robots
@@ -15,6 +16,7 @@ from crawler.window import WindowPolicy
 
 from ..dispatch import RETRY_AFTER_RESCHEDULE_CAP
 from ..models import Audit
+from .session import credentials_for, login_form, site_access
 
 # Retry-After on a 429 or 503 (RELIABILITY #24): a wait up to RETRY_AFTER_IN_TASK
 # is slept inside the fetch, so only that URL's window slot waits; a longer one,
@@ -53,6 +55,20 @@ class CrawlSetup:
     window: WindowPolicy
     checks: CheckSettings
     user_agent: str
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    # A private site's headers for its own origin (with the session's cookies),
+    # and its login form (to renew the session when it expires).
+    credentials: Credentials | None = None
+    login: LoginForm | None = None
+
+
+def crawl_patterns(audit: Audit, access=None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The audit's include and exclude patterns; a private site's crawl never follows its logout links."""
+    exclude = list(audit.patterns("exclude"))
+    if access is not None and access.logout_pattern.strip():
+        exclude.append(access.logout_pattern.strip())
+    return tuple(audit.patterns("include")), tuple(exclude)
 
 
 def crawl_setup(audit: Audit) -> CrawlSetup:
@@ -71,8 +87,9 @@ def crawl_setup(audit: Audit) -> CrawlSetup:
     window = WindowPolicy(
         floor=1, start=start, cap=cap, per_host=cap, rate=audit.rate, crawl_delay=delay or 0.0
     )
-    scope = None
-    if audit.origin:
-        scope = Scope(audit.origin, tuple(audit.patterns("include")), tuple(audit.patterns("exclude")))
+    access = site_access(audit)
+    include, exclude = crawl_patterns(audit, access)
+    scope = Scope(audit.origin, include, exclude) if audit.origin else None
     return CrawlSetup(AddressGuard(allow_private=allow_private), policy, scope, robots, window,
-                      CheckSettings(), user_agent)
+                      CheckSettings(), user_agent, include, exclude,
+                      credentials_for(audit, access), login_form(access))

@@ -18,6 +18,7 @@ from crawler.catalogue import finding
 from crawler.checks import PageContext, run_page_checks
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.http_probe import probe_http_form
+from crawler.login import is_login_redirect
 from crawler.page import PageOutcome, build_outcome
 from crawler.robots import Robots, load_robots
 from crawler.sitemap import discover_sitemaps
@@ -30,7 +31,8 @@ from ..models import Audit, ChunkLease, FrontierURL, Page
 from .admission import template_digest
 from .chunk import claim, internal_test
 from .progress import advance
-from .setup import CrawlSetup, crawl_setup
+from .session import SessionLost, logged_in, open_session, record_login, start_login
+from .setup import CrawlSetup, crawl_patterns, crawl_setup, site_access
 from .writer import ChunkWriter
 
 # Start cannot reschedule (robots.txt and the start page decide whether there is
@@ -61,8 +63,14 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         audit.fail(Audit.ErrorCode.START_URL_INVALID, str(exc), Audit.Phase.STARTING)
         return
 
-    setup = crawl_setup(audit)
+    try:
+        setup = crawl_setup(audit)
+    except SessionLost as exc:
+        audit.fail(Audit.ErrorCode.LOGIN_FAILED, str(exc), Audit.Phase.STARTING)
+        return
     outcome = crawl_loop.run(_explore(audit, start_url, setup))
+    if outcome.cookies is not None and not outcome.error_code:
+        record_login(audit, outcome.cookies)
     if outcome.error_code:
         audit.fail(outcome.error_code, outcome.error_detail, Audit.Phase.STARTING)
         return
@@ -77,7 +85,7 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
             sitemap_found=outcome.sitemap_found,
         )
         audit.begin_crawl(outcome.origin)
-        scope = Scope(outcome.origin, tuple(audit.patterns("include")), tuple(audit.patterns("exclude")))
+        scope = Scope(outcome.origin, *crawl_patterns(audit, site_access(audit)))
         _write_site_issues(audit, outcome)
         seeds = [FrontierURL(audit=audit, url=outcome.start_url, url_hash=url_hash(outcome.start_url),
                              depth=0, linked=True, template_key=template_digest(outcome.start_url))]
@@ -130,6 +138,7 @@ class StartOutcome:
     sitemap_found: bool | None = None
     sitemap_problems: list[tuple[str, str]] = field(default_factory=list)  # (url, problem)
     pages: list[PageOutcome] = field(default_factory=list)  # the start page, fetched once here
+    cookies: dict[str, str] | None = None  # a login's session, for every chunk to use
     error_code: str = ""
     error_detail: str = ""
 
@@ -137,8 +146,21 @@ class StartOutcome:
 async def _explore(audit: Audit, start_url: str, setup: CrawlSetup) -> StartOutcome:
     """Fetch the start page, robots.txt and the sitemaps, and probe the http:// form: no database."""
     policy = dataclasses.replace(setup.policy, retry_after_cap=START_RETRY_AFTER_CAP, reschedule_cap=0.0)
-    async with Fetcher(policy, setup.guard, concurrency=4) as fetcher:
+    async with Fetcher(policy, setup.guard, concurrency=4, credentials=setup.credentials) as fetcher:
+        cookies = None
+        if setup.login is not None:
+            # Logged in before anything else, so robots.txt, the sitemaps and the
+            # start page are read as a member sees them.
+            fetcher.credentials = start_login(fetcher.credentials)
+            try:
+                cookies = await open_session(fetcher, setup.login)
+            except SessionLost as exc:
+                return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED, error_detail=str(exc))
+            fetcher.credentials = logged_in(fetcher.credentials, audit.start_url, cookies)
         first = await fetcher.fetch(start_url)
+        if setup.login is not None and is_login_redirect(first, setup.login.url):
+            return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED,
+                                error_detail=f"{start_url} still sends the crawler to the login page after logging in.")
         if first.error is not None and first.status is None:
             code = {
                 FetchError.SSRF_BLOCKED: Audit.ErrorCode.SSRF_BLOCKED,
@@ -175,7 +197,7 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup) -> StartOutc
         pages[-1] = dataclasses.replace(pages[-1], findings=(*pages[-1].findings, plain_http))
     return StartOutcome(
         start_url=final, origin=origin, robots=robots, sitemap_urls=tuple(report.urls),
-        sitemap_found=report.found, sitemap_problems=problems, pages=pages,
+        sitemap_found=report.found, sitemap_problems=problems, pages=pages, cookies=cookies,
     )
 
 

@@ -99,7 +99,7 @@ class ChunkWriter:
         self.on_batch = on_batch
         self.kinds: dict[str, str] = {}
         self.ids: dict[str, int] = {}
-        self.patterns = (compile_patterns(audit.patterns("include")), compile_patterns(audit.patterns("exclude")))
+        self.patterns = (compile_patterns(setup.include), compile_patterns(setup.exclude))
         # How deep top_up may lease pages: the deepest linked page of the first lease.
         self.depth_cap: int | None = None
         # Set once a write gave up on the database: later calls fail at once.

@@ -7,9 +7,10 @@ from .lease import ChunkLease, ChunkLeaseQuerySet, FrontierQuerySet, FrontierURL
 from .notification import Notification
 from .results import FetchErrorCode, Inlink, Issue, IssueCode, LinkEdge, Page
 from .site import CRAWL_SETTINGS, Site, SkippedRun
+from .site_access import AuditSession, SiteAccess
 
 __all__ = [
-    "CRAWL_SETTINGS", "Audit", "ChunkLease", "ChunkLeaseQuerySet", "FetchErrorCode", "FrontierQuerySet",
+    "CRAWL_SETTINGS", "Audit", "AuditSession", "ChunkLease", "ChunkLeaseQuerySet", "FetchErrorCode", "FrontierQuerySet",
     "FrontierURL", "GoneIssue", "IgnoreRule", "Inlink", "Issue", "IssueCode", "LinkEdge", "Notification", "Page",
-    "PageChange", "Severity", "Site", "SkippedRun",
+    "PageChange", "Severity", "Site", "SiteAccess", "SkippedRun",
 ]

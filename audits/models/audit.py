@@ -45,6 +45,7 @@ class Audit(models.Model):
         SSRF_BLOCKED = "ssrf_blocked", "Start URL points at a refused (private or reserved) address"
         ROBOTS_UNREACHABLE = "robots_unreachable", "robots.txt is unreachable, so nothing may be crawled"
         SITE_UNAVAILABLE = "site_unavailable", "The start page never answered successfully"
+        LOGIN_FAILED = "login_failed", "Logging in to the site failed, or its session kept expiring"
         WORKER_LOST = "worker_lost", "The worker crawling it died repeatedly"
         STALLED = "stalled", "No progress for too long"
         START_FAILED = "start_failed", "The start step never finished (its worker died or timed out each time)"

@@ -94,6 +94,7 @@ SCREENS = [
     Screen("compare", lambda d: f"/audits/{d['completed'].pk}/compare/{d['baseline'].pk}/"),
     Screen("sites list", lambda d: "/sites/"),
     Screen("site detail", lambda d: d["completed"].site.get_absolute_url()),
+    Screen("site access", lambda d: f"/sites/{d['completed'].site_id}/access/"),
 ]
 
 

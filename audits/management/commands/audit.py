@@ -35,6 +35,7 @@ from ...models import Audit, GoneIssue, Issue, Page
 from ...services import create_audit, new_audit
 from ...summary import severity_counts
 from ...system_checks import CLUSTER_CHECKS
+from ..access_args import access_from_options, add_access_arguments, save_access
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
 # The order change records and counts are written in.
@@ -111,6 +112,7 @@ class Command(BaseCommand):
         parser.add_argument("--enqueue", action="store_true",
                             help="Hand the audit to the worker cluster, print its id and return")
         parser.add_argument("--owner", help="Username that owns the audit (default: admin, else a 'cli' user)")
+        add_access_arguments(parser)
 
     def check(self, *args, **kwargs):
         # A misconfigured deployment means the audit could not run: exit 2, not
@@ -133,6 +135,7 @@ class Command(BaseCommand):
                                "to end", returncode=2)
         # Checked before anything is stored or fetched.
         baseline = self._baseline(compare_to, owner, limits["start_url"])
+        access = access_from_options(opts, limits["start_url"])
         if opts["enqueue"]:
             # call_command skips the system checks; the cluster's timing must be
             # right before it is handed the audit, however the command was run.
@@ -140,6 +143,8 @@ class Command(BaseCommand):
             # One transaction: the start is enqueued on commit, with the baseline already set.
             with transaction.atomic():
                 audit = create_audit(owner, enforce_quota=False, trigger=Audit.Trigger.COMMAND, **limits)
+                if access:
+                    save_access(audit.site, access)
                 if compare_to:
                     self._set_baseline(audit, compare_to, baseline, self.stderr)
             self.stdout.write(str(audit.pk))
@@ -147,6 +152,8 @@ class Command(BaseCommand):
         out = self._open_out(opts.get("out"))
         console = self.stderr if out is sys.stdout else self.stdout
         audit = new_audit(owner, trigger=Audit.Trigger.COMMAND, **limits)
+        if access:
+            save_access(audit.site, access)
         console.write(f"Audit {audit.pk}: crawling {audit.start_url}")
         if compare_to:
             self._set_baseline(audit, compare_to, baseline, console)

@@ -1,0 +1,114 @@
+"""The audit command's options for private sites: secrets come from environment variables, never argv.
+
+A secret on the command line shows in ``ps`` and in shell history, so every
+secret option names a variable that holds it. What the options describe is
+saved, sealed, as the site's access (as the access screen does), so a worker
+cluster handed the audit with --enqueue crawls with it too.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.core.management.base import CommandError
+
+from crawler.credentials import LOGOUT_DEFAULT, basic_header, parse_header
+from crawler.urls import InvalidURL, compile_patterns, origin_of
+
+from ..models import Site, SiteAccess
+
+
+def add_access_arguments(parser) -> None:
+    group = parser.add_argument_group("private sites (secrets are read from environment variables)")
+    group.add_argument("--auth-basic-env", metavar="VAR", help="HTTP basic auth: VAR holds user:password")
+    group.add_argument("--header-env", metavar="VAR", action="append", default=[],
+                       help="An extra request header: VAR holds 'Name: value' (repeatable)")
+    group.add_argument("--login-url", help="The page with the login form (on the audited site)")
+    group.add_argument("--login-field", metavar="NAME=VALUE", action="append", default=[],
+                       help="A login form field that is not secret, e.g. username=ann (repeatable)")
+    group.add_argument("--login-secret-field", metavar="NAME=VAR", action="append", default=[],
+                       help="A secret login form field whose value VAR holds, e.g. password=SITE_PASSWORD")
+    group.add_argument("--login-success", metavar="REGEX", help="The page after logging in matches this")
+    group.add_argument("--logout-pattern", metavar="REGEX", default=LOGOUT_DEFAULT,
+                       help=f"URLs never followed while logged in (default: {LOGOUT_DEFAULT})")
+
+
+def _env(name: str, option: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise CommandError(f"{option}: the environment variable {name} is not set or empty.", returncode=2)
+    return value
+
+
+def _pair(text: str, option: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise CommandError(f"{option} takes NAME=VALUE; got {text.split('=')[0][:40]!r}.", returncode=2)
+    return name.strip(), value
+
+
+def access_from_options(opts: dict, start_url: str) -> dict | None:
+    """The access the options describe (checked, secrets read), or None when they describe none."""
+    access: dict = {}
+    if opts.get("auth_basic_env"):
+        user, sep, password = _env(opts["auth_basic_env"], "--auth-basic-env").partition(":")
+        try:
+            basic_header(user, password)
+        except ValueError as exc:
+            raise CommandError(f"--auth-basic-env: {exc}", returncode=2) from None
+        if not sep:
+            raise CommandError("--auth-basic-env: the variable must hold user:password.", returncode=2)
+        access["basic"] = (user, password)
+    lines = []
+    for name in opts.get("header_env") or []:
+        line = _env(name, "--header-env")
+        try:
+            parse_header(line)
+        except ValueError as exc:  # the message names the header, never its value
+            raise CommandError(f"--header-env {name}: {exc}", returncode=2) from None
+        lines.append(line)
+    if lines:
+        access["headers"] = lines
+    if opts.get("login_url"):
+        access["login"] = _login(opts, start_url)
+    elif opts.get("login_field") or opts.get("login_secret_field") or opts.get("login_success"):
+        raise CommandError("--login-field, --login-secret-field and --login-success need --login-url.", returncode=2)
+    return access or None
+
+
+def _login(opts: dict, start_url: str) -> dict:
+    url = opts["login_url"]
+    try:
+        same = origin_of(url) == origin_of(start_url)
+    except InvalidURL:
+        same = False
+    if not same:
+        raise CommandError(f"--login-url must be on {origin_of(start_url)}: credentials never leave the site.",
+                           returncode=2)
+    if not opts.get("login_success"):
+        raise CommandError("--login-url needs --login-success, a pattern the page after logging in matches.",
+                           returncode=2)
+    try:
+        compile_patterns([opts["login_success"], opts.get("logout_pattern") or ""])
+    except ValueError as exc:
+        raise CommandError(f"--login-success / --logout-pattern: {exc}", returncode=2) from None
+    fields = dict(_pair(text, "--login-field") for text in opts.get("login_field") or [])
+    secrets = {name: _env(var, "--login-secret-field")
+               for name, var in (_pair(text, "--login-secret-field") for text in opts.get("login_secret_field") or [])}
+    return {"url": url, "fields": fields, "secrets": secrets, "success": opts["login_success"],
+            "logout": opts.get("logout_pattern") or ""}
+
+
+def save_access(site: Site, access: dict) -> SiteAccess:
+    """Store ``access`` as the site's (sealed), replacing what the options cover."""
+    row = SiteAccess.objects.filter(site=site).first() or SiteAccess(site=site)
+    if "basic" in access:
+        row.set_basic(*access["basic"])
+    if "headers" in access:
+        row.set_headers(access["headers"])
+    if "login" in access:
+        login = access["login"]
+        row.set_login(login["url"], login["fields"], login["secrets"], login["success"])
+        row.logout_pattern = login["logout"]
+    row.save()
+    return row

@@ -1,0 +1,87 @@
+"""A private site's access screen: secrets are written, sealed, and never shown again."""
+
+import pytest
+from django.urls import reverse
+
+from audits.models import SiteAccess
+from tests.factories import SITE, make_audit
+
+pytestmark = pytest.mark.django_db
+
+PASSWORD = "correct-horse-battery"
+TOKEN = "tok-9f8e7d6c5b4a"
+
+
+@pytest.fixture
+def site(owner):
+    return make_audit(owner).site
+
+
+def url(site) -> str:
+    return reverse("site-access", args=[site.pk])
+
+
+def save(client, site, **data):
+    fields = {"basic_user": "", "basic_password": "", "headers": "", "login_url": "", "login_user_field": "",
+              "login_user": "", "login_password_field": "", "login_password": "", "login_success": "",
+              "logout_pattern": r"(?i)log-?out|sign-?out", **data}
+    return client.post(url(site), fields)
+
+
+def test_secrets_are_stored_sealed_and_never_rendered_again(owner_client, site):
+    response = save(owner_client, site, basic_user="ann", basic_password=PASSWORD, headers=f"X-Api-Key: {TOKEN}")
+    assert response.status_code == 302
+    access = SiteAccess.objects.get(site=site)
+    assert PASSWORD not in access.basic_password and "tok-9f8e" not in access.headers
+    creds = access.credentials(f"{SITE}/")
+    assert dict(creds.headers)[b"X-Api-Key"] == TOKEN.encode() and b"Authorization" in dict(creds.headers)
+    body = owner_client.get(url(site)).content.decode()
+    assert PASSWORD not in body and "tok-9f8e" not in body
+    assert "set for ann" in body and "set (X-Api-Key)" in body
+
+
+def test_basic_auth_and_an_authorization_header_together_are_refused(owner_client, site):
+    response = save(owner_client, site, basic_user="ann", basic_password=PASSWORD, headers="Authorization: Bearer x")
+    assert response.status_code == 400 and "either basic auth or an Authorization header" in response.content.decode()
+
+
+def test_an_empty_secret_field_keeps_the_stored_secret_and_clear_removes_it(owner_client, site):
+    save(owner_client, site, basic_user="ann", basic_password=PASSWORD)
+    save(owner_client, site, basic_user="ann")  # the form shows no password: saving again keeps it
+    access = SiteAccess.objects.get(site=site)
+    assert access.credentials(f"{SITE}/") is not None and access.has_basic
+    save(owner_client, site, clear_basic="on")
+    assert not SiteAccess.objects.get(site=site).has_basic
+
+
+def test_a_login_page_on_another_origin_is_refused_with_the_reason(owner_client, site):
+    response = save(owner_client, site, login_url="https://login.other.example/", login_user_field="u",
+                    login_user="ann", login_password_field="p", login_password=PASSWORD, login_success="Welcome")
+    assert response.status_code == 400
+    assert "credentials never leave the site" in response.content.decode()
+    assert not SiteAccess.objects.filter(site=site).exists()
+
+
+@pytest.mark.parametrize("headers, message", [
+    ("Host: evil.example", "set by the crawler"),
+    ("no colon", "Name: value"),
+])
+def test_a_bad_header_is_refused_next_to_its_field(owner_client, site, headers, message):
+    response = save(owner_client, site, headers=headers)
+    assert response.status_code == 400 and message in response.content.decode()
+
+
+def test_a_login_password_is_kept_when_its_field_is_left_empty(owner_client, site):
+    login = {"login_url": f"{SITE}/login/", "login_user_field": "username", "login_user": "ann",
+             "login_password_field": "password", "login_success": "Log out"}
+    save(owner_client, site, login_password=PASSWORD, **login)
+    save(owner_client, site, **login)
+    form = SiteAccess.objects.get(site=site).login_form()
+    assert dict(form.fields) == {"username": "ann", "password": PASSWORD}
+    assert PASSWORD not in owner_client.get(url(site)).content.decode()
+
+
+def test_strangers_get_404_on_the_access_screen_both_ways(stranger_client, site):
+    assert stranger_client.get(url(site)).status_code == 404
+    assert save(stranger_client, site, basic_user="x", basic_password="y").status_code == 404
+    assert not SiteAccess.objects.exists()

@@ -1,0 +1,72 @@
+"""`manage.py audit` on private sites: secrets come from environment variables and go nowhere else."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from audits.models import Audit, SiteAccess
+from tests.audit_command import run_audit
+from tests.login_site import PASSWORD, USER, LoginSite, RequestLog
+
+pytestmark = pytest.mark.django_db
+
+
+def report_of(out) -> list[dict]:
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_basic_auth_from_an_environment_variable_audits_the_site_and_the_report_never_holds_it(
+        tmp_path, monkeypatch, fast_settings, capsys):
+    monkeypatch.setenv("STAGING_AUTH", f"{USER}:{PASSWORD}")
+    out = tmp_path / "r.jsonl"
+    with RequestLog() as elsewhere, LoginSite(mode="basic") as site:
+        site.external = elsewhere.url("/x")
+        run_audit(site.url("/"), "--allow-private", "--out", str(out), "--auth-basic-env", "STAGING_AUTH")
+        records = report_of(out)
+        assert records[-1]["status"] == "completed"
+        pages = [r for r in records if r["type"] == "page" and "/account/" in r["url"]]
+        assert len(pages) == len(site.paths()) and {r["status"] for r in pages} == {200}
+        assert elsewhere.log and all("Authorization" not in h for h in elsewhere.log)
+    printed = capsys.readouterr()
+    for text in (out.read_text(), printed.out, printed.err):
+        assert PASSWORD not in text
+    assert PASSWORD not in SiteAccess.objects.get().basic_password  # sealed at rest
+
+
+def test_a_form_login_from_the_command_line_logs_in_once_and_never_follows_logout(tmp_path, monkeypatch,
+                                                                                   fast_settings):
+    monkeypatch.setenv("SITE_PASSWORD", PASSWORD)
+    out = tmp_path / "r.jsonl"
+    with LoginSite() as site:
+        code = run_audit(site.url("/"), "--allow-private", "--no-external", "--out", str(out),
+                         "--login-url", site.url("/login/"), "--login-field", f"username={USER}",
+                         "--login-secret-field", "password=SITE_PASSWORD", "--login-success", "Members")
+        assert code == 0, report_of(out)[-1]
+        assert site.logins == 1
+        assert not [path for _, path, _ in site.log if path.startswith("/logout")]
+    assert PASSWORD not in out.read_text()
+
+
+def test_a_failed_login_ends_the_audit_as_login_failed_with_exit_code_2(tmp_path, monkeypatch, fast_settings):
+    monkeypatch.setenv("SITE_PASSWORD", "wrong")
+    out = tmp_path / "r.jsonl"
+    with LoginSite() as site:
+        code = run_audit(site.url("/"), "--allow-private", "--no-external", "--out", str(out),
+                         "--login-url", site.url("/login/"), "--login-field", f"username={USER}",
+                         "--login-secret-field", "password=SITE_PASSWORD", "--login-success", "Members")
+    summary = report_of(out)[-1]
+    assert (summary["status"], summary["error_code"]) == ("failed", "login_failed")
+    assert code == 2 and Audit.objects.get().error_code == "login_failed"  # 2: the audit could not run
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--auth-basic-env", "NOT_SET_ANYWHERE"], "NOT_SET_ANYWHERE is not set"),
+    (["--login-url", "http://127.0.0.2:9/login", "--login-success", "x"], "credentials never leave the site"),
+    (["--login-field", "user=ann"], "need --login-url"),
+])
+def test_bad_private_site_options_exit_2_before_anything_is_stored(args, message, capsys, fast_settings):
+    assert run_audit("http://127.0.0.1:9/", "--allow-private", *args) == 2
+    assert message in capsys.readouterr().err
+    assert not Audit.objects.exists()
