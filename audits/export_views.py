@@ -9,25 +9,30 @@ from __future__ import annotations
 from . import exports, report, xlsx_export
 from .tables import audit_view
 
-
-@audit_view("GET")
-def export_pages(request, audit):
-    return exports.csv_response(f"audit-{audit.pk}-pages.csv", exports.PAGE_COLUMNS, exports.page_rows(audit))
-
-
-@audit_view("GET")
-def export_issues(request, audit):
-    return exports.csv_response(f"audit-{audit.pk}-issues.csv", exports.ISSUE_COLUMNS, exports.issue_rows(audit))
+# The CSV downloads: file name part -> (header, row generator).
+CSV_TABLES = {
+    "pages": (exports.PAGE_COLUMNS, exports.page_rows),
+    "issues": (exports.ISSUE_COLUMNS, exports.issue_rows),
+    "links": (exports.LINK_COLUMNS, exports.link_rows),
+    "broken": (exports.BROKEN_COLUMNS, exports.broken_rows),
+}
 
 
-@audit_view("GET")
-def export_links(request, audit):
-    return exports.csv_response(f"audit-{audit.pk}-links.csv", exports.LINK_COLUMNS, exports.link_rows(audit))
+def _csv_view(table: str):
+    header, rows = CSV_TABLES[table]
+
+    @audit_view("GET")
+    def view(request, audit):
+        return exports.csv_response(f"audit-{audit.pk}-{table}.csv", header, rows(audit))
+
+    view.__name__ = f"export_{table}"
+    return view
 
 
-@audit_view("GET")
-def export_broken(request, audit):
-    return exports.csv_response(f"audit-{audit.pk}-broken.csv", exports.BROKEN_COLUMNS, exports.broken_rows(audit))
+export_pages = _csv_view("pages")
+export_issues = _csv_view("issues")
+export_links = _csv_view("links")
+export_broken = _csv_view("broken")
 
 
 @audit_view("GET")

@@ -26,20 +26,17 @@ def page(title: str, links: list[str]) -> str:
             + "<p>words " * 60 + "</p></body></html>")
 
 
-class LoginSite:
-    """``mode`` is "form" (cookie login) or "basic" (HTTP basic auth). ``session_uses``:
-    a session expires after that many pages (None: never)."""
+class _Loopback:
+    """A pytest-httpserver on 127.0.0.1 answering every request with ``handle``, as a context manager."""
 
-    def __init__(self, mode: str = "form", pages: int = 6, external: str = "", session_uses: int | None = None):
-        self.mode, self.pages, self.external, self.session_uses = mode, pages, external, session_uses
+    def __init__(self):
         self.server = HTTPServer(host="127.0.0.1", port=0)
-        self.log: list[tuple[str, str, dict[str, str]]] = []  # (method, path, headers)
-        self.sessions: dict[str, int] = {}
-        self.logins = 0
-        self._lock = threading.Lock()
         self.server.expect_request("").respond_with_handler(self.handle)
 
-    def __enter__(self) -> LoginSite:
+    def handle(self, request: Request) -> Response:
+        raise NotImplementedError
+
+    def __enter__(self):
         self.server.start()
         return self
 
@@ -50,6 +47,19 @@ class LoginSite:
 
     def url(self, path: str = "/") -> str:
         return f"http://127.0.0.1:{self.server.port}{path}"
+
+
+class LoginSite(_Loopback):
+    """``mode`` is "form" (cookie login) or "basic" (HTTP basic auth). ``session_uses``:
+    a session expires after that many pages (None: never)."""
+
+    def __init__(self, mode: str = "form", pages: int = 6, external: str = "", session_uses: int | None = None):
+        self.mode, self.pages, self.external, self.session_uses = mode, pages, external, session_uses
+        self.log: list[tuple[str, str, dict[str, str]]] = []  # (method, path, headers)
+        self.sessions: dict[str, int] = {}
+        self.logins = 0
+        self._lock = threading.Lock()
+        super().__init__()
 
     def paths(self) -> list[str]:
         return [f"/account/{n}/" for n in range(self.pages)]
@@ -114,26 +124,13 @@ class LoginSite:
         return response
 
 
-class RequestLog:
+class RequestLog(_Loopback):
     """An "external" host on 127.0.0.1 that answers 200 and records every request's headers."""
 
     def __init__(self):
-        self.server = HTTPServer(host="127.0.0.1", port=0)
         self.log: list[dict[str, str]] = []
-        self.server.expect_request("").respond_with_handler(self._handle)
+        super().__init__()
 
-    def _handle(self, request: Request) -> Response:
+    def handle(self, request: Request) -> Response:
         self.log.append(dict(request.headers))
         return Response("ok", content_type="text/plain")
-
-    def __enter__(self) -> RequestLog:
-        self.server.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.clear()
-        if self.server.is_running():
-            self.server.stop()
-
-    def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.server.port}{path}"
