@@ -41,10 +41,10 @@ serve: migrate
 
 test: install-dev
 	@command -v chromium >/dev/null 2>&1 || ./.ci/ensure-chromium
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist worksteal $(PYTEST_ARGS)
 
 test-fast: install-dev
-	$(BIN)/python -m pytest -m "not browser and not cluster" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist worksteal -m "not browser and not cluster" $(PYTEST_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check .

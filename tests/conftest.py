@@ -156,3 +156,10 @@ def wait_for(predicate, timeout: float, interval: float = 0.2, message: str = "c
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {message() if callable(message) else message}")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests that wait on real worker clusters (django-q2's scheduler looks every
+    30 s) run first, so that with ``-n 2`` they wait beside the rest of the suite
+    instead of after it. The sort is stable: every other test keeps its order."""
+    items.sort(key=lambda item: item.get_closest_marker("cluster") is None)
