@@ -11,9 +11,6 @@ from __future__ import annotations
 import base64
 import functools
 
-from cryptography.fernet import Fernet, InvalidToken
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 
 
@@ -22,7 +19,13 @@ class SecretUnreadable(Exception):
 
 
 @functools.cache
-def _fernet(key_material: str) -> Fernet:
+def _fernet(key_material: str):
+    # Imported here: cryptography adds about 7 MB to every process that loads the
+    # models (web, workers, the audit command), and only private sites need it.
+    from cryptography.fernet import Fernet
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
                info=b"siteward site secrets").derive(key_material.encode())
     return Fernet(base64.urlsafe_b64encode(key))
@@ -43,6 +46,8 @@ def unseal(token: str) -> str:
     """What ``seal`` stored; SecretUnreadable if it was sealed under another key or altered."""
     if not token:
         return ""
+    from cryptography.fernet import InvalidToken
+
     try:
         return _fernet(_key_material()).decrypt(token.encode("ascii")).decode()
     except (InvalidToken, ValueError) as exc:

@@ -10,12 +10,11 @@ deletes.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Iterable
 
 from django.http import FileResponse
-from openpyxl import Workbook
-from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 
 from . import exports
 from .models import Audit
@@ -25,6 +24,9 @@ CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.shee
 # (truncates, with a warning) a cell holding more characters than this.
 EXCEL_MAX_ROWS = 1_048_576
 EXCEL_MAX_CELL = 32_767
+# XML 1.0 forbids these control characters, and openpyxl raises on them (the
+# same class as openpyxl.cell.cell.ILLEGAL_CHARACTERS_RE).
+ILLEGAL_CHARACTERS_RE = re.compile(r"[\000-\010]|[\013-\014]|[\016-\037]")
 # The workbook is for sharing and is written while the person waits (openpyxl
 # writes about 76,000 cells a second): each sheet stops at this many rows, with
 # a note, and the CSV download of the same table has every row.
@@ -62,6 +64,10 @@ def write_workbook(audit: Audit, target, *, max_rows: int = WORKBOOK_MAX_ROWS) -
     fewer and ends with a note saying so: the CSV download of the same table
     has every row.
     """
+    # Imported here: openpyxl adds about 6 MB to every process that loads the URLs
+    # (web, workers, the audit command), and only a workbook download needs it.
+    from openpyxl import Workbook
+
     workbook = Workbook(write_only=True)
     for title, header, rows in sheets(audit):
         sheet = workbook.create_sheet(title)
