@@ -50,7 +50,7 @@ class Audit(models.Model):
         STALLED = "stalled", "No progress for too long"
         START_FAILED = "start_failed", "The start step never finished (its worker died or timed out each time)"
         FINALIZE_FAILED = "finalize_failed", "The cross-page checks never finished (their worker died or timed out each time)"
-        DB_UNAVAILABLE = "db_unavailable", "The database was unavailable"
+        DB_UNAVAILABLE = "database_unavailable", "The database was unavailable"
         STORAGE_FULL = "storage_full", "The database or disk is full"
         TIMEOUT = "timeout", "A task ran past its time limit"
         CANCELLED = "cancelled", "Cancelled by a person"

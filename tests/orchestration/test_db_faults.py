@@ -268,3 +268,34 @@ def test_a_two_second_database_outage_mid_crawl_does_not_fail_the_audit(
         assert_stored_once(audit, site)
         assert audit.pages.filter(kind="page").count() == len(site.page_paths())
         assert not audit.pages.filter(fetch_error="worker_lost").exists()
+
+
+def test_a_database_unreachable_past_the_bound_fails_the_audit_as_database_unavailable(owner, grid_site,
+                                                                                       fast_settings, monkeypatch):
+    # Until DB_UNAVAILABLE_SECONDS have passed since this worker first failed to reach
+    # the database, a chunk only gives up (the watchdog retries it); after, the audit fails.
+    from types import SimpleNamespace
+
+    from audits.crawl import chunk
+    from audits.crawl.db_retry import DatabaseDown
+
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "DB_RETRY_SECONDS": 1.0, "DB_UNAVAILABLE_SECONDS": 60.0}
+    audit = make_audit(owner, start_url=grid_site.url("/"), allow_private=True)
+    run_start(audit.pk, InlineDispatcher())
+    clock = SimpleNamespace(now=1000.0)
+    monkeypatch.setattr(chunk, "time", SimpleNamespace(monotonic=lambda: clock.now))
+
+    def unreachable(*args):
+        raise DatabaseDown("connection refused")
+
+    monkeypatch.setattr(chunk, "_run_chunk", unreachable)
+    assert run_chunk(audit.pk, 1) == "db-unavailable"
+    clock.now += 30
+    assert run_chunk(audit.pk, 1) == "db-unavailable"
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.RUNNING
+    clock.now += 31
+    assert run_chunk(audit.pk, 1) == "failed"
+    audit.refresh_from_db()
+    assert (audit.status, audit.error_code) == ("failed", "database_unavailable")
+    assert "could not be reached for" in audit.error_detail
