@@ -18,6 +18,7 @@ PAGE_UPDATE_FIELDS = [
     "final_url", "status_code", "redirect_chain", "redirect_count", "content_type", "size_bytes", "ttfb_ms",
     "total_ms", "title", "description", "canonical", "canonical_hash", "h1_count", "word_count", "robots",
     "indexable", "content_hash", "outlinks", "fetch_error", "fetch_error_detail", "crawled_at",
+    "etag", "last_modified",
 ]
 PAGE_COLUMNS = ["audit_id", "url_hash", "url", "kind", "depth", "in_sitemap", "inlinks", *PAGE_UPDATE_FIELDS]
 
@@ -58,4 +59,5 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str) -> tuple:
         facts is not None and result.status == 200 and not robots & {"noindex", "none"},
         content_hash, len(outcome.outlinks), result.error.value if result.error else "",
         clean(result.error_detail, 500), db_datetime(timezone.now()),
+        clean(result.headers.get("etag"), 200), clean(result.headers.get("last-modified"), 100),
     )

@@ -54,6 +54,10 @@ class Page(models.Model):
     outlinks = models.PositiveIntegerField(default=0)
     fetch_error = models.CharField(max_length=32, choices=FetchErrorCode.choices, blank=True)
     fetch_error_detail = models.CharField(max_length=500, blank=True)
+    # The validators the URL answered with, as sent: what a later audit's
+    # conditional requests (If-None-Match / If-Modified-Since) need.
+    etag = models.CharField(max_length=200, blank=True)
+    last_modified = models.CharField(max_length=100, blank=True)
     crawled_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
