@@ -27,14 +27,11 @@ def page(title: str, links: list[str]) -> str:
 
 
 class _Loopback:
-    """A pytest-httpserver on 127.0.0.1 answering every request with ``handle``, as a context manager."""
+    """A pytest-httpserver on 127.0.0.1 answering every request with ``handler``, as a context manager."""
 
-    def __init__(self):
+    def __init__(self, handler):
         self.server = HTTPServer(host="127.0.0.1", port=0)
-        self.server.expect_request("").respond_with_handler(self.handle)
-
-    def handle(self, request: Request) -> Response:
-        raise NotImplementedError
+        self.server.expect_request("").respond_with_handler(handler)
 
     def __enter__(self):
         self.server.start()
@@ -59,7 +56,7 @@ class LoginSite(_Loopback):
         self.sessions: dict[str, int] = {}
         self.logins = 0
         self._lock = threading.Lock()
-        super().__init__()
+        super().__init__(self.handle)
 
     def paths(self) -> list[str]:
         return [f"/account/{n}/" for n in range(self.pages)]
@@ -129,7 +126,7 @@ class RequestLog(_Loopback):
 
     def __init__(self):
         self.log: list[dict[str, str]] = []
-        super().__init__()
+        super().__init__(self.handle)
 
     def handle(self, request: Request) -> Response:
         self.log.append(dict(request.headers))
