@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from django import forms
 
-from crawler.credentials import MAX_HEADERS, basic_header, parse_header
-from crawler.urls import InvalidURL, compile_patterns, origin_of
+from crawler.credentials import MAX_HEADERS, basic_header, login_page_problem, parse_header
+from crawler.urls import compile_patterns
 
 from .models.site_access import SiteAccess
 
@@ -85,15 +85,8 @@ class SiteAccessForm(forms.Form):
 
     def clean_login_url(self) -> str:
         url = self.cleaned_data["login_url"].strip()
-        if url:
-            try:
-                same = origin_of(url) == origin_of(self.start_url)
-            except InvalidURL:
-                same = False
-            if not same:
-                raise forms.ValidationError(
-                    f"The login page must be on {origin_of(self.start_url)}: credentials never leave the site.",
-                    code="origin")
+        if url and (problem := login_page_problem(url, self.start_url)):
+            raise forms.ValidationError(problem, code="origin")
         return url
 
     def clean(self):

@@ -19,6 +19,7 @@ import httpx
 from lxml import html as lxml_html
 
 from .request_url import origin
+from .urls import InvalidURL, origin_of
 
 # Followed, a logout link ends the session the crawl runs on: URLs matching this
 # (case-insensitive, on the whole URL) are never requested when a site has a login.
@@ -113,6 +114,16 @@ class Credentials:
     def without_session(self) -> Credentials:
         """What the person set, without a login's cookies: what a new login starts from."""
         return replace(self, session=())
+
+
+def login_page_problem(login_url: str, start_url: str) -> str | None:
+    """Why ``login_url`` cannot be the login page of a crawl of ``start_url``, or None: it must be on its origin."""
+    try:
+        if origin_of(login_url) == origin_of(start_url):
+            return None
+    except InvalidURL:
+        pass
+    return f"The login page must be on {origin_of(start_url)}: credentials never leave the site."
 
 
 @dataclass(frozen=True, slots=True)

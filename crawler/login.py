@@ -14,7 +14,7 @@ from urllib.parse import urlencode, urljoin
 
 import httpx
 
-from .credentials import LoginForm, form_to_post
+from .credentials import Credentials, LoginForm, form_to_post
 from .request_url import origin
 from .types import FetchResult
 from .urls import compile_patterns
@@ -42,17 +42,19 @@ def read_cookies(jar: dict[str, str], set_cookies: tuple[str, ...]) -> None:
                 jar[name] = morsel.value
 
 
-def _cookie_header(jar: dict[str, str]) -> list[tuple[bytes, bytes]]:
-    return [(b"Cookie", "; ".join(f"{k}={v}" for k, v in jar.items()).encode("latin-1"))] if jar else []
 
+async def _walk(fetcher, method: str, url: str, jar: dict[str, str], home, base: Credentials | None, *,
+                form: bytes | None = None, referer: str | None = None) -> FetchResult:
+    """``method`` ``url`` and its redirects (as GET, as browsers do after a form), cookies kept on the way.
 
-async def _walk(fetcher, method: str, url: str, jar: dict[str, str], home, *, form: bytes | None = None,
-                referer: str | None = None) -> FetchResult:
-    """``method`` ``url`` and its redirects (as GET, as browsers do after a form), cookies kept on the way."""
+    The jar rides in the fetcher's credentials, so it joins a person's own
+    Cookie header as one header and, like it, goes to the site's origin only.
+    """
     for _ in range(MAX_HOPS + 1):
         if origin(httpx.URL(url)) != home:
             raise LoginFailed(f"The login left the site for {url}; nothing was sent there.")
-        headers = _cookie_header(jar) + ([(b"Referer", referer.encode())] if referer else [])
+        fetcher.credentials = base.with_cookies(jar) if base else Credentials.for_site(url, cookies=jar)
+        headers = [(b"Referer", referer.encode())] if referer else []
         result = await fetcher.send(method, url, headers=headers, form=form)
         if result.error is not None:
             raise LoginFailed(f"{method} {url} failed: {result.error_detail or result.error}")
@@ -68,16 +70,24 @@ async def _walk(fetcher, method: str, url: str, jar: dict[str, str], home, *, fo
 
 async def log_in(fetcher, login: LoginForm) -> dict[str, str]:
     """Log in with ``login`` through ``fetcher``; the session cookies, or LoginFailed saying why."""
+    base = fetcher.credentials
+    try:
+        return await _log_in(fetcher, login, base)
+    finally:
+        fetcher.credentials = base  # the caller decides what the crawl carries next
+
+
+async def _log_in(fetcher, login: LoginForm, base: Credentials | None) -> dict[str, str]:
     home = origin(httpx.URL(login.url))
     jar: dict[str, str] = {}
-    page = await _walk(fetcher, "GET", login.url, jar, home)
+    page = await _walk(fetcher, "GET", login.url, jar, home, base)
     if page.status is None or page.status >= 400:
         raise LoginFailed(f"The login page {login.url} answered {page.status}.")
     try:
         action, data = form_to_post(page.body or b"", page.final_url or login.url, dict(login.fields))
     except ValueError as exc:
         raise LoginFailed(str(exc)) from None
-    done = await _walk(fetcher, "POST", action, jar, home, form=urlencode(data).encode(),
+    done = await _walk(fetcher, "POST", action, jar, home, base, form=urlencode(data).encode(),
                        referer=page.final_url or login.url)
     text = (done.body or b"").decode(done.charset or "utf-8", errors="replace")
     success = compile_patterns([login.success])[0] if login.success.strip() else None

@@ -12,8 +12,8 @@ import os
 
 from django.core.management.base import CommandError
 
-from crawler.credentials import LOGOUT_DEFAULT, basic_header, parse_header
-from crawler.urls import InvalidURL, compile_patterns, origin_of
+from crawler.credentials import LOGOUT_DEFAULT, basic_header, login_page_problem, parse_header
+from crawler.urls import compile_patterns
 
 from ..models import Site, SiteAccess
 
@@ -78,13 +78,8 @@ def access_from_options(opts: dict, start_url: str) -> dict | None:
 
 def _login(opts: dict, start_url: str) -> dict:
     url = opts["login_url"]
-    try:
-        same = origin_of(url) == origin_of(start_url)
-    except InvalidURL:
-        same = False
-    if not same:
-        raise CommandError(f"--login-url must be on {origin_of(start_url)}: credentials never leave the site.",
-                           returncode=2)
+    if problem := login_page_problem(url, start_url):
+        raise CommandError(f"--login-url: {problem}", returncode=2)
     if not opts.get("login_success"):
         raise CommandError("--login-url needs --login-success, a pattern the page after logging in matches.",
                            returncode=2)

@@ -79,3 +79,12 @@ def test_a_fetch_that_lands_on_the_login_page_means_the_session_expired():
         ok = run(site, lambda f: f.fetch(site.url("/login/")))
         assert not is_login_redirect(ok, site.url("/login/"))  # asked for it: no redirect
         assert httpx.URL(result.final_url).path == "/login/"
+
+
+def test_a_persons_cookie_header_and_the_logins_cookies_go_out_as_one_header():
+    with LoginSite() as site:
+        creds = Credentials.for_site(site.url("/"), headers=["Cookie: theme=dark"])
+        cookies = run(site, lambda f: log_in(f, form(site)), credentials=creds)
+        assert "sessionid" in cookies
+        posted = [headers for method, path, headers in site.log if method == "POST"]
+        assert "theme=dark" in posted[0]["Cookie"] and "csrftoken=" in posted[0]["Cookie"]
