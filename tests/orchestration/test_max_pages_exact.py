@@ -9,10 +9,9 @@ it lands on is what the crawl is anchored on, so it cannot be left out.)
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug.wrappers import Request, Response
 
 from audits.inline import run_audit_inline
 from audits.models import Audit, Page
@@ -31,41 +30,24 @@ def _body(i: int) -> bytes:
             f"<body><h1>Page {i}</h1>{anchors}</body></html>").encode()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):
-        status, location, body = 404, None, b"<html><head><title>Not found</title></head></html>"
-        if self.path == "/":
-            status, location, body = 301, "/home/", b""
-        elif self.path.startswith("/moved/"):
-            status, location, body = 301, f"/p/{self.path[7:]}", b""
-        elif self.path == "/home/":
-            status, body = 200, _body(1)
-        elif self.path.startswith("/p/") and self.path[3:].isdigit() and 1 < int(self.path[3:]) <= PAGES:
-            status, body = 200, _body(int(self.path[3:]))
-        self.send_response(status)
-        if location:
-            self.send_header("Location", location)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_HEAD = do_GET
-
-    def log_message(self, *args):
-        pass
+def _answer(request: Request) -> Response:
+    path = request.path
+    if path == "/":
+        return Response("", status=301, headers={"Location": "/home/"})
+    if path.startswith("/moved/"):
+        return Response("", status=301, headers={"Location": f"/p/{path[7:]}"})
+    if path == "/home/":
+        return Response(_body(1), content_type="text/html; charset=utf-8")
+    if path.startswith("/p/") and path[3:].isdigit() and 1 < int(path[3:]) <= PAGES:
+        return Response(_body(int(path[3:])), content_type="text/html; charset=utf-8")
+    return Response("<html><head><title>Not found</title></head></html>", status=404, content_type="text/html")
 
 
 @pytest.fixture
 def redirecting_site():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with HTTPServer(host="127.0.0.1", port=0) as server:
+        server.expect_request("").respond_with_handler(_answer)
+        yield f"http://127.0.0.1:{server.port}"
 
 
 @pytest.mark.parametrize("max_pages", [2, 20, 31])
