@@ -233,6 +233,22 @@ CATALOGUE: dict[str, IssueType] = {
 }
 
 
+# Reported once the crawl is over, by the checks across pages and links
+# (audits.finalize), never by a page's own checks.
+LINK_CODES = frozenset({"broken_link_internal", "broken_link_external", "broken_resource",
+                        "redirect_internal_link", "redirect_broken_target"})
+# Of those, the ones only the whole site's crawl can judge: duplicates, orphans,
+# depth, hreflang return links. A validation, which re-fetches a few URLs,
+# carries them as unknown.
+SITE_WIDE_CODES = frozenset({"title_duplicate", "meta_description_duplicate", "duplicate_content",
+                             "orphan_page", "deep_page", "hreflang_error", "sitemap_bad_url",
+                             "canonical_bad_target", "blocked_by_robots"})
+CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES | {"external_links_unchecked"}
+# Set at the start from robots.txt, the sitemaps and the start URL's http:// form.
+START_CODES = frozenset({"robots_txt_unavailable", "robots_txt_missing", "sitemap_missing", "sitemap_invalid",
+                         "http_not_redirected"})
+
+
 def finding(
     code: str, message: str, target_url: str | None = None, severity: Severity | None = None,
     variant: str = "",

@@ -59,7 +59,7 @@ from .errors import (
 from .inflate import Decoder, UnsupportedCoding
 from .net import AddressGuard, CountingStream, GuardedBackend
 from .request_url import basic_auth, origin, parse_url, scheme_of, strip
-from .response_head import content_length, declares_body, header_text, parse_content_type
+from .response_head import content_length, header_text, parse_content_type
 from .retry import FINAL, Plan, RetryPlanner
 from .transport_errors import HTTPCORE_ERRORS, translate
 from .types import FetchError, FetchResult, Hop
@@ -222,7 +222,8 @@ class Fetcher:
             await pool.aclose()
 
     async def fetch(
-        self, url: str, *, keep_body: bool | None = None, max_bytes: int | None = None
+        self, url: str, *, keep_body: bool | None = None, max_bytes: int | None = None,
+        headers: list[tuple[bytes, bytes]] = (),
     ) -> FetchResult:
         """GET ``url`` following redirects hop by hop; never raises for site faults.
 
@@ -230,8 +231,10 @@ class Fetcher:
         always (then a body cut at a cap is kept as a prefix alongside the
         BODY_TOO_LARGE / DECOMPRESSION_LIMIT error, which robots.txt needs),
         ``False`` never. ``max_bytes`` replaces both body caps for this call.
+        ``headers`` go on the first hop only: a conditional request's
+        validators belong to ``url``, not to where it may redirect.
         """
-        return await self._guarded("GET", url, keep_body, max_bytes)
+        return await self._guarded("GET", url, keep_body, max_bytes, headers)
 
     async def check(self, url: str) -> FetchResult:
         """Check an external link: HEAD, then GET (body not read) when HEAD is refused."""
@@ -267,11 +270,12 @@ class Fetcher:
         return self._finished(trail, response)
 
     async def _guarded(
-        self, method: str, url: str, keep_body: bool | None, max_bytes: int | None
+        self, method: str, url: str, keep_body: bool | None, max_bytes: int | None,
+        first_hop: list[tuple[bytes, bytes]] = (),
     ) -> FetchResult:
         trail = _Trail(url=url, method=method, started=time.monotonic())
         try:
-            return await self._run(trail, keep_body, max_bytes)
+            return await self._run(trail, keep_body, max_bytes, first_hop)
         except CrawlError as exc:
             return self._failed(trail, url, exc)
         except Exception as exc:  # noqa: BLE001 - the promise is "never raises"
@@ -281,7 +285,8 @@ class Fetcher:
             return self._failed(trail, url, CrawlError(detail))
 
     async def _run(
-        self, trail: _Trail, keep_body: bool | None, max_bytes: int | None
+        self, trail: _Trail, keep_body: bool | None, max_bytes: int | None,
+        first_hop: list[tuple[bytes, bytes]] = (),
     ) -> FetchResult:
         policy = self.policy
         budget_end = trail.started + policy.total_budget
@@ -300,6 +305,8 @@ class Fetcher:
             )
             if self.credentials is not None:
                 headers += self.credentials.for_url(target)
+            if hop == 0:
+                headers += first_hop
             response = await self._with_retries(
                 method, target, headers, keep_body, max_bytes, budget_end, trail
             )
@@ -437,17 +444,16 @@ class Fetcher:
                 response = _head(raw, str(url), time.monotonic() - started)
                 response.plan = plan(response.status, response.headers)
                 redirect = response.status in REDIRECT_STATUSES and "location" in response.headers
-                if response.plan.action != "final" or method == "HEAD" or redirect:
-                    await drain_small(raw, method, response, loop_deadline)
-                    return response
+                # A 204 or 304 has no body by the protocol: drained, its connection stays.
+                bodiless = method == "HEAD" or response.status in (204, 304)
                 want = keep_body if keep_body is not None else response.content_type in HTML_TYPES
+                if response.plan.action != "final" or bodiless or redirect:
+                    await drain_small(raw, method, response, loop_deadline)
+                    if bodiless and want and method != "HEAD" and response.plan.action == "final":
+                        response.body = b""
+                    return response
                 if not want:
                     # Headers are all we need; closing now spares reading a PDF or video.
-                    return response
-                if response.status in (204, 304) and declares_body(response.headers):
-                    # Empty by the protocol, but left unread so that its
-                    # connection closes (see drain.drain_small).
-                    response.body = b""
                     return response
                 try:
                     async with asyncio.timeout_at(loop_deadline):

@@ -10,7 +10,7 @@ crawl.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import chain
 from typing import TYPE_CHECKING
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from crawler.checks import PageContext, run_page_checks
 from crawler.css import CSS_TYPE, MAX_CSS_LINKS, css_links, decode_css
 from crawler.parse import parse_html
+from crawler.revalidate import Validators, unchanged
 from crawler.types import FetchResult, Finding, Link, PageFacts
 from crawler.urls import InvalidURL, normalize
 
@@ -50,6 +51,9 @@ class PageOutcome:
     invalid_links: int = 0
     problem: str = ""
     source: str = "link"  # how the URL entered the crawl: start, link or sitemap
+    # The server said the page is what a previous crawl saw (crawler.revalidate):
+    # not parsed, so facts, findings and outlinks are for the caller to carry over.
+    unchanged: bool = False
 
 
 # Links repeat across a site (navigation, footers), and the parser already hands
@@ -131,10 +135,19 @@ def build_outcome(
 
 
 async def process_page(
-    fetcher: Fetcher, url: str, depth: int, ctx: PageContext, *, source: str = "link"
+    fetcher: Fetcher, url: str, depth: int, ctx: PageContext, *, source: str = "link",
+    previous: Validators | None = None,
 ) -> PageOutcome:
-    """Fetch ``url`` and build its outcome; never raises for site faults."""
-    result = await fetcher.fetch(url)
+    """Fetch ``url`` and build its outcome; never raises for site faults.
+
+    With ``previous`` the request is conditional, and an unchanged page comes
+    back unparsed, marked ``unchanged``, without its body.
+    """
+    if previous is None:
+        return build_outcome(await fetcher.fetch(url), url, depth, ctx, source=source)
+    result = await fetcher.fetch(url, headers=previous.headers())
+    if unchanged(result, previous):
+        return PageOutcome(url, depth, replace(result, body=None), None, (), (), source=source, unchanged=True)
     return build_outcome(result, url, depth, ctx, source=source)
 
 

@@ -244,7 +244,9 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
                 await db(writer.mark_try, item)
             if item.kind == Page.Kind.PAGE:
                 ctx = PageContext(context.settings, context.is_internal, in_sitemap=item.in_sitemap)
-                return await session.fetch(lambda: process_page(fetcher, item.url, item.depth, ctx))
+                previous = writer.previous.get(item.url_hash)
+                return await session.fetch(lambda: process_page(fetcher, item.url, item.depth, ctx,
+                                                                previous=previous))
             if item.kind == Page.Kind.RESOURCE:
                 # Resources are internal; a stylesheet is read one level below the
                 # deepest page, so @import chains end with the crawl's depth.

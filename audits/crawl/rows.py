@@ -8,9 +8,11 @@ from django.utils import timezone
 
 from crawler.directives import canonical_from_link_header, robots_directives
 from crawler.page import PageOutcome
+from crawler.revalidate import body_hash
 from crawler.urls import InvalidURL, normalize, url_hash
 
 from ..sql import db_datetime
+from .reuse import Carried
 
 # What a re-fetched URL (a retried chunk) overwrites; depth, in_sitemap and
 # inlinks are set by the frontier and finalize, not by the fetch.
@@ -18,7 +20,7 @@ PAGE_UPDATE_FIELDS = [
     "final_url", "status_code", "redirect_chain", "redirect_count", "content_type", "size_bytes", "ttfb_ms",
     "total_ms", "title", "description", "canonical", "canonical_hash", "h1_count", "word_count", "robots",
     "indexable", "content_hash", "outlinks", "fetch_error", "fetch_error_detail", "crawled_at",
-    "etag", "last_modified",
+    "etag", "last_modified", "body_hash", "unchanged_since",
 ]
 PAGE_COLUMNS = ["audit_id", "url_hash", "url", "kind", "depth", "in_sitemap", "inlinks", *PAGE_UPDATE_FIELDS]
 
@@ -30,8 +32,11 @@ def clean(text: str | None, limit: int) -> str:
     return text.replace("\x00", "")[:limit]
 
 
-def page_values(audit_id: int, outcome: PageOutcome, kind: str) -> tuple:
-    """One result as the page table's row: a tuple in PAGE_COLUMNS order."""
+def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried | None = None) -> tuple:
+    """One result as the page table's row: a tuple in PAGE_COLUMNS order.
+
+    ``carried``: what a delta crawl's unchanged page keeps from the audit it reuses.
+    """
     result = outcome.result
     facts = outcome.facts
     robots: set[str] = set()
@@ -60,4 +65,6 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str) -> tuple:
         content_hash, len(outcome.outlinks), result.error.value if result.error else "",
         clean(result.error_detail, 500), db_datetime(timezone.now()),
         clean(result.headers.get("etag"), 200), clean(result.headers.get("last-modified"), 100),
+        carried.body_hash if carried else body_hash(result.body if facts is not None else None),
+        carried.since if carried else None,
     )

@@ -10,13 +10,14 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from crawler.page import PageOutcome
+from crawler.revalidate import Validators
 from crawler.types import FetchError
 from crawler.urls import compile_patterns, url_hash
 
 from ..issue_rows import insert_issues, issue_for
 from ..models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge, Page
 from ..sql import insert_rows
-from . import admission
+from . import admission, reuse
 from .db_retry import DatabaseBusy, DatabaseDown, with_db_retry
 from .progress import page_budget, record_lost
 from .rows import PAGE_COLUMNS, PAGE_UPDATE_FIELDS, clean, page_values
@@ -104,6 +105,9 @@ class ChunkWriter:
         self.depth_cap: int | None = None
         # Set once a write gave up on the database: later calls fail at once.
         self.db_failure: Exception | None = None
+        # A delta crawl's source audit, and the validators of the held pages it stored.
+        self.source = reuse.source_of(audit)
+        self.previous: dict[str, Validators] = {}
 
     def _retrying(self, fn, *args, what: str):
         """``fn(*args)`` through ``with_db_retry``; after one gave up, the same failure at once."""
@@ -119,6 +123,9 @@ class ChunkWriter:
         """Take on leased ``items``: their kinds and frontier ids are known from here on."""
         self.kinds.update((item.url_hash, item.kind) for item in items)
         self.ids.update((item.url_hash, item.id) for item in items)
+        if self.source is not None:
+            self.previous.update(reuse.validators(
+                self.source, [item.url_hash for item in items if item.kind == Page.Kind.PAGE]))
         if self.depth_cap is None and items:
             # Linked pages only: a resource sits a click below the page that links
             # it, and a sitemap-only page may sit anywhere, so either would let
@@ -199,8 +206,11 @@ class ChunkWriter:
         with transaction.atomic():
             self._fence()
             outcomes = self._reschedule_rate_limited(outcomes)
-            pages = self._write_pages(outcomes)
-            issues = self._write_issues(outcomes, pages)
+            carried: dict[str, reuse.Carried] = {}
+            if self.source is not None:
+                outcomes, carried = reuse.revive(self.source, outcomes)
+            pages = self._write_pages(outcomes, carried)
+            issues = self._write_issues(outcomes, pages, carried)
             discovered = self._write_links(outcomes)
             hashes = list(pages)
             ids = [self.ids[digest] for digest in hashes if digest in self.ids]
@@ -251,7 +261,7 @@ class ChunkWriter:
             kept.append(o)
         return kept
 
-    def _write_pages(self, outcomes: list[PageOutcome]) -> dict[str, tuple[int, str]]:
+    def _write_pages(self, outcomes: list[PageOutcome], carried: dict[str, reuse.Carried]) -> dict[str, tuple[int, str]]:
         """Store the sub-batch's page rows; their (id, kind) by URL hash."""
         hashes = [url_hash(o.url) for o in outcomes]
         kinds = self.kinds
@@ -260,14 +270,20 @@ class ChunkWriter:
                          .values_list("url_hash", "kind"))
         kinds = {digest: kinds.get(digest, Page.Kind.PAGE) for digest in hashes}
         # A retried chunk re-writes the rows of URLs an earlier try stored.
-        insert_rows(Page, PAGE_COLUMNS, [page_values(self.audit.pk, o, kinds[url_hash(o.url)]) for o in outcomes],
+        rows = [page_values(self.audit.pk, o, kinds[digest], carried.get(digest))
+                for o, digest in zip(outcomes, hashes, strict=True)]
+        insert_rows(Page, PAGE_COLUMNS, rows,
                     conflict=["audit_id", "url_hash"], update=PAGE_UPDATE_FIELDS)
         ids = Page.objects.filter(audit=self.audit, url_hash__in=hashes).values_list("url_hash", "id")
         return {digest: (pk, kinds[digest]) for digest, pk in ids}
 
-    def _write_issues(self, outcomes: list[PageOutcome], pages: dict[str, tuple[int, str]]) -> list[Issue]:
+    def _write_issues(self, outcomes: list[PageOutcome], pages: dict[str, tuple[int, str]],
+                      carried: dict[str, reuse.Carried]) -> list[Issue]:
         issues = [issue_for(self.audit.pk, pages[url_hash(o.url)][0], o.url, f)
                   for o in outcomes for f in o.findings]
+        # An unchanged page keeps its page-level issues, under the same keys.
+        issues += [Issue(audit_id=self.audit.pk, page_id=pages[digest][0], url_hash=digest, **issue)
+                   for digest, kept in carried.items() for issue in kept.issues]
         insert_issues(issues)
         return issues
 

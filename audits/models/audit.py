@@ -65,6 +65,11 @@ class Audit(models.Model):
         SCHEDULE = "schedule", "Started by the site's schedule"
         COMMAND = "command", "Started from the command line"
 
+    class Mode(models.TextChoices):
+        FULL = "full", "Full crawl"
+        VALIDATE = "validate", "Re-check an earlier audit's issues"
+        DELTA = "delta", "Full crawl reusing unchanged pages"
+
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="audits")
     site = models.ForeignKey("audits.Site", on_delete=models.CASCADE, related_name="audits")
     trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.MANUAL)
@@ -77,6 +82,12 @@ class Audit(models.Model):
     # The health score, 0 to 100 (audits.score), written at finalize and again
     # whenever triage ignores or reopens issues; null until the audit completes.
     score = models.PositiveSmallIntegerField(null=True, blank=True)
+    # A validation re-fetches only what carried ``source``'s issues and judges each
+    # one (audits.validation); a delta crawl asks the site whether each of
+    # ``source``'s pages changed and reuses the unchanged ones (audits.crawl.reuse).
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.FULL)
+    source = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+                               help_text="The earlier audit a validation re-checks or a delta crawl reuses")
     start_url = models.CharField(max_length=2048)
     origin = models.CharField(max_length=300, blank=True, help_text="Scheme and host after the start URL's redirects")
 

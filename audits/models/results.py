@@ -58,6 +58,11 @@ class Page(models.Model):
     # conditional requests (If-None-Match / If-Modified-Since) need.
     etag = models.CharField(max_length=200, blank=True)
     last_modified = models.CharField(max_length=100, blank=True)
+    # The decoded HTML body's hash: a delta crawl reuses a page whose server
+    # never answers 304 when its body is byte for byte what it was.
+    body_hash = models.CharField(max_length=32, blank=True)
+    # Set by a delta crawl on a page it reused: the audit whose parse it carries.
+    unchanged_since = models.PositiveIntegerField(null=True, blank=True)
     crawled_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
