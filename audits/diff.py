@@ -14,19 +14,49 @@ from __future__ import annotations
 from django.db import connection
 from django.db.models import Case, Count, Exists, OuterRef, Value, When
 
+from crawler.catalogue import ANSWER_CODES, LINK_CODES, SITE_WIDE_CODES, START_CODES
+
 from .models import Audit, GoneIssue, IgnoreRule, Issue, PageChange, Severity
 
-# A baseline issue the audit did not report: fixed if the URL it was on answered
-# this time (a page row with no fetch error), else unknown. A broken external
-# link is unknown when the crawler was offline this time (the site-level notice):
-# its page answered, but nobody could check where the link goes.
-GONE_ISSUES_SQL = """
+def _codes(codes) -> str:
+    """A literal SQL list of issue codes (catalogue names: lower-case letters, digits and underscores)."""
+    if not all(code.isidentifier() and code.islower() for code in codes):
+        raise ValueError(f"not an issue code: {sorted(codes)}")
+    return ", ".join(f"'{code}'" for code in sorted(codes))
+
+
+# A baseline issue the audit did not report: fixed when this audit could have
+# reported it and did not, unknown when it could not say.
+# - A broken external link, when the crawler was offline this time (the
+#   site-level notice): its page answered, but nobody could check the link.
+# - A site-wide check's, in a partial audit (a validation): it was not re-run.
+# - A start step's (robots.txt, sitemaps): the start always runs again.
+# - A link's: fixed when its source page answered and either no longer links
+#   the target or the target answered (the link check ran); else unknown.
+# - The URL's own answer: fixed if the URL answered (a page row with no fetch
+#   error); its content's: only if the page answered 2xx.
+GONE_ISSUES_SQL = f"""
     SELECT CASE WHEN b.code = 'broken_link_external'
                      AND EXISTS (SELECT 1 FROM audits_issue n WHERE n.audit_id = %(audit)s
                                  AND n.code = 'external_links_unchecked')
                 THEN 'unknown'
+                WHEN %(partial)s AND b.code IN ({_codes(SITE_WIDE_CODES)}) THEN 'unknown'
+                WHEN b.code IN ({_codes(START_CODES)}) THEN 'fixed'
+                WHEN b.code IN ({_codes(LINK_CODES - {"redirect_broken_target"})}) THEN
+                    CASE WHEN EXISTS (SELECT 1 FROM audits_page s WHERE s.audit_id = %(audit)s
+                                      AND s.url_hash = b.url_hash AND s.fetch_error = ''
+                                      AND s.status_code BETWEEN 200 AND 299)
+                          AND (NOT EXISTS (SELECT 1 FROM audits_linkedge e WHERE e.audit_id = %(audit)s
+                                           AND e.source_hash = b.url_hash AND e.target_url = b.target_url)
+                               OR EXISTS (SELECT 1 FROM audits_linkedge e
+                                          JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
+                                          WHERE e.audit_id = %(audit)s AND e.source_hash = b.url_hash
+                                            AND e.target_url = b.target_url
+                                            AND t.fetch_error NOT IN ('worker_lost', 'ssrf_blocked')))
+                         THEN 'fixed' ELSE 'unknown' END
                 WHEN EXISTS (SELECT 1 FROM audits_page c
-                             WHERE c.audit_id = %(audit)s AND c.url_hash = b.url_hash AND c.fetch_error = '')
+                             WHERE c.audit_id = %(audit)s AND c.url_hash = b.url_hash AND c.fetch_error = ''
+                               AND (b.code IN ({_codes(ANSWER_CODES)}) OR c.status_code BETWEEN 200 AND 299))
                 THEN 'fixed' ELSE 'unknown' END AS change,
            b.key, b.url, b.code, b.severity, b.message, b.target_url
     FROM audits_issue b
@@ -75,6 +105,11 @@ ISSUE_CHANGES = ("new", "persisting", "fixed", "unknown")
 PAGE_CHANGES = ("added", "removed", "changed")
 
 
+def _params(audit: Audit, base: Audit) -> dict:
+    """The two audits, and whether ``audit`` re-ran only part of the checks (a validation)."""
+    return {"audit": audit.pk, "base": base.pk, "partial": audit.mode == Audit.Mode.VALIDATE}
+
+
 def baseline_for(audit: Audit) -> Audit | None:
     """The audit ``audit`` is compared with: the one given beforehand, else the site's previous completed one."""
     if audit.baseline_id:
@@ -99,7 +134,7 @@ def gone_issues(audit: Audit, base: Audit, change: str | None = None, *, limit: 
                 offset: int = 0) -> list[dict]:
     """Baseline issues this audit did not report, as dicts, optionally only fixed or only unknown."""
     sql = f"SELECT * FROM ({GONE_ISSUES_SQL}) AS gone"
-    params = {"audit": audit.pk, "base": base.pk}
+    params = _params(audit, base)
     if change:
         sql += " WHERE change = %(change)s"
         params["change"] = change
@@ -111,7 +146,7 @@ def page_changes(audit: Audit, base: Audit, change: str | None = None, *, limit:
                  offset: int = 0) -> list[PageChange]:
     """Pages added, removed or changed between ``base`` and ``audit``, as unsaved PageChange rows."""
     sql = f"SELECT * FROM ({PAGE_CHANGES_SQL}) AS pages"
-    params = {"audit": audit.pk, "base": base.pk}
+    params = _params(audit, base)
     if change:
         sql += " WHERE change = %(change)s"
         params["change"] = change
@@ -154,7 +189,7 @@ def record(audit: Audit) -> dict | None:
         issues.filter(review=Issue.Review.OPEN).filter(Exists(same_key.filter(review=review))).update(review=review)
     # After the carried-forward decisions, so an issue a person reviewed stays reviewed.
     IgnoreRule.objects.apply_to(audit)
-    params = {"audit": audit.pk, "base": base.pk}
+    params = _params(audit, base)
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO audits_goneissue (audit_id, change, key, url, code, severity, message, target_url) "
@@ -196,7 +231,7 @@ def live_counts(audit: Audit, base: Audit) -> dict:
     for name, queryset in (("new", new_issues(audit, base)), ("persisting", persisting_issues(audit, base))):
         for row in queryset.values("severity").annotate(n=Count("id")).order_by():
             issues[name][row["severity"]] = row["n"]
-    params = {"audit": audit.pk, "base": base.pk}
+    params = _params(audit, base)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT change, severity, COUNT(*) FROM ({GONE_ISSUES_SQL}) AS g GROUP BY change, severity",
                        params)

@@ -131,7 +131,7 @@ def run_finalize(audit_id: int) -> bool:
             )
     with transaction.atomic():
         _update_page_columns(audit)
-    for check in CHECKS:
+    for check in VALIDATION_CHECKS if audit.mode == Audit.Mode.VALIDATE else CHECKS:
         if not Audit.objects.filter(pk=audit.pk).exists():
             return False  # deleted meanwhile
         with transaction.atomic():
@@ -422,3 +422,6 @@ CHECKS = [
     hreflang_return_links, sitemap_problems, duplicate_titles, duplicate_descriptions, duplicate_content,
     deep_pages, notices.external_links_unchecked,
 ]
+# A validation fetched only some URLs: the checks of links between them run
+# again, the site-wide ones cannot (their issues end unknown: audits.diff).
+VALIDATION_CHECKS = [link_targets, redirects_to_broken, notices.external_links_unchecked]

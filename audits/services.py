@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from . import validation
 from .models import CRAWL_SETTINGS, Audit, Site
 
 
@@ -163,6 +164,28 @@ def rerun_audit(audit: Audit) -> Audit:
     """
     _refuse_private_targets(audit)
     return create_audit(audit.owner, site=audit.site, **audit.settings_copy())
+
+
+def follow_up_fields(source: Audit, mode: str) -> dict:
+    """A validation's or a delta crawl's own fields, beside the limits it runs with.
+
+    A validation's page budget is what it re-checks, whatever its source's was;
+    its baseline is its source, so finalize's diff is its verdict.
+    """
+    fields = {"mode": mode, "source": source}
+    if mode == Audit.Mode.VALIDATE:
+        fields.update(baseline=source, max_pages=validation.page_count(source) + 1)
+    return fields
+
+
+def follow_up(source: Audit, mode: str) -> Audit:
+    """A manual validation or delta crawl of ``source``'s site, with its settings (``admit`` applies).
+
+    Raises PrivateTargetsRefused if private_targets_allowed says no.
+    """
+    _refuse_private_targets(source)
+    return create_audit(source.owner, site=source.site,
+                        **{**source.settings_copy(), **follow_up_fields(source, mode)})
 
 
 def run_site_now(site: Site) -> Audit:

@@ -244,6 +244,11 @@ SITE_WIDE_CODES = frozenset({"title_duplicate", "meta_description_duplicate", "d
                              "orphan_page", "deep_page", "hreflang_error", "sitemap_bad_url",
                              "canonical_bad_target", "blocked_by_robots"})
 CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES | {"external_links_unchecked"}
+# About the URL's own answer (its status, its redirects, its speed): judged
+# whenever the URL answered at all. Every other page-level code is about an
+# HTML page's content, judged only on a page that answered 2xx.
+ANSWER_CODES = frozenset({"http_4xx", "http_5xx", "fetch_failed", "redirect_chain", "redirect_loop",
+                          "redirect_temporary", "redirect_broken_target", "slow_response"})
 # Set at the start from robots.txt, the sitemaps and the start URL's http:// form.
 START_CODES = frozenset({"robots_txt_unavailable", "robots_txt_missing", "sitemap_missing", "sitemap_invalid",
                          "http_not_redirected"})

@@ -25,6 +25,7 @@ from crawler.sitemap import discover_sitemaps
 from crawler.types import FetchError, Finding
 from crawler.urls import InvalidURL, Scope, normalize, origin_of, trap_reason, url_hash
 
+from .. import validation
 from ..dispatch import Dispatcher
 from ..issue_rows import insert_issues, issue_for
 from ..models import Audit, ChunkLease, FrontierURL, Page
@@ -89,7 +90,9 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         _write_site_issues(audit, outcome)
         seeds = [FrontierURL(audit=audit, url=outcome.start_url, url_hash=url_hash(outcome.start_url),
                              depth=0, linked=True, template_key=template_digest(outcome.start_url))]
-        for url in outcome.sitemap_urls:
+        if audit.mode == Audit.Mode.VALIDATE:
+            seeds += _validation_seeds(audit, robots, setup.user_agent)
+        for url in outcome.sitemap_urls if audit.mode != Audit.Mode.VALIDATE else ():
             if not scope.contains(url) or trap_reason(url):
                 continue
             if audit.respect_robots and not robots.allowed(url, setup.user_agent):
@@ -127,6 +130,20 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
                        Audit.Phase.STARTING)
             return
         advance(audit, 0, dispatcher)
+
+
+def _validation_seeds(audit: Audit, robots: Robots, user_agent: str) -> list[FrontierURL]:
+    """A validation's whole frontier: what carried its source's issues, as robots.txt allows now.
+
+    A URL robots.txt now refuses is not fetched; its issues end unknown.
+    """
+    source = Audit.objects.filter(pk=audit.source_id).first()
+    if source is None:
+        return []
+    return [FrontierURL(audit=audit, url=t.url, url_hash=url_hash(t.url), depth=t.depth, kind=t.kind, linked=True,
+                        template_key=template_digest(t.url) if t.kind == Page.Kind.PAGE else "")
+            for t in validation.targets(source)
+            if t.kind == Page.Kind.EXTERNAL or not audit.respect_robots or robots.allowed(t.url, user_agent)]
 
 
 @dataclass

@@ -1,0 +1,133 @@
+"""Validation: re-check only what carried an earlier audit's issues, and judge each of those issues.
+
+A validation audit (``Audit.Mode.VALIDATE``) fetches the URLs that carried the
+source audit's issues (ignored ones left out) and the targets of its link
+issues, follows no link beyond them, and runs the link checks again at
+finalize. Its baseline is the source, so the diff finalize stores is the
+verdict: an issue reported again is still there, one gone is fixed or unknown
+(``audits.diff.GONE_ISSUES_SQL``, with the site-wide checks unknown).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from django.db import connection
+
+from crawler.catalogue import LINK_CODES, SITE_WIDE_CODES
+from crawler.urls import InvalidURL, origin_of, url_hash
+
+from .models import Audit, Issue, Page
+
+# Hashes per IN (...) lookup, as the crawl's (audits.crawl.admission).
+LOOKUP_BATCH = 500
+
+RESULTS = ("still", "unknown", "fixed")
+RESULT_LABELS = {"still": "Still there", "unknown": "Unknown", "fixed": "Fixed"}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A URL the validation fetches: as the source audit stored it, or an unstored link target."""
+
+    url: str
+    kind: str
+    depth: int
+
+
+def checked(source: Audit):
+    """The source's issues a validation re-checks: all but the ignored."""
+    return Issue.objects.filter(audit=source).exclude(review=Issue.Review.IGNORED)
+
+
+def targets(source: Audit) -> Iterator[Target]:
+    """The URLs that carried the source's issues, and their link issues' targets, each once.
+
+    Site-wide issues need the whole crawl, so their URLs are fetched only if
+    another issue needs them; start issues (robots.txt, sitemaps) are the start step's.
+    """
+    issues = checked(source).exclude(code__in=SITE_WIDE_CODES)
+    hashes = set(issues.exclude(page=None).values_list("url_hash", flat=True))
+    linked = set(issues.filter(code__in=LINK_CODES).exclude(target_url="").values_list("target_url", flat=True))
+    hashes |= {url_hash(url) for url in linked}
+    ordered = sorted(hashes)
+    seen = set()
+    for start in range(0, len(ordered), LOOKUP_BATCH):
+        stored = Page.objects.filter(audit=source, url_hash__in=ordered[start:start + LOOKUP_BATCH])
+        for url, kind, depth in stored.values_list("url", "kind", "depth"):
+            seen.add(url)
+            yield Target(url, kind, depth)
+    for url in sorted(linked - seen):
+        try:
+            internal = origin_of(url) == source.origin
+        except InvalidURL:
+            continue
+        yield Target(url, Page.Kind.PAGE if internal else Page.Kind.EXTERNAL, 1)
+
+
+def page_count(source: Audit) -> int:
+    """How many pages a validation of ``source`` fetches: its page budget."""
+    return sum(1 for target in targets(source) if target.kind == Page.Kind.PAGE)
+
+
+# One row per re-checked issue of the source: reported again (still), or what
+# the stored diff says of it (fixed or unknown); ignored issues are not re-checked.
+CHECKLIST_SQL = """
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM audits_issue a WHERE a.audit_id = %(audit)s AND a.key = b.key)
+                THEN 'still'
+                ELSE COALESCE((SELECT g.change FROM audits_goneissue g
+                               WHERE g.audit_id = %(audit)s AND g.key = b.key), 'unknown') END AS result,
+           b.code, b.severity, b.url, b.target_url, b.message
+    FROM audits_issue b
+    WHERE b.audit_id = %(source)s AND b.review <> 'ignored'
+"""
+ORDER = " ORDER BY CASE result WHEN 'still' THEN 0 WHEN 'unknown' THEN 1 ELSE 2 END, " \
+        "CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, code, url"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    result: str
+    code: str
+    severity: str
+    url: str
+    target_url: str
+    message: str
+
+    @property
+    def why(self) -> str:
+        """Why an unknown is unknown; empty for the other results."""
+        if self.result != "unknown":
+            return ""
+        if self.code in SITE_WIDE_CODES:
+            return "A check across the whole site: a validation, which re-fetches a few URLs, cannot re-run it."
+        if self.code in LINK_CODES:
+            return "The page or the link's target could not be fetched this time."
+        return "The URL could not be fetched this time, or did not answer with a page."
+
+
+def checklist(audit: Audit, *, limit: int | None = None) -> list[Verdict]:
+    """The validation's verdict on each re-checked issue: still there first, then unknown, then fixed."""
+    if audit.mode != Audit.Mode.VALIDATE or audit.source_id is None:
+        return []
+    sql = f"SELECT * FROM ({CHECKLIST_SQL}) AS v" + ORDER
+    params = {"audit": audit.pk, "source": audit.source_id}
+    if limit is not None:
+        sql += " LIMIT %(limit)s"
+        params["limit"] = limit
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [Verdict(*row) for row in cursor.fetchall()]
+
+
+def counts(audit: Audit) -> dict[str, int] | None:
+    """{result: n} for a finished validation; None for any other audit."""
+    if audit.mode != Audit.Mode.VALIDATE or audit.source_id is None or audit.status != Audit.Status.COMPLETED:
+        return None
+    found = {result: 0 for result in RESULTS}
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT result, COUNT(*) FROM ({CHECKLIST_SQL}) AS v GROUP BY result",
+                       {"audit": audit.pk, "source": audit.source_id})
+        found.update(dict(cursor.fetchall()))
+    return found

@@ -1,0 +1,90 @@
+"""Validation mode: re-fetch only what carried an earlier audit's issues, and judge each issue."""
+
+from __future__ import annotations
+
+import pytest
+
+from audits import validation
+from audits.inline import run_audit_inline
+from audits.models import Audit, Issue, Page
+from audits.services import follow_up_fields
+from tests.editable_site import EditableSite
+from tests.factories import make_audit
+
+pytestmark = pytest.mark.django_db
+
+
+def page(title: str | None, body: str = "", *, h1: bool = True) -> str:
+    head = f"<title>{title}</title>" if title else ""
+    heading = f"<h1>{title or 'Untitled'}</h1>" if h1 else ""
+    return (f'<!doctype html><html lang="en"><head>{head}<meta name="description" content="A page of the '
+            f'validation site with a description long enough to pass every length check."></head>'
+            f'<body>{heading}<p>Some words on the page.</p><a href="/">home</a>{body}</body></html>')
+
+
+SITE = {
+    "/": page("Home of the validation site", "".join(f'<a href="{p}">{p}</a>' for p in (
+        "/untitled", "/no-heading", "/links-gone", "/links-later", "/twin-1", "/twin-2", "/flaky", "/fine",
+        "/ignored"))),
+    "/untitled": page(None),                                    # title_missing: to be fixed
+    "/no-heading": page("A page without a heading", h1=False),  # h1_missing: left as it is
+    "/links-gone": page("Links to a missing page", '<a href="/gone">gone</a>'),  # broken link: link removed
+    "/links-later": page("Links to a page not there yet", '<a href="/later">later</a>'),  # target restored
+    "/twin-1": page("Twin title of two pages"),                 # title_duplicate: cross-page, unknown
+    "/twin-2": page("Twin title of two pages"),
+    "/flaky": page("Flaky page without a heading", h1=False),   # h1_missing: the page fails next time
+    "/fine": page("A fine page that needs no re-check"),
+    "/ignored": page("An ignored page without a heading", h1=False),  # h1_missing, ignored by a person
+}
+
+
+def run(audit: Audit) -> Audit:
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    return audit
+
+
+def verdicts(audit: Audit) -> dict[tuple[str, str], str]:
+    return {(v.code, v.url.split("/", 3)[3]): v.result for v in validation.checklist(audit)}
+
+
+def test_a_validation_refetches_only_the_issue_urls_and_judges_every_issue(owner, fast_settings):
+    with EditableSite() as web:
+        web.pages.update(SITE)
+        first = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False))
+        Issue.objects.filter(audit=first, url=web.url("/ignored")).update(review=Issue.Review.IGNORED)
+        web.set(**{
+            "/untitled": page("Now the page has a title"),
+            "/links-gone": page("No longer links to a missing page", '<a href="/never">a new link</a>'),
+            "/later": page("The page that was not there yet"),
+            "/flaky": (500, "<html><body>down</body></html>"),
+        })
+        web.requests.clear()
+        check = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False,
+                               **follow_up_fields(first, Audit.Mode.VALIDATE)))
+        fetched = set(web.requests)
+
+    found = verdicts(check)
+    assert found[("title_missing", "untitled")] == "fixed"
+    assert found[("h1_missing", "no-heading")] == "still"
+    assert found[("broken_link_internal", "links-gone")] == "fixed"
+    assert found[("broken_link_internal", "links-later")] == "fixed"
+    assert found[("title_duplicate", "twin-1")] == found[("title_duplicate", "twin-2")] == "unknown"
+    assert found[("h1_missing", "flaky")] == "unknown"
+    # Ignored stays ignored: not re-checked, not in the checklist.
+    assert ("h1_missing", "ignored") not in found
+    # Every issue of the source that was not ignored has a verdict.
+    assert len(found) == Issue.objects.filter(audit=first).exclude(review=Issue.Review.IGNORED).count()
+    unknown = [v for v in validation.checklist(check) if v.code == "title_duplicate"]
+    assert all("whole site" in v.why for v in unknown)
+    # Only the URLs that carried issues (and the link targets) were fetched; no link was followed.
+    # Only the URLs that carried issues (and the link targets) were fetched; no link was followed.
+    carried = Issue.objects.filter(audit=first).exclude(review=Issue.Review.IGNORED).exclude(
+        code__in=["title_duplicate", "meta_description_duplicate", "sitemap_missing", "robots_txt_missing"])
+    expected = {url.removeprefix(web.base) for url in carried.values_list("url", flat=True)}
+    expected |= {url.removeprefix(web.base) for url in carried.exclude(target_url="").values_list("target_url", flat=True)}
+    assert fetched - {"/", "/robots.txt", "/sitemap.xml"} == expected - {"/"}
+    assert "/never" not in fetched and "/ignored" not in fetched
+    assert validation.counts(check) == {
+        result: sum(1 for r in found.values() if r == result) for result in validation.RESULTS}
