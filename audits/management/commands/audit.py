@@ -27,7 +27,7 @@ from django.db import connection, transaction
 from django.db.models import Max
 from psycopg.pq import TransactionStatus
 
-from ... import diff
+from ... import diff, validation
 from ...finalize import run_finalize
 from ...forms import AuditForm
 from ...inline import run_audit_inline
@@ -36,6 +36,7 @@ from ...services import create_audit, new_audit
 from ...summary import severity_counts
 from ...system_checks import CLUSTER_CHECKS
 from ..access_args import access_from_options, add_access_arguments, save_access
+from ..mode_args import add_mode_arguments, apply_mode, source_from_options
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
 # The order change records and counts are written in.
@@ -113,6 +114,7 @@ class Command(BaseCommand):
                             help="Hand the audit to the worker cluster, print its id and return")
         parser.add_argument("--owner", help="Username that owns the audit (default: admin, else a 'cli' user)")
         add_access_arguments(parser)
+        add_mode_arguments(parser)
 
     def check(self, *args, **kwargs):
         # A misconfigured deployment means the audit could not run: exit 2, not
@@ -135,6 +137,10 @@ class Command(BaseCommand):
                                "to end", returncode=2)
         # Checked before anything is stored or fetched.
         baseline = self._baseline(compare_to, owner, limits["start_url"])
+        if opts["mode"] == Audit.Mode.VALIDATE and compare_to:
+            raise CommandError("--mode validate compares with its --from audit; --compare-to and "
+                               "--fail-on-new do not apply", returncode=2)
+        source = source_from_options(opts, owner, limits["start_url"])
         access = access_from_options(opts, limits["start_url"])
         if opts["enqueue"]:
             # call_command skips the system checks; the cluster's timing must be
@@ -143,6 +149,7 @@ class Command(BaseCommand):
             # One transaction: the start is enqueued on commit, with the baseline already set.
             with transaction.atomic():
                 audit = create_audit(owner, enforce_quota=False, trigger=Audit.Trigger.COMMAND, **limits)
+                apply_mode(audit, opts, source)
                 if access:
                     save_access(audit.site, access)
                 if compare_to:
@@ -152,12 +159,14 @@ class Command(BaseCommand):
         out = self._open_out(opts.get("out"))
         console = self.stderr if out is sys.stdout else self.stdout
         audit = new_audit(owner, trigger=Audit.Trigger.COMMAND, **limits)
+        apply_mode(audit, opts, source)
         if access:
             save_access(audit.site, access)
-        console.write(f"Audit {audit.pk}: crawling {audit.start_url}")
+        console.write(f"Audit {audit.pk}: crawling {audit.start_url}" + (
+            f" ({audit.get_mode_display().lower()}, from audit {source.pk})" if source else ""))
         if compare_to:
             self._set_baseline(audit, compare_to, baseline, console)
-        report = Report(out)
+        report = Report(out, audit.mode)
         try:
             try:
                 code = self._crawl(audit, report, fail_on, fail_on_new, bool(compare_to), console,
@@ -201,6 +210,7 @@ class Command(BaseCommand):
             return 2
         if compared:
             report.changes(audit)
+        report.validation(audit)
         gated = audit.issues.all() if include_ignored else audit.issues.exclude(review=Issue.Review.IGNORED)
         failed = bool(fail_on) and gated.filter(severity__in=at_or_above(fail_on)).exists()
         # Issue.change is "new" only when finalize had a baseline: no baseline, nothing new.
@@ -304,7 +314,15 @@ class Command(BaseCommand):
         note = "" if not ignored else f" ({ignored} ignored {'included' if include_ignored else 'not counted'})"
         console.write(f"  issues: {counts['critical']} critical, {counts['warning']} warnings, "
                       f"{counts['notice']} notices{note}")
-        if audit.baseline_id and audit.change_counts:
+        verdicts = validation.counts(audit)
+        if verdicts is not None:
+            console.write(f"  validation of audit {audit.source_id}: " + ", ".join(
+                f"{verdicts[result]} {validation.RESULT_LABELS[result].lower()}" for result in validation.RESULTS))
+            for verdict in validation.checklist(audit, limit=CHECKLIST_LINES):
+                if verdict.result != "fixed":
+                    console.write(f"    [{verdict.result}] {verdict.code} on {verdict.url}"
+                                  + (f" -> {verdict.target_url}" if verdict.target_url else ""))
+        elif audit.baseline_id and audit.change_counts:
             totals = change_totals(audit, include_ignored)
             console.write(f"  changes since audit {audit.baseline_id}: "
                           + ", ".join(f"{totals[change]} {change}" for change in CHANGES))
@@ -331,6 +349,8 @@ OPTION_NAMES = {
     "user_agent": "--user-agent", "__all__": "options",
 }
 
+# Issues the console lists of a validation's checklist (the report has them all).
+CHECKLIST_LINES = 40
 # Issue lines written between two flushes of the report.
 FLUSH_EVERY = 2000
 
@@ -346,8 +366,9 @@ class Report:
     ISSUE_FIELDS = ("code", "severity", "url", "target_url", "message")
     CHANGE_FIELDS = ("code", "severity", "url", "target_url")
 
-    def __init__(self, out):
+    def __init__(self, out, mode: str = Audit.Mode.FULL):
         self.out = out
+        self.delta = mode == Audit.Mode.DELTA
 
     def _write(self, records) -> None:
         self.out.write("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
@@ -363,7 +384,8 @@ class Report:
              "status": outcome.result.status, "depth": outcome.depth,
              "title": outcome.facts.title if outcome.facts else None,
              "error": outcome.result.error.value if outcome.result.error else None,
-             "issues": codes_by_url.get(outcome.url, [])}
+             "issues": codes_by_url.get(outcome.url, []),
+             **({"unchanged": outcome.unchanged} if self.delta else {})}
             for outcome in outcomes
         )
         self.issue_values((i.code, i.severity, i.url, i.target_url, i.message) for i in issues)
@@ -401,6 +423,16 @@ class Report:
             self.change_values(change, sources[change].order_by("id").values_list(*self.CHANGE_FIELDS)
                                .iterator(FLUSH_EVERY))
 
+    def validation(self, audit: Audit) -> None:
+        """A validation's verdict on each issue it re-checked: still there, unknown, then fixed."""
+        if self.out is None or validation.counts(audit) is None:
+            return
+        self._stream(
+            {"type": "validation", "result": v.result, "code": v.code, "severity": v.severity, "url": v.url,
+             "target": v.target_url or None, "message": v.message, **({"why": v.why} if v.why else {})}
+            for v in validation.checklist(audit)
+        )
+
     def _stream(self, records) -> None:
         records = iter(records)
         while chunk := list(itertools.islice(records, FLUSH_EVERY)):
@@ -430,6 +462,12 @@ class Report:
             totals = change_totals(audit, include_ignored) if audit.baseline_id and audit.change_counts else {}
             record["baseline_id"] = audit.baseline_id if totals else None
             record["changes"] = {change: totals[change] for change in CHANGES} if totals else None
+        record["mode"] = audit.mode
+        if audit.mode != Audit.Mode.FULL:
+            record["from_audit_id"] = audit.source_id
+        verdicts = validation.counts(audit)
+        if verdicts is not None:
+            record["validation"] = verdicts
         record["exit_code"] = code
         self._write([record])
         self.out.flush()

@@ -1,0 +1,69 @@
+"""The ``audit`` command's crawl modes: ``--mode validate|delta --from AUDIT_ID|previous``."""
+
+from __future__ import annotations
+
+from django.core.management.base import CommandError
+
+from ..models import Audit
+from ..services import follow_up_fields
+
+PREVIOUS = "previous"
+
+
+def add_mode_arguments(parser) -> None:
+    parser.add_argument(
+        "--mode", choices=list(Audit.Mode.values), default=Audit.Mode.FULL,
+        help="full: crawl the site (the default). validate: re-fetch only the URLs that carried the --from "
+             "audit's issues (ignored ones left out) and say of each issue whether it is fixed, still there "
+             "or unknown. delta: a full crawl that asks the site whether each page of the --from audit "
+             "changed (If-None-Match / If-Modified-Since) and reuses the unchanged ones without parsing")
+    parser.add_argument(
+        "--from", dest="source", metavar="AUDIT_ID|previous",
+        help="The completed audit of the same site a validate or delta run starts from; 'previous' is the "
+             "site's last completed audit")
+
+
+def source_from_options(opts, owner, start_url: str) -> Audit | None:
+    """The audit --from names, checked against --mode; None for a full crawl. Exits 2 when it cannot be used."""
+    mode, given = opts["mode"], opts["source"]
+    if mode == Audit.Mode.FULL:
+        if given:
+            raise CommandError("--from needs --mode validate or --mode delta", returncode=2)
+        return None
+    if not given:
+        raise CommandError(f"--mode {mode} needs --from AUDIT_ID or --from {PREVIOUS}", returncode=2)
+    if given == PREVIOUS:
+        source = (Audit.objects.filter(owner=owner, site__start_url=start_url, status=Audit.Status.COMPLETED)
+                  .order_by("-pk").first())
+        if source is None:
+            raise CommandError(f"--from {PREVIOUS}: no completed audit of {start_url} to start from", returncode=2)
+        return source
+    if not given.isdigit():
+        raise CommandError(f"--from: expected an audit id or '{PREVIOUS}', not {given!r}", returncode=2)
+    source = Audit.objects.select_related("site").filter(pk=int(given)).first()
+    problem = None
+    if source is None:
+        problem = f"there is no audit {given}"
+    elif source.owner_id != owner.pk:
+        problem = f"audit {source.pk} belongs to another user, not {owner.get_username()!r} (see --owner)"
+    elif source.site.start_url != start_url:
+        problem = f"audit {source.pk} is of {source.site.start_url}, not {start_url}"
+    elif source.status != Audit.Status.COMPLETED:
+        problem = f"audit {source.pk} is {source.status}; only a completed audit can be started from"
+    if problem:
+        raise CommandError(f"--from: {problem}", returncode=2)
+    return source
+
+
+def apply_mode(audit: Audit, opts, source: Audit | None) -> None:
+    """Make the new ``audit`` a validation or delta run of ``source``.
+
+    Set on the audit after it is made, so a validation's page budget is not
+    saved as the site's own.
+    """
+    if source is None:
+        return
+    fields = follow_up_fields(source, opts["mode"])
+    for name, value in fields.items():
+        setattr(audit, name, value)
+    audit.save(update_fields=list(fields))

@@ -1,0 +1,75 @@
+"""`manage.py audit --mode validate|delta --from AUDIT_ID|previous`: the modes from the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from audits.models import Audit, Site
+from tests.audit_command import run_audit
+from tests.editable_site import EditableSite
+from tests.versioned_site import VersionedSite
+
+pytestmark = pytest.mark.django_db
+
+
+def records(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_delta_run_marks_each_page_record_unchanged_or_not(tmp_path, fast_settings):
+    with VersionedSite(20) as site:
+        assert run_audit(site.url(), "--allow-private", "--no-external", "--fail-on", "critical") in (0, 1)
+        site.bump(7)
+        out = tmp_path / "delta.jsonl"
+        run_audit(site.url(), "--allow-private", "--no-external", "--mode", "delta", "--from", "previous",
+                  "--out", str(out))
+    lines = records(out)
+    pages = {r["url"]: r["unchanged"] for r in lines if r["type"] == "page" and r["status"] in (200, 304)}
+    assert pages[site.url("/p/7")] is False and pages[site.url()] is False
+    assert sum(pages.values()) == 18
+    summary = lines[-1]
+    first = Audit.objects.filter(mode=Audit.Mode.FULL).get()
+    assert summary["mode"] == "delta" and summary["from_audit_id"] == first.pk and summary["status"] == "completed"
+
+
+def test_a_validation_run_writes_its_checklist_and_gates_on_what_is_still_there(tmp_path, fast_settings, capsys):
+    heading = '<html lang="en"><head><title>A page of the command site</title></head><body>{}<a href="/">home</a>' \
+              '<a href="/b">b</a></body></html>'
+    with EditableSite() as web:
+        web.pages.update({"/": heading.format(""), "/b": heading.format('<a href="/gone">gone</a>')})
+        assert run_audit(web.url("/"), "--allow-private", "--no-external") == 1  # the broken link is critical
+        first = Audit.objects.get()
+        web.set(**{"/b": heading.format('<h1>Now with a heading</h1><a href="/gone">back</a>'),
+                   "/gone": heading.format("Restored")})
+        out = tmp_path / "validate.jsonl"
+        code = run_audit(web.url("/"), "--allow-private", "--no-external", "--mode", "validate", "--from",
+                         str(first.pk), "--out", str(out))
+    lines = records(out)
+    verdicts = {(r["code"], r["url"].removeprefix(web.base)): r["result"] for r in lines if r["type"] == "validation"}
+    assert verdicts[("broken_link_internal", "/b")] == "fixed"
+    assert verdicts[("h1_missing", "/b")] == "fixed"
+    assert verdicts[("http_4xx", "/gone")] == "fixed"
+    assert verdicts[("h1_missing", "/")] == "still"
+    summary = lines[-1]
+    assert summary["mode"] == "validate" and summary["from_audit_id"] == first.pk
+    assert summary["validation"]["fixed"] == sum(1 for r in verdicts.values() if r == "fixed")
+    assert code == 0  # nothing critical is left
+    console = capsys.readouterr().out
+    assert f"validation of audit {first.pk}:" in console and "[still] h1_missing on" in console
+    # The validation's page budget is its own: the site keeps the limits people gave it.
+    assert Site.objects.get().max_pages == 500
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--from", "1"], "--from needs --mode"),
+    (["--mode", "delta"], "needs --from"),
+    (["--mode", "validate", "--from", "previous"], "no completed audit"),
+    (["--mode", "validate", "--from", "999"], "there is no audit 999"),
+    (["--mode", "validate", "--from", "1", "--compare-to", "previous"], "--compare-to"),
+])
+def test_a_mode_that_cannot_run_exits_2_before_anything_is_fetched(args, message, capsys, fast_settings):
+    assert run_audit("http://127.0.0.1:9/", "--allow-private", *args) == 2
+    assert message in capsys.readouterr().err
+    assert not Audit.objects.exists()
