@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from crawler.catalogue import LINK_CODES, SITE_WIDE_CODES
+from crawler.catalogue import CATALOGUE, LINK_CODES, SITE_WIDE_CODES
 from crawler.urls import InvalidURL, origin_of, url_hash
 
 from .models import Audit, Issue, Page
@@ -94,6 +94,14 @@ class Verdict:
     url: str
     target_url: str
     message: str
+
+    @property
+    def type(self):
+        return CATALOGUE.get(self.code)
+
+    @property
+    def title(self) -> str:
+        return self.type.title if self.type else self.code
 
     @property
     def why(self) -> str:

@@ -18,6 +18,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
+from . import validation
 from .charts import Bar, bar_chart
 from .forms import AuditForm
 from .issue_views import CHANGE_FILTERS
@@ -30,12 +31,16 @@ from .services import (
     QuotaExceeded,
     cancel_audit,
     create_audit,
+    follow_up,
     private_targets_allowed,
     rerun_audit,
     resume_audit,
 )
 from .summary import issue_summary
 from .tables import audit_view, window
+
+# A validation's checklist rows shown on its page (still there and unknown first).
+CHECKLIST_ROWS = 500
 
 # --- the audit list and the new-audit form -----------------------------------
 
@@ -129,6 +134,14 @@ def _body_context(audit: Audit) -> dict:
         context["sections"] = _sections(audit)
     if audit.status == Audit.Status.CANCELLED:
         context["stop_note"] = stop_note(audit)
+    if audit.status == Audit.Status.COMPLETED:
+        # A validation's or a delta crawl's own account of itself, once it is final.
+        context["verdicts"] = validation.counts(audit)
+        if context["verdicts"] is not None:
+            context["checklist"] = validation.checklist(audit, limit=CHECKLIST_ROWS)
+            context["checklist_rows"] = CHECKLIST_ROWS
+        if audit.mode == Audit.Mode.DELTA:
+            context["reused"] = Page.objects.filter(audit=audit).exclude(unchanged_since=None).count()
     if audit.is_active:
         # A queued chunk no worker has taken yet: the cluster is busy, the audit is not stuck.
         context["waiting_for_worker"] = (
@@ -195,6 +208,22 @@ def audit_rerun(request, audit):
         messages.error(request, str(exc))
         return redirect(audit)
     messages.success(request, f"Started a new audit with the same settings as audit {audit.pk}.")
+    return redirect(fresh)
+
+
+@audit_view("POST")
+def audit_follow_up(request, audit, mode):
+    """A validation (re-check only this audit's issues) or a delta crawl (re-crawl reusing what did not change)."""
+    if audit.status != Audit.Status.COMPLETED or audit.mode == Audit.Mode.VALIDATE:
+        messages.error(request, "Only a completed full or delta audit can be re-checked or re-crawled from.")
+        return redirect(audit)
+    try:
+        fresh = follow_up(audit, mode)
+    except (PrivateTargetsRefused, QuotaExceeded) as exc:
+        messages.error(request, str(exc))
+        return redirect(audit)
+    what = "Re-checking the issues" if mode == Audit.Mode.VALIDATE else "Re-crawling what changed since"
+    messages.success(request, f"{what} of audit {audit.pk}.")
     return redirect(fresh)
 
 

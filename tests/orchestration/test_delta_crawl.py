@@ -78,7 +78,7 @@ def test_a_delta_audit_parses_exactly_the_changed_pages_and_matches_a_full_audit
     assert described.count() == 200 - len(CHANGED)
 
 
-def test_a_delta_of_a_delta_says_since_which_audit_the_page_is_unchanged(owner, fast_settings):
+def test_a_delta_of_a_delta_says_since_which_audit_the_page_is_unchanged(owner, fast_settings, owner_client):
     with VersionedSite(30) as site:
         first = audit_of(owner, site)
         delta = audit_of(owner, site, mode=Audit.Mode.DELTA, source=first)
@@ -87,6 +87,10 @@ def test_a_delta_of_a_delta_says_since_which_audit_the_page_is_unchanged(owner, 
         since = Page.objects.filter(audit=audit, kind=Page.Kind.PAGE, status_code=200).exclude(url=site.url())
         assert set(since.values_list("unchanged_since", flat=True)) == {first.pk}
         assert since.count() == 29
+    body = owner_client.get(since.first().get_absolute_url()).content.decode()
+    assert 'id="page-unchanged"' in body and f"since audit <a href=\"/audits/{first.pk}/\">{first.pk}</a>" in body
+    body = owner_client.get(second.get_absolute_url()).content.decode()
+    assert "29 pages unchanged since audit" in body
 
 
 def test_a_delta_audit_whose_source_was_deleted_crawls_everything_in_full(owner, fast_settings):

@@ -49,7 +49,7 @@ def verdicts(audit: Audit) -> dict[tuple[str, str], str]:
     return {(v.code, v.url.split("/", 3)[3]): v.result for v in validation.checklist(audit)}
 
 
-def test_a_validation_refetches_only_the_issue_urls_and_judges_every_issue(owner, fast_settings):
+def test_a_validation_refetches_only_the_issue_urls_and_judges_every_issue(owner, fast_settings, owner_client):
     with EditableSite() as web:
         web.pages.update(SITE)
         first = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False))
@@ -88,3 +88,10 @@ def test_a_validation_refetches_only_the_issue_urls_and_judges_every_issue(owner
     assert "/never" not in fetched and "/ignored" not in fetched
     assert validation.counts(check) == {
         result: sum(1 for r in found.values() if r == result) for result in validation.RESULTS}
+    # The audit page shows the checklist: each verdict, and why an unknown is unknown.
+    body = owner_client.get(check.get_absolute_url()).content.decode()
+    section = body.split('id="validation"')[1]
+    assert f"{validation.counts(check)['still']} still there" in section
+    assert section.count('class="verdict-') == len(found)
+    assert "A check across the whole site" in section and 'id="changes"' not in body
+
