@@ -15,16 +15,16 @@ from .services import PrivateTargetsRefused, QuotaExceeded, cancel_audit, rerun_
 
 @admin.register(Audit)
 class AuditAdmin(admin.ModelAdmin):
-    list_display = ["id", "start_url", "owner", "status", "phase", "trigger", "progress", "issues_critical",
+    list_display = ["id", "start_url", "owner", "status", "phase", "trigger", "mode", "progress", "issues_critical",
                     "error_code", "created_at"]
-    list_filter = ["status", "trigger", "error_code", "created_at"]
+    list_filter = ["status", "trigger", "mode", "error_code", "created_at"]
     search_fields = ["start_url", "origin", "owner__username"]
     list_select_related = ["owner"]
     readonly_fields = ["status", "phase", "error_code", "error_detail", "failed_phase", "origin", "links_indexed",
                        "pages_crawled", "pages_discovered", "pages_failed", "issues_critical",
                        "issues_warning", "issues_notice", "current_window", "chunks_done",
                        "created_at", "started_at", "finished_at", "heartbeat_at", "robots_status",
-                       "robots_http_status", "sitemap_found", "trigger", "change_counts"]
+                       "robots_http_status", "sitemap_found", "trigger", "change_counts", "mode", "source"]
     exclude = ["robots_body"]
     actions = ["cancel_audits", "resume_audits", "rerun_audits"]
 

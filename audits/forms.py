@@ -191,11 +191,11 @@ class SiteScheduleForm(forms.ModelForm):
 
     class Meta:
         model = Site
-        fields = ["cadence", "minute", "hour", "weekday", "cron", "time_zone", "notify_severity",
+        fields = ["cadence", "minute", "hour", "weekday", "cron", "time_zone", "scheduled_mode", "notify_severity",
                   "notify_on_failure", "notify_email", "webhook_url"]
         labels = {
             "cadence": "Run", "minute": "Minute", "hour": "Hour", "weekday": "Day",
-            "cron": "Cron expression", "notify_severity": "Alert on new issues at or above",
+            "cron": "Cron expression", "scheduled_mode": "Each run", "notify_severity": "Alert on new issues at or above",
             "notify_on_failure": "Alert when a scheduled audit fails", "notify_email": "E-mail me",
         }
         help_texts = {

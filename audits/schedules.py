@@ -18,7 +18,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from .models import Audit, Site, SkippedRun
-from .services import QuotaExceeded, create_audit, private_targets_allowed
+from .services import QuotaExceeded, create_audit, follow_up_fields, private_targets_allowed
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +96,18 @@ def run_due(site_id: int, due: str | None = None) -> str:
             return _skip(site, due_at, SkippedRun.Reason.PRIVATE_REFUSED)
         try:
             audit = create_audit(site.owner, site=site, trigger=Audit.Trigger.SCHEDULE, start_url=site.start_url,
-                                 **site.crawl_settings())
+                                 **site.crawl_settings(), **_mode_fields(site))
         except QuotaExceeded as exc:
             return _skip(site, due_at, SkippedRun.Reason.QUOTA, str(exc))
     return f"started audit {audit.pk} of site {site_id}"
+
+
+def _mode_fields(site: Site) -> dict:
+    """A delta site's run reuses its last completed audit; its first run, with none, is a full crawl."""
+    if site.scheduled_mode != Audit.Mode.DELTA:
+        return {}
+    last = site.audits.filter(status=Audit.Status.COMPLETED).exclude(mode=Audit.Mode.VALIDATE).order_by("-pk").first()
+    return follow_up_fields(last, Audit.Mode.DELTA) if last else {}
 
 
 def _skip(site: Site, due_at: datetime, reason: str, detail: str = "") -> str:

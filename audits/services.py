@@ -163,7 +163,12 @@ def rerun_audit(audit: Audit) -> Audit:
     Raises PrivateTargetsRefused if private_targets_allowed says no.
     """
     _refuse_private_targets(audit)
-    return create_audit(audit.owner, site=audit.site, **audit.settings_copy())
+    fields = audit.settings_copy()
+    if audit.mode != Audit.Mode.FULL and audit.source is not None:
+        fields.update(follow_up_fields(audit.source, audit.mode))
+    elif audit.mode == Audit.Mode.VALIDATE:
+        fields["max_pages"] = audit.site.max_pages  # its source is gone: a full crawl with the site's limit
+    return create_audit(audit.owner, site=audit.site, **fields)
 
 
 def follow_up_fields(source: Audit, mode: str) -> dict:

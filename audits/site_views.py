@@ -56,7 +56,9 @@ def _delta(audit: Audit | None, base: Audit | None) -> dict:
 
 
 def _trend(site: Site):
-    audits = list(site.audits.filter(status=Audit.Status.COMPLETED).order_by("-pk")[:TREND_AUDITS])[::-1]
+    # A validation re-checks a few URLs: its counts are not the site's, so it is no point on a trend.
+    audits = list(site.audits.filter(status=Audit.Status.COMPLETED).exclude(mode=Audit.Mode.VALIDATE)
+                  .order_by("-pk")[:TREND_AUDITS])[::-1]
     labels = [audit.created_at.strftime("%m-%d %H:%M") for audit in audits]
     issues = line_chart(labels, [
         Line("Critical", [a.issues_critical for a in audits], "line-critical"),

@@ -34,7 +34,7 @@ def source_from_options(opts, owner, start_url: str) -> Audit | None:
         raise CommandError(f"--mode {mode} needs --from AUDIT_ID or --from {PREVIOUS}", returncode=2)
     if given == PREVIOUS:
         source = (Audit.objects.filter(owner=owner, site__start_url=start_url, status=Audit.Status.COMPLETED)
-                  .order_by("-pk").first())
+                  .exclude(mode=Audit.Mode.VALIDATE).order_by("-pk").first())
         if source is None:
             raise CommandError(f"--from {PREVIOUS}: no completed audit of {start_url} to start from", returncode=2)
         return source

@@ -303,7 +303,8 @@ class Audit(models.Model):
         ignored = self.issues.model.Review.IGNORED
         by_severity = dict(self.issues.exclude(review=ignored).values_list("severity")
                            .annotate(n=Count("id")).order_by())
-        finished = self.status in (self.Status.FINALIZING, self.Status.COMPLETED)
+        # A validation's pages are the few it re-checked, not the site: no score.
+        finished = self.status in (self.Status.FINALIZING, self.Status.COMPLETED) and self.mode != self.Mode.VALIDATE
         changes = {f"issues_{severity}": by_severity.get(severity, 0) for severity in Severity.values}
         changes["score"] = compute(self) if finished else None
         Audit.objects.filter(pk=self.pk).update(**changes)
@@ -330,5 +331,7 @@ class Audit(models.Model):
 
     def previous_completed(self) -> Audit | None:
         """The site's last completed audit created before this one: what "since last time" means."""
+        # A validation re-checked a few URLs: compared with it, every other page would look new.
         return (Audit.objects.filter(site_id=self.site_id, status=self.Status.COMPLETED, pk__lt=self.pk)
+                .exclude(mode=self.Mode.VALIDATE)
                 .order_by("-pk").first())

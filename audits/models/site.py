@@ -94,6 +94,12 @@ class Site(models.Model):
     cron = models.CharField(max_length=100, blank=True, help_text="Five fields: minute hour day month weekday")
     time_zone = models.CharField(max_length=64, default=settings.TIME_ZONE)
     paused = models.BooleanField(default=False)
+    # A scheduled run can be a delta crawl of the site's last completed audit: a
+    # whole audit that parses only the pages the server says changed.
+    scheduled_mode = models.CharField(
+        max_length=10, choices=[("full", "Full crawl"), ("delta", "Re-crawl changes (reuse unchanged pages)")],
+        default="full", help_text="A delta run asks the site which pages changed since the last completed "
+                                  "audit and reuses the others without parsing them; the result is a whole audit.")
 
     # Alerts for scheduled audits: new issues at or above this severity, or a failure.
     notify_severity = models.CharField(max_length=10, choices=Severity.choices, blank=True,

@@ -91,6 +91,7 @@ SCREENS = [
     Screen("pages table", lambda d: f"/audits/{d['completed'].pk}/pages/"),
     Screen("broken links by target", lambda d: f"/audits/{d['completed'].pk}/broken/"),
     Screen("page detail", lambda d: f"/audits/{d['completed'].pk}/pages/{d['long_page'].pk}/"),
+    Screen("validation checklist", lambda d: d["validation"].get_absolute_url()),
     Screen("compare", lambda d: f"/audits/{d['completed'].pk}/compare/{d['baseline'].pk}/"),
     Screen("sites list", lambda d: "/sites/"),
     Screen("site detail", lambda d: d["completed"].site.get_absolute_url()),
@@ -115,6 +116,11 @@ def build_audits(owner) -> dict:
     make_issue(completed, "broken_link_internal", LONG_URL, page=long_page, target_url=LONG_URL + "#gone")
     diff.record(completed)
 
+    # A re-check of the baseline: its checklist of still there, unknown and fixed issues.
+    validation = make_finished_audit(owner, mode=Audit.Mode.VALIDATE, source=baseline, baseline=baseline)
+    Issue.objects.filter(audit=validation, code="broken_link_internal").delete()
+    diff.record(validation)
+
     running = make_finished_audit(owner, status=Audit.Status.RUNNING)
     Audit.objects.filter(pk=running.pk).update(pages_crawled=3, pages_discovered=20, finished_at=None)
     failed = make_finished_audit(owner, status=Audit.Status.FAILED, start_url=LONG_URL,
@@ -124,7 +130,7 @@ def build_audits(owner) -> dict:
                            error_code="cancelled", origin=SITE, started_at=timezone.now(),
                            finished_at=timezone.now())
     return {"baseline": baseline, "completed": completed, "long_page": long_page, "running": running,
-            "failed": failed, "cancelled": cancelled}
+            "failed": failed, "cancelled": cancelled, "validation": validation}
 
 
 def serious_violations(page) -> list[str]:

@@ -60,3 +60,18 @@ def test_follow_ups_answer_post_only_and_strangers_get_404(owner_client, owner, 
     client.force_login(stranger)
     assert client.post(reverse(name, args=[audit.pk])).status_code == 404
     assert Audit.objects.count() == 1
+
+
+def test_re_running_a_validation_re_checks_the_same_audit(owner_client, owner):
+    done = make_finished_audit(owner, max_pages=42)
+    check = make_finished_audit(owner, mode=Audit.Mode.VALIDATE, source=done, baseline=done, max_pages=3)
+    owner_client.post(reverse("audit-rerun", args=[check.pk]))
+    fresh = Audit.objects.latest("pk")
+    assert (fresh.mode, fresh.source, fresh.baseline) == (Audit.Mode.VALIDATE, done, done)
+
+
+def test_a_validation_is_never_the_previous_audit_a_full_one_is_compared_with(owner):
+    done = make_finished_audit(owner)
+    make_finished_audit(owner, mode=Audit.Mode.VALIDATE, source=done)
+    later = make_finished_audit(owner)
+    assert later.previous_completed() == done

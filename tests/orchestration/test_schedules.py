@@ -141,3 +141,19 @@ def test_a_schedule_fires_on_a_real_cluster_survives_its_restart_and_never_overl
         audit.refresh_from_db()
         assert audit.is_active
         audit.cancel()
+
+
+def test_a_delta_site_runs_a_delta_crawl_of_its_last_full_or_delta_audit(owner, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+    site = scheduled_site(owner, scheduled_mode="delta")
+    # The first run has nothing to reuse: a full crawl.
+    schedules.run_due(site.pk, due_now(site))
+    first = Audit.objects.get(site=site)
+    assert first.mode == Audit.Mode.FULL
+    Audit.objects.filter(pk=first.pk).update(status=Audit.Status.COMPLETED)
+    # A later validation is a few URLs, not something a whole crawl can reuse.
+    make_audit(owner, site=site, start_url=site.start_url, mode=Audit.Mode.VALIDATE, source=first,
+               status=Audit.Status.COMPLETED)
+    schedules.run_due(site.pk, due_now(site))
+    second = Audit.objects.filter(site=site).latest("pk")
+    assert (second.mode, second.source_id, second.trigger) == (Audit.Mode.DELTA, first.pk, Audit.Trigger.SCHEDULE)
