@@ -186,6 +186,8 @@ class SiteScheduleForm(forms.ModelForm):
     """A site's schedule and alerts, in the owner's time zone."""
 
     time_zone = forms.ChoiceField(label="Time zone", choices=time_zone_choices)
+    scheduled_mode = forms.ChoiceField(label="Each run", required=False, choices=Site._meta.get_field(
+        "scheduled_mode").choices, help_text=Site._meta.get_field("scheduled_mode").help_text)
     webhook_url = forms.URLField(label="Webhook URL", required=False, max_length=2048, assume_scheme="https",
                                  help_text="Optional: a JSON summary is POSTed here with each alert.")
 
@@ -204,6 +206,10 @@ class SiteScheduleForm(forms.ModelForm):
         }
         widgets = {"minute": forms.NumberInput(attrs={"min": 0, "max": 59}),
                    "hour": forms.NumberInput(attrs={"min": 0, "max": 23})}
+
+    def clean_scheduled_mode(self) -> str:
+        # Optional in the form: a schedule saved without it (an older client, the admin) runs full crawls.
+        return self.cleaned_data.get("scheduled_mode") or "full"
 
     def clean_minute(self) -> int:
         return _in_range(self.cleaned_data["minute"], 0, 59)

@@ -84,7 +84,8 @@ def test_the_summary_line_closes_the_report_counting_what_is_not_ignored(owner):
     Report(out).summary(audit, 1)
     assert json.loads(out.getvalue()) == {
         "type": "summary", "audit_id": audit.pk, "status": "completed", "error_code": None, "error_detail": None,
-        "pages": 7, "issues": {"critical": 1, "warning": 1, "notice": 1}, "ignored": 2, "exit_code": 1}
+        "pages": 7, "issues": {"critical": 1, "warning": 1, "notice": 1}, "ignored": 2, "mode": "full",
+        "exit_code": 1}
     out = io.StringIO()
     Report(out).summary(audit, 1, include_ignored=True)
     assert json.loads(out.getvalue())["issues"] == {"critical": 3, "warning": 1, "notice": 1}

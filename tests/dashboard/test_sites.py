@@ -78,6 +78,18 @@ def test_a_daily_schedule_saved_on_the_site_page_becomes_a_django_q_schedule(own
     # 02:30 in Berlin, whatever the deployment's TIME_ZONE.
     assert schedule.next_run == site.next_run_after()
     assert schedule.next_run.astimezone(site.zone()).strftime("%H:%M") == "02:30"
+    assert site.scheduled_mode == "full"  # not given: full crawls, as before the choice existed
+
+
+def test_a_schedule_can_be_saved_to_run_delta_crawls(owner_client, owner):
+    site = make_audit(owner).site
+    owner_client.post(reverse("site-schedule", args=[site.pk]), {
+        "cadence": "daily", "minute": 30, "hour": 2, "weekday": 1, "cron": "", "time_zone": "UTC",
+        "scheduled_mode": "delta", "notify_severity": "critical", "webhook_url": "",
+    })
+    site.refresh_from_db()
+    assert site.scheduled_mode == "delta"
+    assert "Re-crawl changes (reuse unchanged pages)" in owner_client.get(site.get_absolute_url()).content.decode()
 
     owner_client.post(reverse("site-pause", args=[site.pk]))
     assert not Schedule.objects.filter(name=f"site-{site.pk}").exists()
