@@ -22,8 +22,9 @@ RETRY_AFTER_RESCHEDULE_CAP = 600.0
 class Dispatcher:
     """The worker cluster's: each step is a task enqueued after the caller's transaction commits."""
 
-    def chunk(self, audit_id: int, number: int) -> None:
-        enqueue("audits.tasks.crawl_chunk", audit_id, number, name=f"audit-{audit_id}-chunk-{number}")
+    def chunk(self, audit_id: int, number: int, queue: str | None = None) -> None:
+        enqueue("audits.tasks.crawl_chunk", audit_id, number, name=f"audit-{audit_id}-chunk-{number}",
+                queue=queue)
 
     def finalize(self, audit_id: int) -> None:
         enqueue("audits.tasks.finalize", audit_id, name=f"audit-{audit_id}-finalize")
@@ -67,7 +68,7 @@ class InlineDispatcher(Dispatcher):
     on_wait: Callable[[float], object] = lambda seconds: None
     pauses: dict[tuple[int, int], float] = field(default_factory=dict)
 
-    def chunk(self, audit_id: int, number: int) -> None:
+    def chunk(self, audit_id: int, number: int, queue: str | None = None) -> None:
         self.steps.append(("chunk", audit_id, number))
 
     def finalize(self, audit_id: int) -> None:

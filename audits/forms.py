@@ -21,6 +21,7 @@ from crawler.net import AddressGuard
 from crawler.urls import InvalidURL, compile_patterns, normalize
 
 from .models import IgnoreRule, IssueCode, Site
+from .models.audit import RENDER_CHOICES
 from .models.site import time_zone_choices
 from .schedules import scheduled_sites_left as schedules_left
 
@@ -112,6 +113,11 @@ class AuditForm(forms.Form):
         label="User agent", required=False, max_length=300,
         help_text="Leave empty for Siteward's own.",
     )
+    render = forms.ChoiceField(
+        label="JavaScript", choices=RENDER_CHOICES, initial="none", required=False,
+        help_text="Render pages in headless Chromium to audit what browsers see (slower; needs a render "
+                  "worker). Auto renders only pages whose HTML looks like an app shell.",
+    )
 
     def __init__(self, *args, allow_private: bool | None = None, **kwargs):
         """``allow_private`` defaults to the deployment's setting; the CLI passes --allow-private."""
@@ -179,6 +185,7 @@ class AuditForm(forms.Form):
             "check_external": data["check_external"],
             "user_agent": data["user_agent"],
             "allow_private": self.allow_private,
+            "render": self.cleaned_data.get("render") or "none",
         }
 
 

@@ -20,9 +20,18 @@ from . import validation
 from .models import CRAWL_SETTINGS, Audit, Site
 
 
-def enqueue(func: str, *args, name: str) -> None:
-    """Enqueue a task once the current transaction commits (immediately outside one)."""
-    transaction.on_commit(lambda: async_task(func, *args, task_name=name))
+def enqueue(func: str, *args, name: str, queue: str | None = None) -> None:
+    """Enqueue a task once the current transaction commits (immediately outside one).
+
+    ``queue`` is the cluster that runs it (``crawl_queue``); None, the crawl cluster.
+    """
+    options = {"cluster": queue} if queue else {}
+    transaction.on_commit(lambda: async_task(func, *args, task_name=name, **options))
+
+
+def crawl_queue(audit: Audit) -> str | None:
+    """Where an audit's start and chunks run: a rendered audit's on the render cluster."""
+    return settings.RENDER_QUEUE if audit.render != "none" else None
 
 
 class QuotaExceeded(Exception):
@@ -123,7 +132,7 @@ def create_audit(owner, *, enforce_quota: bool = True, trigger: str = Audit.Trig
         if enforce_quota:
             admit(owner, creating=trigger)
         audit = new_audit(owner, trigger=trigger, site=site, **limits)
-        enqueue("audits.tasks.start", audit.pk, name=f"audit-{audit.pk}-start")
+        enqueue("audits.tasks.start", audit.pk, name=f"audit-{audit.pk}-start", queue=crawl_queue(audit))
     return audit
 
 
@@ -153,7 +162,7 @@ def resume_audit(audit: Audit) -> bool:
         admit(audit.owner)
         if not audit.reopen_for_resume():
             return False
-        enqueue("audits.tasks.resume", audit.pk, name=f"audit-{audit.pk}-resume")
+        enqueue("audits.tasks.resume", audit.pk, name=f"audit-{audit.pk}-resume", queue=crawl_queue(audit))
     return True
 
 

@@ -23,7 +23,7 @@ from . import inlinks, notify, schedules
 from .crawl.progress import abandon_chunk, advance, has_work, retry_wait
 from .dispatch import Dispatcher
 from .models import Audit, ChunkLease
-from .services import enqueue
+from .services import crawl_queue, enqueue
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,8 @@ def run_watchdog(now=None) -> str:
             kind = "resume" if audit.origin else "start"
             if not ({f"audit-{audit.pk}-start", f"audit-{audit.pk}-resume"} & names) and _claim_audit(audit):
                 with transaction.atomic():
-                    enqueue(f"audits.tasks.{kind}", audit.pk, name=f"audit-{audit.pk}-{kind}")
+                    enqueue(f"audits.tasks.{kind}", audit.pk, name=f"audit-{audit.pk}-{kind}",
+                            queue=crawl_queue(audit))
                 actions.append(f"re-enqueued {kind} of {audit.pk}")
         elif audit.status == Audit.Status.FINALIZING:
             if f"audit-{audit.pk}-finalize" not in names and _claim_audit(audit):
@@ -152,7 +153,7 @@ def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dis
                 pk=lease.pk, state=ChunkLease.State.LEASED, leased_until__lt=Now(), attempts=lease.attempts
             ).update(state=ChunkLease.State.QUEUED, created_at=now)
             if reopened:
-                dispatcher.chunk(audit.pk, lease.number)
+                dispatcher.chunk(audit.pk, lease.number, crawl_queue(audit))
                 actions.append(f"re-enqueued chunk {lease.number} of {audit.pk} (attempt {lease.attempts + 1})")
     # 2. Chunks queued long ago whose task vanished (bad signature, lost enqueue).
     for lease in audit.chunks.filter(state=ChunkLease.State.QUEUED, created_at__lt=now - grace):
@@ -161,7 +162,7 @@ def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dis
         with transaction.atomic():
             if ChunkLease.objects.filter(pk=lease.pk, state=ChunkLease.State.QUEUED,
                                          created_at=lease.created_at).update(created_at=now):
-                dispatcher.chunk(audit.pk, lease.number)
+                dispatcher.chunk(audit.pk, lease.number, crawl_queue(audit))
                 actions.append(f"re-enqueued lost chunk {lease.number} of {audit.pk}")
     # 3. Every chunk finished but nothing scheduled the next step: advance now.
     #    Either rate-limited URLs waited for their Retry-After (the last chunk

@@ -194,7 +194,10 @@ LOGGING = {
 # every retry), no catch-up storm after downtime. audits.system_checks refuses to
 # start with retry <= timeout or no timeout.
 Q_CLUSTER = {
-    "name": env_str("Q_CLUSTER_NAME", "siteward"),  # also the signing salt: never rename with tasks queued
+    # The signing salt every cluster shares: never rename with tasks queued. Which
+    # queue a cluster serves is Q_CLUSTER_NAME: unset, the crawl queue; "render",
+    # the rendered audits' (ALT_CLUSTERS below), which only a machine with Chromium runs.
+    "name": env_str("SITEWARD_Q_PREFIX", "siteward"),
     "orm": "default",
     "workers": env_int("Q_WORKERS", 2, minimum=1, maximum=64),
     "timeout": env_int("Q_TIMEOUT", 300, minimum=1),
@@ -212,7 +215,19 @@ Q_CLUSTER = {
     "scheduler": env_bool("Q_SCHEDULER", True),
     "guard_cycle": 0.5,
     "label": "Crawl queue",
+    "ALT_CLUSTERS": {
+        # Rendering is slow and memory-hungry: few workers, no scheduler (the
+        # crawl cluster runs the watchdog), each with Chromium beside it.
+        "render": {
+            "workers": env_int("SITEWARD_RENDER_WORKERS", 1, minimum=1, maximum=16),
+            "queue_limit": env_int("SITEWARD_RENDER_WORKERS", 1, minimum=1, maximum=16),
+            "scheduler": False,
+            "label": "Render queue",
+        },
+    },
 }
+# The django-q2 queue (a cluster name) rendered audits' steps go to.
+RENDER_QUEUE = "render"
 
 # Crawl orchestration knobs (see docs/architecture.md for how they interact).
 SITEWARD = {
@@ -246,6 +261,11 @@ SITEWARD = {
     "BASE_URL": env_str("SITEWARD_BASE_URL", "http://127.0.0.1:8000").rstrip("/"),
     # A webhook gets this long (seconds) to answer; its failure is recorded, never retried.
     "WEBHOOK_TIMEOUT": env_float("SITEWARD_WEBHOOK_TIMEOUT", 5.0, minimum=0.5),
+    # Rendered audits: the system's Chromium (Playwright never downloads one),
+    # pages rendered at once per chunk, and each page's deadline (seconds).
+    "CHROMIUM": env_str("SITEWARD_CHROMIUM", "/usr/bin/chromium"),
+    "RENDER_PAGES": env_int("SITEWARD_RENDER_PAGES", 2, minimum=1, maximum=16),
+    "RENDER_DEADLINE": env_float("SITEWARD_RENDER_DEADLINE", 15.0, minimum=1.0),
 }
 
 # Site secrets (basic-auth passwords, header tokens, login passwords) are encrypted

@@ -183,6 +183,47 @@ _ROWS: dict[str, list[tuple[str, Severity, str, str, str]]] = {
          "A slow first byte delays everything else and hurts visitors and rankings.",
          "Cache the page or speed up the server work behind it."),
     ],
+    # Rendered audits only (crawler.render): what a browser sees against the raw HTML.
+    "Rendering": [
+        ("render_title_changed", W, "Title set or changed by JavaScript",
+         "Crawlers that read the HTML without running JavaScript, and a search engine before it renders, see "
+         "another title than visitors do.",
+         "Put the final title in the HTML the server sends (server-side rendering or pre-rendering)."),
+        ("render_canonical_changed", W, "Canonical set or changed by JavaScript",
+         "A canonical that differs before and after rendering sends search engines two signals; the raw one "
+         "may be the only one some of them read.",
+         "Send the final canonical link in the HTML itself, and do not change it from scripts."),
+        ("render_noindex_changed", C, "noindex added or removed by JavaScript",
+         "Whether the page may be indexed differs before and after rendering: a search engine may drop a page "
+         "meant to be indexed, or index one meant to stay out.",
+         "Decide indexability on the server: put the robots meta tag (or X-Robots-Tag header) in the response."),
+        ("render_links_added", W, "Links only present after rendering",
+         "Crawlers that do not run JavaScript cannot follow these links, so the pages behind them may never be "
+         "found or get less weight.",
+         "Render the navigation and content links as plain <a href> in the HTML the server sends."),
+        ("render_content_added", N, "Content mostly added by JavaScript",
+         "The rendered page has far more text than the HTML: search engines that index before rendering, and "
+         "previews and readers, see an almost empty page.",
+         "Render the main content on the server, or pre-render the page."),
+        ("render_js_error", W, "JavaScript error while rendering",
+         "A script error can leave the page half built for visitors and for search engines that render it.",
+         "Open the page with the browser console open, fix the error it shows, and test again."),
+        ("render_request_failed", W, "A request the page made failed",
+         "A script, stylesheet, image or data request that fails in the browser breaks what the page shows; an "
+         "HTML-only crawl cannot see it.",
+         "Fix or remove the failing URL in the page's scripts or markup."),
+        ("render_request_blocked", N, "A request the page made was refused",
+         "The page's scripts asked for an address the crawler refuses to reach (a private or reserved network, "
+         "another scheme, or a URL robots.txt disallows), so that part of the page was not rendered.",
+         "If the request is intended, serve it from the site's own public address; else remove it."),
+        ("render_failed", W, "The page could not be rendered",
+         "The browser crashed or ran out of memory on this page: visitors with weaker devices may fare the same.",
+         "Look for very large scripts, memory leaks or heavy pages; open the page in a browser to reproduce."),
+        ("render_timeout", W, "Rendering never finished",
+         "The page kept the browser busy past the render deadline (a script that never ends, or that spins): "
+         "its facts come from the raw HTML.",
+         "Look for scripts that loop or keep the main thread busy, and for requests that never finish."),
+    ],
     "More checks": [
         ("soft_404", W, "Soft 404",
          "A 'not found' page that answers 200 gets indexed as real content.",

@@ -54,6 +54,10 @@ class PageOutcome:
     # The server said the page is what a previous crawl saw (crawler.revalidate):
     # not parsed, so facts, findings and outlinks are for the caller to carry over.
     unchanged: bool = False
+    # Rendered in a browser (crawler.rendered_page): facts, findings and outlinks
+    # are the browser's, ``raw_facts`` the HTML's.
+    rendered: bool = False
+    raw_facts: PageFacts | None = None
 
 
 # Links repeat across a site (navigation, footers), and the parser already hands

@@ -22,6 +22,7 @@ from ..models import Audit, ChunkLease, FrontierURL, Issue, Page
 from .bridge import run_with_db_here
 from .db_retry import DatabaseBusy, DatabaseDown, close_connection, db_fault, with_db_retry
 from .progress import abandon_chunk, advance, page_budget
+from .rendering import browser, render_if_needed
 from .session import SessionKeeper, SessionLost
 from .setup import CrawlSetup, crawl_setup, knob
 from .writer import AuditStopped, ChunkWriter, Item, LeaseLost, items_of
@@ -235,7 +236,8 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
 
     async with (Fetcher(setup.policy, setup.guard, concurrency=window.cap, credentials=setup.credentials) as fetcher,
                 Fetcher(setup.policy, setup.guard.in_lane(LookupLane()),
-                        concurrency=EXTERNAL_LANE.slots) as checker):
+                        concurrency=EXTERNAL_LANE.slots) as checker,
+                browser(setup) as renderer):
 
         session = SessionKeeper(writer.audit, setup.login, fetcher, db)
 
@@ -245,8 +247,9 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
             if item.kind == Page.Kind.PAGE:
                 ctx = PageContext(context.settings, context.is_internal, in_sitemap=item.in_sitemap)
                 previous = writer.previous.get(item.url_hash)
-                return await session.fetch(lambda: process_page(fetcher, item.url, item.depth, ctx,
-                                                                previous=previous))
+                outcome = await session.fetch(lambda: process_page(fetcher, item.url, item.depth, ctx,
+                                                                   previous=previous))
+                return await render_if_needed(renderer, outcome, setup, ctx)
             if item.kind == Page.Kind.RESOURCE:
                 # Resources are internal; a stylesheet is read one level below the
                 # deepest page, so @import chains end with the crawl's depth.

@@ -14,6 +14,7 @@ from crawler.types import FetchError
 
 from ..dispatch import Dispatcher
 from ..models import Audit, ChunkLease, FrontierURL, Page
+from ..services import crawl_queue
 from .setup import knob
 
 WORKER_LOST_DETAIL = "The worker crawling this URL died on every try"
@@ -40,7 +41,7 @@ def schedule_chunk(audit: Audit, number: int, dispatcher: Dispatcher) -> None:
     """Create chunk ``number``'s lease row and schedule it, once (the row is the guard)."""
     _, created = ChunkLease.objects.get_or_create(audit=audit, number=number)
     if created:
-        dispatcher.chunk(audit.pk, number)
+        dispatcher.chunk(audit.pk, number, crawl_queue(audit))
 
 
 def has_work(audit: Audit) -> bool:

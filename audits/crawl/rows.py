@@ -9,6 +9,7 @@ from django.utils import timezone
 from crawler.directives import canonical_from_link_header, robots_directives
 from crawler.page import PageOutcome
 from crawler.revalidate import body_hash
+from crawler.types import PageFacts
 from crawler.urls import InvalidURL, normalize, url_hash
 
 from ..sql import db_datetime
@@ -20,7 +21,7 @@ PAGE_UPDATE_FIELDS = [
     "final_url", "status_code", "redirect_chain", "redirect_count", "content_type", "size_bytes", "ttfb_ms",
     "total_ms", "title", "description", "canonical", "canonical_hash", "h1_count", "word_count", "robots",
     "indexable", "content_hash", "outlinks", "fetch_error", "fetch_error_detail", "crawled_at",
-    "etag", "last_modified", "body_hash", "unchanged_since",
+    "etag", "last_modified", "body_hash", "unchanged_since", "rendered", "raw_facts",
 ]
 PAGE_COLUMNS = ["audit_id", "url_hash", "url", "kind", "depth", "in_sitemap", "inlinks", *PAGE_UPDATE_FIELDS]
 
@@ -67,4 +68,14 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
         clean(result.headers.get("etag"), 200), clean(result.headers.get("last-modified"), 100),
         carried.body_hash if carried else body_hash(result.body if facts is not None else None),
         carried.since if carried else None,
+        outcome.rendered, json.dumps(raw_facts(outcome.raw_facts)) if outcome.rendered else None,
     )
+
+
+def raw_facts(facts: PageFacts | None) -> dict | None:
+    """What a rendered page's HTML said, before JavaScript: the page view shows it beside the browser's."""
+    if facts is None:
+        return None
+    return {"title": clean(facts.title, 1000), "canonical": clean(facts.canonicals[0].url, 2000) if facts.canonicals
+            else "", "robots": sorted(facts.robots), "word_count": facts.word_count,
+            "links": sum(1 for link in facts.links if link.tag in ("a", "area"))}

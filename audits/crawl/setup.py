@@ -61,6 +61,10 @@ class CrawlSetup:
     # and its login form (to renew the session when it expires).
     credentials: Credentials | None = None
     login: LoginForm | None = None
+    # A rendered audit's mode (none, all, auto: crawler.render_rules), and
+    # whether robots.txt binds the browser's requests too.
+    render: str = "none"
+    respect_robots: bool = True
 
 
 def crawl_patterns(audit: Audit, access=None) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -92,4 +96,4 @@ def crawl_setup(audit: Audit) -> CrawlSetup:
     scope = Scope(audit.origin, include, exclude) if audit.origin else None
     return CrawlSetup(AddressGuard(allow_private=allow_private), policy, scope, robots, window,
                       CheckSettings(), user_agent, include, exclude,
-                      credentials_for(audit, access), login_form(access))
+                      credentials_for(audit, access), login_form(access), audit.render, audit.respect_robots)

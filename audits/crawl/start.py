@@ -32,6 +32,7 @@ from ..models import Audit, ChunkLease, FrontierURL, Page
 from .admission import template_digest
 from .chunk import claim, internal_test
 from .progress import advance
+from .rendering import browser, render_if_needed
 from .session import SessionLost, logged_in, open_session, record_login, start_login
 from .setup import CrawlSetup, crawl_patterns, crawl_setup, site_access
 from .writer import ChunkWriter
@@ -212,6 +213,11 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup) -> StartOutc
     pages.append(build_outcome(first, final, 0, ctx))
     if plain_http is not None:  # stored on the start page's row by the ordinary chunk writer
         pages[-1] = dataclasses.replace(pages[-1], findings=(*pages[-1].findings, plain_http))
+    if setup.render != "none":
+        # A rendered audit's start page too: an app shell's links exist only once it runs.
+        here = dataclasses.replace(setup, robots=robots, scope=Scope(origin, setup.include, setup.exclude))
+        async with browser(here) as renderer:
+            pages[-1] = await render_if_needed(renderer, pages[-1], here, ctx)
     return StartOutcome(
         start_url=final, origin=origin, robots=robots, sitemap_urls=tuple(report.urls),
         sitemap_found=report.found, sitemap_problems=problems, pages=pages, cookies=cookies,

@@ -16,6 +16,11 @@ from django.utils import timezone
 from crawler.types import Severity as CrawlSeverity
 
 
+# How an audit treats JavaScript (crawler.render_rules): read the HTML only,
+# render every page, or render the pages whose HTML looks like an app shell.
+RENDER_CHOICES = [("none", "HTML only"), ("all", "Render every page"), ("auto", "Render app shells")]
+
+
 class Severity(models.TextChoices):
     CRITICAL = CrawlSeverity.CRITICAL.value, "Critical"
     WARNING = CrawlSeverity.WARNING.value, "Warning"
@@ -102,6 +107,8 @@ class Audit(models.Model):
     respect_robots = models.BooleanField(default=True)
     check_external = models.BooleanField(default=True)
     allow_private = models.BooleanField(default=False, help_text="Allow private and loopback addresses")
+    render = models.CharField(max_length=5, choices=RENDER_CHOICES, default="none",
+                              help_text="Render pages in headless Chromium: none, all, or auto (app shells)")
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.QUEUED)
@@ -325,7 +332,7 @@ class Audit(models.Model):
         """The limits of this audit, for re-running it as a fresh audit."""
         fields = [
             "start_url", "max_pages", "max_depth", "concurrency", "rate", "include_patterns",
-            "exclude_patterns", "user_agent", "respect_robots", "check_external", "allow_private",
+            "exclude_patterns", "user_agent", "respect_robots", "check_external", "allow_private", "render",
         ]
         return {name: getattr(self, name) for name in fields}
 

@@ -63,6 +63,10 @@ class Page(models.Model):
     body_hash = models.CharField(max_length=32, blank=True)
     # Set by a delta crawl on a page it reused: the audit whose parse it carries.
     unchanged_since = models.PositiveIntegerField(null=True, blank=True)
+    # A rendered page's facts above are the browser's; these are its HTML's
+    # (title, canonical, robots, words, internal links), to show what JavaScript changed.
+    rendered = models.BooleanField(default=False)
+    raw_facts = models.JSONField(null=True, blank=True)
     crawled_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -18,12 +18,12 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from .audit import Severity
+from .audit import RENDER_CHOICES, Severity
 
 # The crawl settings a site saves and every audit of it copies: the new-audit form's fields.
 CRAWL_SETTINGS = (
     "max_pages", "max_depth", "concurrency", "rate", "include_patterns", "exclude_patterns",
-    "user_agent", "respect_robots", "check_external", "allow_private",
+    "user_agent", "respect_robots", "check_external", "allow_private", "render",
 )
 
 
@@ -84,6 +84,7 @@ class Site(models.Model):
     respect_robots = models.BooleanField(default=True)
     check_external = models.BooleanField(default=True)
     allow_private = models.BooleanField(default=False)
+    render = models.CharField(max_length=5, choices=RENDER_CHOICES, default="none")
 
     # The schedule, in the owner's time zone. Hourly runs at `minute`; daily at
     # `hour`:`minute`; weekly on `weekday` at that time; cron by `cron`.

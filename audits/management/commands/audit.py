@@ -36,9 +36,13 @@ from ...services import create_audit, new_audit
 from ...summary import severity_counts
 from ...system_checks import CLUSTER_CHECKS
 from ..access_args import access_from_options, add_access_arguments, save_access
+from ...crawl.rows import raw_facts
 from ..mode_args import add_mode_arguments, apply_mode, source_from_options
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
+# What rendering changed, as a rendered page's record lists it.
+RENDER_DIFFERENCES = frozenset({"render_title_changed", "render_canonical_changed", "render_noindex_changed",
+                                "render_links_added", "render_content_added"})
 # The order change records and counts are written in.
 CHANGES = ("new", "fixed", "persisting", "unknown")
 PREVIOUS = "previous"
@@ -87,6 +91,9 @@ class Command(BaseCommand):
         parser.add_argument("--no-external", action="store_true", help="Do not check external links")
         parser.add_argument("--allow-private", action="store_true",
                             help="Allow private and loopback addresses (your own local or staging sites)")
+        parser.add_argument("--render", choices=["none", "all", "auto"], default="none",
+                            help="Render pages in headless Chromium (SITEWARD_CHROMIUM, default /usr/bin/chromium): "
+                                 "all of them, or auto: those whose HTML looks like an app shell")
         parser.add_argument("--out", help="Write a JSON Lines report here ('-' for standard output)")
         parser.add_argument(
             "--fail-on", choices=list(SEVERITY_RANK), default=None,
@@ -239,7 +246,7 @@ class Command(BaseCommand):
             "concurrency": opts["concurrency"], "rate": opts["rate"],
             "include_patterns": "\n".join(opts["include"]), "exclude_patterns": "\n".join(opts["exclude"]),
             "user_agent": opts["user_agent"], "respect_robots": not opts["ignore_robots"],
-            "check_external": not opts["no_external"],
+            "check_external": not opts["no_external"], "render": opts["render"],
         }, allow_private=opts["allow_private"])
         if form.is_valid():
             return form.audit_fields()
@@ -385,10 +392,18 @@ class Report:
              "title": outcome.facts.title if outcome.facts else None,
              "error": outcome.result.error.value if outcome.result.error else None,
              "issues": codes_by_url.get(outcome.url, []),
-             **({"unchanged": outcome.unchanged} if self.delta else {})}
+             **({"unchanged": outcome.unchanged} if self.delta else {}),
+             **(self._rendered(outcome) if outcome.rendered else {})}
             for outcome in outcomes
         )
         self.issue_values((i.code, i.severity, i.url, i.target_url, i.message) for i in issues)
+
+    @staticmethod
+    def _rendered(outcome) -> dict:
+        """A rendered page's record: what its HTML said, and what JavaScript changed."""
+        return {"rendered": True, "raw": raw_facts(outcome.raw_facts),
+                "differences": [{"code": f.code, "message": f.message} for f in outcome.findings
+                                if f.code in RENDER_DIFFERENCES]}
 
     def issue_values(self, rows) -> None:
         """Issue records from (code, severity, url, target_url, message) tuples."""

@@ -1,0 +1,86 @@
+"""A rendered audit's browser, per chunk: which pages it renders, and the rules its requests obey.
+
+The browser's requests go through a fetcher of their own: the audit's
+credentials (its origin only, as every fetch), robots.txt for the site's own
+URLs, and an address guard that admits private addresses only for the audited
+origin itself. A page's script is content the site's visitors (or anyone who
+can edit it) control: it may not make the crawler reach into the network it
+runs in, even on an audit that allows a private target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
+
+from crawler.checks import PageContext
+from crawler.fetch import Fetcher
+from crawler.errors import DnsFailure, UnsafeAddress
+from crawler.net import AddressGuard
+from crawler.page import PageOutcome
+from crawler.render import Renderer
+from crawler.render_rules import needs_render
+from crawler.rendered_page import rendered_outcome
+from crawler.urls import origin_of
+
+from .setup import CrawlSetup, knob
+
+# Requests the browser's fetcher has in flight for one chunk (all its pages together).
+BROWSER_FETCHES = 8
+
+
+@contextlib.asynccontextmanager
+async def browser(setup: CrawlSetup) -> AsyncIterator[Renderer | None]:
+    """A Renderer for a rendered audit's chunk (a fresh context, closed with the chunk); None otherwise."""
+    if setup.render == "none" or setup.scope is None:
+        yield None
+        return
+    guard = await browser_guard(setup.guard, setup.scope.origin)
+    async with (Fetcher(setup.policy, guard, concurrency=BROWSER_FETCHES, credentials=setup.credentials) as fetcher,
+                Renderer(fetcher, executable=knob("CHROMIUM"), deadline=knob("RENDER_DEADLINE"),
+                         slots=knob("RENDER_PAGES"), may_request=_robots_rule(setup),
+                         user_agent=setup.user_agent) as renderer):
+        yield renderer
+
+
+async def browser_guard(guard: AddressGuard, origin: str) -> AddressGuard:
+    """The crawl's guard, narrowed for a page's own requests: no private address but the origin's."""
+    if not guard.allow_private:
+        return guard
+    parts = urlsplit(origin)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        address = await guard.resolve(parts.hostname or "", port)
+    except (DnsFailure, UnsafeAddress):
+        return AddressGuard(allow_private=False)
+    return AddressGuard(allow_private=False, allowed_targets=[(address, port)])
+
+
+def _robots_rule(setup: CrawlSetup):
+    origin = setup.scope.origin if setup.scope else ""
+
+    def may_request(url: str) -> str | None:
+        try:
+            own = origin_of(url) == origin
+        except Exception:
+            return "not a valid URL"
+        if own and setup.respect_robots and not setup.robots.allowed(url, setup.user_agent):
+            return "disallowed by robots.txt"
+        return None
+
+    return may_request
+
+
+async def render_if_needed(renderer: Renderer | None, outcome: PageOutcome, setup: CrawlSetup,
+                           ctx: PageContext) -> PageOutcome:
+    """``outcome`` rendered when the audit's mode says this page is rendered; else as it is."""
+    result = outcome.result
+    if renderer is None or outcome.unchanged or not (result.ok and result.is_html) or result.body is None:
+        return outcome
+    origin = setup.scope.origin if setup.scope else ""
+    if not needs_render(setup.render, result.body, outcome.facts, origin):
+        return outcome
+    content_type = f"{result.content_type}; charset={result.charset or 'utf-8'}"
+    rendered = await renderer.render(result.final_url or outcome.url, result.body, content_type)
+    return rendered_outcome(outcome, rendered, ctx, origin)

@@ -1,0 +1,217 @@
+"""Rendering a page in headless Chromium (Playwright), with every request the page makes through our fetcher.
+
+Chromium never reaches the network itself: it is launched behind a proxy that
+does not exist (loopback included), so any request the route handler does not
+answer fails. The handler answers each one with ``Fetcher.fetch``: the SSRF
+guard checks the address it connects to, the byte caps and deadlines apply,
+and a private site's credentials go to its own origin only. WebSockets,
+downloads, service workers and schemes other than http(s) never get out.
+
+One ``Renderer`` per chunk: a fresh browser context, no profile on disk, a few
+pages at a time (``slots``), each within ``deadline`` seconds plus a grace
+after which it is abandoned as ``render_timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .fetch import Fetcher
+from .types import FetchError
+
+log = logging.getLogger(__name__)
+
+# Debian's Chromium; Playwright never downloads a browser of its own.
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage",
+    # Every request goes through the route handler; anything else meets a dead proxy.
+    "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+    # A page's JavaScript heap: a page that needs more crashes (render_failed), the worker does not.
+    "--js-flags=--max-old-space-size=256",
+]
+RENDER_DEADLINE = 15.0
+# After the deadline, how long the DOM may take to come back before the page is abandoned.
+GRACE = 5.0
+# Requests one page may make; past it the rest are refused.
+MAX_REQUESTS = 300
+# A subresource's body cap.
+MAX_RESOURCE_BYTES = 8 * 1024 * 1024
+# The rendered DOM kept for parsing.
+MAX_DOM_BYTES = 10 * 1024 * 1024
+FETCHED_METHODS = ("GET", "HEAD")
+
+
+@dataclass
+class Rendered:
+    """What rendering one page gave: its DOM, or why there is none, and what went wrong on the way."""
+
+    url: str
+    html: bytes | None = None
+    idle: bool = True  # False: the network never went quiet; the DOM is the deadline's
+    errors: list[str] = field(default_factory=list)  # console errors and uncaught exceptions
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (url, why) requests that failed
+    blocked: list[tuple[str, str]] = field(default_factory=list)  # (url, why) requests refused
+    problem: str = ""  # "render_failed" or "render_timeout"
+    detail: str = ""
+
+
+class Renderer:
+    """Headless Chromium for one chunk. ``async with Renderer(...) as r: await r.render(url, body)``.
+
+    ``fetcher`` answers the page's requests (its guard decides which addresses
+    may be reached); ``may_request(url)`` returns why a URL is refused
+    (robots.txt, say) or None. Without Chromium or Playwright, every render
+    comes back ``render_failed`` and says why: the HTML crawl goes on.
+    """
+
+    def __init__(self, fetcher: Fetcher, *, executable: str = CHROMIUM, deadline: float = RENDER_DEADLINE,
+                 slots: int = 2, may_request: Callable[[str], str | None] = lambda url: None,
+                 user_agent: str | None = None) -> None:
+        self.fetcher = fetcher
+        self.executable = executable
+        self.deadline = deadline
+        self.may_request = may_request
+        self.user_agent = user_agent
+        self._slots = asyncio.Semaphore(max(1, slots))
+        self._playwright = None
+        self._browser = None
+        self._context = None
+        self.unavailable = ""
+
+    async def __aenter__(self) -> Renderer:
+        try:
+            from playwright.async_api import async_playwright
+
+            self._playwright = await async_playwright().start()
+            self._browser = await self._playwright.chromium.launch(
+                executable_path=self.executable, headless=True, args=LAUNCH_ARGS)
+            await self._new_context()
+        except Exception as exc:  # no Playwright, no Chromium, or it would not start
+            self.unavailable = f"The browser could not start: {type(exc).__name__}: {exc}"[:300]
+            log.warning("%s", self.unavailable)
+            await self.aclose()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        for closing in (self._context, self._browser):
+            if closing is not None:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(GRACE):
+                        await closing.close()
+        if self._playwright is not None:
+            with contextlib.suppress(Exception):
+                await self._playwright.stop()
+        self._context = self._browser = self._playwright = None
+
+    async def _new_context(self) -> None:
+        self._context = await self._browser.new_context(
+            accept_downloads=False, service_workers="block", user_agent=self.user_agent,
+            java_script_enabled=True, bypass_csp=False)
+
+    async def render(self, url: str, body: bytes, content_type: str = "text/html; charset=utf-8") -> Rendered:
+        """Load ``url`` as the browser would, its document being ``body`` (already fetched); never raises."""
+        out = Rendered(url)
+        if self.unavailable or self._context is None:
+            out.problem, out.detail = "render_failed", self.unavailable or "The browser is not running."
+            return out
+        async with self._slots:
+            page = None
+            try:
+                async with asyncio.timeout(self.deadline + GRACE):
+                    page = await self._context.new_page()
+                    await self._watch(page, url, body, content_type, out)
+                    try:
+                        await page.goto(url, wait_until="networkidle", timeout=self.deadline * 1000)
+                    except Exception as exc:
+                        if not _is_timeout(exc):
+                            raise
+                        out.idle = False
+                    html = await page.content()
+                    out.html = html.encode("utf-8", "surrogatepass")[:MAX_DOM_BYTES]
+            except TimeoutError:
+                out.problem = "render_timeout"
+                out.detail = f"The page kept the browser busy for more than {self.deadline + GRACE:g} s"
+            except Exception as exc:
+                out.problem = "render_failed"
+                out.detail = f"{type(exc).__name__}: {exc}"[:300]
+            finally:
+                if page is not None and not await self._closed(page):
+                    await self._restart()
+        return out
+
+    async def _watch(self, page, url: str, body: bytes, content_type: str, out: Rendered) -> None:
+        """Record the page's errors and answer every request it makes."""
+        page.on("console", lambda message: message.type == "error" and out.errors.append(message.text[:300]))
+        page.on("pageerror", lambda error: out.errors.append(str(error)[:300]))
+        requests = 0
+
+        async def handle(route) -> None:
+            nonlocal requests
+            request = route.request
+            if request.url == url and request.is_navigation_request():
+                await route.fulfill(status=200, headers={"content-type": content_type}, body=body)
+                return
+            if request.is_navigation_request() and request.frame == page.main_frame:
+                await route.abort()  # the page may not leave itself: one URL is rendered
+                return
+            requests += 1
+            why = self._refusal(request.url, request.method, requests)
+            if why:
+                out.blocked.append((request.url, why))
+                await route.abort("blockedbyclient")
+                return
+            result = await self.fetcher.fetch(request.url, keep_body=True, max_bytes=MAX_RESOURCE_BYTES)
+            if result.error is FetchError.SSRF_BLOCKED:
+                out.blocked.append((request.url, "a private or reserved address"))
+                await route.abort("blockedbyclient")
+            elif result.error is not None or result.status is None:
+                out.failed.append((request.url, result.error.label if result.error else "no answer"))
+                await route.abort("failed")
+            else:
+                if result.status >= 400:
+                    out.failed.append((request.url, f"answered {result.status}"))
+                headers = {"content-type": result.headers.get("content-type", "application/octet-stream")}
+                await route.fulfill(status=result.status, headers=headers, body=result.body or b"")
+
+        await page.route("**/*", handle)
+
+    def _refusal(self, url: str, method: str, count: int) -> str | None:
+        if not url.startswith(("http://", "https://")):
+            return "not an http(s) URL"
+        if method not in FETCHED_METHODS:
+            return f"a {method} request (a render only reads)"
+        if count > MAX_REQUESTS:
+            return f"more than {MAX_REQUESTS} requests from one page"
+        return self.may_request(url)
+
+    async def _closed(self, page) -> bool:
+        """Close ``page``; False when even that hung (a page spinning its main thread)."""
+        try:
+            async with asyncio.timeout(GRACE):
+                await page.close(run_before_unload=False)
+            return True
+        except Exception:
+            return False
+
+    async def _restart(self) -> None:
+        """A page that would not close: drop the whole context (its renderer processes go with it)."""
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(GRACE):
+                await self._context.close()
+        try:
+            await self._new_context()
+        except Exception as exc:
+            self.unavailable = f"The browser stopped answering: {type(exc).__name__}: {exc}"[:300]
+            self._context = None
+
+
+def _is_timeout(exc: Exception) -> bool:
+    return type(exc).__name__ == "TimeoutError" and type(exc).__module__.startswith("playwright")
