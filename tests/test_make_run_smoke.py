@@ -1,4 +1,4 @@
-"""What `make run` starts (runall: web server + worker cluster) comes up and stops cleanly."""
+"""What `make run` starts (runall: web server, worker cluster, render cluster) comes up and stops cleanly."""
 
 import os
 import signal
@@ -39,9 +39,15 @@ def test_runall_serves_the_login_page_runs_the_worker_cluster_and_stops_on_ctrl_
         while time.monotonic() < deadline and not Success.objects.filter(name="smoke-ping").exists():
             time.sleep(0.3)
         assert Success.objects.get(name="smoke-ping").result == 2
+        # With Chromium on the machine (as CI installs it), a render cluster serves the render queue.
+        async_task("math.floor", 3.5, task_name="smoke-render-ping", cluster="render")
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and not Success.objects.filter(name="smoke-render-ping").exists():
+            time.sleep(0.3)
+        assert Success.objects.get(name="smoke-render-ping").result == 3
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
     assert f"running at http://127.0.0.1:{port}/" in out
-    assert "Stopped the web server and the worker cluster." in out
+    assert "Stopped the web server and the worker clusters." in out

@@ -13,7 +13,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.browser]
 
 
 def audit_of(owner, site, **fields) -> Audit:
-    audit = make_audit(owner, start_url=site.url(), allow_private=True, check_external=False, **fields)
+    fields.setdefault("start_url", site.url())
+    audit = make_audit(owner, allow_private=True, check_external=False, **fields)
     run_audit_inline(audit.pk)
     audit.refresh_from_db()
     assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
@@ -66,3 +67,55 @@ def test_without_a_browser_a_rendered_audit_still_completes_and_says_each_page_f
     assert not home.rendered and home.title == "Loading"
     failed = Issue.objects.get(audit=audit, url=site.url(), code="render_failed")
     assert "browser could not start" in failed.message
+
+
+@pytest.fixture
+def other():
+    """Another loopback server the page's script must never reach."""
+    from pytest_httpserver import HTTPServer
+
+    with HTTPServer(host="127.0.0.1", port=0) as server:
+        server.expect_request("/secret").respond_with_data("the secret")
+        yield server
+
+
+def test_a_script_reaching_for_another_port_the_metadata_address_or_a_robots_url_is_refused_and_reported(
+        owner, fast_settings, other):
+    with RenderSite(other=other.url_for("/")[:-1]) as site:
+        audit = audit_of(owner, site, render="all", start_url=site.url("/spy"), max_pages=1)
+        asked = dict(site.requests)
+    assert other.log == []  # nothing reached the other port
+    assert "/private/data" not in asked  # robots.txt disallows it, for the browser too
+    blocked = dict(Issue.objects.filter(audit=audit, code="render_request_blocked").values_list("target_url",
+                                                                                                 "message"))
+    assert "private or reserved" in blocked[other.url_for("/secret")]
+    assert "private or reserved" in blocked["http://169.254.169.254/latest/meta-data/"]
+    assert "robots.txt" in blocked[site.url("/private/data")]
+
+
+def test_a_page_that_spins_or_never_goes_quiet_is_bounded_and_the_crawl_goes_on(owner, fast_settings, settings):
+    import time
+
+    settings.SITEWARD = {**settings.SITEWARD, "RENDER_DEADLINE": 2.0}
+    with RenderSite() as site:
+        started = time.monotonic()
+        spin = audit_of(owner, site, render="all", start_url=site.url("/spin"), max_pages=1)
+        chatty = audit_of(owner, site, render="all", start_url=site.url("/chatty"), max_pages=1)
+        took = time.monotonic() - started
+    assert took < 40
+    timeout = Issue.objects.get(audit=spin, code="render_timeout")
+    assert "busy" in timeout.message
+    page = Page.objects.get(audit=chatty, url=site.url("/chatty"))
+    # Read at the deadline: rendered all the same, and said so.
+    assert page.rendered and page.title == "App page NaN of the rendered app"
+    assert Issue.objects.filter(audit=chatty, code="render_timeout", message__contains="never went quiet").exists()
+
+
+def test_script_errors_and_failed_requests_become_page_issues(owner, fast_settings):
+    with RenderSite() as site:
+        audit = audit_of(owner, site, render="all", start_url=site.url("/broken"), max_pages=1)
+    errors = list(Issue.objects.filter(audit=audit, code="render_js_error").values_list("message", flat=True))
+    assert any("undefinedFunction" in message for message in errors)
+    assert not any(message.startswith("Failed to load resource") for message in errors)
+    failed = Issue.objects.get(audit=audit, code="render_request_failed")
+    assert failed.target_url == site.url("/missing.js") and "404" in failed.message

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
@@ -34,7 +35,16 @@ class Command(BaseCommand):
                                     start_new_session=True),
             "worker cluster": subprocess.Popen(manage + ["qcluster"], start_new_session=True),
         }
+        chromium = settings.SITEWARD["CHROMIUM"]
+        if os.access(chromium, os.X_OK):
+            # Rendered audits' steps run on their own queue, beside the crawl cluster.
+            children["render cluster"] = subprocess.Popen(
+                manage + ["qcluster"], start_new_session=True,
+                env={**os.environ, "Q_CLUSTER_NAME": settings.RENDER_QUEUE})
         self.stdout.write(self.style.SUCCESS(f"Siteward is running at http://{host}:{port}/  (Ctrl-C stops it)"))
+        if "render cluster" not in children:
+            self.stdout.write(f"No Chromium at {chromium}: audits that render JavaScript wait for a render worker "
+                              "(see the README); every other audit runs.")
         self.stdout.flush()
 
         try:
@@ -43,4 +53,4 @@ class Command(BaseCommand):
                 self.stderr.write(f"{failed}; stopping.")
         finally:
             stop_all(children, self.stderr)
-            self.stdout.write("Stopped the web server and the worker cluster.")
+            self.stdout.write("Stopped the web server and the worker clusters.")
