@@ -124,11 +124,11 @@ def _pg_admin(*statements: str) -> None:
 
 
 @contextlib.contextmanager
-def isolated_database(kind: str, workdir: Path, tag: str):
-    """The environment of ``manage.py`` on an empty database of its own, removed afterwards."""
+def isolated_database(kind: str, workdir: Path, tag: str, root: Path):
+    """The environment of ``manage.py`` (of the tree at ``root``) on an empty database of its own, removed after."""
     var = workdir / f"var-{tag}"
     var.mkdir()
-    env = django_env("", workdir)
+    env = django_env("", workdir, root)
     env["SITEWARD_VAR_DIR"] = str(var)
     if kind == "sqlite":
         # No DATABASE_URL: the settings' default, a SQLite file in SITEWARD_VAR_DIR.
@@ -150,9 +150,9 @@ def isolated_database(kind: str, workdir: Path, tag: str):
 # --- one audit ------------------------------------------------------------------------
 
 
-def audit_command(base: str, max_pages: int, concurrency: int, out: Path, delta: bool) -> list[str]:
+def audit_command(root: Path, base: str, max_pages: int, concurrency: int, out: Path, delta: bool) -> list[str]:
     """The real ``manage.py audit`` command line; the delta run adds ``--mode delta --from previous``."""
-    cmd = [sys.executable, str(REPO / "manage.py"), "audit", base + "/", "--allow-private", "--no-external",
+    cmd = [sys.executable, str(root / "manage.py"), "audit", base + "/", "--allow-private", "--no-external",
            "--max-pages", str(max_pages), "--max-depth", "50", "--concurrency", str(concurrency),
            "--out", str(out)]
     return cmd + (["--mode", "delta", "--from", "previous"] if delta else [])
@@ -191,7 +191,8 @@ def read_report(path: Path) -> dict:
 def run_audit(base: str, max_pages: int, args, env: dict, workdir: Path, tag: str, delta: bool) -> dict:
     out = workdir / f"{tag}.jsonl"
     log = workdir / f"{tag}.log"
-    run = measure_child(audit_command(base, max_pages, args.concurrency, out, delta), env, args.timeout, log)
+    run = measure_child(audit_command(args.tree, base, max_pages, args.concurrency, out, delta), env,
+                        args.timeout, log, cwd=args.tree)
     run.pop("samples", None)
     # Exit 1 means "issues at the fail-on level were found": the corpus has broken links.
     if run["returncode"] not in (0, 1):
@@ -212,8 +213,8 @@ def run_audit(base: str, max_pages: int, args, env: dict, workdir: Path, tag: st
 def one_round(rnd: int, kind: str, base: str, max_pages: int, args, workdir: Path) -> dict:
     """migrate, a full audit, then at once the delta audit from it, on an empty ``kind`` database."""
     tag = f"r{rnd}-{kind}"
-    with isolated_database(kind, workdir, tag) as env:
-        migrate(sys.executable, REPO, env)
+    with isolated_database(kind, workdir, tag, args.tree) as env:
+        migrate(sys.executable, args.tree, env)
         full = run_audit(base, max_pages, args, env, workdir, f"{tag}-full", delta=False)
         delta = run_audit(base, max_pages, args, env, workdir, f"{tag}-delta", delta=True)
     if full["pages"] != delta["pages"]:
@@ -238,12 +239,12 @@ def profile_delta(base: str, max_pages: int, args, kind: str, workdir: Path, top
     """A full audit, then the delta audit under cProfile; the top ``top`` entries by cumulative and own time."""
     prof = Path(args.profile_out)
     tag = f"profile-{kind}"
-    with isolated_database(kind, workdir, tag) as env:
-        migrate(sys.executable, REPO, env)
+    with isolated_database(kind, workdir, tag, args.tree) as env:
+        migrate(sys.executable, args.tree, env)
         run_audit(base, max_pages, args, env, workdir, f"{tag}-full", delta=False)
-        cmd = audit_command(base, max_pages, args.concurrency, workdir / f"{tag}-delta.jsonl", delta=True)
+        cmd = audit_command(args.tree, base, max_pages, args.concurrency, workdir / f"{tag}-delta.jsonl", delta=True)
         cmd = [cmd[0], "-m", "cProfile", "-o", str(prof)] + cmd[1:]
-        run = measure_child(cmd, env, args.timeout * 3, workdir / f"{tag}-delta.log")
+        run = measure_child(cmd, env, args.timeout * 3, workdir / f"{tag}-delta.log", cwd=args.tree)
         run.pop("samples", None)
     tables = {}
     for order in ("cumulative", "tottime"):
