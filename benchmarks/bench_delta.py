@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
+import hashlib
 import cProfile  # noqa: F401  (the profiled child runs ``-m cProfile``; imported so a missing module fails early)
 import json
 import os
@@ -147,6 +149,71 @@ def isolated_database(kind: str, workdir: Path, tag: str, root: Path):
         shutil.rmtree(var, ignore_errors=True)
 
 
+# --- the tree measured ------------------------------------------------------------------
+
+# What a snapshot leaves out: history, environments, databases, caches, build output.
+SNAPSHOT_IGNORE = shutil.ignore_patterns(".git", ".venv", "var", "__pycache__", "*.pyc", "*.egg-info", ".pytest_cache",
+                                         "node_modules", "out")
+DIGESTED = ("audits", "crawler", "config", "manage.py")
+
+
+def head_commit(root: Path) -> str:
+    """The commit ``root``'s HEAD names, read from ``.git`` (no git command); '' when unknown."""
+    git = root / ".git"
+    try:
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        ref = head[5:]
+        if (git / ref).exists():
+            return (git / ref).read_text().strip()
+        for line in (git / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return line.split()[0]
+    except OSError:
+        pass
+    return ""
+
+
+def tree_digest(root: Path) -> str:
+    """sha256 of the product code (``DIGESTED``): its paths and bytes, caches left out."""
+    digest = hashlib.sha256()
+    for name in DIGESTED:
+        top = root / name
+        files = [top] if top.is_file() else sorted(f for f in top.rglob("*") if f.is_file()
+                                                   and "__pycache__" not in f.parts and f.suffix != ".pyc")
+        for path in files:
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def prepare_tree(args, workdir: Path) -> dict:
+    """The tree whose ``manage.py`` runs: ``--checkout``, or with ``--snapshot`` a copy of it taken now.
+
+    A snapshot keeps the measured code still while others edit the checkout:
+    every audit of the run then runs the same bytes.
+    """
+    source = args.checkout.resolve()
+    info = {"source": str(source), "head": head_commit(source), "snapshot": args.snapshot,
+            "taken": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")}
+    if args.snapshot:
+        args.tree = workdir / "tree"
+        shutil.copytree(source, args.tree, ignore=SNAPSHOT_IGNORE, symlinks=True)
+    else:
+        args.tree = source
+    info["digest"] = tree_digest(args.tree)
+    # The project is installed editable into the venv: check that the audits import this tree's code.
+    env = django_env("", workdir, args.tree)
+    done = subprocess.run([sys.executable, "-c", "import audits, crawler; print(audits.__file__); print(crawler.__file__)"],
+                          env=env, cwd=args.tree, capture_output=True, text=True, timeout=60)
+    files = done.stdout.split()
+    if done.returncode or len(files) != 2 or not all(Path(f).is_relative_to(args.tree) for f in files):
+        raise RuntimeError(f"the audits would not import {args.tree}'s code: {done.stdout} {done.stderr[-1000:]}")
+    if not compile_bytecode(args.tree)["compiled"]:
+        print("compiling the tree's bytecode failed: runs may compile modules at start-up", flush=True)
+    return info
+
+
 # --- one audit ------------------------------------------------------------------------
 
 
@@ -194,10 +261,16 @@ def run_audit(base: str, max_pages: int, args, env: dict, workdir: Path, tag: st
     run = measure_child(audit_command(args.tree, base, max_pages, args.concurrency, out, delta), env,
                         args.timeout, log, cwd=args.tree)
     run.pop("samples", None)
-    # Exit 1 means "issues at the fail-on level were found": the corpus has broken links.
-    if run["returncode"] not in (0, 1):
-        raise RuntimeError(f"audit ({tag}) exited {run['returncode']}: {log.read_text()[-3000:]}")
-    run.update(read_report(out))
+    # Exit 1 means "issues at the fail-on level were found": the corpus has broken links. An uncaught
+    # exception exits 1 too, so a traceback in the log is a failure whatever the code.
+    text = log.read_text(errors="replace")
+    if run["returncode"] not in (0, 1) or "Traceback (most recent call last)" in text:
+        raise RuntimeError(f"audit ({tag}) exited {run['returncode']}: {text[-3000:]}")
+    try:
+        run.update(read_report(out))
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise RuntimeError(f"audit ({tag}) exited {run['returncode']}, report unusable ({exc}); its log ends: "
+                           f"{text[-1500:]}") from exc
     summary = run["summary"]
     if summary["status"] != "completed":
         raise RuntimeError(f"audit ({tag}) ended {summary['status']}: {summary.get('error_detail')}")

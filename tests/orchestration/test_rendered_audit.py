@@ -119,3 +119,21 @@ def test_script_errors_and_failed_requests_become_page_issues(owner, fast_settin
     assert not any(message.startswith("Failed to load resource") for message in errors)
     failed = Issue.objects.get(audit=audit, code="render_request_failed")
     assert failed.target_url == site.url("/missing.js") and "404" in failed.message
+
+
+def test_the_audit_command_renders_with_render_and_reports_what_javascript_changed(tmp_path, fast_settings):
+    import json
+
+    from tests.audit_command import run_audit
+
+    out = tmp_path / "rendered.jsonl"
+    with RenderSite(pages=2) as site:
+        run_audit(site.url(), "--allow-private", "--no-external", "--render", "auto", "--out", str(out))
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    pages = {r["url"]: r for r in records if r["type"] == "page"}
+    home = pages[site.url()]
+    assert home["rendered"] is True and home["title"] == "Home of the rendered app"
+    assert home["raw"]["title"] == "Loading" and home["raw"]["links"] == 0
+    assert {"render_title_changed", "render_links_added"} <= {d["code"] for d in home["differences"]}
+    assert set(pages) >= {site.url("/app/0"), site.url("/app/1")}
+    assert Audit.objects.get().render == "auto"
