@@ -41,7 +41,6 @@ import argparse
 import contextlib
 import datetime
 import hashlib
-import cProfile  # noqa: F401  (the profiled child runs ``-m cProfile``; imported so a missing module fails early)
 import json
 import os
 import pstats
@@ -52,6 +51,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import urllib.error
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -230,6 +230,7 @@ def read_report(path: Path) -> dict:
     summary = None
     pages = unchanged = issues = 0
     statuses: Counter = Counter()
+    codes: Counter = Counter()
     # Corpus pages (``/`` and ``/p/N.html``) that answered 200 but were not reused.
     refetched: list[str] = []
     with open(path) as lines:
@@ -246,11 +247,13 @@ def read_report(path: Path) -> dict:
                         refetched.append(page_path)
             elif kind == "issue":
                 issues += 1
+                codes[record.get("code")] += 1
             elif kind == "summary":
                 summary = record
     if summary is None:
         raise RuntimeError(f"{path}: no summary record")
     return {"summary": summary, "page_records": pages, "unchanged": unchanged, "issue_records": issues,
+            "issue_codes": dict(codes),
             "refetched_pages": len(refetched), "refetched_examples": refetched[:5],
             "statuses": {str(k): v for k, v in sorted(statuses.items(), key=lambda kv: str(kv[0]))}}
 
@@ -352,6 +355,14 @@ def judged(ratio: float) -> str:
     return "met" if ratio <= TARGET else "MISSED"
 
 
+def tree_line(tree: dict) -> str:
+    where = (f"a snapshot of {tree['source']} taken {tree['taken']} (`--snapshot`: the files copied, without "
+             f".git, .venv and var, so edits to the checkout during the run changed nothing measured)"
+             if tree["snapshot"] else tree["source"])
+    return (f"Code measured: {where}; HEAD {tree['head'][:10] or 'unknown'} plus any uncommitted changes; "
+            f"sha256 of `audits/`, `crawler/`, `config/` and `manage.py` (paths and bytes): `{tree['digest']}`.")
+
+
 def render(args, info: dict, corpus: Corpus, server: str, check: dict, results: list[dict],
            failures: list[str], kinds: list[str], profile: dict | None) -> str:
     rounds_done = sorted({r["round"] for r in results})
@@ -362,6 +373,8 @@ def render(args, info: dict, corpus: Corpus, server: str, check: dict, results: 
         + f"; {server}. Load average (1/5/15 min) {', '.join(f'{x:.2f}' for x in info['load_before'])} before "
         f"and {', '.join(f'{x:.2f}' for x in info['load_after'])} after.",
         "Packages: " + ", ".join(f"{k} {v}" for k, v in info["packages"].items()) + ".",
+        "",
+        tree_line(info["tree"]),
         "",
         "Command (from the repository root):",
         "",
@@ -444,13 +457,19 @@ def render(args, info: dict, corpus: Corpus, server: str, check: dict, results: 
     for r in results:
         f, d = r["full"], r["delta"]
         same_issues = f["summary"].get("issues") == d["summary"].get("issues")
+        codes = sorted(set(f["issue_codes"]) | set(d["issue_codes"]))
+        differ = {c: (f["issue_codes"].get(c, 0), d["issue_codes"].get(c, 0)) for c in codes
+                  if f["issue_codes"].get(c, 0) != d["issue_codes"].get(c, 0)}
         checks.append(f"- round {r['round']} {DB_LABELS[r['db']]}: both completed; {f['pages']:,} pages each "
                       f"({d['page_records']:,} page records in the delta report, pages and checked resources, "
                       f"{d['unchanged']:,} unchanged; statuses {d['statuses']}; corpus pages answering 200 not "
                       f"reused: {d['refetched_pages']}"
                       f"{' (' + ', '.join(d['refetched_examples']) + ')' if d['refetched_pages'] else ''}); issue counts by severity "
                       f"{'the same' if same_issues else 'DIFFER'}: full {f['summary'].get('issues')}, delta "
-                      f"{d['summary'].get('issues')}.")
+                      f"{d['summary'].get('issues')}"
+                      + ("" if not differ else "; issue records by code that differ (full, delta): "
+                         + ", ".join(f"`{c}` {a}/{b}" for c, (a, b) in differ.items()))
+                      + ".")
     if checks:
         lines += ["Checks (from each run's JSON Lines report):", ""] + checks + [""]
     if failures:
@@ -489,6 +508,10 @@ def main() -> None:
     parser.add_argument("--profile-only", action="store_true", help="only the profile, no measured rounds")
     parser.add_argument("--profile-out", default="/tmp/delta.prof")
     parser.add_argument("--profile-top", type=int, default=25)
+    parser.add_argument("--checkout", type=Path, default=REPO, help="the tree whose manage.py runs (default: this one)")
+    parser.add_argument("--snapshot", action="store_true",
+                        help="copy --checkout's files (no .git, .venv, var) to the work directory first and run "
+                             "the copy, so edits to the checkout during the run change nothing measured")
     args = parser.parse_args()
     args.argv = sys.argv[1:]
     if args.rounds < 1:
@@ -508,13 +531,14 @@ def main() -> None:
     info["sqlite"] = sqlite3.sqlite_version
     if "postgres" in kinds:
         info["postgres"] = postgres_version()
-    if not compile_bytecode()["compiled"]:
-        print("compiling the checkout's bytecode failed: runs may compile modules at start-up", flush=True)
     corpus = build_corpus(args.size, args.seed)
     args.max_pages = args.max_pages or corpus.reachable + 100
     print(f"corpus: {len(corpus.pages):,} pages, {len(corpus.broken):,} broken targets, "
           f"{len(corpus.assets):,} assets", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="siteward-bench-delta-"))
+    info["tree"] = prepare_tree(args, workdir)
+    print(f"measuring {args.tree} (from {info['tree']['source']}, HEAD {info['tree']['head'][:10] or 'unknown'}, "
+          f"code digest {info['tree']['digest']})", flush=True)
     results: list[dict] = []
     failures: list[str] = []
     profile = None
