@@ -6,6 +6,8 @@ seconds after it was taken, so ``retry <= timeout`` means a slow chunk is handed
 to a second worker while the first is still crawling it.
 """
 
+import os
+
 from django.conf import settings
 from django.core.checks import Error, register
 
@@ -37,5 +39,20 @@ def check_q_cluster_timing(app_configs=None, **kwargs):
             "or every long chunk is killed instead of ending cleanly.",
             hint="Lower SITEWARD_CHUNK_SECONDS or raise Q_TIMEOUT.",
             id="siteward.E003",
+        )]
+    return []
+
+
+@register(CLUSTER_CHECKS)
+def check_queue_name(app_configs=None, **kwargs):
+    """Q_CLUSTER_NAME picks the queue a cluster serves: a name no task is ever sent to would idle it forever."""
+    name = os.environ.get("Q_CLUSTER_NAME", "")
+    known = {settings.Q_CLUSTER.get("name"), *settings.Q_CLUSTER.get("ALT_CLUSTERS", {})}
+    if name and name not in known:
+        return [Error(
+            f"Q_CLUSTER_NAME={name!r} is not a queue Siteward sends tasks to, so this cluster would never run one.",
+            hint="Leave Q_CLUSTER_NAME unset for the crawl queue, or set it to 'render' for rendered audits; "
+                 "the shared name that signs tasks (formerly Q_CLUSTER_NAME) is SITEWARD_Q_PREFIX.",
+            id="siteward.E004",
         )]
     return []

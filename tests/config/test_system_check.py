@@ -38,3 +38,14 @@ def test_manage_py_check_fails_on_a_bad_config(tmp_path):
     )
     assert result.returncode != 0
     assert "siteward.E002" in result.stderr
+
+
+def test_a_cluster_named_for_a_queue_no_task_goes_to_is_refused(monkeypatch):
+    from audits.system_checks import check_queue_name
+
+    monkeypatch.setenv("Q_CLUSTER_NAME", "mysite")
+    assert [error.id for error in check_queue_name()] == ["siteward.E004"]
+    monkeypatch.setenv("Q_CLUSTER_NAME", "render")
+    assert check_queue_name() == []
+    monkeypatch.delenv("Q_CLUSTER_NAME")
+    assert check_queue_name() == []
