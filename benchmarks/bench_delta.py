@@ -44,6 +44,7 @@ import hashlib
 import json
 import os
 import pstats
+import re
 import shlex
 import shutil
 import sqlite3
@@ -217,12 +218,13 @@ def prepare_tree(args, workdir: Path) -> dict:
 # --- one audit ------------------------------------------------------------------------
 
 
-def audit_command(root: Path, base: str, max_pages: int, concurrency: int, out: Path, delta: bool) -> list[str]:
+def audit_command(root: Path, base: str, max_pages: int, concurrency: int, out: Path, delta: bool,
+                  source: str = "previous") -> list[str]:
     """The real ``manage.py audit`` command line; the delta run adds ``--mode delta --from previous``."""
     cmd = [sys.executable, str(root / "manage.py"), "audit", base + "/", "--allow-private", "--no-external",
            "--max-pages", str(max_pages), "--max-depth", "50", "--concurrency", str(concurrency),
            "--out", str(out)]
-    return cmd + (["--mode", "delta", "--from", "previous"] if delta else [])
+    return cmd + (["--mode", "delta", "--from", source] if delta else [])
 
 
 def read_report(path: Path) -> dict:
@@ -258,11 +260,16 @@ def read_report(path: Path) -> dict:
             "statuses": {str(k): v for k, v in sorted(statuses.items(), key=lambda kv: str(kv[0]))}}
 
 
-def run_audit(base: str, max_pages: int, args, env: dict, workdir: Path, tag: str, delta: bool) -> dict:
+def run_audit(base: str, max_pages: int, args, env: dict, workdir: Path, tag: str, delta: bool,
+              source: str = "previous", wrap=None) -> dict:
+    """One measured audit; ``wrap(cmd)`` may turn its command line into a profiled one."""
     out = workdir / f"{tag}.jsonl"
     log = workdir / f"{tag}.log"
-    run = measure_child(audit_command(args.tree, base, max_pages, args.concurrency, out, delta), env,
-                        args.timeout, log, cwd=args.tree)
+    cmd = audit_command(args.tree, base, max_pages, args.concurrency, out, delta, source)
+    timeout = args.timeout
+    if wrap is not None:
+        cmd, timeout = wrap(cmd), args.timeout * 4
+    run = measure_child(cmd, env, timeout, log, cwd=args.tree)
     run.pop("samples", None)
     # Exit 1 means "issues at the fail-on level were found": the corpus has broken links. An uncaught
     # exception exits 1 too, so a traceback in the log is a failure whatever the code.
@@ -310,38 +317,197 @@ def show(record: dict) -> None:
 
 # --- profile ----------------------------------------------------------------------------
 
+# The parts of the pipeline, by (file, function): their cumulative CPU in the thread-CPU profiles.
+COMPONENTS = [
+    ("MainThread", "audits/crawl/start.py", "run_start", "start (robots, start page, frontier seed)"),
+    ("MainThread", "audits/crawl/chunk.py", "lease_items", "chunk leases (lease_items)"),
+    ("MainThread", "audits/crawl/writer.py", "_top_up", "top-ups (writer._top_up)"),
+    ("MainThread", "audits/crawl/writer.py", "hold", "writer.hold (incl. reuse.validators)"),
+    ("MainThread", "audits/crawl/reuse.py", "validators", "  reuse.validators (source validators)"),
+    ("MainThread", "audits/crawl/writer.py", "_store", "writer._store (a sub-batch's transaction)"),
+    ("MainThread", "audits/crawl/reuse.py", "revive", "  reuse.revive (source rows, edges, issues)"),
+    ("MainThread", "audits/crawl/writer.py", "_write_pages", "  writer._write_pages"),
+    ("MainThread", "audits/crawl/writer.py", "_write_issues", "  writer._write_issues"),
+    ("MainThread", "audits/crawl/writer.py", "_write_links", "  writer._write_links (edges + admission)"),
+    ("MainThread", "audits/crawl/writer.py", "write_edges", "    write_edges (edge rows)"),
+    ("MainThread", "audits/crawl/admission.py", "admit", "    admission.admit"),
+    ("MainThread", "audits/management/commands/audit.py", "batch", "JSONL report of page batches (Report.batch)"),
+    ("MainThread", "audits/finalize.py", "run_finalize", "finalize (run_finalize)"),
+    ("MainThread", "audits/diff.py", "record", "  diff.record (changes since the source/baseline)"),
+    ("crawl-loop", "crawler/page.py", "process_page", "crawl thread: process_page (fetch, parse, checks)"),
+    ("crawl-loop", "crawler/parse.py", "parse_html", "  parse_html"),
+    ("crawl-loop", "crawler/checks.py", "run_page_checks", "  run_page_checks"),
+    ("crawl-loop", "crawler/page.py", "check_resource", "crawl thread: check_resource (HEAD checks)"),
+    ("crawl-loop", "crawler/revalidate.py", "body_hash", "crawl thread: revalidate.body_hash"),
+]
+
+
+def _thread_key(name: str) -> str:
+    """A thread's name without the counter and target Python adds: 'Thread-3 (run)' -> 'Thread'."""
+    return re.sub(r"[-_ ]?\d+$", "", name.split(" (")[0]) or "thread"
+
+
+def profiled_child(prefix: str, argv: list[str]) -> None:
+    """Run the script ``argv[0]`` with every thread under a CPU-time (``time.thread_time``) cProfile.
+
+    ``python -m cProfile`` profiles the main thread only, and the audit fetches
+    and parses on a helper thread ("crawl-loop"; the database calls stay on
+    the main thread): here each thread started has a profiler of its own, and
+    the stats are written per thread name (``PREFIX.MainThread.prof``,
+    ``PREFIX.crawl-loop.prof``, ...).
+    """
+    import cProfile
+    import runpy
+    import threading
+    import time
+
+    profiles: list[tuple[str, cProfile.Profile]] = []
+    lock = threading.Lock()
+    original = threading.Thread.run
+
+    def run(self):
+        profile = cProfile.Profile(time.thread_time)
+        with lock:
+            profiles.append((self.name, profile))
+        profile.enable()
+        try:
+            original(self)
+        finally:
+            profile.disable()
+
+    threading.Thread.run = run
+    main_profile = cProfile.Profile(time.thread_time)
+    sys.argv = list(argv)
+    sys.path[0] = str(Path(argv[0]).resolve().parent)
+    code = 0
+    main_profile.enable()
+    try:
+        runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code
+    finally:
+        main_profile.disable()
+        groups: dict[str, list] = {"MainThread": [main_profile]}
+        with lock:
+            for name, profile in profiles:
+                groups.setdefault(_thread_key(name), []).append(profile)
+        for key, group in groups.items():
+            stats = None
+            for profile in group:
+                try:
+                    stats = pstats.Stats(profile) if stats is None else stats.add(profile)
+                except TypeError:  # a thread that ran no Python function
+                    continue
+            if stats is not None:
+                stats.dump_stats(f"{prefix}.{key}.prof")
+    sys.exit(code)
+
 
 def profile_delta(base: str, max_pages: int, args, kind: str, workdir: Path, top: int) -> dict:
-    """A full audit, then the delta audit under cProfile; the top ``top`` entries by cumulative and own time."""
+    """Where a delta audit's time goes, against the full audit it starts from.
+
+    On an empty ``kind`` database: a full audit and then a delta audit from it,
+    each under the thread-CPU profiler (``profiled_child``), then one more
+    delta audit from the same full audit under plain ``python -m cProfile -o
+    --profile-out`` (the main thread's wall time).
+    """
     prof = Path(args.profile_out)
     tag = f"profile-{kind}"
+    prefix = {"full": f"{prof}.threads-full", "delta": f"{prof}.threads-delta"}
+
+    def threads(which):
+        return lambda cmd: [cmd[0], "-m", "benchmarks.bench_delta", "--profile-child", prefix[which], "--"] + cmd[1:]
+
     with isolated_database(kind, workdir, tag, args.tree) as env:
         migrate(sys.executable, args.tree, env)
-        run_audit(base, max_pages, args, env, workdir, f"{tag}-full", delta=False)
-        cmd = audit_command(args.tree, base, max_pages, args.concurrency, workdir / f"{tag}-delta.jsonl", delta=True)
-        cmd = [cmd[0], "-m", "cProfile", "-o", str(prof)] + cmd[1:]
-        run = measure_child(cmd, env, args.timeout * 3, workdir / f"{tag}-delta.log", cwd=args.tree)
-        run.pop("samples", None)
-    tables = {}
-    for order in ("cumulative", "tottime"):
-        text = _pstats_text(prof, order, top)
-        tables[order] = text
-    return {"wall": run["wall"], "cpu": run["cpu"], "returncode": run["returncode"], "tables": tables,
-            "prof": str(prof), "db": kind}
+        full = run_audit(base, max_pages, args, env, workdir, f"{tag}-full", delta=False, wrap=threads("full"))
+        source = str(full["summary"]["audit_id"])
+        delta = run_audit(base, max_pages, args, env, workdir, f"{tag}-delta", delta=True, source=source,
+                          wrap=threads("delta"))
+        canonical = run_audit(base, max_pages, args, env, workdir, f"{tag}-delta-cprofile", delta=True,
+                              source=source, wrap=lambda cmd: [cmd[0], "-m", "cProfile", "-o", str(prof)] + cmd[1:])
+    components = []
+    loaded = {which: {key: _load(f"{prefix[which]}.{key}.prof") for key in ("MainThread", "crawl-loop")}
+              for which in prefix}
+    for thread, path, func, label in COMPONENTS:
+        components.append((label, *(_cumulative(loaded[which][thread], path, func) for which in ("full", "delta"))))
+    thread_cpu = {which: {key: _total(stats) for key, stats in loaded[which].items()} for which in prefix}
+    tables = {
+        "main thread, wall (python -m cProfile), by cumulative": _pstats_text(str(prof), "cumulative", top),
+        "main thread, wall (python -m cProfile), by tottime": _pstats_text(str(prof), "tottime", top),
+        "crawl-loop threads, CPU, by tottime": _pstats_text(f"{prefix['delta']}.crawl-loop.prof", "tottime", top),
+        "main thread, CPU, by tottime": _pstats_text(f"{prefix['delta']}.MainThread.prof", "tottime", top),
+    }
+    return {"db": kind, "prof": str(prof), "prefix": prefix, "components": components, "thread_cpu": thread_cpu,
+            "tables": tables, "runs": {name: {"wall": r["wall"], "cpu": r["cpu"], "unchanged": r["unchanged"],
+                                              "pages": r["pages"]}
+                                       for name, r in (("full", full), ("delta", delta), ("cprofile", canonical))}}
 
 
-def _pstats_text(prof: Path, order: str, top: int) -> str:
+def _load(path: str):
+    try:
+        return pstats.Stats(path)
+    except (OSError, TypeError, EOFError):
+        return None
+
+
+def _total(stats) -> float:
+    return stats.total_tt if stats is not None else 0.0
+
+
+def _cumulative(stats, path: str, func: str) -> float:
+    """The cumulative seconds of ``func`` defined in a file ending in ``path`` (summed over its entries)."""
+    if stats is None:
+        return 0.0
+    return sum(ct for (filename, _, name), (_, _, _, ct, _) in stats.stats.items()
+               if name == func and filename.replace(os.sep, "/").endswith(path))
+
+
+def _pstats_text(prof: str, order: str, top: int) -> str:
     import io
 
     buffer = io.StringIO()
-    stats = pstats.Stats(str(prof), stream=buffer)
+    try:
+        stats = pstats.Stats(prof, stream=buffer)
+    except (OSError, TypeError, EOFError) as exc:
+        return f"(no profile: {exc})"
     stats.strip_dirs().sort_stats(order).print_stats(top)
-    text = buffer.getvalue()
+    lines = buffer.getvalue().splitlines()
     # From the column header on: the preamble names the file and the totals line.
-    lines = text.splitlines()
     total = next((line.strip() for line in lines if "function calls" in line), "")
     start = next((i for i, line in enumerate(lines) if line.strip().startswith("ncalls")), 0)
     return (total + "\n\n" if total else "") + "\n".join(line.rstrip() for line in lines[start:] if line.strip())
+
+
+def render_profile(profile: dict, top: int) -> list[str]:
+    runs = profile["runs"]
+    lines = [
+        f"### Profile: one full and one delta audit ({DB_LABELS[profile['db']]}, cProfile)",
+        "",
+        f"On one more empty database: a full audit, then a delta audit from it (`--from ID`), each with every "
+        f"thread under cProfile with a CPU clock (`time.thread_time`; `--profile-child`, stats per thread in "
+        f"`{profile['prefix']['full']}.*.prof` and `{profile['prefix']['delta']}.*.prof`), then another delta "
+        f"audit from the same full audit under plain `python -m cProfile -o {profile['prof']} manage.py audit "
+        f"...`, which sees only the main thread: the database side (start, leases, writer, admission, reuse, "
+        f"finalize, the report), timed by wall clock. Fetching and parsing run on the `crawl-loop` helper "
+        f"thread(s) (`audits/crawl/bridge.py`), invisible to plain `-m cProfile`. Under the profilers: full "
+        f"{runs['full']['wall']:.0f} s wall / {runs['full']['cpu']:.0f} s CPU, thread-profiled delta "
+        f"{runs['delta']['wall']:.0f} s / {runs['delta']['cpu']:.0f} s ({runs['delta']['unchanged']:,} "
+        f"unchanged), `-m cProfile` delta {runs['cprofile']['wall']:.0f} s / {runs['cprofile']['cpu']:.0f} s.",
+        "",
+        "CPU seconds by thread (profiled): "
+        + "; ".join(f"{which}: " + ", ".join(f"{key} {secs:.1f}" for key, secs in cpu.items())
+                    for which, cpu in profile["thread_cpu"].items()) + ".",
+        "",
+        "| part of the pipeline (cumulative CPU, profiled) | full s | delta s | delta - full s |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for label, full, delta in profile["components"]:
+        lines.append(f"| {label.replace('  ', '&nbsp;&nbsp;')} | {full:.1f} | {delta:.1f} | {delta - full:+.1f} |")
+    lines.append("")
+    for title, text in profile["tables"].items():
+        lines += [f"Delta audit, top {top}, {title}:", "", "```", text, "```", ""]
+    return lines
 
 
 # --- summary ----------------------------------------------------------------------------
@@ -475,15 +641,7 @@ def render(args, info: dict, corpus: Corpus, server: str, check: dict, results: 
     if failures:
         lines += ["Failed rounds:", ""] + [f"- {text}" for text in failures] + [""]
     if profile:
-        lines += [
-            f"### Profile of one delta audit ({DB_LABELS[profile['db']]}, cProfile)",
-            "",
-            f"`python -m cProfile -o {profile['prof']} manage.py audit ... --mode delta --from previous` "
-            f"after a full audit: {profile['wall']:.1f} s wall, {profile['cpu']:.1f} s CPU under the profiler.",
-            "",
-        ]
-        for order, text in profile["tables"].items():
-            lines += [f"Top {args.profile_top} by {order}:", "", "```", text, "```", ""]
+        lines += render_profile(profile, args.profile_top)
     return "\n".join(lines)
 
 
@@ -506,7 +664,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="then profile one more delta audit (after its full audit) with cProfile")
     parser.add_argument("--profile-only", action="store_true", help="only the profile, no measured rounds")
-    parser.add_argument("--profile-out", default="/tmp/delta.prof")
+    parser.add_argument("--profile-out", default="/tmp/delta.prof",
+                        help="the plain cProfile stats; the per-thread ones are written beside it")
+    parser.add_argument("--profile-db", choices=list(DB_LABELS), help="database of the profile (default: the first)")
     parser.add_argument("--profile-top", type=int, default=25)
     parser.add_argument("--checkout", type=Path, default=REPO, help="the tree whose manage.py runs (default: this one)")
     parser.add_argument("--snapshot", action="store_true",
@@ -558,9 +718,8 @@ def main() -> None:
                     show(record)
                     results.append(record)
             if args.profile or args.profile_only:
-                profile = profile_delta(base, args.max_pages, args, kinds[0], workdir, args.profile_top)
-                for order, text in profile["tables"].items():
-                    print(f"\nTop {args.profile_top} by {order} ({profile['prof']}):\n{text}", flush=True)
+                profile = profile_delta(base, args.max_pages, args, args.profile_db or kinds[0], workdir,
+                                        args.profile_top)
     finally:
         info["load_after"] = os.getloadavg()
         if args.json:
@@ -581,4 +740,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 3 and sys.argv[1] == "--profile-child" and sys.argv[3] == "--":
+        profiled_child(sys.argv[2], sys.argv[4:])  # python -m benchmarks.bench_delta --profile-child PREFIX -- SCRIPT ...
+    else:
+        main()

@@ -3,7 +3,7 @@
 ``/`` and ``/app/<n>`` (n < pages) are empty shells that ``/app.js`` fills in:
 a title, a canonical, a paragraph of words, links to the other app pages.
 Hostile pages: ``/spy`` (its script asks for ``other`` (another loopback
-port) and the cloud metadata address), ``/spin`` (a script that never yields),
+port, by fetch and by WebSocket) and the cloud metadata address), ``/spin`` (a script that never yields),
 ``/chatty`` (a request every 100 ms, so the network never goes idle),
 ``/broken`` (a script error and a missing script). ``requests`` counts the
 paths asked for; ``in_flight`` is how many answers are being written.
@@ -95,7 +95,8 @@ class RenderSite:
         if path == "/spy":
             spy = (f'<script>fetch("{self.other}/secret").catch(() => 0);'
                    'fetch("http://169.254.169.254/latest/meta-data/").catch(() => 0);'
-                   'fetch("/private/data").catch(() => 0);</script>')
+                   'fetch("/private/data").catch(() => 0);'
+                   f'try {{ new WebSocket("{self.other.replace("http", "ws", 1)}/socket"); }} catch (e) {{}}</script>')
             return 200, html, SHELL.format(head="", scripts=script + spy).encode()
         if path == "/spin":
             return 200, html, SHELL.format(head="", scripts="<script>while (true) {}</script>").encode()

@@ -26,7 +26,7 @@ NOT_CARRIED = CROSS_PAGE_CODES | START_CODES
 # What a reused page's row takes from the source row, beside what PageFacts carries.
 _PAGE_FIELDS = ["id", "url_hash", "status_code", "content_type", "size_bytes", "title", "description", "canonical",
                 "h1_count", "word_count", "robots", "content_hash", "body_hash", "etag", "last_modified",
-                "unchanged_since"]
+                "unchanged_since", "rendered", "raw_facts"]
 
 
 def source_of(audit: Audit) -> int | None:
@@ -56,6 +56,8 @@ class Carried:
     since: int  # the audit whose parse the page carries (the source's own source, when it was reused too)
     body_hash: str
     issues: tuple[dict, ...]
+    rendered: bool = False  # a rendered page's facts are the browser's, and its HTML's are kept
+    raw_facts: dict | None = None
 
 
 def revive(source_id: int, outcomes: list[PageOutcome]) -> tuple[list[PageOutcome], dict[str, Carried]]:
@@ -89,7 +91,7 @@ def revive(source_id: int, outcomes: list[PageOutcome]) -> tuple[list[PageOutcom
             continue
         revived.append(_revived(o, row, tuple(links.get(digest, ()))))
         carried[digest] = Carried(row["unchanged_since"] or source_id, row["body_hash"],
-                                  tuple(issues.get(row["id"], ())))
+                                  tuple(issues.get(row["id"], ())), row["rendered"], row["raw_facts"])
     return revived, carried
 
 

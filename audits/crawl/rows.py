@@ -68,8 +68,15 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
         clean(result.headers.get("etag"), 200), clean(result.headers.get("last-modified"), 100),
         carried.body_hash if carried else body_hash(result.body if facts is not None else None),
         carried.since if carried else None,
-        outcome.rendered, json.dumps(raw_facts(outcome.raw_facts)) if outcome.rendered else None,
+        *_rendering(outcome, carried),
     )
+
+
+def _rendering(outcome: PageOutcome, carried: Carried | None) -> tuple[bool, str | None]:
+    """The row's rendered flag and raw facts: the browser's page keeps its HTML's, a reused one its source's."""
+    if carried is not None:
+        return carried.rendered, json.dumps(carried.raw_facts) if carried.raw_facts is not None else None
+    return outcome.rendered, json.dumps(raw_facts(outcome.raw_facts)) if outcome.rendered else None
 
 
 def raw_facts(facts: PageFacts | None) -> dict | None:

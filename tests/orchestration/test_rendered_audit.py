@@ -137,3 +137,14 @@ def test_the_audit_command_renders_with_render_and_reports_what_javascript_chang
     assert {"render_title_changed", "render_links_added"} <= {d["code"] for d in home["differences"]}
     assert set(pages) >= {site.url("/app/0"), site.url("/app/1")}
     assert Audit.objects.get().render == "auto"
+
+
+def test_a_delta_crawl_of_a_rendered_audit_reuses_the_browsers_reading_of_unchanged_pages(owner, fast_settings):
+    with RenderSite(pages=3) as site:
+        first = audit_of(owner, site, render="all")
+        delta = audit_of(owner, site, render="all", mode=Audit.Mode.DELTA, source=first)
+    found = pages(delta)
+    assert set(found) == set(pages(first))
+    reused = [p for p in found.values() if p.unchanged_since == first.pk]
+    assert len(reused) == 3  # the app pages: the same HTML, so neither parsed nor rendered again
+    assert all(p.rendered and p.raw_facts["title"] == "Loading" and p.title.startswith("App page") for p in reused)
