@@ -27,12 +27,24 @@ in the server. Each run's JSON Lines report is read back: the summary record
 (the last line) must say ``completed``, both audits must report the same page
 count, and the delta's page records with ``"unchanged": true`` are counted.
 
-    .venv/bin/python -m benchmarks.bench_delta --install --size 10000 --rounds 3 \\
+    .venv/bin/python -m benchmarks.bench_delta --install --snapshot --size 10000 --rounds 3 \\
         --results benchmarks/RESULTS.md --title "Delta audits: an unchanged 10,000-page corpus"
 
-With ``--profile``, one more full audit and then the delta audit under
-``cProfile`` (first database of ``--databases``), and the top entries by
-cumulative and by own time. It is a script, never a timed test.
+Others edit the checkout while it runs? ``--snapshot`` copies its files
+(without .git, .venv, var) to the work directory first and runs the copy, so
+every audit runs the same code; the section names the HEAD commit and a digest
+of the product code either way.
+
+With ``--profile`` (or ``--profile-only``, no measured rounds), after the
+rounds, on one more empty database (``--profile-db``, default the first of
+``--databases``): a full audit and a delta audit from it, each with every
+thread under cProfile on a CPU clock (``--profile-child``: plain ``-m
+cProfile`` sees only the main thread, and the crawl fetches and parses on a
+helper thread), then one more delta audit under plain ``python -m cProfile -o
+/tmp/delta.prof`` (``--profile-out``). The section gets the parts of the
+pipeline side by side (start, leases, writer, reuse, admission, finalize, the
+report, parse) and the top ``--profile-top`` (25) entries by cumulative and
+by own time. It is a script, never a timed test.
 """
 
 from __future__ import annotations
@@ -74,7 +86,7 @@ from benchmarks.bench_product import (  # noqa: E402
     postgres_available,
 )
 from benchmarks.bench_real import write_results  # noqa: E402
-from benchmarks.corpus import Corpus, build_corpus  # noqa: E402
+from benchmarks.corpus import build_corpus  # noqa: E402
 from benchmarks.static_server import NGINX, install_nginx, nginx_server  # noqa: E402
 
 TARGET = 1 / 3  # delta / full, for wall time and for CPU
@@ -521,6 +533,11 @@ def judged(ratio: float) -> str:
     return "met" if ratio <= TARGET else "MISSED"
 
 
+def others(run: dict) -> float:
+    """The machine's busy CPU seconds during ``run`` that were neither the audit's nor the servers'."""
+    return max(0.0, run["machine_cpu"] - run["cpu"] - run["servers"])
+
+
 def tree_line(tree: dict) -> str:
     where = (f"a snapshot of {tree['source']} taken {tree['taken']} (`--snapshot`: the files copied, without "
              f".git, .venv and var, so edits to the checkout during the run changed nothing measured)"
@@ -529,14 +546,15 @@ def tree_line(tree: dict) -> str:
             f"sha256 of `audits/`, `crawler/`, `config/` and `manage.py` (paths and bytes): `{tree['digest']}`.")
 
 
-def render(args, info: dict, corpus: Corpus, server: str, check: dict, results: list[dict],
-           failures: list[str], kinds: list[str], profile: dict | None) -> str:
+def render(run: dict, info: dict, results: list[dict], failures: list[str], profile: dict | None) -> str:
+    """The section: ``run`` is what the run was (command, corpus, server; ``run_facts``), ``info`` the machine."""
+    kinds, corpus, check = run["kinds"], run["corpus"], run["check"]
     rounds_done = sorted({r["round"] for r in results})
     lines = [
         f"Measured {info['date']} on {info['nproc']} CPU(s) ({info['cpu']}), Python {info['python']}, "
         f"{info['platform']}; SQLite {info['sqlite']}"
         + (f", PostgreSQL {info['postgres']} (127.0.0.1:5432)" if "postgres" in kinds else "")
-        + f"; {server}. Load average (1/5/15 min) {', '.join(f'{x:.2f}' for x in info['load_before'])} before "
+        + f"; {run['server']}. Load average (1/5/15 min) {', '.join(f'{x:.2f}' for x in info['load_before'])} before "
         f"and {', '.join(f'{x:.2f}' for x in info['load_after'])} after.",
         "Packages: " + ", ".join(f"{k} {v}" for k, v in info["packages"].items()) + ".",
         "",
@@ -545,43 +563,48 @@ def render(args, info: dict, corpus: Corpus, server: str, check: dict, results: 
         "Command (from the repository root):",
         "",
         "```",
-        ".venv/bin/python -m benchmarks.bench_delta " + shlex.join(args.argv),
+        ".venv/bin/python -m benchmarks.bench_delta " + shlex.join(run["argv"]),
         "```",
         "",
-        f"Corpus: `benchmarks/corpus.py`, {len(corpus.pages):,} pages (seed {args.seed}) plus "
-        f"{len(corpus.broken):,} broken link targets (404) and {len(corpus.assets):,} assets, written once and "
+        f"Corpus: `benchmarks/corpus.py`, {corpus['pages']:,} pages (seed {run['seed']}) plus "
+        f"{corpus['broken']:,} broken link targets (404) and {corpus['assets']:,} assets, written once and "
         f"served unchanged by nginx on 127.0.0.1 for the whole run. nginx's validators, checked before the "
         f"runs: `/` has ETag `{check['etag']}` and Last-Modified `{check['last_modified']}`, and "
         f"`{check['command']}` answered **{check['status']}**.",
-        "",
+    ]
+    if not results and profile:
+        return "\n".join(lines + [""] + render_profile(profile, run["profile_top"]))
+    lines += [
         f"Each round, on each database (order alternating by round), on an empty database of its own (SQLite: "
         f"a fresh `SITEWARD_VAR_DIR`, no `DATABASE_URL`; PostgreSQL: `{PG_DATABASE}`, dropped and created "
         f"again): `manage.py migrate`, then the full audit `manage.py audit URL --allow-private --no-external "
-        f"--max-pages {args.max_pages} --max-depth 50 --concurrency {args.concurrency} --out FULL.jsonl`, "
+        f"--max-pages {run['max_pages']} --max-depth 50 --concurrency {run['concurrency']} --out FULL.jsonl`, "
         f"then at once the delta audit, the same command with `--mode delta --from previous`. *wall*: the "
         f"audit process's wall seconds; *CPU*: its user + system seconds (`os.wait4` rusage of that child); "
         f"*servers*: CPU seconds PostgreSQL's processes and nginx burned in the same span (from `/proc`; on "
-        f"SQLite, nginx's alone), not counted in *CPU*. *pages*: the summary record's page count (both "
+        f"SQLite, nginx's alone), not counted in *CPU*; *others*: the rest of the machine's busy CPU seconds in "
+        f"the same span (`/proc/stat`, all cores, minus *CPU* and *servers*), the noise. *pages*: the summary record's page count (both "
         f"audits must report the same); *unchanged*: the delta report's page records with "
         f"`\"unchanged\": true`. Target: delta / full <= {TARGET_TEXT} for wall time and for CPU.",
         "",
-        "Another engineer's test run shared this machine's two cores during the measurement, so absolute "
-        "seconds carry that noise; each delta audit runs right after its full audit (the pair interleaved "
-        "round by round, databases alternating), so the noise hits both, and the ratios are taken per pair "
-        "as well as of the medians.",
+        "Other processes sharing the cores (*others*, and the load averages above) move the absolute seconds; "
+        "each delta audit runs right after its full audit (the pairs interleaved round by round, the databases "
+        "alternating), so a noisy spell tends to hit both of a pair, and the ratios are given per pair as well "
+        "as of the medians.",
         "",
         "### Every run",
         "",
-        "| round | database | full: pages | wall s | CPU s | servers s | delta: pages | unchanged | wall s | "
-        "CPU s | servers s | delta/full wall | delta/full CPU |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| round | database | full: pages | wall s | CPU s | servers s | others s | delta: pages | unchanged | "
+        "wall s | CPU s | servers s | others s | delta/full wall | delta/full CPU |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
         f, d = r["full"], r["delta"]
         lines.append(
             f"| {r['round']} | {DB_LABELS[r['db']]} | {f['pages']:,} | {f['wall']:.1f} | {f['cpu']:.1f} | "
-            f"{f['servers']:.1f} | {d['pages']:,} | {d['unchanged']:,} | {d['wall']:.1f} | {d['cpu']:.1f} | "
-            f"{d['servers']:.1f} | {d['wall'] / f['wall']:.3f} | {d['cpu'] / f['cpu']:.3f} |")
+            f"{f['servers']:.1f} | {others(f):.1f} | {d['pages']:,} | {d['unchanged']:,} | {d['wall']:.1f} | "
+            f"{d['cpu']:.1f} | {d['servers']:.1f} | {others(d):.1f} | {d['wall'] / f['wall']:.3f} | "
+            f"{d['cpu'] / f['cpu']:.3f} |")
     lines += [
         "",
         f"### Medians over {len(rounds_done)} round(s) and verdict (target: delta/full <= {TARGET_TEXT})",
@@ -641,7 +664,7 @@ def render(args, info: dict, corpus: Corpus, server: str, check: dict, results: 
     if failures:
         lines += ["Failed rounds:", ""] + [f"- {text}" for text in failures] + [""]
     if profile:
-        lines += render_profile(profile, args.profile_top)
+        lines += render_profile(profile, run["profile_top"])
     return "\n".join(lines)
 
 
@@ -669,11 +692,18 @@ def main() -> None:
     parser.add_argument("--profile-db", choices=list(DB_LABELS), help="database of the profile (default: the first)")
     parser.add_argument("--profile-top", type=int, default=25)
     parser.add_argument("--checkout", type=Path, default=REPO, help="the tree whose manage.py runs (default: this one)")
+    parser.add_argument("--render-json", type=Path, metavar="FILE",
+                        help="only render the section again from a --json dump (with --results/--title)")
     parser.add_argument("--snapshot", action="store_true",
                         help="copy --checkout's files (no .git, .venv, var) to the work directory first and run "
                              "the copy, so edits to the checkout during the run change nothing measured")
     args = parser.parse_args()
     args.argv = sys.argv[1:]
+    if args.render_json:
+        dump = json.loads(args.render_json.read_text())
+        publish(args, render(dump["run"], dump["machine"], dump["results"], dump["failures"], dump["profile"]),
+                bool(dump["results"] or dump["profile"]))
+        return
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     kinds = [k for k in args.databases.split(",") if k]
@@ -693,6 +723,9 @@ def main() -> None:
         info["postgres"] = postgres_version()
     corpus = build_corpus(args.size, args.seed)
     args.max_pages = args.max_pages or corpus.reachable + 100
+    run = {"argv": args.argv, "kinds": kinds, "seed": args.seed, "max_pages": args.max_pages,
+           "concurrency": args.concurrency, "profile_top": args.profile_top, "server": "", "check": None,
+           "corpus": {"pages": len(corpus.pages), "broken": len(corpus.broken), "assets": len(corpus.assets)}}
     print(f"corpus: {len(corpus.pages):,} pages, {len(corpus.broken):,} broken targets, "
           f"{len(corpus.assets):,} assets", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="siteward-bench-delta-"))
@@ -704,7 +737,7 @@ def main() -> None:
     profile = None
     try:
         with nginx_server(corpus) as (base, server):
-            check = conditional_check(base)
+            run["server"], run["check"] = server, (check := conditional_check(base))
             print(f"serving {base} with {server}; If-None-Match {check['etag']} -> {check['status']}", flush=True)
             for rnd in range(1, 0 if args.profile_only else args.rounds + 1):
                 for kind in kinds if rnd % 2 else kinds[::-1]:
@@ -723,20 +756,23 @@ def main() -> None:
     finally:
         info["load_after"] = os.getloadavg()
         if args.json:
-            args.json.write_text(json.dumps({"argv": args.argv, "machine": info, "results": results,
+            args.json.write_text(json.dumps({"run": run, "machine": info, "results": results,
                                              "failures": failures, "profile": profile}, indent=1, default=str))
         if os.environ.get("BENCH_KEEP_WORKDIR"):
             print(f"logs kept in {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    body = render(args, info, corpus, server, check, results, failures, kinds, profile)
-    print()
-    print(body)
-    if args.results and (results or profile):
-        write_results(args.results, args.title, body)
-        print(f"wrote section {args.title!r} of {args.results}")
+    publish(args, render(run, info, results, failures, profile), bool(results or profile))
     if failures:
         sys.exit(1)
+
+
+def publish(args, body: str, anything: bool) -> None:
+    print()
+    print(body)
+    if args.results and anything:
+        write_results(args.results, args.title, body)
+        print(f"wrote section {args.title!r} of {args.results}")
 
 
 if __name__ == "__main__":

@@ -34,10 +34,11 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    # Before django_q: its qcluster command is audits' own (audits/management/commands/qcluster.py).
+    "audits",
     "django_q",
     "axes",
     "csp",
-    "audits",
 ]
 
 MIDDLEWARE = [

@@ -25,7 +25,7 @@ from .progress import abandon_chunk, advance, page_budget
 from .rendering import browser, render_if_needed
 from .session import SessionKeeper, SessionLost
 from .setup import CrawlSetup, crawl_setup, knob
-from .writer import AuditStopped, ChunkWriter, Item, LeaseLost, items_of
+from .writer import AuditStopped, ChunkWriter, ClusterStopping, Item, LeaseLost, items_of
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
         # A missed beat is not fatal (the lease lasts three): a busy or lost
         # database is the next write's to retry or give up on.
         try:
-            lease.fence(lease_seconds)
+            stopping = not lease.fence(lease_seconds) and lease.stopping()
         except Exception as exc:
             fault = db_fault(exc)
             if fault is None:
@@ -160,6 +160,9 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
             if fault == "connection":
                 close_connection()
             log.warning("%s: heartbeat missed, database %s (%s)", what, fault, exc)
+            return
+        if stopping:
+            raise ClusterStopping()
 
     try:
         if serial:
@@ -179,6 +182,17 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
             lease.finish()
         with_db_retry(stop, what=f"{what} stop")
         return "stopped"
+    except ClusterStopping:
+        # What was written stays; what was not goes back to the frontier, and the
+        # next chunk is queued now for a cluster that is not stopping.
+        def hand_back() -> None:
+            with transaction.atomic():
+                lease.release()
+                if lease.finish():
+                    advance(audit, number, dispatcher)
+        log.info("%s: the cluster is stopping; handing the chunk's URLs back", what)
+        with_db_retry(hand_back, what=f"{what} hand-back")
+        return "handed-back"
 
     def hand_over() -> bool:
         with transaction.atomic():

@@ -42,6 +42,10 @@ class AuditStopped(Exception):
     """The audit was cancelled or failed while this chunk ran."""
 
 
+class ClusterStopping(Exception):
+    """Our cluster is stopping (SIGTERM): hand the chunk's URLs back for another cluster."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Item:
     """A leased frontier URL as the window runs it."""
@@ -186,7 +190,7 @@ class ChunkWriter:
 
     def _fence(self) -> None:
         if not self.lease.fence(knob("LEASE_SECONDS")):
-            raise LeaseLost()
+            raise ClusterStopping() if self.lease.stopping() else LeaseLost()
 
     def write(self, outcomes: list[PageOutcome]) -> None:
         """Store one sub-batch (``_store``), retried while the database is busy or away; then the audit's state."""

@@ -18,6 +18,9 @@ from django.utils import timezone
 from .audit import Audit
 from .results import Page
 
+# Set by the qcluster command for its workers: the cluster's id on the leases they hold.
+CLUSTER_ID_VARIABLE = "SITEWARD_CLUSTER_ID"
+
 
 class FrontierQuerySet(models.QuerySet):
     """Frontier rows, with the lease and Retry-After rules judged by the database clock."""
@@ -200,8 +203,15 @@ class ChunkLeaseQuerySet(models.QuerySet):
         updated = self.filter(claimable, audit_id=audit_id, number=number, attempts__lt=max_attempts).update(
             state=ChunkLease.State.LEASED, token=uuid.uuid4(), attempts=F("attempts") + 1,
             leased_until=Now() + timedelta(seconds=seconds), worker_pid=os.getpid(), started_at=Now(),
+            cluster=os.environ.get(CLUSTER_ID_VARIABLE, ""), stop_requested=False,
         )
         return self.get(audit_id=audit_id, number=number) if updated else None
+
+    def request_stop(self, cluster: str) -> int:
+        """Ask the chunks ``cluster`` is running to hand their URLs back at their next write (it is stopping)."""
+        if not cluster:
+            return 0
+        return self.filter(cluster=cluster, state=ChunkLease.State.LEASED).update(stop_requested=True)
 
 
 class ChunkLease(models.Model):
@@ -221,6 +231,11 @@ class ChunkLease(models.Model):
     leased_until = models.DateTimeField(null=True, blank=True)
     worker_pid = models.PositiveIntegerField(null=True, blank=True)
     url_count = models.PositiveIntegerField(default=0)
+    # Which cluster runs it (the qcluster command's id), and whether that cluster
+    # is stopping: the chunk then hands its URLs back instead of holding them
+    # until its lease runs out.
+    cluster = models.CharField(max_length=32, blank=True)
+    stop_requested = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -240,14 +255,21 @@ class ChunkLease(models.Model):
         return f"chunk {self.number} of audit {self.audit_id} ({self.state})"
 
     def fence(self, seconds: int) -> bool:
-        """Extend the lease by ``seconds``, only while we still own it (the owner token).
+        """Extend the lease by ``seconds``, only while we still own it (the owner token) and may go on.
 
         Every write of a chunk calls this first inside its transaction; False
-        means the lease was reclaimed from us and nothing may be written.
+        means the lease was reclaimed from us and nothing may be written, or
+        that our cluster is stopping (``stopping``).
         """
-        return ChunkLease.objects.filter(pk=self.pk, token=self.token, state=self.State.LEASED).update(
+        return ChunkLease.objects.filter(pk=self.pk, token=self.token, state=self.State.LEASED,
+                                         stop_requested=False).update(
             leased_until=Now() + timedelta(seconds=seconds)
         ) == 1
+
+    def stopping(self) -> bool:
+        """Whether we still own the lease and our cluster asked us to hand it back."""
+        return ChunkLease.objects.filter(pk=self.pk, token=self.token, state=self.State.LEASED,
+                                         stop_requested=True).exists()
 
     def release(self, ids: list[int] | None = None) -> None:
         """Hand URLs this chunk holds (``ids``, or all) back to the frontier, if we still own it."""

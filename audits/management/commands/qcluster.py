@@ -1,0 +1,52 @@
+"""django-q2's ``qcluster``, whose running chunks hand their URLs back when it is told to stop.
+
+On SIGTERM (or Ctrl-C) django-q2 lets each worker finish its task, which for a
+crawl chunk can take its whole soft deadline, while its URLs stay leased. This
+cluster first marks the chunk leases its workers hold (``ChunkLease.cluster``,
+the id its workers inherit through the environment) as asked to stop: each
+chunk sees that at its next heartbeat or write, keeps what it stored, puts the
+rest back in the frontier and queues the next chunk, which another cluster
+takes at once. Then django-q2 stops as it always does.
+"""
+
+import logging
+import os
+import uuid
+
+from django.conf import settings
+from django.db import connection
+from django_q.cluster import Cluster
+from django_q.management.commands.qcluster import Command as QClusterCommand
+
+from ...models import ChunkLease
+from ...models.lease import CLUSTER_ID_VARIABLE
+
+log = logging.getLogger(__name__)
+
+
+class ReleasingCluster(Cluster):
+    def sig_handler(self, signum, frame):
+        cluster = os.environ.get(CLUSTER_ID_VARIABLE, "")
+        try:
+            asked = ChunkLease.objects.request_stop(cluster)
+            log.info("cluster %s stopping: %s running chunk(s) asked to hand their URLs back", cluster, asked)
+        except Exception:  # the stop itself must happen whatever the database says
+            log.exception("could not ask this cluster's chunks to hand their URLs back")
+        finally:
+            connection.close()
+        super().sig_handler(signum, frame)
+
+
+class Command(QClusterCommand):
+    help = "Starts a django-q2 cluster whose running crawl chunks hand their URLs back when it stops."
+
+    def handle(self, *args, **options):
+        settings.SECRET_KEY  # as django-q2's: signing needs it
+        if options.get("cluster_name"):
+            os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
+        # Before the workers fork, so every chunk they claim carries this cluster's id.
+        os.environ[CLUSTER_ID_VARIABLE] = uuid.uuid4().hex
+        cluster = ReleasingCluster()
+        cluster.start()
+        if options.get("run_once", False):
+            cluster.stop()
