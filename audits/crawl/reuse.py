@@ -11,13 +11,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from django.db import connection
+
 from crawler.catalogue import CROSS_PAGE_CODES, START_CODES
 from crawler.page import PageOutcome
 from crawler.revalidate import Validators
 from crawler.types import Canonical, Link, PageFacts
 from crawler.urls import url_hash
 
-from ..models import Audit, Issue, LinkEdge, Page
+from ..models import Audit, Issue, Page
 from .admission import LOOKUP_BATCH
 
 # The issues a page's own checks reported, which an unchanged page keeps; the
@@ -26,12 +28,19 @@ NOT_CARRIED = CROSS_PAGE_CODES | START_CODES
 # What a reused page's row takes from the source row, beside what PageFacts carries.
 _PAGE_FIELDS = ["id", "url_hash", "status_code", "content_type", "size_bytes", "title", "description", "canonical",
                 "h1_count", "word_count", "robots", "content_hash", "body_hash", "etag", "last_modified",
-                "unchanged_since", "rendered", "raw_facts"]
+                "unchanged_since", "rendered", "raw_facts", "outlinks"]
 
 
 def source_of(audit: Audit) -> int | None:
-    """The audit a delta crawl reuses, or None (another mode, or its source was deleted)."""
-    return audit.source_id if audit.mode == Audit.Mode.DELTA else None
+    """The audit a delta crawl reuses, or None: another mode, a deleted source, or one of another origin.
+
+    The stored edges say internal or not against their audit's origin: a site
+    that moved (http to https, a new host) is crawled in full.
+    """
+    if audit.mode != Audit.Mode.DELTA or audit.source_id is None:
+        return None
+    same = Audit.objects.filter(pk=audit.source_id, origin=audit.origin).exists()
+    return audit.source_id if same else None
 
 
 def validators(source_id: int, hashes: list[str]) -> dict[str, Validators]:
@@ -58,12 +67,16 @@ class Carried:
     issues: tuple[dict, ...]
     rendered: bool = False  # a rendered page's facts are the browser's, and its HTML's are kept
     raw_facts: dict | None = None
+    outlinks: int = 0
 
 
-def revive(source_id: int, outcomes: list[PageOutcome]) -> tuple[list[PageOutcome], dict[str, Carried]]:
-    """``outcomes`` with each unchanged page's facts and outlinks restored from the source audit.
+def revive(audit_id: int, source_id: int, outcomes: list[PageOutcome]) -> tuple[list[PageOutcome], dict[str, Carried]]:
+    """``outcomes`` with each unchanged page's facts restored from the source audit, and the links admission needs.
 
-    Three reads a sub-batch: the page rows, their edges, their issues. An
+    Three reads a sub-batch: the page rows, the edges whose targets this
+    audit's frontier has not seen (``UNSEEN_TARGETS_SQL``), and the issues.
+    A reused page's ``outlinks`` are only those edges: its stored outlink count
+    is ``Carried.outlinks``, and its edges are copied by ``copy_edges``. An
     unchanged page whose source row is gone (a deleted audit) stays without
     facts; it is stored as fetched.
     """
@@ -73,9 +86,7 @@ def revive(source_id: int, outcomes: list[PageOutcome]) -> tuple[list[PageOutcom
     rows = {row["url_hash"]: row for row in Page.objects.filter(
         audit_id=source_id, url_hash__in=list(wanted)).values(*_PAGE_FIELDS)}
     links: dict[str, list[Link]] = {}
-    edges = LinkEdge.objects.filter(audit_id=source_id, source_hash__in=list(rows)).order_by("id")
-    for digest, url, tag, text, nofollow in edges.values_list("source_hash", "target_url", "tag", "anchor_text",
-                                                              "nofollow"):
+    for digest, url, tag, text, nofollow in _unseen_targets(audit_id, source_id, list(rows)):
         links.setdefault(digest, []).append(Link(url, tag, text, (), nofollow))
     issues: dict[int, list[dict]] = {}
     for issue in Issue.objects.filter(audit_id=source_id, page_id__in=[r["id"] for r in rows.values()]).exclude(
@@ -91,8 +102,49 @@ def revive(source_id: int, outcomes: list[PageOutcome]) -> tuple[list[PageOutcom
             continue
         revived.append(_revived(o, row, tuple(links.get(digest, ()))))
         carried[digest] = Carried(row["unchanged_since"] or source_id, row["body_hash"],
-                                  tuple(issues.get(row["id"], ())), row["rendered"], row["raw_facts"])
+                                  tuple(issues.get(row["id"], ())), row["rendered"], row["raw_facts"],
+                                  row["outlinks"])
     return revived, carried
+
+
+# A reused page's edges whose target the frontier has not seen, or has only as
+# a sitemap-only page: the only ones admission could act on. Most of a page's
+# links (navigation, footers) were queued long before, so admission is spared
+# rebuilding and looking up each of them.
+UNSEEN_TARGETS_SQL = """
+    SELECT e.source_hash, e.target_url, e.tag, e.anchor_text, e.nofollow
+    FROM audits_linkedge e
+    WHERE e.audit_id = %s AND e.source_hash IN ({sources})
+      AND NOT EXISTS (SELECT 1 FROM audits_frontierurl f WHERE f.audit_id = %s AND f.url_hash = e.target_hash
+                      AND (f.linked OR f.kind <> 'page'))
+    ORDER BY e.id
+"""
+# The reused pages' edges, copied in the database as they were.
+COPY_EDGES_SQL = """
+    INSERT INTO audits_linkedge (audit_id, source_hash, source_url, target_hash, target_url, tag, anchor_text,
+                                 nofollow, internal)
+    SELECT %s, source_hash, source_url, target_hash, target_url, tag, anchor_text, nofollow, internal
+    FROM audits_linkedge WHERE audit_id = %s AND source_hash IN ({sources})
+"""
+
+
+def _unseen_targets(audit_id: int, source_id: int, sources: list[str]) -> list[tuple]:
+    found = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(sources), LOOKUP_BATCH):
+            part = sources[start:start + LOOKUP_BATCH]
+            cursor.execute(UNSEEN_TARGETS_SQL.format(sources=", ".join(["%s"] * len(part))),
+                           [source_id, *part, audit_id])
+            found += cursor.fetchall()
+    return found
+
+
+def copy_edges(audit_id: int, source_id: int, sources: list[str]) -> None:
+    """Copy the source audit's edges of ``sources`` (reused pages) into this audit."""
+    with connection.cursor() as cursor:
+        for start in range(0, len(sources), LOOKUP_BATCH):
+            part = sources[start:start + LOOKUP_BATCH]
+            cursor.execute(COPY_EDGES_SQL.format(sources=", ".join(["%s"] * len(part))), [audit_id, source_id, *part])
 
 
 def _revived(o: PageOutcome, row: dict, outlinks: tuple[Link, ...]) -> PageOutcome:

@@ -212,10 +212,10 @@ class ChunkWriter:
             outcomes = self._reschedule_rate_limited(outcomes)
             carried: dict[str, reuse.Carried] = {}
             if self.source is not None:
-                outcomes, carried = reuse.revive(self.source, outcomes)
+                outcomes, carried = reuse.revive(self.audit.pk, self.source, outcomes)
             pages = self._write_pages(outcomes, carried)
             issues = self._write_issues(outcomes, pages, carried)
-            discovered = self._write_links(outcomes)
+            discovered = self._write_links(outcomes, carried)
             hashes = list(pages)
             ids = [self.ids[digest] for digest in hashes if digest in self.ids]
             done = FrontierURL.objects.held_by(self.lease)
@@ -291,15 +291,19 @@ class ChunkWriter:
         insert_issues(issues)
         return issues
 
-    def _write_links(self, outcomes: list[PageOutcome]) -> int:
-        """Link edges for every outlink; new frontier rows for what the crawl should fetch."""
+    def _write_links(self, outcomes: list[PageOutcome], carried: dict[str, reuse.Carried]) -> int:
+        """Link edges for every outlink; new frontier rows for what the crawl should fetch.
+
+        A reused page's edges are copied from its source audit in the database
+        (its ``outlinks`` hold only the links admission may act on).
+        """
         origin = self.setup.scope.origin if self.setup.scope else None
         inside = f"{origin}/" if origin else None
         parsed = [(url_hash(o.url), o) for o in outcomes if o.facts is not None]
         edges = [
             (self.audit.pk, source, o.url, url_hash(link.url), link.url, link.tag,
              clean(link.text, 200), link.nofollow, inside is not None and link.url.startswith(inside))
-            for source, o in parsed for link in o.outlinks
+            for source, o in parsed if source not in carried for link in o.outlinks
         ]
         # A retried page replaces the edges an earlier try wrote; the fence makes
         # this transaction the only writer of these sources. Only pages have edges.
@@ -307,6 +311,8 @@ class ChunkWriter:
         for start in range(0, len(sources), admission.LOOKUP_BATCH):
             LinkEdge.objects.filter(audit=self.audit, source_hash__in=sources[start:start + admission.LOOKUP_BATCH]).delete()
         write_edges(edges)
+        if carried:
+            reuse.copy_edges(self.audit.pk, self.source, list(carried))
         if self.audit.mode == Audit.Mode.VALIDATE:
             return 0  # a validation fetches what it was seeded with and follows no link
         return admission.admit(self.audit, self.setup, outcomes, self._crawlable)

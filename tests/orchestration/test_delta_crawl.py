@@ -105,3 +105,14 @@ def test_a_delta_audit_whose_source_was_deleted_crawls_everything_in_full(owner,
     delta.refresh_from_db()
     assert delta.status == Audit.Status.COMPLETED
     assert not Page.objects.filter(audit=delta).exclude(unchanged_since=None).exists()
+
+
+def test_a_delta_audit_of_a_site_that_moved_crawls_everything_in_full(owner, fast_settings):
+    with VersionedSite(10) as site:
+        first = audit_of(owner, site)
+        # As if the site had answered on another origin then (http, before its move to https).
+        Audit.objects.filter(pk=first.pk).update(origin="https://elsewhere.example")
+        site.reset_counts()
+        delta = audit_of(owner, site, mode=Audit.Mode.DELTA, source=first)
+        assert not site.not_modified
+    assert not Page.objects.filter(audit=delta).exclude(unchanged_since=None).exists()
