@@ -7,8 +7,9 @@ import base64
 import secrets
 import threading
 
-from pytest_httpserver import HTTPServer
 from werkzeug.wrappers import Request, Response
+
+from tests.loopback import Loopback
 
 USER, PASSWORD = "ann", "s3cret-pass"
 
@@ -26,27 +27,7 @@ def page(title: str, links: list[str]) -> str:
             + "<p>words " * 60 + "</p></body></html>")
 
 
-class _Loopback:
-    """A pytest-httpserver on 127.0.0.1 answering every request with ``handler``, as a context manager."""
-
-    def __init__(self, handler):
-        self.server = HTTPServer(host="127.0.0.1", port=0)
-        self.server.expect_request("").respond_with_handler(handler)
-
-    def __enter__(self):
-        self.server.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.clear()
-        if self.server.is_running():
-            self.server.stop()
-
-    def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.server.port}{path}"
-
-
-class LoginSite(_Loopback):
+class LoginSite(Loopback):
     """``mode`` is "form" (cookie login) or "basic" (HTTP basic auth). ``session_uses``:
     a session expires after that many pages (None: never)."""
 
@@ -121,7 +102,7 @@ class LoginSite(_Loopback):
         return response
 
 
-class RequestLog(_Loopback):
+class RequestLog(Loopback):
     """An "external" host on 127.0.0.1 that answers 200 and records every request's headers."""
 
     def __init__(self):

@@ -6,15 +6,16 @@ Hostile pages: ``/spy`` (its script asks for ``other`` (another loopback
 port, by fetch and by WebSocket) and the cloud metadata address), ``/spin`` (a script that never yields),
 ``/chatty`` (a request every 100 ms, so the network never goes idle),
 ``/broken`` (a script error and a missing script). ``requests`` counts the
-paths asked for; ``in_flight`` is how many answers are being written.
+paths asked for.
 """
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+
+from werkzeug.wrappers import Request, Response
+
+from tests.loopback import Loopback
 
 SHELL = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Loading</title>{head}</head>
 <body><noscript>Please enable JavaScript to use this app.</noscript><div id="root"></div>{scripts}</body></html>"""
@@ -39,48 +40,17 @@ for (let m = 0; m < pages; m++) {
 """
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):
-        site = self.server.site
-        path = urlsplit(self.path).path
-        with site.lock:
-            site.requests[path] += 1
-            site.in_flight += 1
-            site.most_in_flight = max(site.most_in_flight, site.in_flight)
-        try:
-            status, content_type, body = site.answer(path)
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        finally:
-            with site.lock:
-                site.in_flight -= 1
-
-    def log_message(self, format, *args):
-        pass
-
-
-class RenderSite:
+class RenderSite(Loopback):
     def __init__(self, pages: int = 4, *, other: str = "http://127.0.0.1:9"):
+        super().__init__(self._answer)
         self.pages = pages
         self.other = other
         self.requests: Counter[str] = Counter()
-        self.in_flight = 0
-        self.most_in_flight = 0
-        self.lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._server.daemon_threads = True
-        self._server.site = self
-        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
 
-    def url(self, path: str = "/") -> str:
-        return self.base + path
+    def _answer(self, request: Request) -> Response:
+        self.requests[request.path] += 1
+        status, content_type, body = self.answer(request.path)
+        return Response(body, status=status, content_type=content_type)
 
     def answer(self, path: str) -> tuple[int, str, bytes]:
         html = "text/html; charset=utf-8"
@@ -109,11 +79,3 @@ class RenderSite:
             broken = '<script src="/missing.js"></script><script>undefinedFunction();</script>'
             return 200, html, SHELL.format(head="", scripts=script + broken).encode()
         return 404, html, b"<html><head><title>Not found</title></head><body>Not found</body></html>"
-
-    def __enter__(self) -> RenderSite:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()

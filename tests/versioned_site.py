@@ -12,53 +12,16 @@ import hashlib
 import threading
 from collections import Counter
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+
+from werkzeug.wrappers import Request, Response
+
+from tests.loopback import Loopback
 
 STAMP = 1_790_000_000  # a fixed Last-Modified for version 1 of every page
+NOT_FOUND = b"<html><head><title>Not found</title></head><body>Gone</body></html>"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):
-        site = self.server.site
-        path = urlsplit(self.path).path
-        page = site.page(path)
-        if page is None:
-            return self._send(404, b"<html><head><title>Not found</title></head><body>Gone</body></html>", {})
-        body, etag, modified = page
-        headers = {}
-        if site.validators == "etag":
-            headers["ETag"] = etag
-            fresh = self.headers.get("If-None-Match") == etag
-        elif site.validators == "date":
-            headers["Last-Modified"] = modified
-            fresh = self.headers.get("If-Modified-Since") == modified
-        else:
-            fresh = False
-        if fresh:
-            site.count(site.not_modified, path)
-            return self._send(304, b"", headers, body=False)
-        site.count(site.full, path)
-        self._send(200, body, headers)
-
-    def _send(self, status: int, payload: bytes, headers: dict, *, body: bool = True) -> None:
-        self.send_response(status)
-        if body:
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(payload)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        if body:
-            self.wfile.write(payload)
-
-    def log_message(self, format, *args):
-        pass
-
-
-class VersionedSite:
+class VersionedSite(Loopback):
     """``size`` pages, /p/0 (the home page) to /p/<size-1>.
 
     Every page links to /missing (a broken link), and page 0 to /p/<size>, which
@@ -66,21 +29,36 @@ class VersionedSite:
     """
 
     def __init__(self, size: int, *, validators: str = "etag"):
+        super().__init__(self._answer)
         self.size = size
         self.validators = validators
         self.versions = [1] * size
         self.full: Counter[str] = Counter()
         self.not_modified: Counter[str] = Counter()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._server.daemon_threads = True
-        self._server.site = self
-        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+
+    def _answer(self, request: Request) -> Response:
+        page = self.page(request.path)
+        if page is None:
+            return Response(NOT_FOUND, status=404, content_type="text/html; charset=utf-8")
+        body, etag, modified = page
+        headers = {}
+        if self.validators == "etag":
+            headers["ETag"] = etag
+            fresh = request.headers.get("If-None-Match") == etag
+        elif self.validators == "date":
+            headers["Last-Modified"] = modified
+            fresh = request.headers.get("If-Modified-Since") == modified
+        else:
+            fresh = False
+        if fresh:
+            self.count(self.not_modified, request.path)
+            return Response(status=304, headers=headers)
+        self.count(self.full, request.path)
+        return Response(body, headers=headers, content_type="text/html; charset=utf-8")
 
     def url(self, path: str = "/p/0") -> str:
-        return self.base + path
+        return super().url(path)
 
     def bump(self, n: int) -> None:
         self.versions[n] += 1
@@ -118,11 +96,3 @@ class VersionedSite:
         etag = '"' + hashlib.blake2b(body, digest_size=8).hexdigest() + '"'
         modified = formatdate(STAMP + version, usegmt=True)
         return body, etag, modified
-
-    def __enter__(self) -> VersionedSite:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
