@@ -38,21 +38,27 @@ def source_from_options(opts, owner, start_url: str) -> Audit | None:
         if source is None:
             raise CommandError(f"--from {PREVIOUS}: no completed audit of {start_url} to start from", returncode=2)
         return source
+    return earlier_audit("--from", given, owner, start_url, "started from")
+
+
+def earlier_audit(flag: str, given: str, owner, start_url: str, use: str) -> Audit:
+    """The completed audit of the same owner and site that ``flag`` names by id; exits 2 with why not."""
     if not given.isdigit():
-        raise CommandError(f"--from: expected an audit id or '{PREVIOUS}', not {given!r}", returncode=2)
-    source = Audit.objects.select_related("site").filter(pk=int(given)).first()
+        raise CommandError(f"{flag}: expected an audit id or '{PREVIOUS}', not {given!r}", returncode=2)
+    audit = Audit.objects.select_related("site").filter(pk=int(given)).first()
     problem = None
-    if source is None:
+    if audit is None:
         problem = f"there is no audit {given}"
-    elif source.owner_id != owner.pk:
-        problem = f"audit {source.pk} belongs to another user, not {owner.get_username()!r} (see --owner)"
-    elif source.site.start_url != start_url:
-        problem = f"audit {source.pk} is of {source.site.start_url}, not {start_url}"
-    elif source.status != Audit.Status.COMPLETED:
-        problem = f"audit {source.pk} is {source.status}; only a completed audit can be started from"
+    elif audit.owner_id != owner.pk:
+        problem = f"audit {audit.pk} belongs to another user, not {owner.get_username()!r} (see --owner)"
+    elif audit.site.start_url != start_url:
+        problem = f"audit {audit.pk} is of {audit.site.start_url}, not {start_url}; only audits of the same site " \
+                  f"can be {use}"
+    elif audit.status != Audit.Status.COMPLETED:
+        problem = f"audit {audit.pk} is {audit.status}; only a completed audit can be {use}"
     if problem:
-        raise CommandError(f"--from: {problem}", returncode=2)
-    return source
+        raise CommandError(f"{flag}: {problem}", returncode=2)
+    return audit
 
 
 def apply_mode(audit: Audit, opts, source: Audit | None) -> None:

@@ -37,7 +37,7 @@ from ...summary import severity_counts
 from ...system_checks import CLUSTER_CHECKS
 from ..access_args import access_from_options, add_access_arguments, save_access
 from ...crawl.rows import raw_facts
-from ..mode_args import add_mode_arguments, apply_mode, source_from_options
+from ..mode_args import add_mode_arguments, apply_mode, earlier_audit, source_from_options
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
 # What rendering changed, as a rendered page's record lists it.
@@ -260,24 +260,8 @@ class Command(BaseCommand):
         """The audit --compare-to names, checked; None for 'previous' (resolved once the audit exists)."""
         if compare_to in (None, PREVIOUS):
             return None
-        if not compare_to.isdigit():
-            raise CommandError(f"--compare-to: expected an audit id or '{PREVIOUS}', not {compare_to!r}",
-                               returncode=2)
-        baseline = Audit.objects.select_related("site").filter(pk=int(compare_to)).first()
-        problem = None
-        if baseline is None:
-            problem = f"there is no audit {compare_to}"
-        elif baseline.owner_id != owner.pk:
-            problem = f"audit {baseline.pk} belongs to another user, not {owner.get_username()!r} (see --owner)"
-        elif baseline.site.start_url != start_url:
-            # Issues are matched by a key that includes their URL: another site's would all differ.
-            problem = (f"audit {baseline.pk} is of {baseline.site.start_url}, not {start_url}; "
-                       "only audits of the same site can be compared")
-        elif baseline.status != Audit.Status.COMPLETED:
-            problem = f"audit {baseline.pk} is {baseline.status}; only a completed audit can be compared with"
-        if problem:
-            raise CommandError(f"--compare-to: {problem}", returncode=2)
-        return baseline
+        # Issues are matched by a key that includes their URL: another site's would all differ.
+        return earlier_audit("--compare-to", compare_to, owner, start_url, "compared with")
 
     def _owner(self, username: str | None):
         User = get_user_model()
