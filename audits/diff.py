@@ -18,6 +18,7 @@ from crawler.catalogue import ANSWER_CODES, LINK_CODES, SITE_WIDE_CODES, START_C
 
 from .models import Audit, GoneIssue, IgnoreRule, Issue, PageChange, Severity
 
+
 def _codes(codes) -> str:
     """A literal SQL list of issue codes (catalogue names: lower-case letters, digits and underscores)."""
     if not all(code.isidentifier() and code.islower() for code in codes):

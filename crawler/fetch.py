@@ -227,12 +227,11 @@ class Fetcher:
     ) -> FetchResult:
         """GET ``url`` following redirects hop by hop; never raises for site faults.
 
-        ``keep_body``: ``None`` keeps the body of HTML responses only, ``True``
-        always (then a body cut at a cap is kept as a prefix alongside the
-        BODY_TOO_LARGE / DECOMPRESSION_LIMIT error, which robots.txt needs),
-        ``False`` never. ``max_bytes`` replaces both body caps for this call.
-        ``headers`` go on the first hop only: a conditional request's
-        validators belong to ``url``, not to where it may redirect.
+        ``keep_body``: ``None`` keeps HTML bodies only, ``True`` always (a body cut
+        at a cap is kept as a prefix beside BODY_TOO_LARGE / DECOMPRESSION_LIMIT,
+        which robots.txt needs), ``False`` never. ``max_bytes`` replaces both
+        caps. ``headers`` go on the first hop only: a conditional request's
+        validators are ``url``'s, not its redirect target's.
         """
         return await self._guarded("GET", url, keep_body, max_bytes, headers)
 
@@ -269,10 +268,8 @@ class Fetcher:
             return self._failed(trail, url, exc)
         return self._finished(trail, response)
 
-    async def _guarded(
-        self, method: str, url: str, keep_body: bool | None, max_bytes: int | None,
-        first_hop: list[tuple[bytes, bytes]] = (),
-    ) -> FetchResult:
+    async def _guarded(self, method: str, url: str, keep_body: bool | None, max_bytes: int | None,
+                       first_hop: list[tuple[bytes, bytes]] = ()) -> FetchResult:
         trail = _Trail(url=url, method=method, started=time.monotonic())
         try:
             return await self._run(trail, keep_body, max_bytes, first_hop)
@@ -284,10 +281,8 @@ class Fetcher:
             detail = f"{type(exc).__name__}: {exc}"
             return self._failed(trail, url, CrawlError(detail))
 
-    async def _run(
-        self, trail: _Trail, keep_body: bool | None, max_bytes: int | None,
-        first_hop: list[tuple[bytes, bytes]] = (),
-    ) -> FetchResult:
+    async def _run(self, trail: _Trail, keep_body: bool | None, max_bytes: int | None,
+                   first_hop: list[tuple[bytes, bytes]] = ()) -> FetchResult:
         policy = self.policy
         budget_end = trail.started + policy.total_budget
         target = parse_url(trail.url)

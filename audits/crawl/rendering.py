@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 from crawler.checks import PageContext
-from crawler.fetch import Fetcher
 from crawler.errors import DnsFailure, UnsafeAddress
+from crawler.fetch import Fetcher
 from crawler.net import AddressGuard
 from crawler.page import PageOutcome
 from crawler.render import Renderer

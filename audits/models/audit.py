@@ -15,7 +15,6 @@ from django.utils import timezone
 
 from crawler.types import Severity as CrawlSeverity
 
-
 # How an audit treats JavaScript (crawler.render_rules): read the HTML only,
 # render every page, or render the pages whose HTML looks like an app shell.
 RENDER_CHOICES = [("none", "HTML only"), ("all", "Render every page"), ("auto", "Render app shells")]

@@ -21,7 +21,7 @@ def test_re_check_issues_starts_a_validation_of_the_audit(owner_client, owner):
     pages = set(Issue.objects.filter(audit=audit).exclude(page=None).values_list("page_id", flat=True))
     assert fresh.max_pages >= len(pages) and fresh.max_pages != 42
     body = owner_client.get(fresh.get_absolute_url()).content.decode()
-    assert f"re-checks the issues of audit" in body and 'id="source-link"' in body
+    assert "re-checks the issues of audit" in body and 'id="source-link"' in body
 
 
 def test_re_crawl_changes_starts_a_delta_crawl_with_the_same_limits(owner_client, owner):

@@ -6,7 +6,7 @@ import pytest
 
 from audits import validation
 from audits.inline import run_audit_inline
-from audits.models import Audit, Issue, Page
+from audits.models import Audit, Issue
 from audits.services import follow_up_fields
 from tests.editable_site import EditableSite
 from tests.factories import make_audit

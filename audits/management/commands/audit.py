@@ -28,6 +28,7 @@ from django.db.models import Max
 from psycopg.pq import TransactionStatus
 
 from ... import diff, validation
+from ...crawl.rows import raw_facts
 from ...finalize import run_finalize
 from ...forms import AuditForm
 from ...inline import run_audit_inline
@@ -36,7 +37,6 @@ from ...services import create_audit, new_audit
 from ...summary import severity_counts
 from ...system_checks import CLUSTER_CHECKS
 from ..access_args import access_from_options, add_access_arguments, save_access
-from ...crawl.rows import raw_facts
 from ..mode_args import add_mode_arguments, apply_mode, earlier_audit, source_from_options
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}

@@ -14,6 +14,7 @@ import os
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django_q.cluster import Cluster
 from django_q.management.commands.qcluster import Command as QClusterCommand
@@ -41,7 +42,8 @@ class Command(QClusterCommand):
     help = "Starts a django-q2 cluster whose running crawl chunks hand their URLs back when it stops."
 
     def handle(self, *args, **options):
-        settings.SECRET_KEY  # as django-q2's: signing needs it
+        if not settings.SECRET_KEY:  # as django-q2's: signing needs it
+            raise ImproperlyConfigured("The cluster signs its tasks with SECRET_KEY, which is not set.")
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
         # Before the workers fork, so every chunk they claim carries this cluster's id.
