@@ -55,7 +55,7 @@ def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], craw
     and robots.txt rules.
     """
     offers = _offers(audit, setup, outcomes)
-    known = _known(audit.pk, list(offers))
+    known = known_targets(audit.pk, list(offers))
     # Linked already, or present and not a page (a resource, a checked external
     # link): nothing to do. A present, unlinked page is a sitemap-only one.
     offers = {h: c for h, c in offers.items() if h not in known or (not known[h] and c.kind == Page.Kind.PAGE)}
@@ -121,7 +121,7 @@ def _offers(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome]) ->
     return offers
 
 
-def _known(audit_id: int, hashes: list[str]) -> dict[str, bool]:
+def known_targets(audit_id: int, hashes: list[str]) -> dict[str, bool]:
     """Which of ``hashes`` the audit's frontier holds, each with whether it was reached by a link.
 
     A plain statement through the cursor: the ORM compiled each of the thousands

@@ -20,6 +20,7 @@ from crawler.types import Canonical, Link, PageFacts
 from crawler.urls import url_hash
 
 from ..models import Audit, Issue, Page
+from . import admission
 from .admission import LOOKUP_BATCH
 
 # The issues a page's own checks reported, which an unchanged page keeps; the
@@ -107,17 +108,15 @@ def revive(audit_id: int, source_id: int, outcomes: list[PageOutcome]) -> tuple[
     return revived, carried
 
 
-# A reused page's edges whose target the frontier has not seen, or has only as
-# a sitemap-only page: the only ones admission could act on. Most of a page's
-# links (navigation, footers) were queued long before, so admission is spared
-# rebuilding and looking up each of them.
-UNSEEN_TARGETS_SQL = """
-    SELECT e.source_hash, e.target_url, e.tag, e.anchor_text, e.nofollow
-    FROM audits_linkedge e
-    WHERE e.audit_id = %s AND e.source_hash IN ({sources})
-      AND NOT EXISTS (SELECT 1 FROM audits_frontierurl f WHERE f.audit_id = %s AND f.url_hash = e.target_hash
-                      AND (f.linked OR f.kind <> 'page'))
-    ORDER BY e.id
+# A reused page's edges: admission is handed only those whose target this
+# audit's frontier has not seen, or has as a sitemap-only page. Most of a
+# page's links (navigation, footers) were queued long before, so admission is
+# spared rebuilding and looking up each of them. The frontier is looked up by
+# key here, not anti-joined in SQL: a running audit's frontier has no planner
+# statistics yet, and PostgreSQL then scanned it once per edge.
+SOURCE_EDGES_SQL = """
+    SELECT source_hash, target_hash, target_url, tag, anchor_text, nofollow FROM audits_linkedge
+    WHERE audit_id = %s AND source_hash IN ({sources}) ORDER BY id
 """
 # The reused pages' edges, copied in the database as they were.
 COPY_EDGES_SQL = """
@@ -129,14 +128,16 @@ COPY_EDGES_SQL = """
 
 
 def _unseen_targets(audit_id: int, source_id: int, sources: list[str]) -> list[tuple]:
-    found = []
+    """(source hash, target URL, tag, anchor, nofollow) of the sources' edges admission may act on."""
+    edges = []
     with connection.cursor() as cursor:
         for start in range(0, len(sources), LOOKUP_BATCH):
             part = sources[start:start + LOOKUP_BATCH]
-            cursor.execute(UNSEEN_TARGETS_SQL.format(sources=", ".join(["%s"] * len(part))),
-                           [source_id, *part, audit_id])
-            found += cursor.fetchall()
-    return found
+            cursor.execute(SOURCE_EDGES_SQL.format(sources=", ".join(["%s"] * len(part))), [source_id, *part])
+            edges += cursor.fetchall()
+    linked = admission.known_targets(audit_id, list({edge[1] for edge in edges}))
+    return [(source, url, tag, text, nofollow) for source, target, url, tag, text, nofollow in edges
+            if not linked.get(target, False)]
 
 
 def copy_edges(audit_id: int, source_id: int, sources: list[str]) -> None:
