@@ -41,8 +41,9 @@ SAMPLE_SECONDS = 0.1
 SHELL = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Loading</title></head>
 <body><noscript>Please enable JavaScript to use this app.</noscript><div id="root"></div>
 <script src="/app.js"></script></body></html>"""
-# Each page links to the next ten (wrapping), so the app is one connected site
-# whose depth grows with its size, as a real one's does.
+# The home page is the app's index (it links every page, as a docs index does:
+# one template of numbered pages may only go a few clicks deep before the
+# crawl's trap rule stops it), and each page links the next ten, wrapping.
 APP_JS = """
 const pages = %(pages)d;
 const here = location.pathname;
@@ -57,9 +58,10 @@ for (let k = 0; k < 5; k++) {
   p.textContent = ("A paragraph the script writes for this page of the app. ").repeat(12);
   root.appendChild(p);
 }
-for (let m = 1; m <= 10; m++) {
-  const a = document.createElement("a"); const to = (n + m) %% pages;
-  a.href = `/app/${to}.html`; a.textContent = `Page ${to}`; root.appendChild(a);
+const targets = here === "/" ? [...Array(pages).keys()] : [...Array(10).keys()].map((m) => (n + m + 1) %% pages);
+for (const to of targets) {
+  const a = document.createElement("a"); a.href = `/app/${to}.html`; a.textContent = `Page ${to}`;
+  root.appendChild(a);
 }
 """
 
