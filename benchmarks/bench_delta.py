@@ -30,7 +30,10 @@ count, and the delta's page records with ``"unchanged": true`` are counted.
     .venv/bin/python -m benchmarks.bench_delta --install --snapshot --size 10000 --rounds 3 \\
         --results benchmarks/RESULTS.md --title "Delta audits: an unchanged 10,000-page corpus"
 
-Others edit the checkout while it runs? ``--snapshot`` copies its files
+One run at a time: a second one started while another measures refuses to
+start (a lock in the temporary directory), since the two would share the
+cores and the PostgreSQL database. Others edit the checkout while it runs?
+``--snapshot`` copies its files
 (without .git, .venv, var) to the work directory first and runs the copy, so
 every audit runs the same code; the section names the HEAD commit and a digest
 of the product code either way.
@@ -92,6 +95,9 @@ from benchmarks.static_server import NGINX, install_nginx, nginx_server  # noqa:
 TARGET = 1 / 3  # delta / full, for wall time and for CPU
 TARGET_TEXT = "0.33"
 PG_DATABASE = "siteward_benchdelta"
+# One run at a time on a machine: two would share the cores (each measuring the other's load) and the
+# PostgreSQL database above (each dropping it under the other).
+LOCK = Path(tempfile.gettempdir()) / "siteward-bench-delta.lock"
 DB_LABELS = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
 TITLE = "Delta audits: an unchanged 10,000-page corpus"
 
@@ -121,6 +127,25 @@ def conditional_check(base: str) -> dict:
     return {"etag": etag, "last_modified": modified, "status": status,
             "command": shlex.join(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H",
                                    f"If-None-Match: {etag}", "http://127.0.0.1:PORT/"])}
+
+
+def hold_lock():
+    """This run's lock on ``LOCK``, or None when another run holds it (its pid is in the file)."""
+    import fcntl
+
+    handle = open(LOCK, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        return None, holder
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle, ""
 
 
 def postgres_version() -> str:
@@ -575,6 +600,7 @@ def render(run: dict, info: dict, results: list[dict], failures: list[str], prof
     if not results and profile:
         return "\n".join(lines + [""] + render_profile(profile, run["profile_top"]))
     lines += [
+        "",
         f"Each round, on each database (order alternating by round), on an empty database of its own (SQLite: "
         f"a fresh `SITEWARD_VAR_DIR`, no `DATABASE_URL`; PostgreSQL: `{PG_DATABASE}`, dropped and created "
         f"again): `manage.py migrate`, then the full audit `manage.py audit URL --allow-private --no-external "
@@ -709,6 +735,9 @@ def main() -> None:
     kinds = [k for k in args.databases.split(",") if k]
     if not kinds or (unknown := set(kinds) - set(DB_LABELS)):
         parser.error(f"unknown database {', '.join(sorted(unknown)) if kinds else '(none)'}")
+    lock, holder = hold_lock()
+    if lock is None:
+        parser.error(f"another bench_delta run (pid {holder}) is measuring on this machine; wait for it ({LOCK})")
     if "postgres" in kinds and (why := postgres_available()):
         parser.error(f"PostgreSQL: {why} (start it: pg_ctlcluster --skip-systemctl-redirect 15 main start)")
     if args.install:
