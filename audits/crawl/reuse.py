@@ -75,7 +75,7 @@ def revive(audit_id: int, source_id: int, outcomes: list[PageOutcome]) -> tuple[
     """``outcomes`` with each unchanged page's facts restored from the source audit, and the links admission needs.
 
     Three reads a sub-batch: the page rows, the edges whose targets this
-    audit's frontier has not seen (``UNSEEN_TARGETS_SQL``), and the issues.
+    audit's frontier has not seen (``_unseen_targets``), and the issues.
     A reused page's ``outlinks`` are only those edges: its stored outlink count
     is ``Carried.outlinks``, and its edges are copied by ``copy_edges``. An
     unchanged page whose source row is gone (a deleted audit) stays without
