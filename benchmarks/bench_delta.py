@@ -62,6 +62,7 @@ import pstats
 import re
 import shlex
 import shutil
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -130,7 +131,7 @@ def conditional_check(base: str) -> dict:
 
 
 def hold_lock():
-    """This run's lock on ``LOCK``, or None when another run holds it (its pid is in the file)."""
+    """(open file holding ``LOCK``, "") for this run, or (None, the holder's pid) when another run holds it."""
     import fcntl
 
     handle = open(LOCK, "a+")
@@ -146,6 +147,17 @@ def hold_lock():
     handle.write(str(os.getpid()))
     handle.flush()
     return handle, ""
+
+
+def stop_on_term(*_) -> None:
+    """SIGTERM: kill the audit (or migrate) running, then unwind (nginx stops with its context)."""
+    import psutil
+
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            if child.name() != "nginx":
+                child.kill()
+    sys.exit(143)
 
 
 def postgres_version() -> str:
@@ -738,6 +750,8 @@ def main() -> None:
     lock, holder = hold_lock()
     if lock is None:
         parser.error(f"another bench_delta run (pid {holder}) is measuring on this machine; wait for it ({LOCK})")
+    # A TERM (timeout(1), kill) unwinds like an error: nginx stopped, the work directory and database removed.
+    signal.signal(signal.SIGTERM, stop_on_term)
     if "postgres" in kinds and (why := postgres_available()):
         parser.error(f"PostgreSQL: {why} (start it: pg_ctlcluster --skip-systemctl-redirect 15 main start)")
     if args.install:
@@ -758,7 +772,11 @@ def main() -> None:
     print(f"corpus: {len(corpus.pages):,} pages, {len(corpus.broken):,} broken targets, "
           f"{len(corpus.assets):,} assets", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="siteward-bench-delta-"))
-    info["tree"] = prepare_tree(args, workdir)
+    try:
+        info["tree"] = prepare_tree(args, workdir)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     print(f"measuring {args.tree} (from {info['tree']['source']}, HEAD {info['tree']['head'][:10] or 'unknown'}, "
           f"code digest {info['tree']['digest']})", flush=True)
     results: list[dict] = []
@@ -772,8 +790,9 @@ def main() -> None:
                 for kind in kinds if rnd % 2 else kinds[::-1]:
                     try:
                         record = one_round(rnd, kind, base, args.max_pages, args, workdir)
-                    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-                        text = f"round {rnd} {DB_LABELS[kind]}: {str(exc).strip().splitlines()[-1][:300]}"
+                    except Exception as exc:  # noqa: BLE001 - a failed round is recorded, the others still run
+                        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+                        text = f"round {rnd} {DB_LABELS[kind]}: {lines[-1][:300]}"
                         print(text, flush=True)
                         failures.append(text)
                         continue
