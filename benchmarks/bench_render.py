@@ -1,8 +1,7 @@
 """Rendered audits: pages per second and peak memory at a given number of pages rendered at once.
 
 A 200-page fixture app whose titles, canonicals and links exist only after its
-script runs is served on 127.0.0.1 (a threaded Python server: the browser's
-work, not the server's, is what is measured). For each render concurrency
+script runs is served by nginx on 127.0.0.1 (``static_server.nginx_sites``). For each render concurrency
 (``SITEWARD_RENDER_PAGES``, default 2 and 4), interleaved over the rounds,
 ``manage.py audit URL --render all`` runs on a fresh SQLite database as a
 subprocess, while this script samples the resident memory of its whole process
@@ -25,15 +24,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import psutil
 
 from benchmarks.bench_product import django_env, migrate
 from benchmarks.bench_real import write_results
+from benchmarks.static_server import nginx_sites
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_SECONDS = 0.1
@@ -72,21 +70,6 @@ def build_site(root: Path, pages: int) -> None:
     (root / "app.js").write_text(APP_JS % {"pages": pages})
     for n in range(pages):
         (root / "app" / f"{n}.html").write_text(SHELL)
-
-
-class _Quiet(SimpleHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format, *args):
-        pass
-
-
-def serve(root: Path) -> tuple[ThreadingHTTPServer, str]:
-    handler = lambda *args, **kwargs: _Quiet(*args, directory=str(root), **kwargs)  # noqa: E731
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def tree_memory(process: psutil.Process) -> tuple[int, int]:
@@ -149,32 +132,30 @@ def main() -> None:
     slots = [int(s) for s in args.slots.split(",")]
     runs: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="siteward-bench-render-") as tmp:
+        Path(tmp).chmod(0o755)  # nginx's workers read the app from here
         site = Path(tmp) / "site"
         build_site(site, args.pages)
-        server, base = serve(site)
-        try:
+        with nginx_sites({"app": site}) as (bases, server):
             for rnd in range(args.rounds):
                 for n in slots:
                     workdir = Path(tmp) / f"r{rnd}-s{n}"
                     workdir.mkdir()
-                    result = run(base, args.pages, n, workdir, args.timeout)
+                    result = run(bases["app"], args.pages, n, workdir, args.timeout)
                     result["round"] = rnd + 1
                     print(json.dumps(result), flush=True)
                     runs.append(result)
-        finally:
-            server.shutdown()
-    body = render(args, slots, runs)
+    body = render(args, slots, runs, server)
     print(body)
     if args.results:
         write_results(args.results, args.title, body)
 
 
-def render(args, slots: list[int], runs: list[dict]) -> str:
+def render(args, slots: list[int], runs: list[dict], server: str) -> str:
     chromium = subprocess.run(["/usr/bin/chromium", "--version"], capture_output=True, text=True).stdout.strip()
     lines = [
         f"Machine: {os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}, "
-        f"{chromium or 'Chromium (version unknown)'}. {args.pages}-page app built by JavaScript, served by a "
-        f"threaded Python server on 127.0.0.1; `manage.py audit --render all --concurrency 8`, SQLite, "
+        f"{chromium or 'Chromium (version unknown)'}. {args.pages}-page app built by JavaScript, served by "
+        f"{server} on 127.0.0.1; `manage.py audit --render all --concurrency 8`, SQLite, "
         f"{args.rounds} rounds interleaved. Memory is the whole process tree's PSS (audit process, Playwright "
         "driver, Chromium; shared pages split between them), sampled every 100 ms.",
         "",
