@@ -22,6 +22,9 @@ from .catalogue import finding
 from .types import Finding, PageFacts
 
 RENDER_MODES = ("none", "all", "auto")
+# The codes ``differences`` reports: what JavaScript changed, as a rendered page's record lists it.
+DIFFERENCE_CODES = frozenset({"render_title_changed", "render_canonical_changed", "render_noindex_changed",
+                              "render_links_added", "render_content_added"})
 # Below this many words, a page with scripts and no internal link is a shell.
 SHELL_WORDS = 50
 # The rendered page has "much more" content: at least this many times the raw

@@ -27,6 +27,8 @@ from django.db import connection, transaction
 from django.db.models import Max
 from psycopg.pq import TransactionStatus
 
+from crawler.render_rules import DIFFERENCE_CODES
+
 from ... import diff, validation
 from ...crawl.rows import raw_facts
 from ...finalize import run_finalize
@@ -40,9 +42,7 @@ from ..access_args import access_from_options, add_access_arguments, save_access
 from ..mode_args import add_mode_arguments, apply_mode, earlier_audit, source_from_options
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
-# What rendering changed, as a rendered page's record lists it.
-RENDER_DIFFERENCES = frozenset({"render_title_changed", "render_canonical_changed", "render_noindex_changed",
-                                "render_links_added", "render_content_added"})
+
 # The order change records and counts are written in.
 CHANGES = ("new", "fixed", "persisting", "unknown")
 PREVIOUS = "previous"
@@ -387,7 +387,7 @@ class Report:
         """A rendered page's record: what its HTML said, and what JavaScript changed."""
         return {"rendered": True, "raw": raw_facts(outcome.raw_facts),
                 "differences": [{"code": f.code, "message": f.message} for f in outcome.findings
-                                if f.code in RENDER_DIFFERENCES]}
+                                if f.code in DIFFERENCE_CODES]}
 
     def issue_values(self, rows) -> None:
         """Issue records from (code, severity, url, target_url, message) tuples."""
