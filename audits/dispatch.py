@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
 from .services import enqueue
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,10 @@ class Dispatcher:
 
     def finalize(self, audit_id: int) -> None:
         enqueue("audits.tasks.finalize", audit_id, name=f"audit-{audit_id}-finalize")
+
+    def chunks_per_audit(self) -> int:
+        """How many of one audit's chunks may run at once, on any of the clusters."""
+        return settings.SITEWARD["CHUNKS_PER_AUDIT"]
 
     def wait(self, audit_id: int, after: int, seconds: float) -> None:
         """Only rate-limited URLs are left, the first due in ``seconds``: schedule nothing yet.
@@ -73,6 +79,9 @@ class InlineDispatcher(Dispatcher):
 
     def finalize(self, audit_id: int) -> None:
         self.steps.append(("finalize", audit_id, 0))
+
+    def chunks_per_audit(self) -> int:
+        return 1  # the loop runs one step at a time
 
     def given_back(self, audit_id: int, number: int) -> None:
         # The command has no watchdog: its loop runs the chunk again.

@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from crawler.catalogue import UNVERIFIED_STATUSES, finding
 from crawler.types import FetchError
 
-from . import diff, notices
+from . import depths, diff, notices
 from .issue_rows import insert_issues, issue_for, issue_key
 from .models import Audit, FrontierURL, Issue
 
@@ -131,6 +131,7 @@ def run_finalize(audit_id: int) -> bool:
             )
     with transaction.atomic():
         _update_page_columns(audit)
+        depths.settle(audit)
     for check in VALIDATION_CHECKS if audit.mode == Audit.Mode.VALIDATE else CHECKS:
         if not Audit.objects.filter(pk=audit.pk).exists():
             return False  # deleted meanwhile

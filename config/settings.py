@@ -244,6 +244,12 @@ SITEWARD = {
     # pass (30 s), a killed cluster's chunks run again within a minute.
     "LEASE_SECONDS": env_int("SITEWARD_LEASE_SECONDS", 15, minimum=3),
     "MAX_CHUNK_ATTEMPTS": env_int("SITEWARD_MAX_CHUNK_ATTEMPTS", 3, minimum=1),
+    # Chunks of one audit that may run at once, on any clusters: they lease
+    # disjoint URLs and share the audit's concurrency and rate. SQLite has one
+    # writer at a time, so there more chunks would only queue on its lock.
+    "CHUNKS_PER_AUDIT": env_int(
+        "SITEWARD_CHUNKS_PER_AUDIT", 1 if DATABASES["default"]["ENGINE"].endswith("sqlite3") else 4,
+        minimum=1, maximum=64),
     "STALL_SECONDS": env_int("SITEWARD_STALL_SECONDS", 900, minimum=5),
     # How long a queued/starting/finalizing audit may sit with no task before
     # the watchdog enqueues it again.

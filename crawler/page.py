@@ -84,6 +84,10 @@ HREFLANG_TAG = "hreflang"
 # chunked audit alike: links, and hreflang alternates (a page names its language
 # versions in <head>; one nothing else links to is still part of the site).
 PAGE_TAGS = frozenset({"a", "area", HREFLANG_TAG})
+# Tags whose targets a crawl checks as resources of the page. "css" and
+# "css-import": url() and @import targets read from a same-site stylesheet.
+RESOURCE_TAGS = frozenset({"img", "script", "link", "iframe", "source", "video", "audio", "embed", "object", "css",
+                           "css-import"})
 
 
 def outlinks_of(facts: PageFacts, page_url: str) -> tuple[tuple[Link, ...], int]:

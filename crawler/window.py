@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from crawler.share import Share
 from crawler.side_lane import SideLane, SideQueue
 from crawler.types import FetchError, FetchResult
 
@@ -216,6 +217,7 @@ async def run_window(
     weight_of: Callable[[R], int] | None = None,
     side_lane: SideLane | None = None,
     in_side_lane: Callable[[T], bool] | None = None,
+    share: Share | None = None,
 ) -> WindowReport[T]:
     """Run ``work`` over ``items`` through the window and feed results to ``sink``.
 
@@ -246,6 +248,9 @@ async def run_window(
        the window and unspaced. Their results go to the sink like the rest but
        never move the window, and they do not count toward the refill lead;
        refills pause while SIDE_BACKLOG_MAX of them wait.
+    6. With ``share``: never more than its ``limit`` in the window, and each
+       host's spacing ``parts`` times longer (the audit's other chunks space
+       theirs too); what runs is written back to its ``in_flight``.
 
     ``work`` is expected not to raise for anything the site does (the fetcher
     turns faults into results). If it, ``refill`` or the sink raises, work in
@@ -259,7 +264,6 @@ async def run_window(
         raise ValueError("side_lane and in_side_lane go together")
     window = _Window(policy)
     lane: SideQueue[T] | None = SideQueue(side_lane) if side_lane is not None else None
-    spacing = policy.spacing
 
     # Per-host queues of (input index, item); dict order gives round-robin.
     waiting: dict[str, deque[tuple[int, T]]] = {}
@@ -427,6 +431,9 @@ async def run_window(
             now = time.monotonic()
             past_deadline = soft_deadline is not None and now >= soft_deadline
             next_timer: float | None = None
+            size, spacing = window.size, policy.spacing
+            if share is not None:
+                size, spacing = min(size, share.limit), spacing * max(1, share.parts)
             # Asked while enough still waits to cover the answer's latency (for
             # the audit, a database transaction queued behind a write).
             if (not refilled_all and refilling is None and not past_deadline
@@ -445,10 +452,10 @@ async def run_window(
                 # The window's slots are for its own items: the lane's run beside them.
                 in_window = len(running) - (lane.running if lane is not None else 0)
                 for host in list(waiting):
-                    if in_window >= window.size:
+                    if in_window >= size:
                         break
                     queued = waiting[host]
-                    while queued and in_window < window.size:
+                    while queued and in_window < size:
                         if host_running.get(host, 0) >= policy.per_host:
                             break
                         not_before = host_next_start.get(host, 0.0)
@@ -465,6 +472,10 @@ async def run_window(
                     if not queued:
                         del waiting[host]
                 max_in_flight = max(max_in_flight, in_window)
+                if share is not None:
+                    share.in_flight = in_window
+                    if waiting and size < window.size:  # held back by the share: look again soon
+                        next_timer = min(next_timer or now + 0.5, now + 0.5)
                 if lane is not None and lane.queued:
                     for host, item in lane.take():
                         start(host, item, side=True)

@@ -16,7 +16,7 @@ from django.db import connection
 from django.db.models import Count, Min
 
 from crawler.catalogue import finding
-from crawler.page import PAGE_TAGS, PageOutcome
+from crawler.page import PAGE_TAGS, RESOURCE_TAGS, PageOutcome
 from crawler.types import FetchError
 from crawler.urls import template_has_room, template_key, trap_reason, url_hash
 
@@ -25,9 +25,6 @@ from ..models import Audit, FrontierURL, Page
 from ..sql import insert_rows
 from .setup import CrawlSetup
 
-# "css" and "css-import": url() and @import targets read from a same-site stylesheet.
-RESOURCE_TAGS = frozenset({"img", "script", "link", "iframe", "source", "video", "audio", "embed", "object", "css",
-                           "css-import"})
 # Hashes per IN (...) lookup, well under every SQLite build's variable limit.
 LOOKUP_BATCH = 500
 
@@ -56,9 +53,12 @@ def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], craw
     """
     offers = _offers(audit, setup, outcomes)
     known = known_targets(audit.pk, list(offers))
+    _shorten(audit, {h: c.depth for h, c in offers.items() if h in known and known[h].linked
+                     and c.depth < known[h].depth})
     # Linked already, or present and not a page (a resource, a checked external
     # link): nothing to do. A present, unlinked page is a sitemap-only one.
-    offers = {h: c for h, c in offers.items() if h not in known or (not known[h] and c.kind == Page.Kind.PAGE)}
+    offers = {h: c for h, c in offers.items()
+              if h not in known or (not known[h].linked and c.kind == Page.Kind.PAGE)}
     candidates: dict[str, Candidate] = {}
     blocked: dict[str, tuple[str, str]] = {}
     robots = setup.robots if audit.respect_robots else None
@@ -121,20 +121,40 @@ def _offers(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome]) ->
     return offers
 
 
-def known_targets(audit_id: int, hashes: list[str]) -> dict[str, bool]:
-    """Which of ``hashes`` the audit's frontier holds, each with whether it was reached by a link.
+class Known(NamedTuple):
+    """A target the frontier holds: whether a link reached it, and at what depth."""
+
+    linked: bool
+    depth: int
+
+
+def _shorten(audit: Audit, depths: dict[str, int]) -> None:
+    """Targets reached by a shorter path than the one that queued them get the shorter depth.
+
+    Chunks running side by side write pages out of click order. A page
+    already crawled keeps its links' depths; finalize (``depths.settle``)
+    carries the shorter path on to them.
+    """
+    for depth in set(depths.values()):
+        hashes = sorted(h for h, d in depths.items() if d == depth)
+        FrontierURL.objects.filter(audit=audit, url_hash__in=hashes, depth__gt=depth).update(depth=depth)
+        Page.objects.filter(audit=audit, url_hash__in=hashes, depth__gt=depth).update(depth=depth)
+
+
+def known_targets(audit_id: int, hashes: list[str]) -> dict[str, Known]:
+    """Which of ``hashes`` the audit's frontier holds, each with whether a link reached it and its depth.
 
     A plain statement through the cursor: the ORM compiled each of the thousands
     of values a sub-batch asks about.
     """
     table = connection.ops.quote_name(FrontierURL._meta.db_table)
-    found: dict[str, bool] = {}
+    found: dict[str, Known] = {}
     with connection.cursor() as cursor:
         for start in range(0, len(hashes), LOOKUP_BATCH):
             part = hashes[start:start + LOOKUP_BATCH]
-            cursor.execute(f"SELECT url_hash, linked FROM {table} WHERE audit_id = %s AND url_hash IN "
+            cursor.execute(f"SELECT url_hash, linked, depth FROM {table} WHERE audit_id = %s AND url_hash IN "
                            f"({', '.join(['%s'] * len(part))})", [audit_id, *part])
-            found.update((digest, bool(linked)) for digest, linked in cursor.fetchall())
+            found.update((digest, Known(bool(linked), depth)) for digest, linked, depth in cursor.fetchall())
     return found
 
 

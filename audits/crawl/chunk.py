@@ -13,6 +13,7 @@ from crawler.checks import PageContext
 from crawler.fetch import Fetcher
 from crawler.net import LookupLane
 from crawler.page import PageOutcome, check_resource, process_page
+from crawler.share import Share
 from crawler.side_lane import SideLane
 from crawler.urls import InvalidURL, Scope, origin_of
 from crawler.window import WindowPolicy, fetch_health, run_window
@@ -42,6 +43,9 @@ PAGE_WEIGHT = 2
 # of their own whose lookups go through a LookupLane.
 EXTERNAL_LANE = SideLane(slots=8, per_host=2)
 EXTERNAL = Page.Kind.EXTERNAL
+# How often a chunk running beside others rebalances its share of the audit's
+# concurrency: a chunk that joins waits about this long for its part.
+SHARE_SECONDS = 1.0
 
 
 def claim(audit_id: int, number: int) -> ChunkLease | None:
@@ -144,14 +148,26 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
         setup = crawl_setup(audit)
     except SessionLost as exc:
         return _session_lost(audit, lease, exc, what)
-    writer = ChunkWriter(audit, lease, setup, on_batch=on_batch)
+    # Chunks running beside others share the audit's concurrency and rate.
+    parallel = dispatcher.chunks_per_audit() > 1
+    share = Share(limit=0) if parallel else None
+    writer = ChunkWriter(audit, lease, setup, on_batch=on_batch, dispatcher=dispatcher if parallel else None)
     writer.hold(items)
     lease_seconds = knob("LEASE_SECONDS")
+    next_fence = time.monotonic()
 
     def heartbeat() -> None:
         # A missed beat is not fatal (the lease lasts three): a busy or lost
         # database is the next write's to retry or give up on.
+        nonlocal next_fence
         try:
+            if share is not None:
+                split = lease.rebalance(setup.window.cap, share.in_flight)
+                if split is not None:
+                    share.limit, share.parts = split
+            if time.monotonic() < next_fence:
+                return
+            next_fence = time.monotonic() + lease_seconds / 3
             stopping = not lease.fence(lease_seconds) and lease.stopping()
         except Exception as exc:
             fault = db_fault(exc)
@@ -167,10 +183,14 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
     try:
         if serial:
             items = writer.drop_poison(items)
+        if share is not None:
+            heartbeat()  # the first share, before anything starts
         # The lease lasts three heartbeats: a worker that dies is found after
-        # that, not after a long lease (writes also extend it).
-        report = run_with_db_here(lambda db: crawl_items(items, setup, writer, db, serial=serial),
-                                  idle=heartbeat, idle_every=lease_seconds / 3)
+        # that, not after a long lease (writes also extend it). A shared
+        # budget is rebalanced every SHARE_SECONDS between them.
+        report = run_with_db_here(lambda db: crawl_items(items, setup, writer, db, serial=serial, share=share),
+                                  idle=heartbeat,
+                                  idle_every=min(SHARE_SECONDS, lease_seconds / 3) if share else lease_seconds / 3)
     except LeaseLost:
         log.warning("audit %s chunk %s: lease reclaimed by another worker; stopping", audit_id, number)
         return "lease-lost"
@@ -230,15 +250,17 @@ def _session_lost(audit: Audit, lease: ChunkLease, exc: SessionLost, what: str) 
 
 def lease_items(audit: Audit, lease: ChunkLease) -> list[Item]:
     """The URLs of this chunk: the ones a previous try held, or up to CHUNK_SIZE fresh ones."""
-    held = FrontierURL.objects.held_by(lease)
-    if not held.exists():
-        FrontierURL.objects.lease_next(lease, knob("CHUNK_SIZE"), budget=page_budget(audit))
-    items = items_of(held)
-    ChunkLease.objects.filter(pk=lease.pk, token=lease.token).update(url_count=len(items))
+    with transaction.atomic():
+        held = FrontierURL.objects.held_by(lease)
+        if not held.exists():
+            FrontierURL.objects.lease_next(lease, knob("CHUNK_SIZE"), budget=page_budget(audit))
+        items = items_of(held)
+        ChunkLease.objects.filter(pk=lease.pk, token=lease.token).update(url_count=len(items))
     return items
 
 
-async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter, db, *, serial: bool):
+async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter, db, *, serial: bool,
+                      share: Share | None = None):
     """Fetch, parse and check ``items`` through the rolling window; sub-batches go to ``writer`` via ``db``."""
     deadline = time.monotonic() + knob("CHUNK_SOFT_DEADLINE")
     context = PageContext(setup.checks, is_internal=internal_test(setup.scope))
@@ -287,6 +309,7 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
             refill=None if serial else refill,
             # ... and one at a time, so its external checks stay in the window.
             side_lane=None if serial else EXTERNAL_LANE, in_side_lane=None if serial else is_external,
+            share=share,
         )
 
 

@@ -33,8 +33,13 @@ class DatabaseDown(Exception):
 DB_BACKOFF = (0.5, 1.0, 2.0, 4.0)
 
 
+# PostgreSQL's deadlock and serialization failures: the transaction was rolled
+# back for another's sake, and trying it again is the documented remedy.
+DEADLOCK_STATES = frozenset({"40P01", "40001"})
+
+
 def db_fault(exc: BaseException) -> str | None:
-    """"busy" (SQLite locked), "connection" (worth a reconnect and a retry), or None (not transient).
+    """"busy" (SQLite locked, a deadlock), "connection" (worth a reconnect and a retry), or None (not transient).
 
     Django wraps the driver's errors; a raw psycopg error (COPY runs on the
     driver's cursor) is judged the same way. A full disk is not transient.
@@ -46,6 +51,8 @@ def db_fault(exc: BaseException) -> str | None:
     if getattr(cause, "sqlstate", None) == "53100" or "database or disk is full" in text \
             or "no space left on device" in text:
         return None
+    if getattr(cause, "sqlstate", None) in DEADLOCK_STATES:
+        return "busy"
     if connection.vendor == "sqlite" and ("database is locked" in text or "database is busy" in text
                                           or "database table is locked" in text):
         return "busy"

@@ -8,6 +8,7 @@ touches a running chunk's machinery.
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Max
 from django.db.models.functions import Now
 
 from crawler.types import FetchError
@@ -21,20 +22,55 @@ WORKER_LOST_DETAIL = "The worker crawling this URL died on every try"
 
 
 def advance(audit: Audit, after: int, dispatcher: Dispatcher) -> None:
-    """After chunk ``after``: schedule the next chunk, wait for rate-limited URLs, or finalize."""
-    if not Audit.objects.filter(pk=audit.pk, status=Audit.Status.RUNNING).exists():
-        return
-    # Read before has_work: a URL that comes due in between is then seen by
-    # has_work, never missed by both (which would finalize without it).
-    wait = retry_wait(audit)
-    if has_work(audit):
-        schedule_chunk(audit, after + 1, dispatcher)
-        return
-    if wait is not None:
-        dispatcher.wait(audit.pk, after, wait)
-        return
-    if audit.begin_finalize():
-        dispatcher.finalize(audit.pk)
+    """After chunk ``after`` (or start, resume, the watchdog): fill free chunk slots, wait, or finalize.
+
+    Under the audit row's lock, so of two chunks ending at once the second sees
+    the first's lease closed: exactly one finds no chunk open and finalizes.
+    """
+    with transaction.atomic():
+        if not lock_running(audit):
+            return
+        # Read before has_work: a URL that comes due in between is then seen by
+        # has_work, never missed by both (which would finalize without it).
+        wait = retry_wait(audit)
+        if has_work(audit):
+            fill_slots(audit, dispatcher)
+            return
+        if ChunkLease.objects.open_for(audit.pk).exists():
+            return  # the last chunk to end decides what comes next
+        if wait is not None:
+            dispatcher.wait(audit.pk, after, wait)
+            return
+        if audit.begin_finalize():
+            dispatcher.finalize(audit.pk)
+
+
+def lock_running(audit: Audit) -> bool:
+    """Lock the audit's row until the transaction ends (PostgreSQL); whether it is still running."""
+    return Audit.objects.select_for_update().filter(pk=audit.pk, status=Audit.Status.RUNNING).values_list(
+        "pk", flat=True).first() is not None
+
+
+def fill_slots(audit: Audit, dispatcher: Dispatcher) -> int:
+    """Schedule chunks while pending URLs and free chunk slots remain; how many. The caller holds the audit lock.
+
+    Never more chunks than requests the audit may have in flight, nor than
+    the pending URLs would fill.
+    """
+    slots = min(dispatcher.chunks_per_audit(), max(1, audit.concurrency))
+    running = ChunkLease.objects.open_for(audit.pk).count()
+    if running >= slots:
+        return 0
+    size = knob("CHUNK_SIZE")
+    pending = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING)[:(slots - running) * size]
+    wanted = min(slots - running, -(-pending.count() // size))
+    if running + wanted > 1 and not audit.out_of_order:
+        Audit.objects.filter(pk=audit.pk).update(out_of_order=True)
+        audit.out_of_order = True
+    first = (ChunkLease.objects.filter(audit=audit).aggregate(n=Max("number"))["n"] or 0) + 1
+    for number in range(first, first + wanted):
+        schedule_chunk(audit, number, dispatcher)
+    return wanted
 
 
 def schedule_chunk(audit: Audit, number: int, dispatcher: Dispatcher) -> None:
@@ -76,6 +112,9 @@ def page_budget(audit: Audit) -> int:
     max_pages, discovered = Audit.objects.filter(pk=audit.pk).values_list("max_pages", "pages_discovered").get()
     if max_pages - discovered >= knob("CHUNK_SIZE") + FrontierURL.objects.sitemap_reserve(max_pages):
         return max_pages - discovered
+    # Exact: chunks leasing at once take turns on the audit's row, so two never
+    # spend the same remainder.
+    lock_running(audit)
     return max_pages - FrontierURL.objects.pages_counted(audit)
 
 

@@ -135,9 +135,9 @@ def _unseen_targets(audit_id: int, source_id: int, sources: list[str]) -> list[t
             part = sources[start:start + LOOKUP_BATCH]
             cursor.execute(SOURCE_EDGES_SQL.format(sources=", ".join(["%s"] * len(part))), [source_id, *part])
             edges += cursor.fetchall()
-    linked = admission.known_targets(audit_id, list({edge[1] for edge in edges}))
+    known = admission.known_targets(audit_id, list({edge[1] for edge in edges}))
     return [(source, url, tag, text, nofollow) for source, target, url, tag, text, nofollow in edges
-            if not linked.get(target, False)]
+            if target not in known or not known[target].linked]
 
 
 def copy_edges(audit_id: int, source_id: int, sources: list[str]) -> None:

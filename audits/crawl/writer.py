@@ -19,7 +19,7 @@ from ..models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge, Page
 from ..sql import insert_rows
 from . import admission, reuse
 from .db_retry import DatabaseBusy, DatabaseDown, with_db_retry
-from .progress import page_budget, record_lost
+from .progress import fill_slots, lock_running, page_budget, record_lost
 from .rows import PAGE_COLUMNS, PAGE_UPDATE_FIELDS, clean, page_values
 from .setup import MAX_RESCHEDULES, CrawlSetup, knob
 
@@ -97,11 +97,14 @@ class ChunkWriter:
     hash), so a write need not read them back.
     """
 
-    def __init__(self, audit: Audit, lease: ChunkLease, setup: CrawlSetup, on_batch=None):
+    def __init__(self, audit: Audit, lease: ChunkLease, setup: CrawlSetup, on_batch=None, dispatcher=None):
         self.audit = audit
         self.lease = lease
         self.setup = setup
         self.on_batch = on_batch
+        # Given when the audit's chunks may run side by side: what a write
+        # queues can then start more of them at once.
+        self.dispatcher = dispatcher
         self.kinds: dict[str, str] = {}
         self.ids: dict[str, int] = {}
         self.patterns = (compile_patterns(setup.include), compile_patterns(setup.exclude))
@@ -230,6 +233,8 @@ class ChunkWriter:
                 issues_critical=severities.count("critical"), issues_warning=severities.count("warning"),
                 issues_notice=severities.count("notice"),
             )
+            if discovered and self.dispatcher is not None:
+                fill_slots(self.audit, self.dispatcher)
         return outcomes, issues
 
     def _reschedule_rate_limited(self, outcomes: list[PageOutcome]) -> list[PageOutcome]:
@@ -315,6 +320,12 @@ class ChunkWriter:
             reuse.copy_edges(self.audit.pk, self.source, list(carried))
         if self.audit.mode == Audit.Mode.VALIDATE:
             return 0  # a validation fetches what it was seeded with and follows no link
+        if self.dispatcher is not None:
+            # Chunks running side by side admit one at a time, on the audit row's
+            # lock (taken by the counters anyway): two inserting the same new
+            # URLs in different orders would deadlock, and the depths they
+            # lower must not cross.
+            lock_running(self.audit)
         return admission.admit(self.audit, self.setup, outcomes, self._crawlable)
 
     def _crawlable(self, url: str) -> bool:

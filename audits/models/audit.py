@@ -121,6 +121,9 @@ class Audit(models.Model):
     issues_notice = models.PositiveIntegerField(default=0)
     current_window = models.PositiveSmallIntegerField(default=0)
     chunks_done = models.PositiveIntegerField(default=0)
+    # Set when a chunk was scheduled while another ran: pages were then written
+    # out of click order, and finalize settles their depths (audits.depths).
+    out_of_order = models.BooleanField(default=False)
     # Tries of the start and finalize steps, counted as each begins (chunks count
     # theirs on ChunkLease): a step that kills its worker every time ends the audit.
     start_attempts = models.PositiveSmallIntegerField(default=0)

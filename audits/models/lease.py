@@ -11,7 +11,7 @@ import uuid
 from datetime import timedelta
 
 from django.db import models, transaction
-from django.db.models import F, Q
+from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -60,9 +60,14 @@ class FrontierQuerySet(models.QuerySet):
         (``sitemap_reserve``) while sitemap-only pages wait for it. With
         ``page_depth_cap`` (a top-up) deeper pages stay pending;
         with ``url_limit``, up to that many URLs go, of which at most ``limit``
-        pages. The UPDATE repeats ``state=pending``: of two chunks racing for a
-        row, exactly one gets it.
+        pages. The rows are locked as they are chosen, so the ids returned are
+        exactly the ones this chunk got.
         """
+        with transaction.atomic():
+            return self._lease_next(lease, limit, budget, page_depth_cap, url_limit)
+
+    def _lease_next(self, lease: ChunkLease, limit: int, budget: int, page_depth_cap: int | None,
+                    url_limit: int | None) -> list[int]:
         pending = self.filter(audit_id=lease.audit_id, state=FrontierURL.State.PENDING).due()
         if page_depth_cap is not None:
             pending = pending.filter(~Q(kind=Page.Kind.PAGE) | Q(depth__lte=page_depth_cap))
@@ -80,7 +85,10 @@ class FrontierQuerySet(models.QuerySet):
             # sitemap reserve is left.
             pending = pending.exclude(kind=Page.Kind.PAGE, linked=False)
             cap = linked_budget
-        rows = pending.order_by("depth", "id").values_list("id", "kind", "reschedules")
+        # Chunks of one audit running at once skip the rows another is leasing
+        # (PostgreSQL); SQLite has one writer at a time and ignores the clause.
+        rows = pending.order_by("depth", "id").select_for_update(skip_locked=True, of=("self",)).values_list(
+            "id", "kind", "reschedules")
         ids, pages, counted = [], 0, 0
         for row_id, kind, reschedules in rows[:max(limit, url_limit or 0)]:
             if kind == Page.Kind.PAGE:
@@ -207,6 +215,10 @@ class ChunkLeaseQuerySet(models.QuerySet):
         )
         return self.get(audit_id=audit_id, number=number) if updated else None
 
+    def open_for(self, audit_id: int):
+        """The audit's chunks queued or running: the slots ``CHUNKS_PER_AUDIT`` counts."""
+        return self.filter(audit_id=audit_id, state__in=[ChunkLease.State.QUEUED, ChunkLease.State.LEASED])
+
     def request_stop(self, cluster: str) -> int:
         """Ask the chunks ``cluster`` is running to hand their URLs back at their next write (it is stopping)."""
         if not cluster:
@@ -236,6 +248,9 @@ class ChunkLease(models.Model):
     # until its lease runs out.
     cluster = models.CharField(max_length=32, blank=True)
     stop_requested = models.BooleanField(default=False)
+    # This chunk's part of the audit's concurrency while several chunks run at
+    # once (``rebalance``): what its peers may not use.
+    share = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -265,6 +280,27 @@ class ChunkLease(models.Model):
                                          stop_requested=False).update(
             leased_until=Now() + timedelta(seconds=seconds)
         ) == 1
+
+    def rebalance(self, cap: int, in_flight: int) -> tuple[int, int] | None:
+        """This chunk's part of the audit's ``cap`` requests in flight: (limit, chunks sharing), or None if not ours.
+
+        Under the audit row's lock, so two chunks never hand out the same room.
+        A chunk takes its fair part (cap split between the live chunks) as far
+        as its peers' recorded shares leave room, and records the larger of
+        that and what it still has in flight: a chunk shrinking to make room
+        keeps its requests counted until they end, so the sum never passes cap.
+        """
+        with transaction.atomic():
+            Audit.objects.select_for_update().filter(pk=self.audit_id).values_list("pk", flat=True).first()
+            peers = ChunkLease.objects.filter(audit_id=self.audit_id, state=self.State.LEASED,
+                                              leased_until__gt=Now()).exclude(pk=self.pk)
+            taken = peers.aggregate(n=Count("id"), used=Sum("share"))
+            parts = taken["n"] + 1
+            limit = max(0, min(max(1, cap // parts), cap - (taken["used"] or 0)))
+            mine = ChunkLease.objects.filter(pk=self.pk, token=self.token, state=self.State.LEASED)
+            if not mine.update(share=max(limit, in_flight)):
+                return None
+        return limit, parts
 
     def stopping(self) -> bool:
         """Whether we still own the lease and our cluster asked us to hand it back."""

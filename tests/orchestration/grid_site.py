@@ -2,7 +2,8 @@
 
 Page i links to pages 2i and 2i+1 (a binary tree, so click depth is
 floor(log2(i))), to "/" and to one missing page per ten pages. Every request is
-counted, so tests can assert that each page was fetched and stored once.
+counted, so tests can assert that each page was fetched and stored once, and
+so are the requests answered at once (``peak``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ class GridSite:
         self.delay = delay
         self.counts: Counter = Counter()
         self._held = 0
+        # Requests being answered at once, and the most there ever were.
+        self._active = 0
+        self.peak = 0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -66,6 +70,11 @@ class GridSite:
                 with site._lock:
                     site.counts[self.path] += 1
                     site._held += bool(site.delay)
+                    site._active += 1
+                    site.peak = max(site.peak, site._active)
+                self.answer()
+
+            def answer(self):
                 if site.delay:
                     try:
                         time.sleep(site.delay)
@@ -83,6 +92,8 @@ class GridSite:
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
+                with site._lock:  # before the body: the client cannot be done with it yet
+                    site._active -= 1
                 self.wfile.write(body)
 
             do_HEAD = do_GET

@@ -14,8 +14,10 @@ from .grid_site import GridSite
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
-# A chunk that would run for 30 s if nothing stopped it, well inside the task timeout.
-LONG_CHUNKS = {"SITEWARD_CHUNK_SECONDS": 30, "SITEWARD_CHUNK_SIZE": 200, "Q_TIMEOUT": 45, "Q_RETRY": 60}
+# A chunk that would run for 30 s if nothing stopped it, well inside the task timeout;
+# one at a time, so the chunk after it is the one the hand-back queues.
+LONG_CHUNKS = {"SITEWARD_CHUNK_SECONDS": 30, "SITEWARD_CHUNK_SIZE": 200, "Q_TIMEOUT": 45, "Q_RETRY": 60,
+               "SITEWARD_CHUNKS_PER_AUDIT": 1}
 
 
 def test_sigterm_hands_the_running_chunk_back_and_another_cluster_continues_at_once(owner, cluster_factory):
