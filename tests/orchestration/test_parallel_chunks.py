@@ -223,3 +223,18 @@ def test_two_clusters_crawl_one_audit_in_parallel_chunks_within_its_concurrency(
     assert all(site.hits(path) == 1 for path in site.page_paths())  # every URL crawled by one chunk only
     for i in range(1, site.pages + 1):  # page i of the binary tree is floor(log2(i)) clicks deep
         assert pages[site.url(site.path(i))] == int(math.log2(i)), site.path(i)
+
+
+@pytest.mark.cluster
+@pytest.mark.django_db(transaction=True)
+def test_chunks_side_by_side_never_crawl_past_max_pages(owner, cluster_factory):
+    with GridSite(pages=120, delay=0.02) as site:
+        clusters = [cluster_factory(**PARALLEL).start(), cluster_factory(**PARALLEL).start()]
+        audit = create_audit(owner, enforce_quota=False, start_url=site.url("/"), allow_private=True,
+                             concurrency=8, max_pages=45, check_external=False)
+        wait_for(lambda: Audit.objects.get(pk=audit.pk).status in Audit.ENDED, 150, interval=0.5,
+                 message=lambda: "the audit to end:\n" + "\n".join(c.log() for c in clusters))
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    assert Page.objects.filter(audit=audit, kind=Page.Kind.PAGE).count() == 45
+    assert ChunkLease.objects.filter(audit=audit, number__gt=1).exists()
