@@ -143,11 +143,14 @@ def _body_context(audit: Audit) -> dict:
         if audit.mode == Audit.Mode.DELTA:
             context["reused"] = Page.objects.filter(audit=audit).exclude(unchanged_since=None).count()
     if audit.is_active:
-        # A queued chunk no worker has taken yet: the cluster is busy, the audit is not stuck.
-        context["waiting_for_worker"] = (
-            audit.phase == Audit.Phase.CRAWLING
-            and audit.chunks.filter(state=ChunkLease.State.QUEUED).exists()
-            and not audit.chunks.filter(state=ChunkLease.State.LEASED).exists())
+        # Chunks running, and queued ones no worker has taken yet: when none
+        # runs, the clusters are busy and the audit is not stuck.
+        chunks = dict(ChunkLease.objects.open_for(audit.pk).values("state").annotate(n=Count("id"))
+                      .values_list("state", "n"))
+        context["chunks_running"] = chunks.get(ChunkLease.State.LEASED, 0)
+        context["chunks_waiting"] = chunks.get(ChunkLease.State.QUEUED, 0)
+        context["waiting_for_worker"] = (audit.phase == Audit.Phase.CRAWLING and context["chunks_waiting"]
+                                         and not context["chunks_running"])
         # While it runs, the newest rows show that work is happening.
         context["latest_pages"] = [
             {"page": p, "redirect": redirect_of(p, audit.origin)}

@@ -127,3 +127,13 @@ def test_an_audit_whose_next_chunk_waits_in_the_queue_says_it_is_waiting_for_a_w
     ChunkLease.objects.filter(audit=audit).update(state=ChunkLease.State.LEASED)
     body = owner_client.get(audit.get_absolute_url()).content.decode()
     assert "waiting for a worker" not in body and "6 in flight" in body
+
+
+def test_an_audit_crawled_in_chunks_side_by_side_says_how_many_run_and_how_many_wait(owner_client, owner):
+    audit = running_audit(owner)
+    for number in (1, 2, 3):
+        ChunkLease.objects.create(audit=audit, number=number, state=ChunkLease.State.LEASED)
+    ChunkLease.objects.create(audit=audit, number=4, state=ChunkLease.State.QUEUED)
+    body = owner_client.get(audit.get_absolute_url()).content.decode()
+    assert (f'<dd id="window">3 chunks side by side, up to {audit.concurrency} in flight; '
+            "1 more waiting for a worker</dd>") in body
