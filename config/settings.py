@@ -200,6 +200,11 @@ Q_CLUSTER = {
     # the rendered audits' (ALT_CLUSTERS below), which only a machine with Chromium runs.
     "name": env_str("SITEWARD_Q_PREFIX", "siteward"),
     "orm": "default",
+    # The ORM broker, except that a cluster takes a task only when one of its workers
+    # is free (audits.q_broker, with our qcluster's sentinel): clusters sharing the
+    # database never hold tasks another could start. queue_limit below is then
+    # never reached, only a bound.
+    "broker_class": "audits.q_broker.SlotBroker",
     "workers": env_int("Q_WORKERS", 2, minimum=1, maximum=64),
     "timeout": env_int("Q_TIMEOUT", 300, minimum=1),
     "retry": env_int("Q_RETRY", 420, minimum=2),
