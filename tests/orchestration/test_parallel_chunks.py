@@ -21,6 +21,7 @@ from tests.conftest import wait_for
 from tests.factories import make_audit
 
 from .grid_site import GridSite
+from .outcomes import parsed_page
 
 
 class Recorder(Dispatcher):
@@ -190,6 +191,20 @@ def test_finalize_settles_depths_written_out_of_click_order(owner, fast_settings
     settled = dict(Page.objects.filter(audit=audit).values_list("url", "depth"))
     assert settled == {origin + "/": 0, origin + "/a": 1, origin + "/b": 2, origin + "/c": 1, origin + "/d": 2,
                        origin + "/img.png": 3}
+
+
+@pytest.mark.django_db
+def test_a_shorter_path_written_later_lowers_a_queued_and_a_crawled_pages_depth(chunk_writer):
+    writer, items = chunk_writer
+    origin = writer.audit.origin
+    deep, crawled = f"{origin}/found-late", f"{origin}/crawled-early"
+    writer.write([parsed_page(f"{origin}/p/30", (deep, "deep"), (crawled, "deep"), depth=4)])
+    assert FrontierURL.objects.get(audit=writer.audit, url=deep).depth == 5
+    Page.objects.create(audit=writer.audit, url=crawled, url_hash=FrontierURL.objects.get(
+        audit=writer.audit, url=crawled).url_hash, depth=5)
+    writer.write([parsed_page(f"{origin}/p/2", (deep, "shallow"), (crawled, "shallow"), depth=1)])
+    assert FrontierURL.objects.get(audit=writer.audit, url=deep).depth == 2
+    assert Page.objects.get(audit=writer.audit, url=crawled).depth == 2
 
 
 # Four chunks at once, ten URLs each; a site slow enough that they overlap.
