@@ -13,6 +13,9 @@ import queue
 import threading
 import time
 
+from django.conf import settings
+from django.db import connections
+
 from crawler import loop as crawl_loop
 
 # How long an interrupted chunk waits for its crawl thread to unwind (cancelled
@@ -99,6 +102,8 @@ def run_with_db_here(make_coroutine, *, idle=None, idle_every: float | None = No
                 loop.call_soon_threadsafe(_settle, future, None, exc)
             else:
                 loop.call_soon_threadsafe(_settle, future, value, None)
+            if settings.DEBUG:
+                forget_queries()
     except BaseException:
         # Ctrl-C lands here, in the wait for the next request. The crawl thread
         # must unwind before the interpreter shuts down: a daemon thread still
@@ -111,6 +116,18 @@ def run_with_db_here(make_coroutine, *, idle=None, idle_every: float | None = No
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+def forget_queries() -> None:
+    """Empty the DEBUG query log of this thread's connections; one capturing queries on purpose keeps its own.
+
+    With DEBUG on, Django keeps each connection's last 9,000 statements with
+    their values spelled out (a sub-batch's IN lists run to kilobytes), and
+    nothing in a chunk, a worker or the audit command ever reads or empties it.
+    """
+    for conn in connections.all(initialized_only=True):
+        if not conn.force_debug_cursor:
+            conn.queries_log.clear()
 
 
 def _settle(future: asyncio.Future, value, error) -> None:

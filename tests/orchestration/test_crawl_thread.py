@@ -97,3 +97,27 @@ def test_the_lease_heartbeat_keeps_time_while_database_requests_keep_coming():
     run_with_db_here(crawl, idle=lambda: beats.append(threading.get_ident()), idle_every=0.2)
     assert len(beats) >= 3
     assert set(beats) == {threading.get_ident()}  # on the caller's thread, with its connection
+
+
+@pytest.mark.django_db
+def test_with_debug_on_the_crawls_statements_leave_no_query_log_behind_unless_captured(settings):
+    # DEBUG keeps each connection's last 9,000 statements, values spelled out;
+    # nothing in a crawl reads them, so a long audit would hold them all.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from audits.models import Audit
+
+    settings.DEBUG = True
+
+    async def crawl(db):
+        for _ in range(3):
+            await db(lambda: Audit.objects.filter(pk__in=list(range(500))).count())
+
+    connection.queries_log.clear()
+    run_with_db_here(crawl)
+    assert len(connection.queries_log) == 0
+
+    with CaptureQueriesContext(connection) as queries:
+        run_with_db_here(crawl)
+    assert len(queries.captured_queries) == 3
