@@ -94,7 +94,8 @@ class ChunkWriter:
     """Writes a chunk's sub-batches, each in one transaction fenced by the lease's token.
 
     Holds what the chunk knows about its leased URLs (kind and frontier id by
-    hash), so a write need not read them back.
+    hash), so a write need not read them back; a URL's entries go once its row
+    is written, so they follow the URLs in flight, not every URL of the chunk.
     """
 
     def __init__(self, audit: Audit, lease: ChunkLease, setup: CrawlSetup, on_batch=None, dispatcher=None):
@@ -198,6 +199,7 @@ class ChunkWriter:
     def write(self, outcomes: list[PageOutcome]) -> None:
         """Store one sub-batch (``_store``), retried while the database is busy or away; then the audit's state."""
         outcomes, issues = self._retrying(self._store, outcomes, what="write")
+        self._forget(outcomes)
         if self.on_batch:
             self.on_batch(outcomes, issues)
         # A cancel (or a watchdog failure) is seen here, between sub-batches:
@@ -207,6 +209,14 @@ class ChunkWriter:
             what="status check")
         if status != Audit.Status.RUNNING:
             raise AuditStopped()
+
+    def _forget(self, outcomes: list[PageOutcome]) -> None:
+        """Drop what ``hold`` kept for URLs now stored (a rescheduled one is held again when re-leased)."""
+        for o in outcomes:
+            digest = url_hash(o.url)
+            self.kinds.pop(digest, None)
+            self.ids.pop(digest, None)
+            self.previous.pop(digest, None)
 
     def _store(self, outcomes: list[PageOutcome]) -> tuple[list[PageOutcome], list[Issue]]:
         """Pages, issues, links, new frontier rows, counters; the URLs marked done: one fenced transaction."""
