@@ -88,6 +88,14 @@ def server_cpu_seconds(names: tuple[str, ...] = SERVER_NAMES) -> dict[str, float
     may be counted twice or not at all: a few milliseconds, against seconds.
     """
     totals = dict.fromkeys(names, 0.0)
+    for _, name, fields in proc_stats():
+        if name in totals:
+            totals[name] += sum(int(value) for value in fields[11:15]) / CLOCK_TICKS  # utime stime cutime cstime
+    return totals
+
+
+def proc_stats():
+    """(pid, command name, the fields after the name) of every process, from /proc/PID/stat."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -96,11 +104,7 @@ def server_cpu_seconds(names: tuple[str, ...] = SERVER_NAMES) -> dict[str, float
                 line = stat.read()
         except OSError:  # gone meanwhile
             continue
-        name = line[line.index("(") + 1:line.rindex(")")]
-        if name in totals:
-            fields = line[line.rindex(")") + 2:].split()
-            totals[name] += sum(int(value) for value in fields[11:15]) / CLOCK_TICKS  # utime stime cutime cstime
-    return totals
+        yield int(entry.name), line[line.index("(") + 1:line.rindex(")")], line[line.rindex(")") + 2:].split()
 
 
 def measure_child(cmd: list[str], env: dict, timeout: float, log: Path, cwd: Path = REPO) -> dict:

@@ -52,6 +52,7 @@ from benchmarks.bench_product import (  # noqa: E402
     machine_busy_seconds,
     migrate,
     postgres_available,
+    proc_stats,
     stored_rows,
 )
 from benchmarks.corpus import Corpus, build_corpus  # noqa: E402
@@ -82,18 +83,10 @@ print("AUDIT", audit.pk)
 def proc_table() -> dict[int, dict]:
     """Every process: parent, command name, start time, own CPU and its reaped children's (seconds)."""
     table = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as stat:
-                line = stat.read()
-        except OSError:  # gone meanwhile
-            continue
-        fields = line[line.rindex(")") + 2:].split()
-        table[int(entry.name)] = {
+    for pid, name, fields in proc_stats():
+        table[pid] = {
             "ppid": int(fields[1]),
-            "comm": line[line.index("(") + 1:line.rindex(")")],
+            "comm": name,
             "start": int(fields[19]),
             "own": (int(fields[11]) + int(fields[12])) / CLOCK_TICKS,
             "reaped": (int(fields[13]) + int(fields[14])) / CLOCK_TICKS,
