@@ -122,10 +122,6 @@ def _waiting_for_worker(audit: Audit, names: set[str]) -> bool:
     return any(name.startswith(prefix) and name[len(prefix):].startswith(_CRAWL_STEPS) for name in names)
 
 
-def _open_chunks(audit: Audit):
-    return audit.chunks.filter(state__in=[ChunkLease.State.QUEUED, ChunkLease.State.LEASED])
-
-
 def _waiting_on_retry_after(audit: Audit) -> bool:
     """Crawling, no chunk open, and rate-limited URLs pending: quiet because the site asked.
 
@@ -135,7 +131,7 @@ def _waiting_on_retry_after(audit: Audit) -> bool:
     each URL waits at most MAX_RESCHEDULES times.
     """
     return (audit.status == Audit.Status.RUNNING and audit.phase == Audit.Phase.CRAWLING
-            and not _open_chunks(audit).exists() and retry_wait(audit) is not None)
+            and not ChunkLease.objects.open_for(audit.pk).exists() and retry_wait(audit) is not None)
 
 
 def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dispatcher) -> list[str]:
@@ -168,7 +164,7 @@ def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dis
     #    Either rate-limited URLs waited for their Retry-After (the last chunk
     #    could not schedule a task for later) and one is due, which needs no
     #    grace; or a crash came between the commit and the enqueue.
-    if _open_chunks(audit).exists():
+    if ChunkLease.objects.open_for(audit.pk).exists():
         return actions
     wait = retry_wait(audit)
     if wait is not None and wait > 0 and not has_work(audit):

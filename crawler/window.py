@@ -475,7 +475,7 @@ async def run_window(
                 if share is not None:
                     share.in_flight = in_window
                     if waiting and size < window.size:  # held back by the share: look again soon
-                        next_timer = min(next_timer or now + 0.5, now + 0.5)
+                        next_timer = now + 0.5 if next_timer is None else min(next_timer, now + 0.5)
                 if lane is not None and lane.queued:
                     for host, item in lane.take():
                         start(host, item, side=True)

@@ -136,7 +136,7 @@ def _shorten(audit: Audit, depths: dict[str, int]) -> None:
     carries the shorter path on to them.
     """
     for depth in set(depths.values()):
-        hashes = sorted(h for h, d in depths.items() if d == depth)
+        hashes = [h for h, d in depths.items() if d == depth]
         FrontierURL.objects.filter(audit=audit, url_hash__in=hashes, depth__gt=depth).update(depth=depth)
         Page.objects.filter(audit=audit, url_hash__in=hashes, depth__gt=depth).update(depth=depth)
 
