@@ -48,6 +48,12 @@ helper thread), then one more delta audit under plain ``python -m cProfile -o
 pipeline side by side (start, leases, writer, reuse, admission, finalize, the
 report, parse) and the top ``--profile-top`` (25) entries by cumulative and
 by own time. It is a script, never a timed test.
+
+With ``--floor``, after the rounds: the delta audit's requests alone
+(``benchmarks.fetch_floor``: every page asked with its validators, every
+broken target fetched, every asset checked, through the crawler's fetcher and
+nothing else), against each database's median full audit: the part of the
+target no parse, row or report saved can go below.
 """
 
 from __future__ import annotations
@@ -562,6 +568,46 @@ def render_profile(profile: dict, top: int) -> list[str]:
 # --- summary ----------------------------------------------------------------------------
 
 
+def request_floor(corpus, base: str, concurrency: int, workdir: Path, tree: Path) -> dict:
+    """The delta audit's requests alone, sent by ``benchmarks.fetch_floor`` in a child process.
+
+    The same requests the delta audit makes of the corpus: every page asked
+    with its validators, every broken target fetched, every asset (served or
+    missing) checked with HEAD.
+    """
+    urls = workdir / "floor-urls.txt"
+    urls.write_text("".join(
+        [f"GET {base}{path}\n" for path in corpus.pages]
+        + [f"GET! {base}{path}\n" for path in sorted(corpus.broken)]
+        + [f"HEAD {base}{path}\n" for path in [*corpus.assets, *sorted(corpus.missing_assets)]]))
+    done = subprocess.run([sys.executable, "-m", "benchmarks.fetch_floor", str(urls), "--concurrency",
+                           str(concurrency)], cwd=tree, capture_output=True, text=True, check=True)
+    floor = {**json.loads(done.stdout.strip().splitlines()[-1]), "concurrency": concurrency}
+    print(f"requests alone: {floor['requests']:,} in {floor['wall']:.1f} s wall, {floor['cpu']:.1f} s CPU", flush=True)
+    return floor
+
+
+def render_floor(floor: dict, results: list[dict], kinds: list[str]) -> list[str]:
+    """The requests alone, and what they are of each database's median full audit."""
+    lines = [
+        "### The requests alone",
+        "",
+        f"`benchmarks/fetch_floor.py` sent the delta audit's {floor['requests']:,} requests through "
+        f"`crawler.fetch.Fetcher` on the crawl's event loop, {floor['concurrency']} at once, and did "
+        f"nothing else (no parse, no database, no report): {floor['wall']:.1f} s wall, **{floor['cpu']:.1f} s "
+        f"CPU** (answers: " + ", ".join(f"{k} {v:,}" for k, v in floor["answers"].items()) + ").",
+        "",
+    ]
+    for kind in kinds:
+        runs = [r for r in results if r["db"] == kind]
+        if runs:
+            full = median([r["full"]["cpu"] for r in runs])
+            lines.append(f"- {DB_LABELS[kind]}: the requests alone are {floor['cpu'] / full:.2f} of the full "
+                         f"audit's median CPU ({full:.1f} s); a delta within {TARGET_TEXT} would have "
+                         f"{TARGET * full - floor['cpu']:.1f} s CPU left for everything else.")
+    return lines + [""]
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -583,7 +629,8 @@ def tree_line(tree: dict) -> str:
             f"sha256 of `audits/`, `crawler/`, `config/` and `manage.py` (paths and bytes): `{tree['digest']}`.")
 
 
-def render(run: dict, info: dict, results: list[dict], failures: list[str], profile: dict | None) -> str:
+def render(run: dict, info: dict, results: list[dict], failures: list[str], profile: dict | None,
+           floor: dict | None = None) -> str:
     """The section: ``run`` is what the run was (command, corpus, server; ``run_facts``), ``info`` the machine."""
     kinds, corpus, check = run["kinds"], run["corpus"], run["check"]
     rounds_done = sorted({r["round"] for r in results})
@@ -701,6 +748,8 @@ def render(run: dict, info: dict, results: list[dict], failures: list[str], prof
         lines += ["Checks (from each run's JSON Lines report):", ""] + checks + [""]
     if failures:
         lines += ["Failed rounds:", ""] + [f"- {text}" for text in failures] + [""]
+    if floor:
+        lines += render_floor(floor, results, kinds)
     if profile:
         lines += render_profile(profile, run["profile_top"])
     return "\n".join(lines)
@@ -725,6 +774,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="then profile one more delta audit (after its full audit) with cProfile")
     parser.add_argument("--profile-only", action="store_true", help="only the profile, no measured rounds")
+    parser.add_argument("--floor", action="store_true",
+                        help="then measure the delta audit's requests alone (benchmarks.fetch_floor)")
     parser.add_argument("--profile-out", default="/tmp/delta.prof",
                         help="the plain cProfile stats; the per-thread ones are written beside it")
     parser.add_argument("--profile-db", choices=list(DB_LABELS), help="database of the profile (default: the first)")
@@ -739,8 +790,8 @@ def main() -> None:
     args.argv = sys.argv[1:]
     if args.render_json:
         dump = json.loads(args.render_json.read_text())
-        publish(args, render(dump["run"], dump["machine"], dump["results"], dump["failures"], dump["profile"]),
-                bool(dump["results"] or dump["profile"]))
+        publish(args, render(dump["run"], dump["machine"], dump["results"], dump["failures"], dump["profile"],
+                             dump.get("floor")), bool(dump["results"] or dump["profile"]))
         return
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
@@ -781,7 +832,7 @@ def main() -> None:
           f"code digest {info['tree']['digest']})", flush=True)
     results: list[dict] = []
     failures: list[str] = []
-    profile = None
+    profile = floor = None
     try:
         with nginx_server(corpus) as (base, server):
             run["server"], run["check"] = server, (check := conditional_check(base))
@@ -798,6 +849,8 @@ def main() -> None:
                         continue
                     show(record)
                     results.append(record)
+            if args.floor:
+                floor = request_floor(corpus, base, args.concurrency, workdir, args.tree)
             if args.profile or args.profile_only:
                 profile = profile_delta(base, args.max_pages, args, args.profile_db or kinds[0], workdir,
                                         args.profile_top)
@@ -805,12 +858,13 @@ def main() -> None:
         info["load_after"] = os.getloadavg()
         if args.json:
             args.json.write_text(json.dumps({"run": run, "machine": info, "results": results,
-                                             "failures": failures, "profile": profile}, indent=1, default=str))
+                                             "failures": failures, "profile": profile, "floor": floor},
+                                            indent=1, default=str))
         if os.environ.get("BENCH_KEEP_WORKDIR"):
             print(f"logs kept in {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    publish(args, render(run, info, results, failures, profile), bool(results or profile))
+    publish(args, render(run, info, results, failures, profile, floor), bool(results or profile))
     if failures:
         sys.exit(1)
 
