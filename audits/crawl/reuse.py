@@ -110,13 +110,17 @@ def revive(audit_id: int, source_id: int, outcomes: list[PageOutcome]) -> tuple[
 
 # A reused page's edges: admission is handed only those whose target this
 # audit's frontier has not seen, or has as a sitemap-only page. Most of a
-# page's links (navigation, footers) were queued long before, so admission is
-# spared rebuilding and looking up each of them. The frontier is looked up by
-# key here, not anti-joined in SQL: a running audit's frontier has no planner
-# statistics yet, and PostgreSQL then scanned it once per edge.
+# page's links (navigation, footers) were queued long before, so the distinct
+# targets are looked up first and only the edges to the rest are read whole.
+# The frontier is looked up by key here, not anti-joined in SQL: a running
+# audit's frontier has no planner statistics yet, and PostgreSQL then scanned
+# it once per edge.
+SOURCE_TARGETS_SQL = """
+    SELECT DISTINCT target_hash FROM audits_linkedge WHERE audit_id = %s AND source_hash IN ({sources})
+"""
 SOURCE_EDGES_SQL = """
-    SELECT source_hash, target_hash, target_url, tag, anchor_text, nofollow FROM audits_linkedge
-    WHERE audit_id = %s AND source_hash IN ({sources}) ORDER BY id
+    SELECT id, source_hash, target_url, tag, anchor_text, nofollow FROM audits_linkedge
+    WHERE audit_id = %s AND source_hash IN ({sources}) AND target_hash IN ({targets})
 """
 # The reused pages' edges, copied in the database as they were.
 COPY_EDGES_SQL = """
@@ -128,16 +132,27 @@ COPY_EDGES_SQL = """
 
 
 def _unseen_targets(audit_id: int, source_id: int, sources: list[str]) -> list[tuple]:
-    """(source hash, target URL, tag, anchor, nofollow) of the sources' edges admission may act on."""
+    """(source hash, target URL, tag, anchor, nofollow) of the sources' edges admission may act on, in written order."""
     edges = []
     with connection.cursor() as cursor:
         for start in range(0, len(sources), LOOKUP_BATCH):
             part = sources[start:start + LOOKUP_BATCH]
-            cursor.execute(SOURCE_EDGES_SQL.format(sources=", ".join(["%s"] * len(part))), [source_id, *part])
-            edges += cursor.fetchall()
-    known = admission.known_targets(audit_id, list({edge[1] for edge in edges}))
-    return [(source, url, tag, text, nofollow) for source, target, url, tag, text, nofollow in edges
-            if target not in known or not known[target].linked]
+            cursor.execute(SOURCE_TARGETS_SQL.format(sources=_marks(part)), [source_id, *part])
+            targets = [target for (target,) in cursor.fetchall()]
+            known = admission.known_targets(audit_id, targets)
+            wanted = [target for target in targets if target not in known or not known[target].linked]
+            for first in range(0, len(wanted), LOOKUP_BATCH):
+                some = wanted[first:first + LOOKUP_BATCH]
+                cursor.execute(SOURCE_EDGES_SQL.format(sources=_marks(part), targets=_marks(some)),
+                               [source_id, *part, *some])
+                edges += cursor.fetchall()
+    # Admission takes a target's first offer: the order the source audit wrote them in.
+    edges.sort()
+    return [edge[1:] for edge in edges]
+
+
+def _marks(values: list) -> str:
+    return ", ".join(["%s"] * len(values))
 
 
 def copy_edges(audit_id: int, source_id: int, sources: list[str]) -> None:
@@ -145,7 +160,7 @@ def copy_edges(audit_id: int, source_id: int, sources: list[str]) -> None:
     with connection.cursor() as cursor:
         for start in range(0, len(sources), LOOKUP_BATCH):
             part = sources[start:start + LOOKUP_BATCH]
-            cursor.execute(COPY_EDGES_SQL.format(sources=", ".join(["%s"] * len(part))), [audit_id, source_id, *part])
+            cursor.execute(COPY_EDGES_SQL.format(sources=_marks(part)), [audit_id, source_id, *part])
 
 
 def _revived(o: PageOutcome, row: dict, outlinks: tuple[Link, ...]) -> PageOutcome:
