@@ -14,6 +14,7 @@ from crawler.revalidate import Validators
 from crawler.types import FetchError
 from crawler.urls import compile_patterns, url_hash
 
+from .. import planner_stats
 from ..issue_rows import insert_issues, issue_for
 from ..models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge, Page
 from ..sql import insert_rows
@@ -204,11 +205,12 @@ class ChunkWriter:
             self.on_batch(outcomes, issues)
         # A cancel (or a watchdog failure) is seen here, between sub-batches:
         # within seconds, since a sub-batch is flushed at least every second.
-        status = self._retrying(
-            lambda: Audit.objects.filter(pk=self.audit.pk).values_list("status", flat=True).first(),
-            what="status check")
+        status, pages = self._retrying(
+            lambda: Audit.objects.filter(pk=self.audit.pk).values_list("status", "pages_discovered").first(),
+            what="status check") or (None, 0)
         if status != Audit.Status.RUNNING:
             raise AuditStopped()
+        self._retrying(planner_stats.keep_up, self.audit.pk, pages, what="planner statistics")
 
     def _forget(self, outcomes: list[PageOutcome]) -> None:
         """Drop what ``hold`` kept for URLs now stored (a rescheduled one is held again when re-leased)."""
