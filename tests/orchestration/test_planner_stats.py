@@ -3,12 +3,15 @@
 import pytest
 from django.db import connection
 
+from audits import planner_stats
 from audits.crawl.admission import FRONTIER_COLUMNS, known_targets
+from audits.inline import run_audit_inline
 from audits.models import FrontierURL
 from audits.planner_stats import FIRST_PAGES, due, keep_up
 from audits.sql import insert_rows
 from crawler.urls import url_hash
 from tests.factories import make_audit
+from tests.versioned_site import VersionedSite
 
 postgres_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's planner statistics")
 
@@ -61,3 +64,28 @@ def test_nothing_is_analyzed_on_sqlite_or_for_a_small_audit(admin_user):
     assert not keep_up(audit.pk, FIRST_PAGES - 1)
     if connection.vendor == "sqlite":
         assert not keep_up(audit.pk, 50_000)
+
+
+@pytest.mark.django_db
+def test_a_crawl_checks_its_statistics_after_each_write_with_the_pages_it_knows_of(owner, fast_settings, monkeypatch):
+    calls: list[tuple[int, int, bool]] = []
+    real = planner_stats.keep_up
+
+    def spy(audit_id: int, pages: int) -> bool:
+        analyzed = real(audit_id, pages)
+        calls.append((audit_id, pages, analyzed))
+        return analyzed
+
+    monkeypatch.setattr(planner_stats, "keep_up", spy)
+    monkeypatch.setattr(planner_stats, "FIRST_PAGES", 20)  # a crawl small enough for a test
+    with VersionedSite(60) as site:
+        audit = make_audit(owner, start_url=site.url(), allow_private=True, check_external=False, max_pages=100)
+        run_audit_inline(audit.pk)
+    assert {audit_id for audit_id, _, _ in calls} == {audit.pk}
+    pages = [pages for _, pages, _ in calls]
+    assert pages == sorted(pages) and pages[-1] >= 60  # every write, as the audit grew
+    analyzed = [pages for _, pages, did in calls if did]
+    if connection.vendor == "postgresql":
+        assert analyzed and analyzed[0] >= 20
+    else:
+        assert not analyzed
