@@ -27,11 +27,11 @@ def test_sigterm_hands_the_running_chunk_back_and_another_cluster_continues_at_o
                              concurrency=2, max_pages=200)
 
         def mid_chunk():
+            # The lease itself, read once: a second read could fall between two chunks.
             audit.refresh_from_db()
-            return audit.pages_crawled >= 6 and ChunkLease.objects.filter(audit=audit, state="leased").exists()
+            return audit.pages_crawled >= 6 and ChunkLease.objects.filter(audit=audit, state="leased").first()
 
-        wait_for(mid_chunk, 60, interval=0.05, message=lambda: f"a chunk in flight:\n{first.log()}")
-        running = ChunkLease.objects.get(audit=audit, state="leased")
+        running = wait_for(mid_chunk, 60, interval=0.05, message=lambda: f"a chunk in flight:\n{first.log()}")
         os.kill(first.proc.pid, signal.SIGTERM)  # the main process only, as systemd's KillMode=mixed does
         stopped_at = time.monotonic()
         first.proc.wait(timeout=30)
