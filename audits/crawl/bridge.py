@@ -96,12 +96,18 @@ def run_with_db_here(make_coroutine, *, idle=None, idle_every: float | None = No
             if request is None:
                 break
             fn, args, future, loop = request
+            if future.cancelled():
+                continue  # its task is gone (a refill cancelled as the crawl ended): nobody wants the answer
             try:
-                value = fn(*args)
+                value, error = fn(*args), None
             except BaseException as exc:
-                loop.call_soon_threadsafe(_settle, future, None, exc)
-            else:
-                loop.call_soon_threadsafe(_settle, future, value, None)
+                value, error = None, exc
+            try:
+                loop.call_soon_threadsafe(_settle, future, value, error)
+            except RuntimeError:
+                # The crawl ended and closed its loop while this ran: the answer
+                # has nobody to go to, and the crawl's own outcome follows.
+                pass
             if settings.DEBUG:
                 forget_queries()
     except BaseException:

@@ -216,7 +216,7 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
 
     def hand_over() -> bool:
         with transaction.atomic():
-            if not lease.finish(unfinished=[item.id for item in report.unfinished]):
+            if not lease.finish():
                 return False
             # A serial retry says nothing about the site's load: the next chunk
             # keeps the last real window.

@@ -317,16 +317,19 @@ class ChunkLease(models.Model):
                 rows = rows.filter(id__in=ids)
             rows.update(state=FrontierURL.State.PENDING, chunk=None)
 
-    def finish(self, unfinished: list[int] = ()) -> bool:
-        """Mark the chunk done and release the URLs it did not start; False if we no longer own it."""
+    def finish(self) -> bool:
+        """Mark the chunk done and release every URL it still holds; False if we no longer own it.
+
+        What a chunk wrote is done already, so what it still holds it never
+        finished: the window's unfinished items, and any a top-up leased as
+        the crawl was ending, which the window never received.
+        """
         with transaction.atomic():
             done = ChunkLease.objects.filter(pk=self.pk, token=self.token, state=self.State.LEASED).update(
                 state=self.State.DONE, finished_at=Now())
             if not done:
                 return False
-            if unfinished:
-                FrontierURL.objects.held_by(self).filter(id__in=unfinished).update(
-                    state=FrontierURL.State.PENDING, chunk=None)
+            FrontierURL.objects.held_by(self).update(state=FrontierURL.State.PENDING, chunk=None)
         self.state = self.State.DONE
         return True
 

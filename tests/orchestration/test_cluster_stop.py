@@ -27,9 +27,14 @@ def test_sigterm_hands_the_running_chunk_back_and_another_cluster_continues_at_o
                              concurrency=2, max_pages=200)
 
         def mid_chunk():
-            # The lease itself, read once: a second read could fall between two chunks.
+            # The lease itself, read once (a second read could fall between two
+            # chunks), with URLs left: a stop then finds its window asking for more.
             audit.refresh_from_db()
-            return audit.pages_crawled >= 6 and ChunkLease.objects.filter(audit=audit, state="leased").first()
+            lease = ChunkLease.objects.filter(audit=audit, state="leased").first()
+            if audit.pages_crawled < 6 or lease is None:
+                return None
+            left = FrontierURL.objects.filter(audit=audit, chunk=lease.number, state=FrontierURL.State.LEASED)
+            return lease if left.count() >= 10 else None
 
         running = wait_for(mid_chunk, 60, interval=0.05, message=lambda: f"a chunk in flight:\n{first.log()}")
         os.kill(first.proc.pid, signal.SIGTERM)  # the main process only, as systemd's KillMode=mixed does
@@ -39,7 +44,7 @@ def test_sigterm_hands_the_running_chunk_back_and_another_cluster_continues_at_o
         assert took < 10, f"the cluster took {took:.1f} s to stop:\n{first.log()}"
 
         running.refresh_from_db()
-        assert running.state == ChunkLease.State.DONE and running.attempts == 1
+        assert running.state == ChunkLease.State.DONE and running.attempts == 1, first.log()
         assert not FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.LEASED).exists()
         following = ChunkLease.objects.get(audit=audit, number=running.number + 1)
         assert following.state == ChunkLease.State.QUEUED  # queued for whoever is not stopping

@@ -4,6 +4,7 @@ import asyncio
 import signal
 import sys
 import threading
+import time
 
 import pytest
 
@@ -121,3 +122,36 @@ def test_with_debug_on_the_crawls_statements_leave_no_query_log_behind_unless_ca
     with CaptureQueriesContext(connection) as queries:
         run_with_db_here(crawl)
     assert len(queries.captured_queries) == 3
+
+
+def test_a_database_answer_the_ended_crawl_no_longer_waits_for_is_dropped():
+    inside = threading.Event()
+
+    def refusal():
+        inside.set()
+        time.sleep(0.3)  # the crawl ends and closes its loop meanwhile
+        raise LookupError("a top-up refused after the crawl ended")
+
+    async def crawl(db):
+        late = asyncio.ensure_future(db(refusal))
+        while not inside.is_set():
+            await asyncio.sleep(0.01)
+        late.cancel()  # as the window cancels a refill when it stops
+        return "the crawl's own result"
+
+    assert run_with_db_here(crawl) == "the crawl's own result"
+
+
+def test_a_database_call_cancelled_before_it_ran_is_not_run():
+    ran: list[str] = []
+
+    async def crawl(db):
+        first = asyncio.ensure_future(db(time.sleep, 0.2))
+        await asyncio.sleep(0.05)  # the caller's thread is inside the first call
+        second = asyncio.ensure_future(db(ran.append, "the second call"))
+        await asyncio.sleep(0)
+        second.cancel()
+        await first
+        return ran
+
+    assert run_with_db_here(crawl) == []

@@ -189,3 +189,16 @@ def test_a_chunk_waiting_on_a_slow_page_keeps_its_lease_by_heartbeat(owner, fast
             eye.join()
     assert expired_seen == []
     assert ChunkLease.objects.get(audit=audit, number=1).attempts == 1
+
+
+def test_a_finished_chunk_gives_back_every_url_it_still_holds_even_one_a_late_top_up_leased(
+        owner, grid_site, fast_settings):
+    audit, dispatcher = started(owner, grid_site)
+    assert run_chunk(audit.pk, 1, dispatcher) == "done"  # the start page; its links are pending now
+    lease = claim(audit.pk, 2)
+    held = lease_items(audit, lease)  # as a top-up answered after the window had stopped asking
+    assert held
+    assert lease.finish()
+    assert not FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.LEASED).exists()
+    assert set(FrontierURL.objects.filter(id__in=[item.id for item in held]).values_list("state", flat=True)) == {
+        FrontierURL.State.PENDING}
