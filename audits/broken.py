@@ -20,6 +20,7 @@ from crawler.types import FetchError
 from crawler.urls import url_hash
 
 from .models import Issue, Page
+from .sql import placeholders
 
 INTERNAL = "broken_link_internal"
 EXTERNAL = "broken_link_external"
@@ -105,7 +106,7 @@ def describe(audit, rows: Iterable[dict], *, preview: int) -> list[dict]:
     for row in rows:
         row["failure"] = failure_text(row["fetch_error"], row["fetch_error_detail"])
     by_target = {row["target_url"]: row for row in rows}
-    sql = FIRST_SOURCES_SQL.format(targets=", ".join(["%s"] * len(by_target)))
+    sql = FIRST_SOURCES_SQL.format(targets=placeholders(len(by_target)))
     with connection.cursor() as cursor:
         cursor.execute(sql, [audit.pk, INTERNAL, EXTERNAL, Issue.Review.IGNORED.value, *by_target, preview])
         for target, source, page_id in cursor.fetchall():

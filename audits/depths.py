@@ -15,6 +15,7 @@ from django.db import connection
 from crawler.page import PAGE_TAGS, RESOURCE_TAGS
 
 from .models import Audit
+from .sql import placeholders
 
 _FOLLOWED = sorted(PAGE_TAGS | RESOURCE_TAGS)
 
@@ -25,7 +26,7 @@ SHORTER_SQL = f"""
     JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
     JOIN audits_frontierurl f ON f.audit_id = s.audit_id AND f.url_hash = s.url_hash AND f.linked
     JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
-    WHERE e.audit_id = %s AND e.internal AND e.tag IN ({", ".join(["%s"] * len(_FOLLOWED))})
+    WHERE e.audit_id = %s AND e.internal AND e.tag IN ({placeholders(len(_FOLLOWED))})
     GROUP BY t.id, t.depth HAVING MIN(s.depth) + 1 < t.depth
 """
 

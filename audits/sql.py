@@ -15,6 +15,11 @@ from collections.abc import Sequence
 from django.db import connection
 
 
+def placeholders(count: int) -> str:
+    """``%s, %s, ...``: ``count`` parameter markers for an IN list or a VALUES row."""
+    return ", ".join(["%s"] * count)
+
+
 def insert_rows(model, columns: Sequence[str], rows: Sequence[tuple], *, conflict: Sequence[str] = (),
                 update: Sequence[str] = ()) -> None:
     """Insert ``rows`` (tuples in ``columns`` order); a row whose key exists is skipped, or
@@ -23,7 +28,7 @@ def insert_rows(model, columns: Sequence[str], rows: Sequence[tuple], *, conflic
         return
     quote = connection.ops.quote_name
     sql = (f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(map(quote, columns))}) "
-           f"VALUES ({', '.join(['%s'] * len(columns))}) ON CONFLICT")
+           f"VALUES ({placeholders(len(columns))}) ON CONFLICT")
     if update:
         changes = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in update)
         sql += f" ({', '.join(map(quote, conflict))}) DO UPDATE SET {changes}"

@@ -22,7 +22,7 @@ from crawler.urls import template_has_room, template_key, trap_reason, url_hash
 
 from ..issue_rows import insert_issues, issue_for
 from ..models import Audit, FrontierURL, Page
-from ..sql import insert_rows
+from ..sql import insert_rows, placeholders
 from .setup import CrawlSetup
 
 # Hashes per IN (...) lookup, well under every SQLite build's variable limit.
@@ -153,7 +153,7 @@ def known_targets(audit_id: int, hashes: list[str]) -> dict[str, Known]:
         for start in range(0, len(hashes), LOOKUP_BATCH):
             part = hashes[start:start + LOOKUP_BATCH]
             cursor.execute(f"SELECT url_hash, linked, depth FROM {table} WHERE audit_id = %s AND url_hash IN "
-                           f"({', '.join(['%s'] * len(part))})", [audit_id, *part])
+                           f"({placeholders(len(part))})", [audit_id, *part])
             found.update((digest, Known(bool(linked), depth)) for digest, linked, depth in cursor.fetchall())
     return found
 

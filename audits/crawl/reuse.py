@@ -20,6 +20,7 @@ from crawler.types import Canonical, Link, PageFacts
 from crawler.urls import url_hash
 
 from ..models import Audit, Issue, Page
+from ..sql import placeholders
 from . import admission
 from .admission import LOOKUP_BATCH
 
@@ -137,22 +138,18 @@ def _unseen_targets(audit_id: int, source_id: int, sources: list[str]) -> list[t
     with connection.cursor() as cursor:
         for start in range(0, len(sources), LOOKUP_BATCH):
             part = sources[start:start + LOOKUP_BATCH]
-            cursor.execute(SOURCE_TARGETS_SQL.format(sources=_marks(part)), [source_id, *part])
+            cursor.execute(SOURCE_TARGETS_SQL.format(sources=placeholders(len(part))), [source_id, *part])
             targets = [target for (target,) in cursor.fetchall()]
             known = admission.known_targets(audit_id, targets)
             wanted = [target for target in targets if target not in known or not known[target].linked]
             for first in range(0, len(wanted), LOOKUP_BATCH):
                 some = wanted[first:first + LOOKUP_BATCH]
-                cursor.execute(SOURCE_EDGES_SQL.format(sources=_marks(part), targets=_marks(some)),
-                               [source_id, *part, *some])
+                sql = SOURCE_EDGES_SQL.format(sources=placeholders(len(part)), targets=placeholders(len(some)))
+                cursor.execute(sql, [source_id, *part, *some])
                 edges += cursor.fetchall()
     # Admission takes a target's first offer: the order the source audit wrote them in.
     edges.sort()
     return [edge[1:] for edge in edges]
-
-
-def _marks(values: list) -> str:
-    return ", ".join(["%s"] * len(values))
 
 
 def copy_edges(audit_id: int, source_id: int, sources: list[str]) -> None:
@@ -160,7 +157,7 @@ def copy_edges(audit_id: int, source_id: int, sources: list[str]) -> None:
     with connection.cursor() as cursor:
         for start in range(0, len(sources), LOOKUP_BATCH):
             part = sources[start:start + LOOKUP_BATCH]
-            cursor.execute(COPY_EDGES_SQL.format(sources=_marks(part)), [audit_id, source_id, *part])
+            cursor.execute(COPY_EDGES_SQL.format(sources=placeholders(len(part))), [audit_id, source_id, *part])
 
 
 def _revived(o: PageOutcome, row: dict, outlinks: tuple[Link, ...]) -> PageOutcome:
