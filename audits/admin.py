@@ -8,7 +8,7 @@ admin is limited to superusers: a Schedule can run any importable function.
 from django.contrib import admin, messages
 
 from . import schedules
-from .forms import SiteScheduleForm
+from .forms import CrawlSettingsForm, SiteScheduleForm
 from .models import Audit, Issue, Notification, Page, Site, SkippedRun
 from .services import PrivateTargetsRefused, QuotaExceeded, cancel_audit, rerun_audit, resume_audit
 
@@ -154,23 +154,38 @@ class SkippedRunInline(admin.TabularInline):
         return False
 
 
-class SiteAdminForm(SiteScheduleForm):
-    """The dashboard's schedule form (cron and quota checks included) with the crawl settings beside it."""
+# What made the site and was checked then; shown, never edited, in the admin.
+SITE_FIXED = ("start_url", "owner", "allow_private")
+
+
+class SiteAdminForm(CrawlSettingsForm, SiteScheduleForm):
+    """The dashboard's schedule form (cron and quota checks included) with the crawl settings beside it.
+
+    The crawl settings are the new-audit form's fields, bounds and pattern checks.
+    The start URL, owner and private-target permission are not editable: they
+    were checked (SSRF guard, quota) when an audit made the site, and a change
+    here would retarget every later crawl past those checks.
+    """
 
     class Meta(SiteScheduleForm.Meta):
         fields = "__all__"
+        exclude = SITE_FIXED
 
 
 @admin.register(Site)
 class SiteAdmin(admin.ModelAdmin):
     form = SiteAdminForm
+    readonly_fields = SITE_FIXED
     list_display = ["start_url", "owner", "cadence", "paused", "time_zone", "created_at"]
     list_filter = ["cadence", "paused"]
     search_fields = ["start_url", "owner__username"]
     list_select_related = ["owner"]
-    raw_id_fields = ["owner"]
     inlines = [SkippedRunInline]
     actions = ["pause_schedules", "resume_schedules"]
+
+    # A site is made by its first audit (the new-audit form's or the command's checks), never here.
+    def has_add_permission(self, request):
+        return False
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)

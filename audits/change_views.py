@@ -15,7 +15,7 @@ from crawler.catalogue import CATALOGUE
 from . import diff, exports
 from .issue_views import SEVERITY_RANK
 from .models import Audit, GoneIssue, Issue, PageChange
-from .tables import MAX_PAGE_NUMBER, PER_PAGE, Window, audit_view, window
+from .tables import MAX_PAGE_NUMBER, PER_PAGE, Window, audit_view, wants_partial, window
 
 SHOWS = diff.ISSUE_CHANGES + diff.PAGE_CHANGES
 
@@ -74,7 +74,7 @@ def audit_compare(request, audit, other_id):
         else:
             page = _listed(lambda **kw: diff.page_changes(newer, base, show, **kw), request)
         context.update(page_obj=page, table="pages")
-    if request.htmx:
+    if wants_partial(request):
         return render(request, "audits/_compare_table.html", context)
     return render(request, "audits/compare.html", context)
 

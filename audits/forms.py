@@ -12,7 +12,7 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 from django import forms
 from django.conf import settings
 
@@ -84,11 +84,13 @@ def _check_address(url: str, *, allow_private: bool) -> None:
         ) from None
 
 
-class AuditForm(forms.Form):
-    start_url = forms.CharField(
-        label="Start URL", max_length=2048,
-        widget=forms.TextInput(attrs={"placeholder": "https://example.com/", "autofocus": True}),
-    )
+class CrawlSettingsForm(forms.Form):
+    """The crawl settings and their bounds: the new-audit form's, and the admin's for a saved site.
+
+    One set of fields and checks, so a site edited in the admin cannot be given
+    limits or patterns the dashboard would refuse.
+    """
+
     max_pages = forms.IntegerField(label="Max pages", min_value=1, max_value=MAX_PAGES, initial=500)
     max_depth = forms.IntegerField(label="Max click depth", min_value=0, max_value=MAX_DEPTH, initial=10)
     concurrency = forms.IntegerField(
@@ -119,6 +121,41 @@ class AuditForm(forms.Form):
                   "worker). Auto renders only pages whose HTML looks like an app shell.",
     )
 
+    def _clean_patterns(self, name: str) -> str:
+        text = self.cleaned_data.get(name, "")
+        try:
+            compile_patterns(_lines(text))
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not a usable regular expression: {exc}.", code="pattern") from None
+        return "\n".join(_lines(text))
+
+    def clean_include_patterns(self) -> str:
+        return self._clean_patterns("include_patterns")
+
+    def clean_exclude_patterns(self) -> str:
+        return self._clean_patterns("exclude_patterns")
+
+    def clean_user_agent(self) -> str:
+        value = self.cleaned_data.get("user_agent", "").strip()
+        # A header value with a control character would be refused (or worse,
+        # split into two headers) when the crawler sends it.
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            raise forms.ValidationError("The user agent may not contain control characters.", code="ua")
+        return value
+
+    def clean_render(self) -> str:
+        # Optional in the form (an older client sends none); the model's column is never empty.
+        return self.cleaned_data.get("render") or "none"
+
+
+class AuditForm(CrawlSettingsForm):
+    start_url = forms.CharField(
+        label="Start URL", max_length=2048,
+        widget=forms.TextInput(attrs={"placeholder": "https://example.com/", "autofocus": True}),
+    )
+
+    field_order = ["start_url"]
+
     def __init__(self, *args, allow_private: bool | None = None, **kwargs):
         """``allow_private`` defaults to the deployment's setting; the CLI passes --allow-private."""
         super().__init__(*args, **kwargs)
@@ -148,28 +185,6 @@ class AuditForm(forms.Form):
         _check_address(url, allow_private=self.allow_private)
         return url
 
-    def _clean_patterns(self, name: str) -> str:
-        text = self.cleaned_data.get(name, "")
-        try:
-            compile_patterns(_lines(text))
-        except ValueError as exc:
-            raise forms.ValidationError(f"Not a usable regular expression: {exc}.", code="pattern") from None
-        return "\n".join(_lines(text))
-
-    def clean_include_patterns(self) -> str:
-        return self._clean_patterns("include_patterns")
-
-    def clean_exclude_patterns(self) -> str:
-        return self._clean_patterns("exclude_patterns")
-
-    def clean_user_agent(self) -> str:
-        value = self.cleaned_data.get("user_agent", "").strip()
-        # A header value with a control character would be refused (or worse,
-        # split into two headers) when the crawler sends it.
-        if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
-            raise forms.ValidationError("The user agent may not contain control characters.", code="ua")
-        return value
-
     def audit_fields(self) -> dict:
         """The cleaned values as Audit field values, for services.create_audit."""
         data = self.cleaned_data
@@ -185,7 +200,7 @@ class AuditForm(forms.Form):
             "check_external": data["check_external"],
             "user_agent": data["user_agent"],
             "allow_private": self.allow_private,
-            "render": self.cleaned_data.get("render") or "none",
+            "render": data["render"],
         }
 
 
@@ -257,7 +272,13 @@ class SiteScheduleForm(forms.ModelForm):
             return
         least = settings.SITEWARD["MIN_SCHEDULE_MINUTES"]
         runs = croniter(expression, datetime(2026, 1, 1, tzinfo=UTC))
-        times = [runs.get_next(datetime) for _ in range(MIN_GAP_SAMPLES)]
+        try:
+            times = [runs.get_next(datetime) for _ in range(MIN_GAP_SAMPLES)]
+        except CroniterBadDateError:
+            # Valid syntax naming a date that never comes (31 February): croniter gives up looking.
+            self.add_error("cron", forms.ValidationError(
+                "That schedule never runs: no date matches it (e.g. 30 or 31 February).", code="never"))
+            return
         gap = min((b - a for a, b in itertools.pairwise(times)), default=timedelta.max)
         if gap < timedelta(minutes=least):
             self.add_error("cron", forms.ValidationError(

@@ -21,7 +21,7 @@ from crawler.urls import compile_patterns, url_hash
 from .forms import IgnoreRuleForm
 from .models import Audit, GoneIssue, Issue, IssueCode, Page, Severity
 from .sections import clean_section, under_section
-from .tables import audit_view, sort_choice, window
+from .tables import audit_view, query_text, sort_choice, wants_partial, window
 
 SEVERITY_RANK = Case(
     When(severity=Severity.CRITICAL, then=Value(0)),
@@ -51,10 +51,10 @@ def issue_filters(query) -> dict:
     return {
         "severity": query.get("severity", ""),
         "code": query.get("code", ""),
-        "q": query.get("q", "").strip()[:500],
+        "q": query_text(query, "q"),
         "review": query.get("review", ""),
         "change": query.get("change", ""),
-        "section": clean_section(query.get("section")),
+        "section": clean_section(query_text(query, "section")),
     }
 
 
@@ -183,6 +183,6 @@ def list_page(request, audit: Audit, *, rule_form: IgnoreRuleForm | None = None,
 
 @audit_view("GET")
 def issue_list(request, audit):
-    if request.htmx:
+    if wants_partial(request):
         return render(request, "audits/_issue_table.html", table_context(request, audit, request.GET))
     return list_page(request, audit)

@@ -11,7 +11,7 @@ from crawler.urls import url_hash
 from .inlinks import LINK_TAGS, counts_stored, edges_to, inlink_counts
 from .models import Issue, LinkEdge, Page, PageChange
 from .sections import clean_section, under_section
-from .tables import audit_view, sort_choice, window
+from .tables import audit_view, query_text, sort_choice, wants_partial, window
 
 # A page's own view lists at most this many links each way.
 LINK_LIMIT = 500
@@ -47,11 +47,11 @@ def page_list(request, audit):
     filters = {
         "kind": request.GET.get("kind", ""),
         "status": request.GET.get("status", ""),
-        "type": request.GET.get("type", "").strip()[:100],
+        "type": query_text(request.GET, "type", 100),
         "depth": request.GET.get("depth", "").strip(),
-        "q": request.GET.get("q", "").strip()[:500],
+        "q": query_text(request.GET, "q"),
         "change": request.GET.get("change", ""),
-        "section": clean_section(request.GET.get("section")),
+        "section": clean_section(query_text(request.GET, "section")),
     }
     if filters["change"] in PageChange.Change.values:
         return _page_changes(request, audit, filters)
@@ -62,7 +62,8 @@ def page_list(request, audit):
         pages = pages.filter(STATUS_CLASSES[filters["status"]])
     if filters["type"]:
         pages = pages.filter(content_type__istartswith=filters["type"])
-    if filters["depth"].isdigit():
+    # isdigit() alone accepts "²" and other digits int() refuses: ASCII digits only.
+    if filters["depth"].isascii() and filters["depth"].isdigit():
         pages = pages.filter(depth=int(filters["depth"]))
     if filters["q"]:
         pages = pages.filter(url__icontains=filters["q"])
@@ -88,7 +89,7 @@ def page_list(request, audit):
         "changes": PAGE_CHANGE_FILTERS if audit.change_counts is not None else [],
         "table": "audits/_page_table.html",
     }
-    if request.htmx and not request.htmx.history_restore_request:
+    if wants_partial(request):
         return render(request, "audits/_page_table.html", context)
     return render(request, "audits/page_list.html", context)
 
@@ -104,7 +105,7 @@ def _page_changes(request, audit, filters):
         "kinds": Page.Kind.choices, "status_classes": list(STATUS_CLASSES), "content_types": CONTENT_TYPES,
         "changes": PAGE_CHANGE_FILTERS, "table": "audits/_page_change_table.html",
     }
-    if request.htmx:
+    if wants_partial(request):
         return render(request, "audits/_page_change_table.html", context)
     return render(request, "audits/page_list.html", context)
 

@@ -59,7 +59,9 @@ def _trend(site: Site):
     # A validation re-checks a few URLs: its counts are not the site's, so it is no point on a trend.
     audits = list(site.audits.filter(status=Audit.Status.COMPLETED).exclude(mode=Audit.Mode.VALIDATE)
                   .order_by("-pk")[:TREND_AUDITS])[::-1]
-    labels = [audit.created_at.strftime("%m-%d %H:%M") for audit in audits]
+    # In the site's zone, as its schedule and history read, so a 02:00 run is labelled 02:00.
+    zone = site.zone()
+    labels = [_when(audit, zone) for audit in audits]
     issues = line_chart(labels, [
         Line("Critical", [a.issues_critical for a in audits], "line-critical"),
         Line("Warnings", [a.issues_warning for a in audits], "line-warning"),
@@ -69,10 +71,14 @@ def _trend(site: Site):
                        title="Pages crawled, audit by audit", chart_id="trend-pages")
     # Audits finished before the score existed have none: the line joins those that do.
     scored = [a for a in audits if a.score is not None]
-    score = line_chart([a.created_at.strftime("%m-%d %H:%M") for a in scored],
+    score = line_chart([_when(a, zone) for a in scored],
                        [Line("Score", [a.score for a in scored], "line-score")],
                        title="Health score (0-100), audit by audit", chart_id="trend-score")
     return issues, pages, score
+
+
+def _when(audit: Audit, zone) -> str:
+    return audit.created_at.astimezone(zone).strftime("%m-%d %H:%M %Z")
 
 
 def _site_context(request, site: Site, form: SiteScheduleForm | None = None,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import wraps
 
 from django.http import HttpResponseNotAllowed
+from django.utils.cache import patch_vary_headers
 
 from .access import audit_for_user
 
@@ -37,9 +38,19 @@ def owned_view(load, id_name: str, *methods):
             owned = load(request, kwargs.pop(id_name))
             if request.method not in allowed:
                 return HttpResponseNotAllowed(sorted(allowed))
-            return view(request, owned, *args, **kwargs)
+            response = view(request, owned, *args, **kwargs)
+            # One URL answers the whole page or its partial (wants_partial): a
+            # browser or proxy cache must not hand one out for the other.
+            patch_vary_headers(response, ["HX-Request", "HX-History-Restore-Request"])
+            return response
         return wrapper
     return decorate
+
+
+def wants_partial(request) -> bool:
+    """Whether to answer with the partial: an htmx swap, but not htmx restoring a page
+    from history (after its cache runs out), which needs the whole page."""
+    return bool(request.htmx) and not request.htmx.history_restore_request
 
 
 def audit_view(*methods):
@@ -125,6 +136,15 @@ def window(queryset, request, per_page: int = PER_PAGE) -> Window:
     start = (number - 1) * per_page
     rows = list(queryset[start:start + per_page])
     return Window(rows, number, number < last, per_page, count=count, cap=cap)
+
+
+def query_text(query, name: str, limit: int | None = 500) -> str:
+    """A free-text parameter of ``query`` as the filters use it: NUL dropped, stripped, at most ``limit`` long.
+
+    PostgreSQL refuses a NUL in text (psycopg raises before the query runs),
+    and no URL, content type or section has one, so dropping it changes no match.
+    """
+    return query.get(name, "").replace("\x00", "").strip()[:limit]
 
 
 def sort_choice(request, options: dict, default: str) -> tuple[str, list]:

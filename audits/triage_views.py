@@ -31,6 +31,9 @@ from .tables import audit_view
 # matching" needs no ids at all.
 MAX_CHOSEN = 1000
 
+# The largest primary key a (64-bit) id column holds.
+MAX_ID = 2**63 - 1
+
 MARKED = {Issue.Review.REVIEWED: "reviewed", Issue.Review.IGNORED: "ignored", Issue.Review.OPEN: "open again"}
 
 
@@ -67,7 +70,8 @@ def issue_review(request, audit):
         if len(chosen) > MAX_CHOSEN:
             return HttpResponseBadRequest(f"At most {MAX_CHOSEN} issues at once; use “all matching”.")
         # Ids of another audit's issues select nothing: set_review narrows to this audit.
-        issues = Issue.objects.filter(pk__in=chosen)
+        # Ids no row can have select nothing too; past 64 bits the database driver would raise.
+        issues = Issue.objects.filter(pk__in=[pk for pk in chosen if 0 < pk <= MAX_ID])
     changed = audit.set_review(issues, mark)
     result = (f"Marked {changed} issue{'s' if changed != 1 else ''} {MARKED[mark]}." if changed
               else "Nothing changed: no chosen issue that was not already marked so.")

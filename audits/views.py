@@ -10,9 +10,11 @@ HTMX swap always render the same markup. The tables are in ``issue_views`` and
 
 from __future__ import annotations
 
+from functools import wraps
+
 from django.contrib import messages
 from django.db.models import Count, Q
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse, HttpResponseNotFound
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods
@@ -37,7 +39,7 @@ from .services import (
     resume_audit,
 )
 from .summary import issue_summary
-from .tables import audit_view, window
+from .tables import audit_view, wants_partial, window
 
 # A validation's checklist rows shown on its page (still there and unknown first).
 CHECKLIST_ROWS = 500
@@ -164,12 +166,32 @@ def _body_context(audit: Audit) -> dict:
 @audit_view("GET")
 def audit_detail(request, audit):
     context = _body_context(audit)
-    # htmx restoring a page from history asks for the whole page, not the partial.
-    if request.htmx and not request.htmx.history_restore_request:
+    if wants_partial(request):
         return render(request, "audits/_audit_body.html", context)
     return render(request, "audits/audit_detail.html", context)
 
 
+def _reload_when_gone(view):
+    """Answer a poll of an audit that is gone with a 404 that reloads the page (HX-Refresh).
+
+    htmx keeps polling through 404s, and only 286 stops it; a 286 here would tell a
+    stranger which ids exist, so the answer stays the same 404 for a deleted audit
+    and another person's, and the reload shows the ordinary not-found page.
+    """
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except Http404:
+            if not request.htmx:
+                raise
+            response = HttpResponseNotFound()
+            response["HX-Refresh"] = "true"
+            return response
+    return wrapper
+
+
+@_reload_when_gone
 @audit_view("GET")
 def audit_progress(request, audit):
     """The live part of the audit page; once the audit has ended, its last state and a stop to the polling."""

@@ -102,3 +102,14 @@ def issues_of(audit, severity: str) -> int:
 def change_totals(counts) -> dict:
     """{"new": n, "fixed": n, ...} from an audit's change_counts (empty without a baseline)."""
     return totals(counts)
+
+
+@register.filter
+def issue_types(rows) -> list:
+    """The catalogue types of ``rows`` (dicts with a "type"), each once, in the order they first appear."""
+    seen = {}
+    for row in rows:
+        kind = row.get("type")
+        if kind is not None:
+            seen.setdefault(kind.code, kind)
+    return list(seen.values())

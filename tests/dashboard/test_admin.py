@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from audits.models import Audit, Issue, Page
+from audits.models import Audit, Issue, Page, Site
 from tests.factories import make_finished_audit
 
 pytestmark = pytest.mark.django_db
@@ -159,3 +159,47 @@ def test_the_admins_review_actions_keep_each_audits_totals_in_step(superuser_cli
                           {"action": "mark_open", "_selected_action": critical})
     first.refresh_from_db()
     assert first.issues_critical == 3
+
+
+def site_change_data(client, site, **changes):
+    """What the admin's Site page posts: its form as shown, with ``changes`` made."""
+    form = client.get(reverse("admin:audits_site_change", args=[site.pk])).context["adminform"].form
+    data = {name: value for name, value in form.initial.items() if value is not None and value is not False}
+    data.update({"skipped_runs-TOTAL_FORMS": 0, "skipped_runs-INITIAL_FORMS": 0, "webhook_url": ""}, **changes)
+    return {name: value for name, value in data.items() if value is not False}
+
+
+@pytest.mark.parametrize("field, value", [
+    ("max_pages", 10**9), ("max_depth", 30000), ("concurrency", 30000), ("rate", 1000),
+    ("include_patterns", "("), ("exclude_patterns", "(a+)+$\n("), ("user_agent", "bot\r\nX-Evil: 1"),
+])
+def test_the_site_form_refuses_the_crawl_settings_the_new_audit_form_refuses(superuser_client, owner, field, value):
+    site = make_finished_audit(owner).site
+    response = superuser_client.post(reverse("admin:audits_site_change", args=[site.pk]),
+                                     site_change_data(superuser_client, site, **{field: value}))
+    assert response.status_code == 200
+    assert field in response.context["adminform"].form.errors
+    assert getattr(Site.objects.get(pk=site.pk), field) == getattr(site, field)
+
+
+def test_the_site_form_refuses_a_cron_expression_that_never_runs(superuser_client, owner):
+    site = make_finished_audit(owner).site
+    response = superuser_client.post(reverse("admin:audits_site_change", args=[site.pk]),
+                                     site_change_data(superuser_client, site, cadence="cron", cron="0 0 31 2 *"))
+    assert response.status_code == 200
+    assert "never runs" in " ".join(response.context["adminform"].form.errors["cron"])
+
+
+def test_a_sites_start_url_owner_and_private_permission_are_read_only(superuser_client, owner, stranger):
+    site = make_finished_audit(owner).site
+    change = reverse("admin:audits_site_change", args=[site.pk])
+    assert 'name="start_url"' not in superuser_client.get(change).content.decode()
+    response = superuser_client.post(change, site_change_data(
+        superuser_client, site, start_url="javascript:alert(1)", owner=stranger.pk, allow_private="on",
+        max_pages=42))
+    assert response.status_code == 302
+    saved = Site.objects.get(pk=site.pk)
+    assert (saved.start_url, saved.owner_id, saved.allow_private) == (site.start_url, owner.pk, False)
+    assert saved.max_pages == 42
+    # Nor is a site made here: its first audit makes it, past the new-audit form's checks.
+    assert superuser_client.get(reverse("admin:audits_site_add")).status_code == 403

@@ -33,6 +33,13 @@ def test_it_shows_the_form_with_defaults(owner_client):
     assert 'name="start_url"' in body and 'value="500"' in body and "csrfmiddlewaretoken" in body
 
 
+def test_it_offers_javascript_rendering_and_keeps_the_choice(owner_client):
+    assert 'name="render"' in owner_client.get(reverse("audit-new")).content.decode()
+    assert post(owner_client, render="auto").status_code == 302
+    audit = Audit.objects.get()
+    assert audit.render == "auto" and audit.site.render == "auto"
+
+
 def test_it_creates_a_queued_audit_and_goes_to_its_page(owner_client, owner):
     response = post(owner_client, include_patterns="^https://www\\.example\\.com/blog/\n\n", rate="2.5")
     audit = Audit.objects.get()

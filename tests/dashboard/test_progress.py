@@ -120,3 +120,22 @@ def test_a_cancelled_audit_says_once_who_cancelled_it_and_when(owner_client, own
     assert body.count("Cancelled by owner") == 1
     assert "Error code" not in banner and "<code>cancelled</code>" not in body
     assert dd(body, "phase") == "Cancelled while crawling"
+
+
+@pytest.mark.parametrize("deleted", [True, False])
+def test_a_poll_of_a_deleted_or_strangers_audit_reloads_the_page_instead_of_polling_on(
+        client, owner, stranger, deleted):
+    audit = running(owner)
+    url = reverse("audit-progress", args=[audit.pk])
+    if deleted:
+        client.force_login(owner)
+        audit.delete()
+    else:
+        client.force_login(stranger)
+    response = client.get(url, HTTP_HX_REQUEST="true")
+    # The same answer either way, so a stranger learns nothing about which ids exist.
+    assert response.status_code == 404 and response["HX-Refresh"] == "true"
+    assert response.content == b""
+    # Without htmx it is the ordinary 404 page.
+    response = client.get(url)
+    assert response.status_code == 404 and "HX-Refresh" not in response

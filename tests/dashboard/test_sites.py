@@ -2,13 +2,16 @@
 
 import csv
 import io
+import re
+from datetime import UTC, datetime
 
 import pytest
+import time_machine
 from django.urls import reverse
 from django_q.models import Schedule
 
 from audits import diff
-from audits.models import Audit, Issue, Site
+from audits.models import Audit, Issue, LinkEdge, Site
 from tests.factories import SITE, make_audit, make_finished_audit, make_issue
 
 pytestmark = pytest.mark.django_db
@@ -18,7 +21,9 @@ def two_audits(owner):
     """Two completed audits of one site: the second fixed a broken link and has a new issue."""
     first = make_finished_audit(owner)
     second = make_finished_audit(owner)
+    # The link itself goes, as a fix does: a link still there to a 404 would not be fixed.
     Issue.objects.filter(audit=second, code="broken_link_internal", url=f"{SITE}/about").delete()
+    LinkEdge.objects.filter(audit=second, source_url=f"{SITE}/about", target_url=f"{SITE}/gone").delete()
     make_issue(second, "h1_missing", f"{SITE}/blog/")
     Audit.objects.filter(pk=second.pk).update(issues_critical=2, issues_warning=2)
     second.refresh_from_db()
@@ -50,6 +55,20 @@ def test_the_site_page_shows_history_trend_and_schedule(owner_client, owner):
     assert f'data-audit="{first.pk}"' in body and f'data-audit="{second.pk}"' in body
     assert 'id="trend-issues"' in body and 'data-series="Critical"' in body and 'id="trend-pages"' in body
     assert 'id="schedule-form"' in body and 'id="run-now"' in body
+
+
+@time_machine.travel(datetime(2026, 12, 5, 12, 0, tzinfo=UTC), tick=False)
+def test_the_site_page_shows_audit_times_in_the_sites_zone_like_its_next_run(owner_client, owner):
+    audit = make_finished_audit(owner)
+    make_finished_audit(owner)  # two points make a trend
+    Site.objects.filter(pk=audit.site_id).update(cadence="daily", hour=2, minute=0, time_zone="America/New_York")
+    # The 02:00 run in New York is 07:00 UTC.
+    Audit.objects.filter(pk=audit.pk).update(created_at=datetime(2026, 12, 5, 7, 0, tzinfo=UTC))
+    body = owner_client.get(reverse("site-detail", args=[audit.site_id])).content.decode()
+    assert re.search(r'id="next-run">[^<]* 02:00 EST<', body)
+    row = re.search(rf'<tr data-audit="{audit.pk}">.*?</tr>', body, re.S).group(0)
+    assert "2026-12-05 02:00 EST" in row
+    assert "12-05 02:00 EST" in body[body.index('id="trend-issues"'):]
 
 
 def test_strangers_get_404_from_every_site_url(client, owner, stranger):
@@ -113,6 +132,18 @@ def test_a_bad_or_too_frequent_cron_expression_is_refused_with_a_message(owner_c
     })
     assert response.status_code == 400
     assert error in response.content.decode()
+    assert not Schedule.objects.filter(name=f"site-{site.pk}").exists()
+
+
+@pytest.mark.parametrize("cron", ["0 0 31 2 *", "0 0 30 2 *"])
+def test_a_cron_expression_for_a_date_that_never_comes_is_refused_with_a_message(owner_client, owner, cron):
+    site = make_audit(owner).site
+    response = owner_client.post(reverse("site-schedule", args=[site.pk]), {
+        "cadence": "cron", "minute": 0, "hour": 3, "weekday": 1, "cron": cron, "time_zone": "UTC",
+        "notify_severity": "critical",
+    })
+    assert response.status_code == 400
+    assert "never runs" in " ".join(response.context["form"].errors["cron"])
     assert not Schedule.objects.filter(name=f"site-{site.pk}").exists()
 
 

@@ -1,6 +1,7 @@
 """Issue and page tables: filters, whitelisted sorting, counted and numbered pagination, bounded queries."""
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 
 from audits.tables import MAX_PAGE_NUMBER, Window
@@ -66,6 +67,31 @@ def test_the_page_table_filters_by_status_class_type_depth_and_kind(owner_client
     assert rows(owner_client.get(url, {"depth": "0"}), 'class="page-row"') == 1
     assert rows(owner_client.get(url, {"kind": "page", "status": "2xx"}), 'class="page-row"') == 4
     assert rows(owner_client.get(url, {"q": "elsewhere"}), 'class="page-row"') == 1
+
+
+@pytest.mark.parametrize("depth", ["²", "１"])
+def test_a_depth_of_digits_other_than_ascii_ones_is_ignored(owner_client, audit, depth):
+    response = owner_client.get(reverse("page-list", args=[audit.pk]), {"depth": depth})
+    assert response.status_code == 200 and rows(response, 'class="page-row"') == 7
+
+
+@pytest.mark.parametrize("name, param", [
+    ("issue-list", "q"), ("issue-list", "section"), ("page-list", "q"), ("page-list", "type"),
+    ("page-list", "section"), ("broken-list", "q"), ("broken-sources", "target"),
+])
+def test_a_nul_in_a_text_filter_never_reaches_the_database(owner_client, audit, name, param):
+    # PostgreSQL refuses NUL in text; SQLite takes it, so the test looks at the parameters sent.
+    sent = []
+
+    def record(execute, sql, params, many, context):
+        if not many:
+            sent.extend(str(value) for value in (params.values() if isinstance(params, dict) else params or ()))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        response = owner_client.get(reverse(name, args=[audit.pk]), {param: f"{SITE}/gone\x00"})
+    assert response.status_code == 200
+    assert sent and not [value for value in sent if "\x00" in value]
 
 
 def test_the_page_table_sorts_on_whitelisted_columns(owner_client, audit):

@@ -106,6 +106,15 @@ def test_ids_of_another_audits_issues_change_nothing(owner_client, audit, owner,
     assert theirs.issues_critical == 3
 
 
+@pytest.mark.parametrize("htmx", [False, True])
+def test_ids_no_issue_can_have_change_nothing(owner_client, audit, htmx):
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    response = owner_client.post(review_url(audit), {"mark": "ignored", "issue": ["99999999999999999999999", "0"]},
+                                 **headers)
+    assert response.status_code == (200 if htmx else 302)
+    assert not Issue.objects.filter(review="ignored").exists()
+
+
 def test_a_stranger_gets_404_and_nothing_changes(stranger_client, audit):
     for query in ("", "severity=critical"):
         response = stranger_client.post(review_url(audit, query), {"mark": "ignored", "all": "1"},
