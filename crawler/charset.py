@@ -9,28 +9,72 @@ from .html_rules import sanitize
 
 # ---------------------------------------------------------------- decoding
 
-# Labels browsers treat as another encoding (WHATWG Encoding Standard): Latin-1
-# and ASCII mean windows-1252 on the web, Shift_JIS means its Microsoft superset.
-_ALIASES = {
-    **dict.fromkeys(
-        ("iso-8859-1", "iso8859-1", "iso_8859-1", "latin1", "latin-1", "l1", "cp819",
-         "ibm819", "us-ascii", "ascii", "ansi_x3.4-1968", "windows-1252", "x-cp1252"),
-        "cp1252",
-    ),
-    **dict.fromkeys(
-        ("shift_jis", "shift-jis", "sjis", "x-sjis", "ms_kanji", "csshiftjis", "windows-31j"),
-        "cp932",
-    ),
-    **dict.fromkeys(("euc-kr", "ks_c_5601-1987", "windows-949", "cseuckr"), "cp949"),
-    **dict.fromkeys(("gb2312", "gbk", "x-gbk", "chinese", "csgb2312"), "gb18030"),
-    "iso-8859-9": "cp1254",
-    "latin5": "cp1254",
-    "tis-620": "cp874",
-    "iso-8859-11": "cp874",
-    "utf8": "utf-8",
+# The WHATWG Encoding Standard's labels (https://encoding.spec.whatwg.org/#names-and-labels),
+# the only charsets a page may declare, mapped to the Python codec that decodes
+# them. Anything else (punycode, idna, rot13, utf-7...) is not a web encoding:
+# some are quadratic or raise on bytes, so such a page counts as undeclared.
+# The "replacement" labels and x-user-defined have no Python codec and are
+# left to detection too.
+_WHATWG: dict[str, tuple[str, ...]] = {
+    "utf-8": ("unicode-1-1-utf-8", "unicode11utf8", "unicode20utf8", "utf-8", "utf8",
+              "x-unicode20utf8"),
+    "cp866": ("866", "cp866", "csibm866", "ibm866"),
+    "iso8859-2": ("csisolatin2", "iso-8859-2", "iso-ir-101", "iso8859-2", "iso88592",
+                  "iso_8859-2", "iso_8859-2:1987", "l2", "latin2"),
+    "iso8859-3": ("csisolatin3", "iso-8859-3", "iso-ir-109", "iso8859-3", "iso88593",
+                  "iso_8859-3", "iso_8859-3:1988", "l3", "latin3"),
+    "iso8859-4": ("csisolatin4", "iso-8859-4", "iso-ir-110", "iso8859-4", "iso88594",
+                  "iso_8859-4", "iso_8859-4:1988", "l4", "latin4"),
+    "iso8859-5": ("csisolatincyrillic", "cyrillic", "iso-8859-5", "iso-ir-144", "iso8859-5",
+                  "iso88595", "iso_8859-5", "iso_8859-5:1988"),
+    "iso8859-6": ("arabic", "asmo-708", "csiso88596e", "csiso88596i", "csisolatinarabic",
+                  "ecma-114", "iso-8859-6", "iso-8859-6-e", "iso-8859-6-i", "iso-ir-127",
+                  "iso8859-6", "iso88596", "iso_8859-6", "iso_8859-6:1987"),
+    "iso8859-7": ("csisolatingreek", "ecma-118", "elot_928", "greek", "greek8", "iso-8859-7",
+                  "iso-ir-126", "iso8859-7", "iso88597", "iso_8859-7", "iso_8859-7:1987",
+                  "sun_eu_greek"),
+    "iso8859-8": ("csiso88598e", "csisolatinhebrew", "hebrew", "iso-8859-8", "iso-8859-8-e",
+                  "iso-ir-138", "iso8859-8", "iso88598", "iso_8859-8", "iso_8859-8:1988",
+                  "visual", "csiso88598i", "iso-8859-8-i", "logical"),
+    "iso8859-10": ("csisolatin6", "iso-8859-10", "iso-ir-157", "iso8859-10", "iso885910",
+                   "l6", "latin6"),
+    "iso8859-13": ("iso-8859-13", "iso8859-13", "iso885913"),
+    "iso8859-14": ("iso-8859-14", "iso8859-14", "iso885914"),
+    "iso8859-15": ("csisolatin9", "iso-8859-15", "iso8859-15", "iso885915", "iso_8859-15", "l9"),
+    "iso8859-16": ("iso-8859-16",),
+    "koi8-r": ("cskoi8r", "koi", "koi8", "koi8-r", "koi8_r"),
+    "koi8-u": ("koi8-ru", "koi8-u"),
+    "mac-roman": ("csmacintosh", "mac", "macintosh", "x-mac-roman"),
+    "cp874": ("dos-874", "iso-8859-11", "iso8859-11", "iso885911", "tis-620", "windows-874"),
+    "cp1250": ("cp1250", "windows-1250", "x-cp1250"),
+    "cp1251": ("cp1251", "windows-1251", "x-cp1251"),
+    # Latin-1 and ASCII mean windows-1252 on the web.
+    "cp1252": ("ansi_x3.4-1968", "ascii", "cp1252", "cp819", "csisolatin1", "ibm819",
+               "iso-8859-1", "iso-ir-100", "iso8859-1", "iso88591", "iso_8859-1",
+               "iso_8859-1:1987", "l1", "latin1", "us-ascii", "windows-1252", "x-cp1252"),
+    "cp1253": ("cp1253", "windows-1253", "x-cp1253"),
+    "cp1254": ("cp1254", "csisolatin5", "iso-8859-9", "iso-ir-148", "iso8859-9", "iso88599",
+               "iso_8859-9", "iso_8859-9:1989", "l5", "latin5", "windows-1254", "x-cp1254"),
+    "cp1255": ("cp1255", "windows-1255", "x-cp1255"),
+    "cp1256": ("cp1256", "windows-1256", "x-cp1256"),
+    "cp1257": ("cp1257", "windows-1257", "x-cp1257"),
+    "cp1258": ("cp1258", "windows-1258", "x-cp1258"),
+    "mac-cyrillic": ("x-mac-cyrillic", "x-mac-ukrainian"),
+    "gb18030": ("chinese", "csgb2312", "csiso58gb231280", "gb2312", "gb_2312", "gb_2312-80",
+                "gbk", "iso-ir-58", "x-gbk", "gb18030"),
+    "big5hkscs": ("big5", "big5-hkscs", "cn-big5", "csbig5", "x-x-big5"),
+    "euc_jp": ("cseucpkdfmtjapanese", "euc-jp", "x-euc-jp"),
+    "iso2022_jp": ("csiso2022jp", "iso-2022-jp"),
+    # Shift_JIS means its Microsoft superset.
+    "cp932": ("csshiftjis", "ms932", "ms_kanji", "shift-jis", "shift_jis", "sjis",
+              "windows-31j", "x-sjis"),
+    "cp949": ("cseuckr", "csksc56011987", "euc-kr", "iso-ir-149", "korean", "ks_c_5601-1987",
+              "ks_c_5601-1989", "ksc5601", "ksc_5601", "windows-949"),
+    "utf-16-be": ("unicodefffe", "utf-16be"),
+    "utf-16-le": ("csunicode", "iso-10646-ucs-2", "ucs-2", "unicode", "unicodefeff", "utf-16",
+                  "utf-16le"),
 }
-# UTF-7 is refused by browsers (it smuggles markup past filters); the rest are not text codecs.
-_REFUSED = frozenset({"utf-7", "utf_7", "unicode-1-1-utf-7", "csunicode11utf7"})
+_LABELS = {label: codecs.lookup(codec).name for codec, labels in _WHATWG.items() for label in labels}
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8"),
     (codecs.BOM_UTF16_LE, "utf-16-le"),
@@ -41,23 +85,14 @@ META_SCAN_BYTES = 4096
 
 
 def _codec(label: str | None, *, from_meta: bool = False) -> str | None:
-    """Python codec name for a charset label, or None if unknown or unusable."""
+    """Python codec name for a WHATWG charset label, or None if it is not one."""
     if not label:
         return None
-    name = label.strip().strip("\"'").strip().lower()
-    if not name or name in _REFUSED:
-        return None
-    name = _ALIASES.get(name, name)
-    try:
-        info = codecs.lookup(name)
-    except (LookupError, ValueError):
-        return None
-    if not getattr(info, "_is_text_encoding", True) or info.name in _REFUSED:
-        return None
-    if from_meta and info.name.startswith("utf-16"):
+    name = _LABELS.get(label.strip().strip("\"'").strip().lower())
+    if from_meta and name is not None and name.startswith("utf-16"):
         # A meta tag readable as ASCII proves the body is not UTF-16 (WHATWG).
         return "utf-8"
-    return info.name
+    return name
 
 
 def _detect(body: bytes) -> tuple[str, str]:
@@ -93,6 +128,21 @@ def _declared(body: bytes, http_charset: str | None) -> tuple[bytes, str | None]
         match = _META_CHARSET.search(body, 0, META_SCAN_BYTES)
         charset = _codec(match.group(1).decode("ascii"), from_meta=True) if match else None
     return body, charset
+
+
+def decode_text(body: bytes, charset: str | None) -> str:
+    """``body`` as text, read with the ``charset`` it was declared with (a
+    Content-Type parameter) only when that is a web encoding: a byte-order
+    mark wins, any other label is ignored and the encoding detected. Invalid
+    bytes become U+FFFD; it never raises and takes time linear in the body.
+    """
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            return body[len(bom) :].decode(name, "replace")
+    codec = _codec(charset)
+    if codec is None:
+        return _detect(body)[0]
+    return body.decode(codec, "replace")
 
 
 def decode_html(body: bytes, http_charset: str | None) -> tuple[str, str]:

@@ -39,11 +39,21 @@ from crawler.page import PAGE_TAGS, PageOutcome, build_outcome, process_page
 from crawler.robots import Robots, load_robots
 from crawler.sitemap import SitemapReport, discover_sitemaps
 from crawler.types import FetchResult
-from crawler.urls import TRAP_VARIANTS, InvalidURL, Scope, TrapGuard, normalize, origin_of
+from crawler.urls import (
+    TRAP_VARIANTS,
+    InvalidURL,
+    Scope,
+    TrapGuard,
+    normalize,
+    origin_of,
+    url_hash,
+)
 from crawler.window import WindowPolicy, fetch_health, run_window
 
 # How many skipped URLs of each kind the report lists (the counts are exact).
 _LISTED = 1000
+# trap_reason's length limit, checked before a URL is hashed or kept.
+_MAX_URL = 2048
 # At most this many checks run at once against one external host.
 _EXTERNAL_PER_HOST = 2
 
@@ -117,10 +127,25 @@ class _Frontier:
         self.external_skipped = 0
 
     def admit(self, url: str, depth: int) -> bool:
-        """Queue ``url`` for ``depth`` if it passes every gate; first sighting decides."""
-        if url in self.seen:
+        """Queue ``url`` for ``depth`` if it passes every gate; first sighting decides.
+
+        ``seen`` holds fixed-size digests, and once the page budget is spent a
+        new URL is only counted: a page of 2,000 distinct 4 KB links must cost
+        neither 8 MB of kept URLs nor 2,000 robots.txt matches.
+        """
+        if len(url) > _MAX_URL:
+            # The cheapest trap check first: such a URL is never hashed or kept.
+            if len(self.trapped) < _LISTED:
+                reason = f"URL is {len(url)} characters long (limit {_MAX_URL})"
+                self.trapped.append((url[:_MAX_URL], reason))
             return False
-        self.seen.add(url)
+        key = url_hash(url)
+        if key in self.seen:
+            return False
+        if self.queued >= self.limits.max_pages:
+            self.skipped_budget += 1
+            return False
+        self.seen.add(key)
         if not self.scope.contains(url):
             self.out_of_scope += 1
             return False
@@ -136,9 +161,6 @@ class _Frontier:
             self.blocked_count += 1
             if len(self.blocked) < _LISTED:
                 self.blocked.append(url)
-            return False
-        if self.queued >= self.limits.max_pages:
-            self.skipped_budget += 1
             return False
         self.queued += 1
         self.next_level.append(url)
@@ -258,12 +280,12 @@ async def crawl_site(
 
         # The start page: its fetch is reused, unless it redirected somewhere
         # robots.txt disallows (then what it said is not used).
-        frontier.seen.add(start)
+        frontier.seen.add(url_hash(start))
         if first is None:
             frontier.blocked.append(start)
             frontier.blocked_count += 1
         else:
-            frontier.seen.add(first.final_url)
+            frontier.seen.add(url_hash(first.final_url))
             if robots.allowed(first.final_url, agent):
                 frontier.queued += 1
                 record(build_outcome(first, start, 0, ctx_for(start), source="start"))

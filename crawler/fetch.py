@@ -44,7 +44,6 @@ import httpcore
 import httpx
 
 from .credentials import Credentials
-from .drain import drain_small
 from .errors import (
     BodyTooLarge,
     CrawlError,
@@ -58,6 +57,7 @@ from .errors import (
 )
 from .inflate import Decoder, UnsupportedCoding
 from .net import AddressGuard, CountingStream, GuardedBackend
+from .overrun import drain, drop_if_overrun
 from .request_url import basic_auth, origin, parse_url, scheme_of, strip
 from .response_head import content_length, header_text, parse_content_type
 from .retry import FINAL, Plan, RetryPlanner
@@ -443,7 +443,7 @@ class Fetcher:
                 bodiless = method == "HEAD" or response.status in (204, 304)
                 want = keep_body if keep_body is not None else response.content_type in HTML_TYPES
                 if response.plan.action != "final" or bodiless or redirect:
-                    await drain_small(raw, method, response, loop_deadline)
+                    await drain(raw, method, response, loop_deadline)
                     if bodiless and want and method != "HEAD" and response.plan.action == "final":
                         response.body = b""
                     return response
@@ -504,6 +504,7 @@ class Fetcher:
             else:
                 for piece in decoder.flush():
                     body += piece
+                await drop_if_overrun(stream, response.headers)
         except HTTPCORE_ERRORS as exc:
             response.error = translate(exc, in_body=True, at_eof=stream.at_eof)
         except CrawlError as exc:  # a corrupt compressed stream

@@ -7,7 +7,9 @@ answers comparable.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
+from collections.abc import Iterable
 from urllib.parse import urljoin, urlsplit
 
 from .types import Link
@@ -201,7 +203,8 @@ class TextBuffer:
 
     Raw text is compacted (whitespace runs to one space) when it grows; once the
     compacted form is longer than the cap plus the one space ``strip`` may
-    remove, later text cannot change the clipped result, so it is ignored.
+    remove, later text cannot change the clipped result, so it is ignored and
+    only that prefix is kept: a full buffer holds ``cap + 2`` characters.
     """
 
     __slots__ = ("parts", "size", "cap", "full")
@@ -219,10 +222,53 @@ class TextBuffer:
         self.size += len(chunk)
         if self.size > 4 * self.cap + 64:
             compact = _WS.sub(" ", "".join(self.parts))
+            self.full = len(compact) > self.cap + 2
+            if self.full:
+                compact = compact[: self.cap + 2]
             self.parts = [compact]
             self.size = len(compact)
-            self.full = self.size > self.cap + 2
 
     def value(self) -> str:
         return clip("".join(self.parts), self.cap)
 
+
+@functools.cache
+def _word_pieces(cap: int) -> re.Pattern[str]:
+    # Bounded repetition, so a 5 MB word is not scanned to its end.
+    return re.compile(rf"\S{{1,{cap + 2}}}")
+
+
+def settle_chunk(chunk: str, cap: int) -> str:
+    """``chunk`` as a TextBuffer of ``cap`` would keep it, read only as far as
+    needed: a long chunk is compacted and cut to ``cap + 2`` characters once,
+    so handing it to many buffers (nested anchors share their text) costs its
+    length once, not once per buffer."""
+    if len(chunk) <= 4 * cap + 64:
+        return chunk
+    out: list[str] = []
+    size = end = 0
+    for match in _word_pieces(cap).finditer(chunk):
+        if match.start() != end:  # a whitespace run before this word
+            out.append(" ")
+            size += 1
+        out.append(match[0])
+        size += len(match[0])
+        end = match.end()
+        if size > cap + 2:
+            break
+    else:
+        if end != len(chunk):
+            out.append(" ")
+    return "".join(out)[: cap + 2]
+
+
+def joined_clip(chunks: Iterable[str], cap: int) -> str:
+    """``clip(" ".join(chunks), cap)``, reading the chunks only until the
+    clipped text is settled."""
+    buf = TextBuffer(cap)
+    for chunk in chunks:
+        buf.add(" ")
+        buf.add(settle_chunk(chunk, cap))
+        if buf.full:
+            break
+    return buf.value()

@@ -34,6 +34,7 @@ import copy
 import inspect
 import ipaddress
 import os
+import re
 import select
 import socket
 import ssl
@@ -446,6 +447,12 @@ def _readable(sock: socket.socket | None) -> bool:
     return bool(poller.poll(0))
 
 
+# h11 ends a head at a blank line, with or without its CR; heads past the
+# window are not looked for (h11 refuses them well before 64 KiB anyway).
+_HEAD_END = re.compile(rb"\n\r?\n")
+_HEAD_WINDOW = 64 * 1024
+
+
 class CountingStream(httpcore.AsyncNetworkStream):
     """A connection's stream that counts what it receives.
 
@@ -464,14 +471,32 @@ class CountingStream(httpcore.AsyncNetworkStream):
         self.inner = inner
         self.bytes_read = 0
         self.at_eof = False
+        self.closed = False
         self._awaiting_answer = False
         self._socket: socket.socket | None = None
+        # What the current answer's first bytes were, to find where its head
+        # ends: h11 does not say how many bytes the head took.
+        self._request_start = 0
+        self._head = bytearray()
+
+    def overran(self, body_length: int) -> bool:
+        """Whether more than the head and ``body_length`` bytes arrived since
+        the request was written: the surplus would be read, on a reused
+        connection, as the next request's answer. An answer whose head is not
+        found (too long, or behind a 1xx) counts as overrun: closing a
+        connection only costs a connect."""
+        end = _HEAD_END.search(self._head)
+        if end is None:
+            return True
+        return self.bytes_read - self._request_start > end.end() + body_length
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data = await self.inner.read(max_bytes, timeout)
         if data:
             self.bytes_read += len(data)
             self._awaiting_answer = False
+            if len(self._head) < _HEAD_WINDOW:
+                self._head += data[: _HEAD_WINDOW - len(self._head)]
         else:
             self.at_eof = True
             if self._awaiting_answer:
@@ -480,9 +505,12 @@ class CountingStream(httpcore.AsyncNetworkStream):
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._awaiting_answer = True
+        self._request_start = self.bytes_read
+        self._head.clear()
         await self.inner.write(buffer, timeout)
 
     async def aclose(self) -> None:
+        self.closed = True
         await self.inner.aclose()
 
     async def start_tls(
@@ -499,6 +527,8 @@ class CountingStream(httpcore.AsyncNetworkStream):
         # pools; answered from the raw socket kept here, as httpcore's own backend
         # does, instead of looking the socket up through anyio each time.
         if info == "is_readable":
+            if self.closed:
+                return True  # httpcore drops a pooled connection that reads as readable
             if self._socket is None:
                 self._socket = self.inner.get_extra_info("socket")
             return _readable(self._socket)

@@ -53,12 +53,25 @@ from .html_rules import (
     make_link,
     rel_tokens,
     resolve_url,
+    settle_chunk,
 )
 from .tree_text import AnchorText, has_ancestor, joined_text, visible_words
 from .types import Canonical, Image, Link, PageFacts
 
 # ---------------------------------------------------------------- the parser target
 
+
+class _SharedText:
+    """The text of the anchors opened with no text between them (one buffer
+    for a thousand nested anchors). Text goes only to the innermost group; a
+    group that closes hands its text, at most a full buffer, to the group
+    around it, so nesting costs each chunk one buffer, not one per anchor."""
+
+    __slots__ = ("buf", "open")
+
+    def __init__(self) -> None:
+        self.buf = TextBuffer(ANCHOR_MAX)
+        self.open = 0
 
 
 class _Collector:
@@ -73,6 +86,10 @@ class _Collector:
         self.foreign = 0
         self.text: list[str] = []
         self.anchors: list[list | None] = []  # open <a>: their link record, or None
+        # Open anchors' text groups, outermost first; only the last reads text.
+        self.groups: list[_SharedText] = []
+        self.fresh: _SharedText | None = None  # opened since the last text chunk
+        self.need_alt: list[list] = []  # open anchor records without an alt yet
         self.h1_open: list[list[bool]] = []
         self.title_buf: TextBuffer | None = None
         self.title_depth = 0
@@ -129,10 +146,9 @@ class _Collector:
             self.sep = False
         if not self.hidden:
             self.text.append(chunk)
-        if self.anchors:
-            for record in self.anchors:
-                if record is not None:
-                    record[2].add(chunk)
+        self.fresh = None
+        if self.groups and not self.groups[-1].buf.full:
+            self.groups[-1].buf.add(settle_chunk(chunk, ANCHOR_MAX))
         if self.title_depth and self.title_buf is not None:
             self.title_buf.add(chunk)
         if self.h1_open and chunk.strip():
@@ -171,14 +187,37 @@ class _Collector:
         href = attrib.get("href")
         record = None
         if href is not None:
-            record = self._add_ref(href, "a", TextBuffer(ANCHOR_MAX), rel_tokens(attrib.get("rel")))
+            shared = self.fresh
+            record = self._add_ref(href, "a", shared, rel_tokens(attrib.get("rel")))
             if record is not None:
+                if shared is None:
+                    shared = self.fresh = record[2] = _SharedText()
+                    self.groups.append(shared)
+                shared.open += 1
                 record.append(None)  # alt of the first image inside, the fallback text
+                self.need_alt.append(record)
         self.anchors.append(record)
 
     def _a_end(self, tag) -> None:
-        if self.anchors:
-            self.anchors.pop()
+        if not self.anchors:
+            return
+        record = self.anchors.pop()
+        if record is None:
+            return
+        # Anchors close in reverse order of opening, so this one's group and
+        # record are last in their lists when they are there at all.
+        shared = record[2]
+        record[2] = shared.buf.value()
+        shared.open -= 1
+        if not shared.open and self.groups and self.groups[-1] is shared:
+            self.groups.pop()
+            if self.fresh is shared:
+                self.fresh = None
+            if self.groups and not self.groups[-1].buf.full and shared.buf.parts:
+                # A full inner text settles the outer one too: cap + 2 is enough.
+                self.groups[-1].buf.add("".join(shared.buf.parts))
+        if self.need_alt and self.need_alt[-1] is record:
+            self.need_alt.pop()
 
     def _area(self, tag, attrib) -> None:
         self._add_ref(
@@ -191,10 +230,10 @@ class _Collector:
         alt = attrib.get("alt")
         if alt is not None:
             alt = clip(alt, ALT_MAX)
-            if alt and self.anchors:
-                for record in self.anchors:
-                    if record is not None and record[4] is None:
-                        record[4] = alt[:ANCHOR_MAX].rstrip()
+            if alt and self.need_alt:
+                for record in self.need_alt:
+                    record[4] = alt[:ANCHOR_MAX].rstrip()
+                self.need_alt.clear()
         if src is not None:
             self.images.append((src, alt))
             self._add_ref(src, "img")
@@ -336,7 +375,9 @@ class _Collector:
             text = record[2]
             if tag == "a":
                 if tops is None:
-                    text = text.value() or record[4] or ""
+                    if isinstance(text, _SharedText):  # never closed
+                        text = text.buf.value()
+                    text = text or record[4] or ""
                 else:
                     text = anchor_text(text)
             rel = record[3]

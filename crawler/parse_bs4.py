@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 
 from bs4 import BeautifulSoup, XMLParsedAsHTMLWarning
-from bs4.element import PreformattedString, Tag
+from bs4.element import NavigableString, PreformattedString, Tag
 
 from .charset import decode_html
 from .content_hash import content_hash
@@ -37,6 +37,7 @@ from .html_rules import (
     URL_MAX,
     Resolver,
     clip,
+    joined_clip,
     rel_tokens,
     resolve_url,
 )
@@ -50,6 +51,17 @@ def _strings(tag: Tag) -> list[str]:
 
 def _text(tag: Tag) -> str:
     return " ".join(_strings(tag))
+
+
+def _anchor_text(tag: Tag) -> str:
+    # Read only until the clipped text is settled: anchors nest, and each one
+    # joining all the text below it made nested anchors quadratic.
+    strings = (
+        node
+        for node in tag.descendants
+        if isinstance(node, NavigableString) and not isinstance(node, PreformattedString)
+    )
+    return joined_clip(strings, ANCHOR_MAX)
 
 
 def _rel(tag: Tag) -> tuple[str, ...]:
@@ -92,7 +104,7 @@ def parse_html_bs4(
     refs: list[tuple[str, str, str, tuple[str, ...]]] = []
     for tag in tags:
         if tag.name == "a" and tag.get("href") is not None:
-            anchor_text = clip(_text(tag), ANCHOR_MAX)
+            anchor_text = _anchor_text(tag)
             if not anchor_text:
                 for img in tag.find_all("img"):
                     alt = clip(img.get("alt") or "", ANCHOR_MAX)

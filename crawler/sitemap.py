@@ -9,11 +9,13 @@ stops at the byte cap, and a broken file is reported, never fatal.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import re
 import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lxml import etree
@@ -23,6 +25,7 @@ from .urls import InvalidURL, normalize, origin_of
 
 if TYPE_CHECKING:
     from .fetch import Fetcher
+    from .types import FetchResult
 
 __all__ = ["SitemapFile", "SitemapReport", "discover_sitemaps", "parse_sitemap"]
 
@@ -33,10 +36,25 @@ MAX_FILES = 50
 # Robots-listed (or /sitemap.xml) files are depth 1; an index at depth 3 is
 # reported but not followed, which stops index -> index -> ... chains.
 MAX_DEPTH = 3
+# Discovery as a whole must end well inside the start task's timeout: one
+# tarpit file already costs a full fetch deadline, so a budget bounds the sum.
+MAX_SECONDS = 60.0
+# A site whose sitemaps time out or refuse connections several times in a row
+# is not going to answer the next one either.
+MAX_FAILURES_IN_A_ROW = 3
+# Entries with no usable <loc> cost parsing but give nothing, so a file of
+# them is abandoned instead of read to the byte cap.
+MAX_EMPTY_ENTRIES = 10_000
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 64 * 1024
 _MAX_PROBLEM = 200
+# A line of a text sitemap longer than this is no URL (they stop at 2048
+# characters), so it is skipped instead of buffered.
+_MAX_LINE = 64 * 1024
+# The root start tag comes first; a file that has not shown <urlset> or
+# <sitemapindex> by then is not a sitemap, and its tree is not pruned meanwhile.
+_ROOT_WINDOW = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -107,11 +125,7 @@ def parse_sitemap(
     if not start:
         return "invalid", [], "empty file"
     if not start.startswith(b"<"):
-        try:
-            text = head + b"".join(chunks)
-        except _INFLATE_ERRORS as exc:
-            return "invalid", [], _inflate_problem(exc, max_bytes)
-        return _parse_text(text, max_urls)
+        return _parse_text(itertools.chain((head,), chunks), max_urls, max_bytes)
     return _parse_xml(itertools.chain((head,), chunks), max_urls, max_bytes)
 
 
@@ -146,10 +160,11 @@ def _parser() -> etree.XMLPullParser:
     # resolve_entities=False: entity references stay references (no billion
     # laughs, no file:// contents); load_dtd/no_network: no external DTD or
     # entity is ever fetched; huge_tree=False keeps libxml2's depth/size limits.
-    # Only <loc> end events reach Python, which keeps 50,000 entries fast.
+    # Only the root, entry and <loc> events reach Python, which keeps 50,000
+    # entries fast.
     return etree.XMLPullParser(
-        events=("end",),
-        tag=("{*}loc",),
+        events=("start", "end"),
+        tag=("{*}urlset", "{*}sitemapindex", "{*}url", "{*}sitemap", "{*}loc"),
         resolve_entities=False,
         no_network=True,
         load_dtd=False,
@@ -170,44 +185,78 @@ def _split_tag(tag: object) -> tuple[str, str]:
     return namespace, local
 
 
+def _prune(root: etree._Element) -> None:
+    # Every finished element is dropped, whatever its name: only the open
+    # elements, always the last child at each level, are kept.
+    node = root
+    while len(node):
+        del node[:-1]
+        node = node[-1]
+
+
+def _top(element: etree._Element) -> etree._Element:
+    while (parent := element.getparent()) is not None:
+        element = parent
+    return element
+
+
 def _parse_xml(
     chunks: Iterator[bytes], max_urls: int, max_bytes: int
 ) -> tuple[str, list[str], str]:
     parser = _parser()
-    kind = ""
+    kind = entry_name = namespace = ""
     root = None
     locs: list[str] = []
-    skipped = 0
+    skipped = empty = missing = fed = 0
+    mark = 0  # len(locs) when the current entry started
+    has_loc = False
     try:
         for chunk in chunks:
             parser.feed(chunk)
-            for _, loc in parser.read_events():
-                entry = loc.getparent()
-                parent = entry.getparent() if entry is not None else None
+            fed += len(chunk)
+            for event, element in parser.read_events():
+                if root is None:
+                    top = _top(element)
+                    name = _split_tag(top.tag)[1]
+                    if top is not element or event != "start" or name not in _KINDS:
+                        return "invalid", [], _not_a_sitemap(name)
+                    root, (kind, entry_name) = element, _KINDS[name]
+                    namespace = _split_tag(element.tag)[0]
+                    continue
+                parent = element.getparent()
                 # Only /urlset/url/loc or /sitemapindex/sitemap/loc in one
                 # namespace count: <image:loc> and friends are not pages.
-                if parent is None or parent.getparent() is not None:
+                if parent is root:
+                    if _split_tag(element.tag) != (namespace, entry_name):
+                        continue
+                    if event == "start":
+                        mark, has_loc = len(locs), False
+                        continue
+                    missing += not has_loc
+                    if len(locs) == mark:
+                        empty += 1
+                        if empty >= MAX_EMPTY_ENTRIES:
+                            return kind, locs, f"stopped after {empty} entries without a URL"
                     continue
-                namespace, root_name = _split_tag(parent.tag)
-                if root is None:
-                    if root_name not in _KINDS:
-                        return "invalid", [], _not_a_sitemap(root_name)
-                    root, kind = parent, _KINDS[root_name][0]
-                if _split_tag(entry.tag) != (namespace, _KINDS[root_name][1]):
+                if event == "start" or parent is None or parent.getparent() is not root:
                     continue
-                if _split_tag(loc.tag)[0] != namespace:
+                if _split_tag(parent.tag) != (namespace, entry_name):
                     continue
+                if _split_tag(element.tag) != (namespace, "loc"):
+                    continue
+                has_loc = True
                 # A <loc> holding an entity reference or markup is not a URL.
-                text = (loc.text or "").strip() if len(loc) == 0 else ""
+                text = (element.text or "").strip() if len(element) == 0 else ""
                 if not text:
                     skipped += 1
                 elif len(locs) >= max_urls:
                     return kind, locs, f"more than {max_urls} URLs; the rest were not read"
                 else:
                     locs.append(text)
-                # Entries already read are dropped so memory stays flat.
-                while entry.getprevious() is not None:
-                    del parent[0]
+            if root is not None:
+                _prune(root)
+            elif fed > _ROOT_WINDOW:
+                return "invalid", [], f"no <urlset> or <sitemapindex> in the first {_ROOT_WINDOW} bytes"
         last = parser.close()
     except etree.XMLSyntaxError as exc:
         return "invalid", locs, f"malformed XML: {exc}"[:_MAX_PROBLEM]
@@ -218,25 +267,77 @@ def _parse_xml(
         if root_name not in _KINDS:
             return "invalid", [], _not_a_sitemap(root_name)
         kind = _KINDS[root_name][0]
-    return kind, locs, f"{skipped} <loc> entries without a usable URL" if skipped else ""
+    problems = [f"{skipped} <loc> entries without a usable URL"] if skipped else []
+    if missing:
+        problems.append(f"{missing} entries without <loc>")
+    return kind, locs, "; ".join(problems)
 
 
 def _not_a_sitemap(root_name: str) -> str:
     return f"root element <{root_name[:40]}> is not <urlset> or <sitemapindex>"
 
 
-def _parse_text(data: bytes, max_urls: int) -> tuple[str, list[str], str]:
+# A URL runs to the end of its line; lines end at \n or \r, as
+# str.splitlines() would cut them. The pattern is searched in a lowercased copy
+# so the regex engine can skip to each "http" at C speed.
+_TEXT_URL = re.compile(rb"https?://[^\r\n]*")
+_LINE_BREAK = re.compile(rb"[\r\n]")
+_LINE_BLANKS = b" \t\f\v"
+
+
+def _text_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Blocks of whole lines from ``chunks``: a partial last line is carried
+    to the next chunk, and one longer than _MAX_LINE is skipped."""
+    carry = b""
+    skipping = False
+    for chunk in chunks:
+        if skipping:
+            if (found := _LINE_BREAK.search(chunk)) is None:
+                continue
+            chunk, skipping = chunk[found.start() :], False
+        block = carry + chunk
+        cut = max(block.rfind(b"\n"), block.rfind(b"\r")) + 1
+        carry = block[cut:]
+        if len(carry) > _MAX_LINE:
+            carry, skipping = b"", True
+        if cut:
+            yield block[:cut]
+    if carry:
+        yield carry
+
+
+def _parse_text(
+    chunks: Iterable[bytes], max_urls: int, max_bytes: int
+) -> tuple[str, list[str], str]:
+    """A list of URLs, one a line, read block by block: the file is never
+    joined, decoded or split whole, and reading stops at ``max_urls``."""
     locs: list[str] = []
-    for line in data.decode("utf-8-sig", errors="replace").splitlines():
-        line = line.strip()
-        if not line.lower().startswith(("http://", "https://")):
-            continue
-        if len(locs) >= max_urls:
-            return "urlset", locs, f"more than {max_urls} URLs; the rest were not read"
-        locs.append(line)
+    others = 0  # lines with "http" somewhere other than at their start
+    try:
+        for number, block in enumerate(_text_lines(chunks)):
+            if number == 0 and block.startswith(b"\xef\xbb\xbf"):
+                block = block[3:]
+            lower = block.lower()
+            for match in _TEXT_URL.finditer(lower):
+                start = match.start()
+                line = max(lower.rfind(b"\n", 0, start), lower.rfind(b"\r", 0, start)) + 1
+                if lower[line:start].strip(_LINE_BLANKS):
+                    others += 1
+                    if others >= MAX_EMPTY_ENTRIES:
+                        return _text_result(locs, f"stopped after {others} lines without a URL")
+                    continue
+                if len(locs) >= max_urls:
+                    return "urlset", locs, f"more than {max_urls} URLs; the rest were not read"
+                locs.append(block[start : match.end()].decode("utf-8", errors="replace").strip())
+    except _INFLATE_ERRORS as exc:
+        return "invalid", locs, _inflate_problem(exc, max_bytes)
+    return _text_result(locs, "")
+
+
+def _text_result(locs: list[str], problem: str) -> tuple[str, list[str], str]:
     if not locs:
-        return "invalid", [], "neither XML nor a list of URLs"
-    return "urlset", locs, ""
+        return "invalid", [], problem or "neither XML nor a list of URLs"
+    return "urlset", locs, problem
 
 
 async def discover_sitemaps(
@@ -247,6 +348,7 @@ async def discover_sitemaps(
     max_urls: int = MAX_URLS,
     max_files: int = MAX_FILES,
     max_bytes: int = MAX_BYTES,
+    budget: float = MAX_SECONDS,
 ) -> SitemapReport:
     """Read the site's sitemaps breadth-first and collect its page URLs.
 
@@ -256,67 +358,126 @@ async def discover_sitemaps(
     Child sitemaps of an index must be on ``origin``. Page URLs on another
     origin are reported as a problem and not collected. Files are read one at
     a time; ``max_bytes`` caps each file (on the wire and decompressed).
+    ``budget`` seconds bound the whole discovery: what was read by then is
+    returned with a note, as it is after MAX_FAILURES_IN_A_ROW files in a row
+    timed out or could not be reached.
     """
-    origin = origin_of(origin)
-    files: list[SitemapFile] = []
-    notes: list[str] = []
-    urls: dict[str, None] = {}
-    queue: deque[tuple[str, int, bool]] = deque()
-    seen: set[str] = set()
+    walk = _Walk(origin_of(origin), max_urls, max_files, max_bytes, budget)
     for raw in robots_sitemaps:
         try:
             # A relative Sitemap line is read against the robots.txt it came from.
-            url = normalize(raw, origin + "/robots.txt")
+            url = normalize(raw, walk.origin + "/robots.txt")
         except InvalidURL as exc:
-            files.append(SitemapFile(raw[:2048], None, "invalid", 0, f"invalid URL: {exc}"))
+            walk.files.append(SitemapFile(raw[:2048], None, "invalid", 0, f"invalid URL: {exc}"))
             continue
-        if url not in seen:
-            seen.add(url)
-            queue.append((url, 1, False))
-    found = bool(queue) or bool(files)
-    if not found:
-        queue.append((origin + "/sitemap.xml", 1, True))
+        if url not in walk.seen:
+            walk.seen.add(url)
+            walk.queue.append((url, 1, False))
+    walk.found = bool(walk.queue) or bool(walk.files)
+    if not walk.found:
+        walk.queue.append((walk.origin + "/sitemap.xml", 1, True))
+    ends = asyncio.get_running_loop().time() + budget
+    try:
+        async with asyncio.timeout_at(ends):
+            await walk.run(fetcher, ends)
+    except TimeoutError:
+        # Cancellation can only land in a fetch: parsing has no await.
+        problem = f"not read within the {budget:g} s sitemap time budget"
+        walk.files.append(SitemapFile(walk.reading, None, "unreachable", 0, problem))
+        walk.out_of_time()
+    return SitemapReport(tuple(walk.urls), tuple(walk.files), walk.found, tuple(walk.notes))
 
-    while queue:
-        if len(urls) >= max_urls:
-            # Reading more files would only cost requests: nothing more is kept.
-            notes.append(f"{len(queue)} sitemap files were not read after the URL cap")
-            break
-        if len(files) >= max_files:
-            notes.append(f"only {max_files} sitemap files were read; {len(queue)} more were not")
-            break
-        url, depth, fallback = queue.popleft()
-        result = await fetcher.fetch(url, keep_body=True, max_bytes=max_bytes)
+
+# A file over the size caps is an answer; any other fetch error counts
+# towards MAX_FAILURES_IN_A_ROW as a site that is not answering.
+_SIZE_ERRORS = (FetchError.BODY_TOO_LARGE, FetchError.DECOMPRESSION_LIMIT)
+
+
+@dataclass
+class _Walk:
+    """The state of one discovery, kept on an object so a budget that cuts
+    the walk short still leaves everything read so far."""
+
+    origin: str
+    max_urls: int
+    max_files: int
+    max_bytes: int
+    budget: float
+    files: list[SitemapFile] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    urls: dict[str, None] = field(default_factory=dict)
+    queue: deque[tuple[str, int, bool]] = field(default_factory=deque)
+    seen: set[str] = field(default_factory=set)
+    found: bool = False
+    reading: str = ""  # the file being fetched, for the note when time runs out
+
+    def out_of_time(self) -> None:
+        self.notes.append(
+            f"the {self.budget:g} s sitemap time budget ran out; "
+            f"{len(self.queue)} files were not read"
+        )
+
+    async def run(self, fetcher: Fetcher, ends: float) -> None:
+        loop = asyncio.get_running_loop()
+        failures = 0
+        while self.queue:
+            if len(self.urls) >= self.max_urls:
+                # Reading more files would only cost requests: nothing more is kept.
+                self.notes.append(f"{len(self.queue)} sitemap files were not read after the URL cap")
+                return
+            if len(self.files) >= self.max_files:
+                self.notes.append(
+                    f"only {self.max_files} sitemap files were read; {len(self.queue)} more were not"
+                )
+                return
+            if failures >= MAX_FAILURES_IN_A_ROW:
+                self.notes.append(
+                    f"{failures} sitemap files in a row timed out or were unreachable; "
+                    f"{len(self.queue)} more were not read"
+                )
+                return
+            if loop.time() >= ends:
+                self.out_of_time()
+                return
+            url, depth, fallback = self.queue.popleft()
+            self.reading = url
+            result = await fetcher.fetch(url, keep_body=True, max_bytes=self.max_bytes)
+            self.reading = ""
+            failed = result.error is not None and result.error not in _SIZE_ERRORS
+            failures = failures + 1 if failed else 0
+            self._record(url, depth, fallback, result)
+
+    def _record(self, url: str, depth: int, fallback: bool, result: FetchResult) -> None:
         status = result.status
-        if result.error in (FetchError.BODY_TOO_LARGE, FetchError.DECOMPRESSION_LIMIT):
-            files.append(SitemapFile(url, status, "invalid", 0, f"larger than {max_bytes} bytes"))
-            continue
+        max_bytes, max_urls = self.max_bytes, self.max_urls
+        if result.error in _SIZE_ERRORS:
+            self.files.append(SitemapFile(url, status, "invalid", 0, f"larger than {max_bytes} bytes"))
+            return
         if result.error is not None:
             problem = result.error_detail or result.error.label
-            files.append(SitemapFile(url, status, "unreachable", 0, problem[:_MAX_PROBLEM]))
-            continue
+            self.files.append(SitemapFile(url, status, "unreachable", 0, problem[:_MAX_PROBLEM]))
+            return
         if status is None or not 200 <= status < 300:
             if fallback and status is not None and 400 <= status < 500:
-                continue
-            files.append(SitemapFile(url, status, "unreachable", 0, f"answered {status}"))
-            continue
+                return
+            self.files.append(SitemapFile(url, status, "unreachable", 0, f"answered {status}"))
+            return
         kind, locs, problem = parse_sitemap(
             result.body or b"", max_bytes=max_bytes, max_urls=max_urls
         )
         if fallback and kind == "invalid" and result.is_html:
             # Many sites answer unknown paths with their home page.
-            continue
-        found = True
+            return
+        self.found = True
         problems = [problem] if problem else []
         if kind == "index":
-            problems += _queue_children(locs, origin, depth, seen, queue)
+            problems += _queue_children(locs, self.origin, depth, self.seen, self.queue)
         elif kind == "urlset":
-            capped, more = _collect(locs, origin, urls, max_urls)
+            capped, more = _collect(locs, self.origin, self.urls, max_urls)
             problems += more
             if capped:
-                notes.append(f"the cap of {max_urls} sitemap URLs was reached")
-        files.append(SitemapFile(url, status, kind, len(locs), "; ".join(problems)[:400]))
-    return SitemapReport(tuple(urls), tuple(files), found, tuple(notes))
+                self.notes.append(f"the cap of {max_urls} sitemap URLs was reached")
+        self.files.append(SitemapFile(url, status, kind, len(locs), "; ".join(problems)[:400]))
 
 
 def _queue_children(

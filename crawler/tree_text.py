@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lxml import etree
 
-from .html_rules import ANCHOR_MAX, HIDDEN_TEXT_TAGS, TextBuffer, clip
+from .html_rules import ANCHOR_MAX, HIDDEN_TEXT_TAGS, TextBuffer, clip, joined_clip, settle_chunk
 
 HIDDEN = tuple(HIDDEN_TEXT_TAGS)
 # Every text node of the document (comments and processing instructions are
@@ -64,7 +64,7 @@ class AnchorText:
                 self.texts = self._one_pass()
                 text = self.texts.get(element, "")
             else:
-                text = clip(" ".join(chunks), ANCHOR_MAX)
+                text = joined_clip(chunks, ANCHOR_MAX)
         if text:
             return text
         for img in element.iter("img"):
@@ -87,6 +87,7 @@ class AnchorText:
         def add(chunk: str | None) -> None:
             nonlocal filling
             if chunk and filling and not chunk.isspace():
+                chunk = settle_chunk(chunk, ANCHOR_MAX)
                 for buf in filling:
                     buf.add(" ")
                     buf.add(chunk)
