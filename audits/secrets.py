@@ -52,3 +52,12 @@ def unseal(token: str) -> str:
         return _fernet(_key_material()).decrypt(token.encode("ascii")).decode()
     except (InvalidToken, ValueError) as exc:
         raise SecretUnreadable("A stored secret cannot be decrypted; set it again.") from exc
+
+
+def readable(token: str) -> bool:
+    """Whether ``unseal`` can read ``token`` under the current key (an empty one is "not set", readable)."""
+    try:
+        unseal(token)
+    except SecretUnreadable:
+        return False
+    return True

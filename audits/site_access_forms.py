@@ -1,8 +1,9 @@
 """The form for how the crawler gets into a private site.
 
-Secrets are write-only: the form never renders a stored value, an empty secret
-field keeps what is stored, and each kind has a "clear" box. The login page
-must be on the site's own origin, since credentials never leave it.
+Secrets are write-only: the form never renders a stored value, nor a posted one
+(header lines carry tokens), an empty secret field keeps what is stored, and
+each kind has a "clear" box. The login page must be on the site's own origin,
+since credentials never leave it.
 """
 
 from __future__ import annotations
@@ -17,13 +18,23 @@ from .models.site_access import SiteAccess
 SECRET = forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"})
 
 
+class WriteOnlyTextarea(forms.Textarea):
+    """A textarea that never renders a value, even the one just posted: header lines carry tokens."""
+
+    def format_value(self, value):
+        return None
+
+
+UNREADABLE = "Stored, but unreadable since the key changed: set it again (or remove it)."
+
+
 class SiteAccessForm(forms.Form):
     basic_user = forms.CharField(label="Basic-auth user", required=False, max_length=200)
     basic_password = forms.CharField(label="Basic-auth password", required=False, widget=SECRET, max_length=1000)
     clear_basic = forms.BooleanField(label="Remove basic auth", required=False)
     headers = forms.CharField(
         label="Extra request headers", required=False, max_length=8000,
-        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off", "spellcheck": "false"}),
+        widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off", "spellcheck": "false"}),
         help_text="One 'Name: value' a line, e.g. Authorization: Bearer … or Cookie: session=…. "
                   "Leave empty to keep the stored headers.")
     clear_headers = forms.BooleanField(label="Remove the extra headers", required=False)
@@ -43,11 +54,17 @@ class SiteAccessForm(forms.Form):
 
     def __init__(self, *args, access: SiteAccess, start_url: str, **kwargs):
         self.access, self.start_url = access, start_url
+        # Secrets sealed under a key that has changed since count as not set, so
+        # the form asks for them again rather than failing to keep them.
+        self.stored_secrets = access.login_secret_values() if access.login_readable else {}
         initial = {"basic_user": access.basic_user, "login_url": access.login_url,
                    "login_success": access.login_success, "logout_pattern": access.logout_pattern}
-        fields = dict(access.login_fields)
-        if len(fields) == 1:
-            initial["login_user_field"], initial["login_user"] = next(iter(fields.items()))
+        # The screen shows one plain field and one secret field's name (names are
+        # not secret); further fields, saved from the command line, are kept by save().
+        if access.login_fields:
+            initial["login_user_field"], initial["login_user"] = next(iter(access.login_fields.items()))
+        if self.stored_secrets:
+            initial["login_password_field"] = next(iter(self.stored_secrets))
         super().__init__(*args, initial=initial, **kwargs)
 
     def clean_basic_user(self) -> str:
@@ -98,11 +115,17 @@ class SiteAccessForm(forms.Form):
                 "Use either basic auth or an Authorization header, not both.", code="authorization"))
         if data.get("basic_password") and not data.get("basic_user"):
             self.add_error("basic_user", forms.ValidationError("A password needs a user name.", code="required"))
+        if (data.get("basic_user") and not data.get("basic_password") and not data.get("clear_basic")
+                and not self.access.basic_readable):
+            self.add_error("basic_password", forms.ValidationError(UNREADABLE, code="unreadable"))
+        if (self.access.headers and not self.access.headers_readable and not data.get("headers")
+                and not data.get("clear_headers")):
+            self.add_error("headers", forms.ValidationError(UNREADABLE, code="unreadable"))
         if data.get("login_url") and not data.get("clear_login"):
             for field in ("login_user_field", "login_password_field", "login_success"):
                 if not data.get(field):
                     self.add_error(field, forms.ValidationError("Needed for a login.", code="required"))
-            if not data.get("login_password") and not self.access.login_secrets:
+            if not data.get("login_password") and not self.stored_secrets:
                 self.add_error("login_password", forms.ValidationError("Needed for a login.", code="required"))
         return data
 
@@ -122,12 +145,14 @@ class SiteAccessForm(forms.Form):
         if data["clear_login"]:
             access.clear(login=True)
         elif data["login_url"]:
-            password = data["login_password"]
-            if not password:  # an empty password field keeps the stored one, under the field named now
-                stored = list(access.login_secret_values().values())
-                password = stored[0] if stored else ""
-            access.set_login(data["login_url"], {data["login_user_field"]: data["login_user"]},
-                             {data["login_password_field"]: password}, data["login_success"])
+            # The fields the screen showed are replaced by what was posted; the others stay.
+            shown_field, shown_secret = self.initial.get("login_user_field"), self.initial.get("login_password_field")
+            fields = {name: value for name, value in access.login_fields.items() if name != shown_field}
+            fields[data["login_user_field"]] = data["login_user"]
+            secrets = {name: value for name, value in self.stored_secrets.items() if name != shown_secret}
+            # An empty password field keeps the stored one, under the field named now.
+            secrets[data["login_password_field"]] = data["login_password"] or self.stored_secrets.get(shown_secret, "")
+            access.set_login(data["login_url"], fields, secrets, data["login_success"])
         access.logout_pattern = data["logout_pattern"]
         access.save()
         return access

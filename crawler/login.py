@@ -10,10 +10,11 @@ redirects elsewhere has failed, and nothing of it is sent there.
 from __future__ import annotations
 
 from http.cookies import CookieError, SimpleCookie
-from urllib.parse import urlencode, urljoin
+from urllib.parse import parse_qsl, urlencode, urljoin
 
 import httpx
 
+from .charset import decode_text
 from .credentials import Credentials, LoginForm, form_to_post
 from .request_url import origin
 from .types import FetchResult
@@ -27,8 +28,19 @@ class LoginFailed(Exception):
     """The login did not work; the message says at which step, in words for the audit page."""
 
 
+def _sendable(text: str) -> bool:
+    # SimpleCookie unquotes octal escapes ("a\012b" holds a line break) and keeps any
+    # Unicode; such a cookie would make the next Cookie header illegal, and the
+    # error about it would quote the whole header, secrets included.
+    return all(" " <= ch <= "\xff" and ch != "\x7f" for ch in text)
+
+
 def read_cookies(jar: dict[str, str], set_cookies: tuple[str, ...]) -> None:
-    """Apply Set-Cookie headers to ``jar`` (name → value); an expired or emptied cookie leaves it."""
+    """Apply Set-Cookie headers to ``jar`` (name → value); an expired or emptied cookie leaves it.
+
+    A cookie whose name or value has a control character or text beyond
+    Latin-1 cannot go back in a Cookie header, so it is dropped.
+    """
     for header in set_cookies:
         parsed = SimpleCookie()
         try:
@@ -36,11 +48,12 @@ def read_cookies(jar: dict[str, str], set_cookies: tuple[str, ...]) -> None:
         except CookieError:
             continue  # one malformed cookie is not a failed login
         for name, morsel in parsed.items():
+            if not (_sendable(name) and _sendable(morsel.value)):
+                continue
             if morsel["max-age"] in ("0",) or (morsel["max-age"].startswith("-")) or not morsel.value:
                 jar.pop(name, None)
             elif name in jar or len(jar) < MAX_COOKIES:
                 jar[name] = morsel.value
-
 
 
 async def _walk(fetcher, method: str, url: str, jar: dict[str, str], home, base: Credentials | None, *,
@@ -79,6 +92,9 @@ async def log_in(fetcher, login: LoginForm) -> dict[str, str]:
 
 async def _log_in(fetcher, login: LoginForm, base: Credentials | None) -> dict[str, str]:
     home = origin(httpx.URL(login.url))
+    if base is not None and base.origin != home:
+        # The password would go to a page the site's other credentials may not reach.
+        raise LoginFailed(f"The login page {login.url} is not on the audited site's origin; nothing was sent to it.")
     jar: dict[str, str] = {}
     page = await _walk(fetcher, "GET", login.url, jar, home, base)
     if page.status is None or page.status >= 400:
@@ -89,7 +105,7 @@ async def _log_in(fetcher, login: LoginForm, base: Credentials | None) -> dict[s
         raise LoginFailed(str(exc)) from None
     done = await _walk(fetcher, "POST", action, jar, home, base, form=urlencode(data).encode(),
                        referer=page.final_url or login.url)
-    text = (done.body or b"").decode(done.charset or "utf-8", errors="replace")
+    text = decode_text(done.body or b"", done.charset)
     success = compile_patterns([login.success])[0] if login.success.strip() else None
     if done.status is None or done.status >= 400 or (success is not None and not success.search(text)):
         raise LoginFailed(f"The page after logging in ({done.final_url}, status {done.status}) "
@@ -100,9 +116,16 @@ async def _log_in(fetcher, login: LoginForm, base: Credentials | None) -> dict[s
 
 
 def is_login_redirect(result: FetchResult, login_url: str) -> bool:
-    """Whether a fetch was sent to the login page: the session has expired."""
-    if not result.redirects:
+    """Whether a fetch was sent to the login page: the session has expired.
+
+    A login page addressed by its query (``index.php?route=account/login``) is
+    only that page when the landing URL has those parameters too; its own extra
+    ones (``next=``) do not matter.
+    """
+    if not result.redirects or not result.final_url:
         return False
-    want = httpx.URL(login_url)
-    landed = httpx.URL(result.final_url) if result.final_url else None
-    return landed is not None and origin(landed) == origin(want) and landed.path == want.path
+    want, landed = httpx.URL(login_url), httpx.URL(result.final_url)
+    if origin(landed) != origin(want) or landed.path != want.path:
+        return False
+    params = set(parse_qsl(landed.query.decode(), keep_blank_values=True))
+    return all(pair in params for pair in parse_qsl(want.query.decode(), keep_blank_values=True))

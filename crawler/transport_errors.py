@@ -67,7 +67,9 @@ def translate(exc: Exception, *, in_body: bool, at_eof: bool = False) -> CrawlEr
     if isinstance(exc, httpcore.UnsupportedProtocol):
         return InvalidURLError(f"Invalid URL: {message}")
     if isinstance(exc, httpcore.LocalProtocolError):
-        return ProtocolFailure(f"The request could not be sent: {message}")
+        # h11's text quotes the offending header whole (a Cookie or Authorization
+        # value among them), and error details are shown and stored: never include it.
+        return ProtocolFailure("The request could not be sent: one of its headers is not valid HTTP")
     return ProtocolFailure(f"HTTP error: {message}")
 
 

@@ -70,8 +70,8 @@ def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], craw
             if not allowed:
                 blocked[digest] = (c.url, c.found_on)
                 continue
-        elif c.kind == Page.Kind.RESOURCE and not allowed:
-            continue
+        elif c.kind == Page.Kind.RESOURCE and (not allowed or setup.is_logout(c.url)):
+            continue  # a logout URL ends the session even as an <img> or <iframe>
         candidates[digest] = c
     # A sitemap-only URL reached by a link now gets its click depth.
     relink = [h for h in candidates if h in known]

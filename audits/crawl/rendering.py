@@ -67,6 +67,8 @@ def _robots_rule(setup: CrawlSetup):
             return "not a valid URL"
         if own and setup.respect_robots and not setup.robots.allowed(url, setup.user_agent):
             return "disallowed by robots.txt"
+        if own and setup.is_logout(url):
+            return "a logout URL, never requested while logged in"
         return None
 
     return may_request

@@ -2,9 +2,10 @@
 
 The start step logs in (when the site has a login form) and stores the session
 cookies sealed on ``AuditSession``; every chunk, on any worker, builds its
-``Credentials`` from them. A chunk whose page lands on the login page renews the
-session once for the whole audit; a second expiry, or a login that fails, ends
-the audit as ``login_failed`` with what was crawled kept.
+``Credentials`` from them. A chunk whose page lands on the login page, while the
+start page no longer opens, renews the session once for the whole audit; a
+second expiry, or a login that fails, ends the audit as ``login_failed`` with
+what was crawled kept. The login page and the cookies stay on the audit's origin.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from crawler.credentials import Credentials, LoginForm
+from crawler.credentials import Credentials, LoginForm, login_page_problem
 from crawler.login import LoginFailed, is_login_redirect, log_in
+from crawler.urls import InvalidURL, origin_of
 
 from ..models import Audit
 from ..models.site_access import AuditSession, SiteAccess
@@ -33,25 +35,56 @@ def site_access(audit: Audit) -> SiteAccess | None:
 
 
 def _cookies(audit: Audit) -> dict[str, str]:
+    """The session's stored cookies; none when they were sealed under a key that has changed since."""
     row = AuditSession.objects.filter(audit=audit).first()
-    return json.loads(unseal(row.cookies)) if row and row.cookies else {}
+    try:
+        return json.loads(unseal(row.cookies)) if row and row.cookies else {}
+    except SecretUnreadable:
+        return {}  # no session: the first page that meets the login page logs in again
+
+
+def moved_problem(start_url: str, crawled: str) -> str | None:
+    """Why a site's access cannot go with a crawl of ``crawled`` (an origin): the start URL redirects there.
+
+    The access is bound to the start URL's origin, so a crawl anchored elsewhere
+    (apex -> www, even http -> https) would send nothing and read every page as
+    a 401 or a login page; the person audits the origin the site lives on.
+    """
+    try:
+        if not crawled or origin_of(start_url) == crawled:
+            return None
+    except InvalidURL:
+        return None
+    return (f"The start URL redirects to {crawled}, where this site's access is never sent: "
+            f"audit {crawled}/ and set its access there.")
 
 
 def credentials_for(audit: Audit, access: SiteAccess | None) -> Credentials | None:
     """What the audit's requests to its own origin carry: the site's access and the session's cookies."""
     if access is None:
         return None
+    if problem := moved_problem(audit.start_url, audit.origin):
+        raise SessionLost(problem)
     try:
         return access.credentials(audit.start_url, cookies=_cookies(audit))
     except SecretUnreadable as exc:
         raise SessionLost(f"{exc} (site access)") from None
 
 
-def login_form(access: SiteAccess | None) -> LoginForm | None:
+def login_form(audit: Audit, access: SiteAccess | None) -> LoginForm | None:
+    """The site's login, checked again now: its page must be on the audit's origin.
+
+    The access screen checks this when it is saved, but the site's start URL
+    may have changed since; the password and the session's cookies never leave
+    the origin the audit crawls.
+    """
     try:
-        return access.login_form() if access is not None else None
+        login = access.login_form() if access is not None else None
     except SecretUnreadable as exc:
         raise SessionLost(f"{exc} (login password)") from None
+    if login is not None and (problem := login_page_problem(login.url, audit.start_url)):
+        raise SessionLost(f"{problem} The saved login page is {login.url}: set the login again.")
+    return login
 
 
 def record_login(audit: Audit, cookies: dict[str, str]) -> bool:
@@ -74,8 +107,14 @@ def start_login(credentials: Credentials | None) -> Credentials | None:
     return credentials.without_session() if credentials is not None else None
 
 
-def logged_in(credentials: Credentials | None, start_url: str, cookies: dict[str, str]) -> Credentials:
-    return credentials.with_cookies(cookies) if credentials else Credentials.for_site(start_url, cookies=cookies)
+def logged_in(credentials: Credentials | None, login: LoginForm, cookies: dict[str, str]) -> Credentials:
+    """The crawl's credentials carrying a login's cookies, which belong to the login page's origin only."""
+    session = Credentials.for_site(login.url, cookies=cookies)
+    if credentials is None:
+        return session
+    if credentials.origin != session.origin:
+        raise SessionLost(f"The login page {login.url} is not on the audited site; its cookies are not sent there.")
+    return credentials.with_cookies(cookies)
 
 
 async def open_session(fetcher, login: LoginForm) -> dict[str, str]:
@@ -89,11 +128,20 @@ async def open_session(fetcher, login: LoginForm) -> dict[str, str]:
 class SessionKeeper:
     """A chunk's hold on the audit's login session.
 
-    A fetch sent to the login page means the session expired: the first task to
-    see it logs in again (others wait on the lock, then retry with the new
-    cookies), the audit's login count is checked and stored through ``db``, and
-    the URL is fetched once more. A session that keeps expiring, or a login
-    that fails, raises SessionLost and the audit fails as ``login_failed``.
+    A fetch sent to the login page may mean the session expired, or only that
+    the account may not see that URL (Django's permission_required answers so).
+    The start page tells them apart:
+
+    1. The first task to see it (others wait on the lock, then retry with the
+       new cookies) fetches the start page: if the session still opens it, the
+       URL is kept as it answered, a redirect to the login page, and no login
+       is spent on it.
+    2. Otherwise it logs in again (the audit's login count checked and stored
+       through ``db``) and the URL is fetched once more.
+    3. A URL that still meets the login page is checked the same way: the
+       session holds (the URL is kept) or it is gone, and SessionLost ends the
+       audit as ``login_failed``, as a login that fails or a session that keeps
+       expiring does.
     """
 
     def __init__(self, audit: Audit, login: LoginForm | None, fetcher, db):
@@ -108,11 +156,18 @@ class SessionKeeper:
             return outcome
         async with self._lock:
             if self.fetcher.credentials is sent_with:  # nobody renewed it meanwhile
+                if await self._session_holds():
+                    return outcome
                 await self._renew()
         outcome = await make()
-        if is_login_redirect(outcome.result, self.login.url):
+        if is_login_redirect(outcome.result, self.login.url) and not await self._session_holds():
             raise SessionLost(f"{outcome.url} still sends the crawler to the login page after logging in again.")
         return outcome
+
+    async def _session_holds(self) -> bool:
+        """Whether the session still opens the start page, which the start step saw open when logged in."""
+        result = await self.fetcher.fetch(self.audit.start_url)
+        return result.error is None and not is_login_redirect(result, self.login.url)
 
     async def _renew(self) -> None:
         if await self.db(logins_left, self.audit) <= 0:
@@ -122,4 +177,4 @@ class SessionKeeper:
         cookies = await open_session(self.fetcher, self.login)
         if not await self.db(record_login, self.audit, cookies):
             raise SessionLost("The session expired again after the crawler had logged in again.")
-        self.fetcher.credentials = logged_in(self.fetcher.credentials, self.audit.start_url, cookies)
+        self.fetcher.credentials = logged_in(self.fetcher.credentials, self.login, cookies)

@@ -11,7 +11,7 @@ from crawler.credentials import Credentials, LoginForm
 from crawler.fetch import FetchPolicy
 from crawler.net import AddressGuard
 from crawler.robots import Robots
-from crawler.urls import Scope
+from crawler.urls import Scope, compile_patterns
 from crawler.window import WindowPolicy
 
 from ..dispatch import RETRY_AFTER_RESCHEDULE_CAP
@@ -65,6 +65,12 @@ class CrawlSetup:
     # whether robots.txt binds the browser's requests too.
     render: str = "none"
     respect_robots: bool = True
+    # A private site's logout pattern, compiled: never requested, as a page, a
+    # resource (an <img> or <iframe> of a logout URL) or a rendered page's request.
+    logout: tuple = ()
+
+    def is_logout(self, url: str) -> bool:
+        return any(pattern.search(url) for pattern in self.logout)
 
 
 def crawl_patterns(audit: Audit, access=None) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -96,4 +102,5 @@ def crawl_setup(audit: Audit) -> CrawlSetup:
     scope = Scope(audit.origin, include, exclude) if audit.origin else None
     return CrawlSetup(AddressGuard(allow_private=allow_private), policy, scope, robots, window,
                       CheckSettings(), user_agent, include, exclude,
-                      credentials_for(audit, access), login_form(access), audit.render, audit.respect_robots)
+                      credentials_for(audit, access), login_form(audit, access), audit.render, audit.respect_robots,
+                      compile_patterns([access.logout_pattern]) if access is not None else ())

@@ -33,7 +33,7 @@ from .admission import template_digest
 from .chunk import claim, internal_test
 from .progress import advance
 from .rendering import browser, render_if_needed
-from .session import SessionLost, logged_in, open_session, record_login, start_login
+from .session import SessionLost, logged_in, moved_problem, open_session, record_login, start_login
 from .setup import CrawlSetup, crawl_patterns, crawl_setup, site_access
 from .writer import ChunkWriter
 
@@ -172,9 +172,9 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup) -> StartOutc
             fetcher.credentials = start_login(fetcher.credentials)
             try:
                 cookies = await open_session(fetcher, setup.login)
+                fetcher.credentials = logged_in(fetcher.credentials, setup.login, cookies)
             except SessionLost as exc:
                 return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED, error_detail=str(exc))
-            fetcher.credentials = logged_in(fetcher.credentials, audit.start_url, cookies)
         first = await fetcher.fetch(start_url)
         if setup.login is not None and is_login_redirect(first, setup.login.url):
             return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED,
@@ -187,9 +187,13 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup) -> StartOutc
             }.get(first.error, Audit.ErrorCode.START_URL_UNREACHABLE)
             return StartOutcome(error_code=code, error_detail=f"{first.error.label}: {first.error_detail}".strip(": "))
         # Anchor the crawl on where the start URL really lives (apex -> www,
-        # http -> https), so a host-changing redirect doesn't end the crawl.
+        # http -> https), so a host-changing redirect doesn't end the crawl. A
+        # private site's access stays on the typed origin: there it is a failure.
         final = normalize(first.final_url or start_url)
         origin = origin_of(final)
+        if setup.credentials is not None or setup.login is not None:
+            if problem := moved_problem(start_url, origin):
+                return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED, error_detail=problem)
         robots = await load_robots(fetcher, origin, ignore=not audit.respect_robots)
         if robots.status == "unavailable":
             return StartOutcome(

@@ -241,12 +241,22 @@ class Audit(models.Model):
         )
 
     def reopen_for_resume(self) -> bool:
-        """A failed or cancelled audit goes back to the queue, keeping its frontier and results."""
-        return self._transition(
+        """A failed or cancelled audit goes back to the queue, keeping its frontier and results.
+
+        Its login session starts afresh: the run being resumed may have spent its
+        logins (that is often why it failed), and its cookies may be sealed under
+        a key that has changed since.
+        """
+        from .site_access import AuditSession  # site_access -> site -> this module
+
+        reopened = self._transition(
             [self.Status.FAILED, self.Status.CANCELLED], status=self.Status.QUEUED,
             phase=self.Phase.QUEUED, error_code="", error_detail="", failed_phase="",
             finished_at=None, heartbeat_at=timezone.now(), links_indexed=False, finalize_attempts=0,
         )
+        if reopened:
+            AuditSession.objects.filter(audit=self).update(logins=0, cookies="")
+        return reopened
 
     STEP_ATTEMPTS = {"start": "start_attempts", "finalize": "finalize_attempts"}
 

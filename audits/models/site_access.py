@@ -13,7 +13,7 @@ from django.db import models
 
 from crawler.credentials import LOGOUT_DEFAULT, Credentials, LoginForm
 
-from ..secrets import seal, unseal
+from ..secrets import readable, seal, unseal
 from .site import Site
 
 
@@ -45,7 +45,24 @@ class SiteAccess(models.Model):
 
     @property
     def header_names(self) -> list[str]:
+        if not self.headers_readable:
+            return []
         return [line.partition(":")[0].strip() for line in self.header_lines()]
+
+    # After SECRET_KEY or SITEWARD_FIELD_KEY changes, stored secrets no longer
+    # decrypt: the screens say so (and ask for them again) instead of failing.
+
+    @property
+    def basic_readable(self) -> bool:
+        return readable(self.basic_password)
+
+    @property
+    def headers_readable(self) -> bool:
+        return readable(self.headers)
+
+    @property
+    def login_readable(self) -> bool:
+        return readable(self.login_secrets)
 
     @property
     def has_login(self) -> bool:

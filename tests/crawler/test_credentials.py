@@ -77,3 +77,20 @@ def test_the_login_form_keeps_its_hidden_fields_and_posts_to_its_action():
 def test_a_page_without_a_login_form_is_a_clear_error():
     with pytest.raises(ValueError, match="No login form"):
         form_to_post(b"<html><form></form><form></form></html>", "https://x.test/login", {"user": "a"})
+
+
+@pytest.mark.parametrize("line", ["Bearer eyJhbGciOiJIUzI1NiJ9.s3cr3t", "Bearer s3cr3t: x"])
+def test_a_refused_header_line_is_never_quoted_back_since_it_may_be_the_secret_itself(line):
+    with pytest.raises(ValueError) as info:
+        parse_header(line)
+    assert "s3cr3t" not in str(info.value)
+
+
+@pytest.mark.parametrize("control", ["\x00", "\x01", "\x0b", "\x1b", "\x7f"])
+def test_a_header_value_with_a_control_character_is_refused(control):
+    with pytest.raises(ValueError, match="control characters"):
+        parse_header(f"X-Token: a{control}b")
+
+
+def test_a_tab_inside_a_header_value_is_allowed():
+    assert parse_header("X-Token: a\tb") == ("X-Token", "a\tb")

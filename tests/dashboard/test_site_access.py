@@ -85,3 +85,66 @@ def test_strangers_get_404_on_the_access_screen_both_ways(stranger_client, site)
     assert stranger_client.get(url(site)).status_code == 404
     assert save(stranger_client, site, basic_user="x", basic_password="y").status_code == 404
     assert not SiteAccess.objects.exists()
+
+
+def login_fields(**data):
+    return {"login_url": f"{SITE}/login/", "login_user_field": "username", "login_user": "ann",
+            "login_password_field": "password", "login_success": "Welcome", **data}
+
+
+def test_a_rejected_save_does_not_render_the_posted_headers_again(owner_client, site):
+    response = save(owner_client, site, headers=f"Authorization: Bearer {TOKEN}",
+                    **login_fields(login_url="https://login.other.example/", login_password=PASSWORD))
+    assert response.status_code == 400
+    assert TOKEN not in response.content.decode()
+
+
+def test_the_screen_says_which_secrets_to_set_again_after_the_key_changed(owner_client, site, settings):
+    settings.SITEWARD_FIELD_KEY = "key-one"
+    access = SiteAccess(site=site)
+    access.set_headers([f"X-Api-Key: {TOKEN}"])
+    access.set_login(f"{SITE}/login/", {"username": "ann"}, {"password": PASSWORD}, "Welcome")
+    access.save()
+    settings.SITEWARD_FIELD_KEY = "key-two"
+    response = owner_client.get(url(site))
+    assert response.status_code == 200
+    assert response.content.decode().count("unreadable since the key changed") == 2
+
+
+def test_an_unreadable_login_password_must_be_typed_again_and_then_saves(owner_client, site, settings):
+    settings.SITEWARD_FIELD_KEY = "key-one"
+    access = SiteAccess(site=site)
+    access.set_login(f"{SITE}/login/", {"username": "ann"}, {"password": PASSWORD}, "Welcome")
+    access.save()
+    settings.SITEWARD_FIELD_KEY = "key-two"
+    assert save(owner_client, site, **login_fields()).status_code == 400
+    assert save(owner_client, site, **login_fields(login_password="new-pass")).status_code == 302
+    assert dict(SiteAccess.objects.get(site=site).login_form().fields) == {"username": "ann", "password": "new-pass"}
+
+
+def shown(client, site) -> dict:
+    """What the screen sends back when saved as it is shown."""
+    form = client.get(url(site)).context["form"]
+    return {name: form[name].value() or "" for name in form.fields if not name.startswith("clear_")}
+
+
+def test_saving_the_screen_as_shown_keeps_the_login(owner_client, site):
+    access = SiteAccess(site=site)
+    access.set_login(f"{SITE}/login/", {"username": "ann"}, {"password": PASSWORD}, "Welcome")
+    access.save()
+    data = shown(owner_client, site)
+    assert data["login_password_field"] == "password" and data["login_password"] == ""
+    response = owner_client.post(url(site), {**data, "basic_user": "ann", "basic_password": "staging-pw"})
+    assert response.status_code == 302
+    assert dict(SiteAccess.objects.get(site=site).login_form().fields) == {"username": "ann", "password": PASSWORD}
+
+
+def test_login_fields_the_screen_does_not_show_survive_a_save_from_it(owner_client, site):
+    access = SiteAccess(site=site)  # as `audit --login-field ... --login-secret-field ...` saves it
+    access.set_login(f"{SITE}/login/", {"username": "ann", "tenant": "acme"},
+                     {"password": PASSWORD, "otp_seed": "seed-1"}, "Welcome")
+    access.save()
+    response = owner_client.post(url(site), {**shown(owner_client, site), "login_user": "bob"})
+    assert response.status_code == 302
+    fields = dict(SiteAccess.objects.get(site=site).login_form().fields)
+    assert fields == {"username": "bob", "tenant": "acme", "password": PASSWORD, "otp_seed": "seed-1"}

@@ -8,11 +8,12 @@ renewed once, and a failed login ends the audit as login_failed.
 from __future__ import annotations
 
 import pytest
+from werkzeug.wrappers import Response
 
 from audits.inline import run_audit_inline
 from audits.models import Audit, Page, SiteAccess
 from tests.factories import make_audit
-from tests.login_site import PASSWORD, USER, LoginSite, RequestLog
+from tests.login_site import PASSWORD, USER, LoginSite, RequestLog, page
 
 pytestmark = pytest.mark.django_db
 
@@ -93,3 +94,87 @@ def test_a_wrong_password_fails_the_audit_as_login_failed_and_says_why(owner, fa
         assert (audit.status, audit.error_code) == ("failed", "login_failed")
         assert "success pattern" in audit.error_detail
         assert "not-it" not in audit.error_detail
+
+
+class EscapedCookieSite(LoginSite):
+    """Its login page also sets a cookie the stdlib unquotes into a line break, and one beyond Latin-1."""
+
+    def _login(self, request):
+        response = super()._login(request)
+        if request.method == "GET":
+            response.headers.add("Set-Cookie", 'pref="a\\012b"; Path=/')
+            response.headers.add("Set-Cookie", 'lang="\u0151"; Path=/'.encode().decode("latin-1"))
+        return response
+
+
+def test_a_cookie_the_site_sets_that_cannot_be_sent_back_is_dropped_and_the_crawl_goes_on(owner, fast_settings):
+    secret = "team-TOPSECRET-42"
+
+    def configure(access: SiteAccess) -> None:
+        access.set_headers([f"Cookie: team={secret}"])
+        form_login(site)(access)
+
+    with EscapedCookieSite() as site:
+        audit = audit_of(owner, site, configure)
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        assert secret not in audit.error_detail
+        assert all(headers.get("Cookie", "").startswith(f"team={secret}") for _, path, headers in site.log
+                   if path.startswith("/account/"))
+
+
+class CanonicalHostSite(LoginSite):
+    """Its start URL, on localhost, redirects to 127.0.0.1 as an apex redirects to www."""
+
+    def handle(self, request):
+        if request.host.startswith("localhost"):
+            return Response("", status=301, headers={"Location": self.url(request.full_path.rstrip("?"))})
+        return super().handle(request)
+
+
+def test_a_start_url_that_redirects_to_another_origin_fails_saying_which_origin_to_audit(owner, fast_settings):
+    with CanonicalHostSite(mode="basic") as site:
+        audit = make_audit(owner, start_url=site.url("/").replace("127.0.0.1", "localhost"), allow_private=True)
+        access = SiteAccess(site=audit.site)
+        access.set_basic(USER, PASSWORD)
+        access.save()
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert (audit.status, audit.error_code) == ("failed", "login_failed")
+        assert f"audit {site.base}/" in audit.error_detail
+        assert not Page.objects.filter(audit=audit, status_code=401).exists()
+
+
+def test_a_login_left_on_the_old_origin_after_the_site_moved_is_refused_and_its_cookies_go_nowhere(
+        owner, fast_settings):
+    with LoginSite() as old, RequestLog() as new:
+        site = make_audit(owner, start_url=old.url("/"), allow_private=True).site
+        access = SiteAccess(site=site)
+        access.set_login(old.url("/login/"), {"username": USER}, {"password": PASSWORD}, r"Members")
+        access.save()
+        site.start_url = new.url("/")  # changed after the access was saved
+        site.save()
+        audit = make_audit(owner, site=site, start_url=site.start_url, allow_private=True, max_pages=5)
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert (audit.status, audit.error_code) == ("failed", "login_failed")
+        assert "The login page must be on" in audit.error_detail
+        assert old.logins == 0 and not [h for h in new.log if "Cookie" in h]
+
+
+class ResourceLogoutSite(LoginSite):
+    """Its pages link a logout URL as an <iframe> (front-channel logout) and as an <img>."""
+
+    def _page(self, path):
+        if path in ("/", *self.paths()):
+            body = page(f"Members {path}", self.paths()).replace(
+                "</body>", '<iframe src="/logout/"></iframe><img src="/logout/pixel.gif" alt="x"></body>')
+            return Response(body, content_type="text/html")
+        return Response("not here", status=404, content_type="text/html")
+
+
+def test_a_logout_url_linked_as_a_resource_is_never_requested(owner, fast_settings):
+    with ResourceLogoutSite() as site:
+        audit = audit_of(owner, site, form_login(site))
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        assert not [path for _, path, _ in site.log if path.startswith("/logout")]
+        assert site.logins == 1

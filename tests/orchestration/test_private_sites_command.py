@@ -70,3 +70,12 @@ def test_bad_private_site_options_exit_2_before_anything_is_stored(args, message
     assert run_audit("http://127.0.0.1:9/", "--allow-private", *args) == 2
     assert message in capsys.readouterr().err
     assert not Audit.objects.exists()
+
+
+def test_a_header_variable_without_a_colon_is_refused_without_printing_what_it_holds(monkeypatch, capsys):
+    monkeypatch.setenv("SITE_TOKEN", "Bearer eyJhbGciOiJIUzI1NiJ9.s3cr3t")  # the token alone, no name
+    assert run_audit("http://127.0.0.1:9/", "--allow-private", "--header-env", "SITE_TOKEN") == 2
+    printed = capsys.readouterr()
+    assert "SITE_TOKEN" in printed.err and "no ':' found" in printed.err
+    assert "s3cr3t" not in printed.err + printed.out
+    assert not Audit.objects.exists()

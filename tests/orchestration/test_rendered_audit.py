@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from audits.inline import run_audit_inline
-from audits.models import Audit, Issue, Page
+from audits.models import Audit, Issue, Page, SiteAccess
 from tests.factories import make_audit
-from tests.render_site import RenderSite
+from tests.render_site import SHELL, RenderSite
 
 pytestmark = [pytest.mark.django_db, pytest.mark.browser]
 
@@ -148,3 +148,30 @@ def test_a_delta_crawl_of_a_rendered_audit_reuses_the_browsers_reading_of_unchan
     reused = [p for p in found.values() if p.unchanged_since == first.pk]
     assert len(reused) == 3  # the app pages: the same HTML, so neither parsed nor rendered again
     assert all(p.rendered and p.raw_facts["title"] == "Loading" and p.title.startswith("App page") for p in reused)
+
+
+class LogoutScriptSite(RenderSite):
+    """``/leaving``'s script asks for the logout URL, as a single-logout page or a stray beacon does."""
+
+    def answer(self, path: str) -> tuple[int, str, bytes]:
+        if path == "/leaving":
+            script = '<script>fetch("/logout/").catch(() => 0); new Image().src = "/sign-out.gif";</script>'
+            return 200, "text/html; charset=utf-8", SHELL.format(head="", scripts=script).encode()
+        return super().answer(path)
+
+
+def test_a_private_sites_browser_never_requests_its_logout_urls(owner, fast_settings):
+    with LogoutScriptSite() as site:
+        audit = make_audit(owner, allow_private=True, check_external=False, render="all",
+                           start_url=site.url("/leaving"), max_pages=1)
+        access = SiteAccess(site=audit.site)
+        access.set_headers(["X-Staging: yes"])
+        access.save()
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        asked = dict(site.requests)
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    assert "/logout/" not in asked and "/sign-out.gif" not in asked
+    blocked = dict(Issue.objects.filter(audit=audit, code="render_request_blocked").values_list("target_url",
+                                                                                                 "message"))
+    assert "logout" in blocked[site.url("/logout/")]

@@ -1,0 +1,111 @@
+"""A private site's session across an audit's life: resumed runs log in afresh, and a page the
+account may not see is not taken for an expired session."""
+
+from __future__ import annotations
+
+import pytest
+from werkzeug.wrappers import Response
+
+from audits.crawl.resume import run_resume
+from audits.crawl.start import run_start
+from audits.dispatch import InlineDispatcher
+from audits.inline import run_audit_inline, run_steps
+from audits.models import Audit, Page, SiteAccess
+from tests.factories import make_audit
+from tests.login_site import PASSWORD, USER, LoginSite, page
+
+pytestmark = pytest.mark.django_db
+
+
+def set_login(audit: Audit, site: LoginSite) -> None:
+    access = SiteAccess.objects.filter(site=audit.site).first() or SiteAccess(site=audit.site)
+    access.set_login(site.url("/login/"), {"username": USER}, {"password": PASSWORD}, r"Members")
+    access.save()
+
+
+def audit_of(owner, site: LoginSite, **fields) -> Audit:
+    fields = {"max_pages": 30, "max_depth": 3, "concurrency": 1, **fields}
+    audit = make_audit(owner, start_url=site.url("/"), allow_private=True, **fields)
+    set_login(audit, site)
+    return audit
+
+
+def resume(audit: Audit) -> None:
+    assert audit.reopen_for_resume()
+    dispatcher = InlineDispatcher()
+    run_resume(audit.pk, dispatcher)
+    run_steps(dispatcher)
+    audit.refresh_from_db()
+
+
+def test_an_audit_that_failed_for_an_expiring_session_logs_in_again_when_resumed(owner, fast_settings):
+    with LoginSite(pages=12, session_uses=2) as site:
+        audit = audit_of(owner, site)
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert (audit.status, audit.error_code) == ("failed", "login_failed")
+        logins_before = site.logins
+        site.session_uses = None  # the site was fixed: sessions last
+        resume(audit)
+        assert site.logins > logins_before
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+
+
+def test_a_resumed_audit_whose_session_was_sealed_under_an_old_key_logs_in_again(owner, fast_settings):
+    fast_settings.SITEWARD_FIELD_KEY = "key-one"
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "CHUNK_SIZE": 3}
+    with LoginSite(pages=12) as site:
+        audit = audit_of(owner, site)
+        run_start(audit.pk, InlineDispatcher())  # logged in; the crawl stops before any chunk
+        audit.refresh_from_db()
+        assert audit.cancel()
+        fast_settings.SITEWARD_FIELD_KEY = "key-two"  # the key rotated ...
+        set_login(audit, site)                        # ... and the person set the login again
+        resume(audit)
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        assert site.logins == 2
+        assert {site.url(p) for p in site.paths()} <= set(
+            Page.objects.filter(audit=audit, status_code=200).values_list("url", flat=True))
+
+
+def test_session_cookies_sealed_under_an_old_key_are_no_session_and_the_crawl_logs_in_again(
+        owner, fast_settings):
+    fast_settings.SITEWARD_FIELD_KEY = "key-one"
+    with LoginSite(pages=12) as site:
+        audit = audit_of(owner, site)
+        dispatcher = InlineDispatcher()
+        run_start(audit.pk, dispatcher)
+        fast_settings.SITEWARD_FIELD_KEY = "key-two"  # rotated while the crawl was queued
+        set_login(audit, site)
+        run_steps(dispatcher)
+        audit.refresh_from_db()
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        assert site.logins == 2
+
+
+class StaffOnlyPageSite(LoginSite):
+    """One members' page sends every member to the login page, as Django's permission_required does."""
+
+    def handle(self, request):
+        if request.path == "/staff-only/" and request.cookies.get("sessionid") in self.sessions:
+            self.log.append((request.method, request.path, dict(request.headers)))
+            return Response("", status=302, headers={"Location": "/login/?next=/staff-only/"})
+        return super().handle(request)
+
+    def _page(self, path):
+        if path in ("/", *self.paths()):
+            return Response(page(f"Members {path}", [*self.paths(), "/staff-only/"]), content_type="text/html")
+        return Response("not here", status=404, content_type="text/html")
+
+
+def test_a_page_the_member_may_not_see_is_kept_and_the_audit_goes_on_logged_in(owner, fast_settings):
+    with StaffOnlyPageSite(pages=6) as site:
+        audit = audit_of(owner, site, concurrency=2)
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        assert site.logins == 1  # the session held: no login spent on that page
+        staff = Page.objects.get(audit=audit, url=site.url("/staff-only/"))
+        assert "/login/" in staff.final_url
+        assert {site.url(p) for p in site.paths()} <= set(
+            Page.objects.filter(audit=audit, status_code=200).values_list("url", flat=True))
