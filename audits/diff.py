@@ -12,7 +12,7 @@ same SELECTs, unwritten, answer the compare view for any two audits of a site.
 from __future__ import annotations
 
 from django.db import connection
-from django.db.models import Case, Count, Exists, OuterRef, Value, When
+from django.db.models import Case, Count, Exists, OuterRef, Q, Value, When
 
 from crawler.catalogue import ANSWER_CODES, LINK_CODES, SITE_WIDE_CODES, START_CODES
 
@@ -26,6 +26,16 @@ def _codes(codes) -> str:
     return ", ".join(f"'{code}'" for code in sorted(codes))
 
 
+# Link issues are keyed on their anchor text too (one per link on a page), so
+# one whose anchor alone changed is the same broken link: matched on code, page
+# and target, through issue_audit_code, for the few link issues a key misses.
+ANCHORED_CODES = frozenset({"broken_link_internal", "broken_link_external", "broken_resource"})
+SAME_LINK_SQL = f"""
+    b.code IN ({_codes(ANCHORED_CODES)})
+    AND EXISTS (SELECT 1 FROM audits_issue a WHERE a.audit_id = %(audit)s AND a.code = b.code
+                AND a.url_hash = b.url_hash AND a.target_url = b.target_url)
+"""
+
 # A baseline issue the audit did not report: fixed when this audit could have
 # reported it and did not, unknown when it could not say.
 # - A broken external link, when the crawler was offline this time (the
@@ -33,7 +43,9 @@ def _codes(codes) -> str:
 # - A site-wide check's, in a partial audit (a validation): it was not re-run.
 # - A start step's (robots.txt, sitemaps): the start always runs again.
 # - A link's: fixed when its source page answered and either no longer links
-#   the target or the target answered (the link check ran); else unknown.
+#   the target or the target answered without error below 400 (and without a
+#   redirect, for a redirecting link); else unknown: an external target that
+#   refuses crawlers (UNVERIFIED_STATUSES) is never reported, so says nothing.
 # - The URL's own answer: fixed if the URL answered (a page row with no fetch
 #   error); its content's: only if the page answered 2xx.
 GONE_ISSUES_SQL = f"""
@@ -53,7 +65,8 @@ GONE_ISSUES_SQL = f"""
                                           JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
                                           WHERE e.audit_id = %(audit)s AND e.source_hash = b.url_hash
                                             AND e.target_url = b.target_url
-                                            AND t.fetch_error NOT IN ('worker_lost', 'ssrf_blocked')))
+                                            AND t.fetch_error = '' AND t.status_code < 400
+                                            AND (b.code <> 'redirect_internal_link' OR t.redirect_count = 0)))
                          THEN 'fixed' ELSE 'unknown' END
                 WHEN EXISTS (SELECT 1 FROM audits_page c
                              WHERE c.audit_id = %(audit)s AND c.url_hash = b.url_hash AND c.fetch_error = ''
@@ -63,6 +76,7 @@ GONE_ISSUES_SQL = f"""
     FROM audits_issue b
     WHERE b.audit_id = %(base)s
       AND NOT EXISTS (SELECT 1 FROM audits_issue a WHERE a.audit_id = %(audit)s AND a.key = b.key)
+      AND NOT ({SAME_LINK_SQL})
 """
 
 # Pages (kind 'page') that are new, gone or different. Removed: a page last time
@@ -123,12 +137,19 @@ def in_audit(audit_id: int):
     return Issue.objects.filter(audit_id=audit_id, key=OuterRef("key"))
 
 
+def same_issue(audit_id: int) -> Q:
+    """Whether ``audit_id`` has the outer issue: by key, or a link issue by code, page and target (SAME_LINK_SQL)."""
+    same_link = Issue.objects.filter(audit_id=audit_id, code=OuterRef("code"), url_hash=OuterRef("url_hash"),
+                                     target_url=OuterRef("target_url"))
+    return Q(Exists(in_audit(audit_id))) | (Q(code__in=ANCHORED_CODES) & Q(Exists(same_link)))
+
+
 def new_issues(audit: Audit, base: Audit):
-    return Issue.objects.filter(audit=audit).exclude(Exists(in_audit(base.pk)))
+    return Issue.objects.filter(audit=audit).exclude(same_issue(base.pk))
 
 
 def persisting_issues(audit: Audit, base: Audit):
-    return Issue.objects.filter(audit=audit).filter(Exists(in_audit(base.pk)))
+    return Issue.objects.filter(audit=audit).filter(same_issue(base.pk))
 
 
 def gone_issues(audit: Audit, base: Audit, change: str | None = None, *, limit: int | None = None,
@@ -184,7 +205,7 @@ def record(audit: Audit) -> dict | None:
         Audit.objects.filter(pk=audit.pk).update(baseline=None, change_counts=None)
         return None
     same_key = in_audit(base.pk)
-    issues.update(change=Case(When(Exists(same_key), then=Value(Issue.Change.PERSISTING)),
+    issues.update(change=Case(When(same_issue(base.pk), then=Value(Issue.Change.PERSISTING)),
                               default=Value(Issue.Change.NEW)))
     for review in (Issue.Review.IGNORED, Issue.Review.REVIEWED):
         issues.filter(review=Issue.Review.OPEN).filter(Exists(same_key.filter(review=review))).update(review=review)

@@ -188,7 +188,10 @@ def follow_up_fields(source: Audit, mode: str) -> dict:
     """
     fields = {"mode": mode, "source": source}
     if mode == Audit.Mode.VALIDATE:
-        fields.update(baseline=source, max_pages=validation.page_count(source) + 1)
+        # Plus the start step's rows: two when the start URL redirects (the typed
+        # URL and where it lands). A validation queues only its seeds, so a spare
+        # row is never spent on anything else.
+        fields.update(baseline=source, max_pages=validation.page_count(source) + 2)
     return fields
 
 

@@ -18,6 +18,7 @@ from django.db import connection
 from crawler.catalogue import CATALOGUE, LINK_CODES, SITE_WIDE_CODES
 from crawler.urls import InvalidURL, origin_of, url_hash
 
+from .diff import SAME_LINK_SQL
 from .models import Audit, Issue, Page
 
 # Hashes per IN (...) lookup, as the crawl's (audits.crawl.admission).
@@ -71,10 +72,12 @@ def page_count(source: Audit) -> int:
     return sum(1 for target in targets(source) if target.kind == Page.Kind.PAGE)
 
 
-# One row per re-checked issue of the source: reported again (still), or what
-# the stored diff says of it (fixed or unknown); ignored issues are not re-checked.
-CHECKLIST_SQL = """
+# One row per re-checked issue of the source: reported again (still, a link
+# whose anchor text alone changed too), or what the stored diff says of it
+# (fixed or unknown); ignored issues are not re-checked.
+CHECKLIST_SQL = f"""
     SELECT CASE WHEN EXISTS (SELECT 1 FROM audits_issue a WHERE a.audit_id = %(audit)s AND a.key = b.key)
+                     OR ({SAME_LINK_SQL})
                 THEN 'still'
                 ELSE COALESCE((SELECT g.change FROM audits_goneissue g
                                WHERE g.audit_id = %(audit)s AND g.key = b.key), 'unknown') END AS result,

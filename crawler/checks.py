@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
-from .catalogue import finding
+from .catalogue import CATALOGUE, finding
 from .directives import canonical_from_link_header, robots_directives
 from .html_rules import Resolver
 from .types import FetchError, FetchResult, Finding, PageFacts, Severity
@@ -43,25 +43,54 @@ class PageContext:
 Check = Callable[[FetchResult, "PageFacts | None", PageContext], Iterable[Finding]]
 # (check, runs only on parsed 2xx HTML pages), in registration order.
 CHECKS: list[tuple[Check, bool]] = []
+# The same, for the checks that read more than the body: the answer's status,
+# timing or headers, or the crawl's context (in_sitemap).
+RESPONSE_CHECKS: list[tuple[Check, bool]] = []
+# Their codes: each check is named for the code it reports.
+RESPONSE_CODES: set[str] = set()
 
 
-def page_check(func: Check | None = None, *, any_result: bool = False):
-    """Register a check. ``any_result=True``: it also sees errors, non-HTML and non-2xx."""
+def page_check(func: Check | None = None, *, any_result: bool = False, reads_response: bool = False):
+    """Register a check, named for its code. ``any_result=True``: it also sees errors, non-HTML and non-2xx.
+
+    ``reads_response=True`` (implied by ``any_result``): it reads the answer or
+    the context beyond the body, so a delta crawl judges it again on a page it
+    reuses (``run_response_checks``) instead of carrying its findings.
+    """
 
     def register(check: Check) -> Check:
         CHECKS.append((check, not any_result))
+        if any_result or reads_response:
+            if check.__name__ not in CATALOGUE:
+                raise ValueError(f"check {check.__name__} is not named for a catalogue code")
+            RESPONSE_CHECKS.append((check, not any_result))
+            RESPONSE_CODES.add(check.__name__)
         return check
 
     return register(func) if func is not None else register
 
 
-def run_page_checks(result: FetchResult, facts: PageFacts | None, ctx: PageContext) -> list[Finding]:
+def _run(checks: list[tuple[Check, bool]], result: FetchResult, facts: PageFacts | None,
+         ctx: PageContext) -> list[Finding]:
     on_page = facts is not None and result.ok and result.is_html
     findings: list[Finding] = []
-    for check, html_only in CHECKS:
+    for check, html_only in checks:
         if on_page or not html_only:
             findings.extend(check(result, facts, ctx))
     return findings
+
+
+def run_page_checks(result: FetchResult, facts: PageFacts | None, ctx: PageContext) -> list[Finding]:
+    return _run(CHECKS, result, facts, ctx)
+
+
+def run_response_checks(result: FetchResult, facts: PageFacts | None, ctx: PageContext) -> list[Finding]:
+    """The checks that read the answer or the context, for a page whose body is a previous crawl's.
+
+    Only their findings about the page itself: one about a link on it (a
+    nofollow link) is the body's, which the caller carries.
+    """
+    return [f for f in _run(RESPONSE_CHECKS, result, facts, ctx) if not f.target_url]
 
 
 # ---------------------------------------------------------------- helpers
@@ -248,7 +277,7 @@ def insecure_link_or_form(result, facts, ctx):
 # ---------------------------------------------------------------- indexability
 
 
-@page_check
+@page_check(reads_response=True)
 def noindex(result, facts, ctx):
     meta = _blocks(facts.robots, "noindex")
     header = _blocks(_header_directives(result), "noindex")
@@ -261,7 +290,7 @@ def noindex(result, facts, ctx):
         yield finding("noindex", message)
 
 
-@page_check
+@page_check(reads_response=True)
 def nofollow(result, facts, ctx):
     meta = _blocks(facts.robots, "nofollow")
     header = _blocks(_header_directives(result), "nofollow")
@@ -289,13 +318,13 @@ def _canonicals(result: FetchResult, facts: PageFacts) -> list[tuple[str, str, s
     return found
 
 
-@page_check
+@page_check(reads_response=True)
 def canonical_missing(result, facts, ctx):
     if not _is_noindex(result, facts) and not _canonicals(result, facts):
         yield finding("canonical_missing", "No canonical URL, in a tag or in the Link header")
 
 
-@page_check
+@page_check(reads_response=True)
 def canonical_conflict(result, facts, ctx):
     canonicals = _canonicals(result, facts)
     reasons = []
@@ -342,7 +371,7 @@ def _canonical_problem(raw: str, resolved: str, page: str) -> str | None:
     return None
 
 
-@page_check
+@page_check(reads_response=True)
 def canonical_relative_or_invalid(result, facts, ctx):
     for raw, resolved, where in _canonicals(result, facts):
         problem = _canonical_problem(raw, resolved, result.final_url)
@@ -482,7 +511,7 @@ def heading_order(result, facts, ctx):
             return
 
 
-@page_check
+@page_check(reads_response=True)
 def thin_content(result, facts, ctx):
     limit = ctx.settings.thin_words
     if facts.word_count < limit and not _is_noindex(result, facts):
@@ -526,7 +555,7 @@ def url_hygiene(result, facts, ctx):
         yield finding("url_hygiene", "URL has " + ", ".join(reasons))
 
 
-@page_check
+@page_check(reads_response=True)
 def security_headers_missing(result, facts, ctx):
     if not _is_https(result):
         return

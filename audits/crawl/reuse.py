@@ -3,34 +3,44 @@
 A page the server calls unchanged (``crawler.revalidate``) is not parsed. Its
 facts, outlinks and page-level issues come from the source audit's rows, and
 then go through the writer like any parsed page's: the edges are written, the
-link targets admitted, and the cross-page checks see a whole site.
+link targets admitted, and the cross-page checks see a whole site. Only the
+body is the source's: the checks that read the answer (status, timing,
+headers) or the context (in_sitemap) are judged again on this fetch.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 
 from django.db import connection
 
 from crawler.catalogue import CROSS_PAGE_CODES, START_CODES
+from crawler.checks import RESPONSE_CODES, PageContext, run_response_checks
 from crawler.page import PageOutcome
 from crawler.revalidate import Validators
 from crawler.types import Canonical, Link, PageFacts
-from crawler.urls import url_hash
+from crawler.urls import InvalidURL, origin_of, url_hash
 
-from ..models import Audit, Issue, Page
+from ..models import Audit, FrontierURL, Issue, Page
 from ..sql import placeholders
-from . import admission
+from . import admission, setup
 from .admission import LOOKUP_BATCH
+
+log = logging.getLogger(__name__)
 
 # The issues a page's own checks reported, which an unchanged page keeps; the
 # cross-page ones are for this audit's finalize to judge again.
 NOT_CARRIED = CROSS_PAGE_CODES | START_CODES
+# The checks that read the answer or the context: judged on this fetch. Only
+# their findings about a link on the page (with a target) are the body's, and kept.
+REJUDGED = frozenset(RESPONSE_CODES)
+HTML_TYPES = ("text/html", "application/xhtml+xml")
 # What a reused page's row takes from the source row, beside what PageFacts carries.
 _PAGE_FIELDS = ["id", "url_hash", "status_code", "content_type", "size_bytes", "title", "description", "canonical",
                 "h1_count", "word_count", "robots", "content_hash", "body_hash", "etag", "last_modified",
-                "unchanged_since", "rendered", "raw_facts", "outlinks"]
+                "unchanged_since", "rendered", "raw_facts", "outlinks", "head_facts"]
 
 
 def source_of(audit: Audit) -> int | None:
@@ -49,13 +59,17 @@ def validators(source_id: int, hashes: list[str]) -> dict[str, Validators]:
     """Validators of the source audit's pages among ``hashes`` that answered 200 directly.
 
     A page that redirected or failed last time is fetched in full: there is nothing to revalidate.
+    So is an HTML page without head facts (stored before they were, or not
+    parsed): its meta robots cannot be told from its headers'.
     """
     found: dict[str, Validators] = {}
     for start in range(0, len(hashes), LOOKUP_BATCH):
         rows = Page.objects.filter(
             audit_id=source_id, url_hash__in=hashes[start:start + LOOKUP_BATCH], kind=Page.Kind.PAGE,
             status_code=200, redirect_count=0, fetch_error="",
-        ).exclude(etag="", last_modified="", body_hash="").values_list("url_hash", "etag", "last_modified", "body_hash")
+        ).exclude(etag="", last_modified="", body_hash="").exclude(
+            head_facts__isnull=True, content_type__in=HTML_TYPES,
+        ).values_list("url_hash", "etag", "last_modified", "body_hash")
         found.update((digest, Validators(etag, modified, body)) for digest, etag, modified, body in rows)
     return found
 
@@ -75,10 +89,11 @@ class Carried:
 def revive(audit_id: int, source_id: int, outcomes: list[PageOutcome]) -> tuple[list[PageOutcome], dict[str, Carried]]:
     """``outcomes`` with each unchanged page's facts restored from the source audit, and the links admission needs.
 
-    Three reads a sub-batch: the page rows, the edges whose targets this
-    audit's frontier has not seen (``_unseen_targets``), and the issues.
+    Four reads a sub-batch: the page rows, the edges admission may act on
+    (``_unseen_targets``), the issues, and which pages the sitemap lists.
     A reused page's ``outlinks`` are only those edges: its stored outlink count
-    is ``Carried.outlinks``, and its edges are copied by ``copy_edges``. An
+    is ``Carried.outlinks``, and its edges are copied by ``copy_edges``. Its
+    findings are those of the checks that read this answer (``_rejudged``). An
     unchanged page whose source row is gone (a deleted audit) stays without
     facts; it is stored as fetched.
     """
@@ -88,12 +103,16 @@ def revive(audit_id: int, source_id: int, outcomes: list[PageOutcome]) -> tuple[
     rows = {row["url_hash"]: row for row in Page.objects.filter(
         audit_id=source_id, url_hash__in=list(wanted)).values(*_PAGE_FIELDS)}
     links: dict[str, list[Link]] = {}
-    for digest, url, tag, text, nofollow in _unseen_targets(audit_id, source_id, list(rows)):
+    depths = {digest: wanted[digest].depth for digest in rows}
+    for digest, url, tag, text, nofollow in _unseen_targets(audit_id, source_id, depths):
         links.setdefault(digest, []).append(Link(url, tag, text, (), nofollow))
     issues: dict[int, list[dict]] = {}
     for issue in Issue.objects.filter(audit_id=source_id, page_id__in=[r["id"] for r in rows.values()]).exclude(
-            code__in=NOT_CARRIED).values("page_id", "url", "code", "severity", "message", "target_url", "key"):
+            code__in=NOT_CARRIED).exclude(code__in=REJUDGED, target_url="").values(
+            "page_id", "url", "code", "severity", "message", "target_url", "key"):
         issues.setdefault(issue.pop("page_id"), []).append(issue)
+    listed = set(FrontierURL.objects.filter(audit_id=audit_id, url_hash__in=list(rows), in_sitemap=True)
+                 .values_list("url_hash", flat=True))
     carried: dict[str, Carried] = {}
     revived = []
     for o in outcomes:
@@ -102,7 +121,7 @@ def revive(audit_id: int, source_id: int, outcomes: list[PageOutcome]) -> tuple[
         if row is None:
             revived.append(o)
             continue
-        revived.append(_revived(o, row, tuple(links.get(digest, ()))))
+        revived.append(_rejudged(_revived(o, row, tuple(links.get(digest, ()))), digest in listed))
         carried[digest] = Carried(row["unchanged_since"] or source_id, row["body_hash"],
                                   tuple(issues.get(row["id"], ())), row["rendered"], row["raw_facts"],
                                   row["outlinks"])
@@ -120,7 +139,7 @@ SOURCE_TARGETS_SQL = """
     SELECT DISTINCT target_hash FROM audits_linkedge WHERE audit_id = %s AND source_hash IN ({sources})
 """
 SOURCE_EDGES_SQL = """
-    SELECT id, source_hash, target_url, tag, anchor_text, nofollow FROM audits_linkedge
+    SELECT id, source_hash, target_url, tag, anchor_text, nofollow, target_hash FROM audits_linkedge
     WHERE audit_id = %s AND source_hash IN ({sources}) AND target_hash IN ({targets})
 """
 # The reused pages' edges, copied in the database as they were.
@@ -132,8 +151,14 @@ COPY_EDGES_SQL = """
 """
 
 
-def _unseen_targets(audit_id: int, source_id: int, sources: list[str]) -> list[tuple]:
-    """(source hash, target URL, tag, anchor, nofollow) of the sources' edges admission may act on, in written order."""
+def _unseen_targets(audit_id: int, source_id: int, depths: dict[str, int]) -> list[tuple]:
+    """(source hash, target URL, tag, anchor, nofollow) of the sources' edges admission may act on, in written order.
+
+    ``depths``: each source's depth in this audit. Besides targets not yet
+    linked, an edge to one queued deeper than the source's depth + 1 is kept:
+    admission then gives the target the shorter path.
+    """
+    sources = list(depths)
     edges = []
     with connection.cursor() as cursor:
         for start in range(0, len(sources), LOOKUP_BATCH):
@@ -141,15 +166,20 @@ def _unseen_targets(audit_id: int, source_id: int, sources: list[str]) -> list[t
             cursor.execute(SOURCE_TARGETS_SQL.format(sources=placeholders(len(part))), [source_id, *part])
             targets = [target for (target,) in cursor.fetchall()]
             known = admission.known_targets(audit_id, targets)
-            wanted = [target for target in targets if target not in known or not known[target].linked]
+            nearest = min(depths[source] for source in part) + 1
+            wanted = [target for target in targets
+                      if target not in known or not known[target].linked or known[target].depth > nearest]
             for first in range(0, len(wanted), LOOKUP_BATCH):
                 some = wanted[first:first + LOOKUP_BATCH]
                 sql = SOURCE_EDGES_SQL.format(sources=placeholders(len(part)), targets=placeholders(len(some)))
                 cursor.execute(sql, [source_id, *part, *some])
-                edges += cursor.fetchall()
+                for *edge, target in cursor.fetchall():
+                    seen = known.get(target)
+                    if seen is None or not seen.linked or seen.depth > depths[edge[1]] + 1:
+                        edges.append(edge)
     # Admission takes a target's first offer: the order the source audit wrote them in.
     edges.sort()
-    return [edge[1:] for edge in edges]
+    return [tuple(edge[1:]) for edge in edges]
 
 
 def copy_edges(audit_id: int, source_id: int, sources: list[str]) -> None:
@@ -161,15 +191,48 @@ def copy_edges(audit_id: int, source_id: int, sources: list[str]) -> None:
 
 
 def _revived(o: PageOutcome, row: dict, outlinks: tuple[Link, ...]) -> PageOutcome:
-    facts = PageFacts(
-        title=row["title"] or None, descriptions=(row["description"],) if row["description"] else (),
-        robots=frozenset(filter(None, row["robots"].split(","))),
-        canonicals=(Canonical(row["canonical"]),) if row["canonical"] else (),
-        h1_count=row["h1_count"], word_count=row["word_count"], content_hash=row["content_hash"],
-    )
+    """``o`` with the source row's status, type, size and facts: none for a row that had none (not HTML).
+
+    The robots directives and canonicals are the HTML's alone (``head_facts``):
+    the writer adds this answer's X-Robots-Tag and Link header to them, as for
+    a parsed page.
+    """
+    head = row["head_facts"]
+    facts = None
+    if head is not None:
+        facts = PageFacts(
+            title=row["title"] or None, descriptions=(row["description"],) if row["description"] else (),
+            robots=frozenset(head.get("robots", ())),
+            canonicals=tuple(Canonical(url, in_head) for url, in_head in head.get("canonicals", ())),
+            h1_count=row["h1_count"], word_count=row["word_count"], content_hash=row["content_hash"],
+            base_url=head.get("base", ""),
+        )
     # The page is what it was: its status, type and size; the validators of
     # this answer when it sent new ones (a 304 may), else the stored ones.
     headers = {"etag": row["etag"], "last-modified": row["last_modified"], **dict(o.result.headers)}
     result = dataclasses.replace(o.result, status=row["status_code"], content_type=row["content_type"],
                                  size=row["size_bytes"], headers=headers)
     return dataclasses.replace(o, result=result, facts=facts, outlinks=outlinks)
+
+
+def _rejudged(o: PageOutcome, in_sitemap: bool) -> PageOutcome:
+    """A revived ``o`` with the findings of the checks that read this answer or the context (REJUDGED)."""
+    # The settings crawl_setup gives a chunk's checks, and links on the page's own origin as internal.
+    try:
+        origin = origin_of(o.url)
+    except InvalidURL:
+        origin = ""
+
+    def is_internal(url: str) -> bool:
+        try:
+            return origin_of(url) == origin
+        except InvalidURL:
+            return False
+
+    ctx = PageContext(setup.CheckSettings(), is_internal, in_sitemap=in_sitemap)
+    try:
+        findings = tuple(run_response_checks(o.result, o.facts, ctx))
+    except Exception as exc:  # as build_outcome: a check that breaks must not end the crawl
+        log.exception("page checks on reused %s failed", o.url)
+        return dataclasses.replace(o, findings=(), problem=f"page checks failed: {type(exc).__name__}: {exc}"[:300])
+    return dataclasses.replace(o, findings=findings)

@@ -21,7 +21,7 @@ PAGE_UPDATE_FIELDS = [
     "final_url", "status_code", "redirect_chain", "redirect_count", "content_type", "size_bytes", "ttfb_ms",
     "total_ms", "title", "description", "canonical", "canonical_hash", "h1_count", "word_count", "robots",
     "indexable", "content_hash", "outlinks", "fetch_error", "fetch_error_detail", "crawled_at",
-    "etag", "last_modified", "body_hash", "unchanged_since", "rendered", "raw_facts",
+    "etag", "last_modified", "body_hash", "unchanged_since", "rendered", "raw_facts", "head_facts",
 ]
 PAGE_COLUMNS = ["audit_id", "url_hash", "url", "kind", "depth", "in_sitemap", "inlinks", *PAGE_UPDATE_FIELDS]
 
@@ -69,7 +69,24 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
         carried.body_hash if carried else body_hash(result.body if facts is not None else None),
         carried.since if carried else None,
         *_rendering(outcome, carried),
+        json.dumps(head_facts(facts, result.final_url or outcome.url)) if facts is not None else None,
     )
+
+
+def head_facts(facts: PageFacts, page_url: str) -> dict:
+    """The page's meta robots directives and canonical tags, kept apart from its headers' (``Page.head_facts``).
+
+    Only what is there: most pages store one canonical. The base URL only when
+    it is not the page's own, to resolve a relative canonical as the parse did.
+    """
+    found: dict = {}
+    if facts.robots:
+        found["robots"] = sorted(facts.robots)
+    if facts.canonicals:
+        found["canonicals"] = [[clean(c.url, 8000), c.in_head] for c in facts.canonicals]
+        if facts.base_url and facts.base_url != page_url:
+            found["base"] = clean(facts.base_url, 8000)
+    return found
 
 
 def _rendering(outcome: PageOutcome, carried: Carried | None) -> tuple[bool, str | None]:

@@ -43,7 +43,8 @@ def source_from_options(opts, owner, start_url: str) -> Audit | None:
 
 def earlier_audit(flag: str, given: str, owner, start_url: str, use: str) -> Audit:
     """The completed audit of the same owner and site that ``flag`` names by id; exits 2 with why not."""
-    if not given.isdigit():
+    # isdigit() alone accepts "²" and other digits int() refuses: ASCII digits only.
+    if not (given.isascii() and given.isdigit()):
         raise CommandError(f"{flag}: expected an audit id or '{PREVIOUS}', not {given!r}", returncode=2)
     audit = Audit.objects.select_related("site").filter(pk=int(given)).first()
     problem = None

@@ -111,6 +111,7 @@ class Migration(migrations.Migration):
                 ('h1_count', models.PositiveSmallIntegerField(default=0)),
                 ('word_count', models.PositiveIntegerField(default=0)),
                 ('robots', models.CharField(blank=True, max_length=200)),
+                ('head_facts', models.JSONField(blank=True, null=True)),
                 ('indexable', models.BooleanField(default=False)),
                 ('in_sitemap', models.BooleanField(default=False)),
                 ('content_hash', models.CharField(blank=True, max_length=32)),

@@ -47,6 +47,10 @@ class Page(models.Model):
     h1_count = models.PositiveSmallIntegerField(default=0)
     word_count = models.PositiveIntegerField(default=0)
     robots = models.CharField(max_length=200, blank=True)
+    # What the page's HTML says apart from its headers: its meta robots
+    # directives and canonical tags (audits.crawl.rows.head_facts). A delta
+    # crawl rebuilds a reused page from these and the headers of its new answer.
+    head_facts = models.JSONField(null=True, blank=True)
     indexable = models.BooleanField(default=False)
     in_sitemap = models.BooleanField(default=False)
     content_hash = models.CharField(max_length=32, blank=True)

@@ -73,3 +73,13 @@ def test_a_mode_that_cannot_run_exits_2_before_anything_is_fetched(args, message
     assert run_audit("http://127.0.0.1:9/", "--allow-private", *args) == 2
     assert message in capsys.readouterr().err
     assert not Audit.objects.exists()
+
+
+@pytest.mark.parametrize("flag, given", [
+    ("--from", "²"), ("--from", "٣"), ("--compare-to", "²"), ("--compare-to", "¹²"),
+])
+def test_an_audit_id_of_non_ascii_digits_exits_2_instead_of_a_traceback(flag, given, capsys, fast_settings):
+    mode = ["--mode", "validate"] if flag == "--from" else []
+    assert run_audit("http://127.0.0.1:9/", "--allow-private", *mode, flag, given) == 2
+    assert f"{flag}: expected an audit id" in capsys.readouterr().err
+    assert not Audit.objects.exists()

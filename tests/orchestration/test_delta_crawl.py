@@ -43,7 +43,9 @@ def facts(audit: Audit) -> dict:
     pages = {p["url"]: p for p in Page.objects.filter(audit=audit).values(
         "url", "kind", "status_code", "title", "description", "canonical", "h1_count", "word_count", "indexable",
         "content_hash", "depth", "inlinks", "outlinks", "in_sitemap", "etag", "last_modified", "body_hash")}
-    issues = set(Issue.objects.filter(audit=audit).values_list("key", "code", "url", "target_url", "severity"))
+    # slow_response is a timing too: each audit judges it on its own fetch.
+    issues = set(Issue.objects.filter(audit=audit).exclude(code="slow_response")
+                 .values_list("key", "code", "url", "target_url", "severity"))
     edges = sorted(LinkEdge.objects.filter(audit=audit).values_list("source_url", "target_url", "tag", "anchor_text"))
     return {"pages": pages, "issues": issues, "edges": edges}
 

@@ -398,3 +398,19 @@ def test_a_page_found_but_left_uncrawled_by_the_depth_limit_is_not_removed_and_i
     assert page_changes_of(site, PageChange.objects.filter(audit=second)) == {
         ("changed", "/"): ["content"], ("changed", "/a"): ["content"],
     }
+
+
+def test_a_broken_link_whose_anchor_text_alone_changed_persists_and_is_not_fixed(owner, site, fast_settings):
+    def linking(anchor: str) -> tuple[int, str]:
+        status, body = html(site, "/a", ["/"])
+        return status, body.replace("</ul>", f'<li><a href="/gone">{anchor}</a></li></ul>')
+
+    site.set(**{"/": html(site, "/", ["/a"]), "/a": linking("Old words")})
+    first = completed_audit_of(owner, site)
+    site.set(**{"/a": linking("New words")})
+    second = completed_audit_of(owner, site)
+    changes = issues_by_change(site, second)
+    link = ("broken_link_internal", "/a", "/gone")
+    assert link in changes["persisting"]
+    assert all(link not in changes[change] for change in ("new", "fixed", "unknown"))
+    assert diff.live_counts(second, first) == second.change_counts

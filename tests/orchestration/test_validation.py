@@ -10,6 +10,7 @@ from audits.models import Audit, Issue
 from audits.services import follow_up_fields
 from tests.editable_site import EditableSite
 from tests.factories import make_audit
+from tests.scripted_site import Answer, ScriptedSite
 
 pytestmark = pytest.mark.django_db
 
@@ -95,3 +96,57 @@ def test_a_validation_refetches_only_the_issue_urls_and_judges_every_issue(owner
     assert section.count('class="verdict-') == len(found)
     assert "A check across the whole site" in section and 'id="changes"' not in body
 
+
+
+def link_verdicts(audit: Audit) -> dict[tuple[str, str, str], str]:
+    """{(code, page path, target path): result} of the checklist."""
+    def path(url: str) -> str:
+        return url.split("/", 3)[3] if url else ""
+
+    return {(v.code, path(v.url), path(v.target_url)): v.result for v in validation.checklist(audit)}
+
+
+def test_a_link_as_broken_as_before_is_still_there_when_only_its_anchor_text_changed(owner, fast_settings):
+    with EditableSite() as web:
+        web.pages.update({"/": page("Home of the validation site", '<a href="/a">a</a>'),
+                          "/a": page("A page with a broken link", '<a href="/gone">Old words</a>')})
+        first = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False))
+        web.set(**{"/a": page("A page with a broken link", '<a href="/gone">New words</a>')})
+        check = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False,
+                               **follow_up_fields(first, Audit.Mode.VALIDATE)))
+    assert link_verdicts(check)[("broken_link_internal", "a", "gone")] == "still"
+
+
+def test_a_broken_external_link_whose_host_now_refuses_crawlers_is_unknown_not_fixed(owner, fast_settings):
+    with EditableSite() as web, EditableSite() as other:
+        other.pages["/moved"] = (404, "<html><body>Not here</body></html>")
+        web.pages["/"] = page("Home of the validation site", f'<a href="{other.url("/moved")}">elsewhere</a>')
+        first = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=True))
+        # 403 is one of the answers a crawler is refused with: it says nothing of the link.
+        other.set(**{"/moved": (403, "<html><body>No robots</body></html>")})
+        check = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=True,
+                               **follow_up_fields(first, Audit.Mode.VALIDATE)))
+        assert other.requests["/moved"] == 2
+    assert link_verdicts(check)[("broken_link_external", "", "moved")] == "unknown"
+
+
+def test_every_issue_url_is_fetched_when_the_start_url_redirects(owner, fast_settings):
+    with ScriptedSite() as web:
+        web.pages["/"] = Answer(status=301, headers={"Location": web.url("/home")})
+        web.pages["/home"] = Answer(page("Home of the validation site", "".join(
+            f'<a href="/p{n}">p{n}</a>' for n in range(4))))
+        # Each links where the start lands, not the start URL: no link issue makes "/" a URL to re-check.
+        for n in range(4):
+            web.pages[f"/p{n}"] = Answer(page(None).replace('href="/"', 'href="/home"'))  # title_missing
+        first = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False))
+        # The start's own issues are ignored: only the four pages are re-checked, beside the start step.
+        Issue.objects.filter(audit=first, url__in=[web.url("/"), web.url("/home")]).update(
+            review=Issue.Review.IGNORED)
+        for n in range(4):
+            web.pages[f"/p{n}"] = Answer(page(f"Page {n} now has a proper title").replace('href="/"', 'href="/home"'))
+        web.requests.clear()
+        check = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False,
+                               **follow_up_fields(first, Audit.Mode.VALIDATE)))
+        assert {f"/p{n}" for n in range(4)} <= set(web.requests)
+    found = link_verdicts(check)
+    assert {found[("title_missing", f"p{n}", "")] for n in range(4)} == {"fixed"}

@@ -1,0 +1,171 @@
+"""Delta mode: a reused page keeps only what its body says; its answer and its context are judged on this fetch."""
+
+from __future__ import annotations
+
+import pytest
+
+from audits.crawl.chunk import claim, lease_items
+from audits.crawl.setup import crawl_setup
+from audits.crawl.start import run_start
+from audits.crawl.writer import ChunkWriter
+from audits.dispatch import InlineDispatcher
+from audits.inline import run_audit_inline
+from audits.models import Audit, FrontierURL, Issue, Page, PageChange
+from crawler.page import PageOutcome
+from crawler.types import FetchResult
+from tests.factories import make_audit
+from tests.scripted_site import Answer, ScriptedSite
+
+from .outcomes import parsed_page
+
+pytestmark = pytest.mark.django_db
+
+
+def html(title: str, body: str = "", *, head: str = "") -> str:
+    return (f'<!doctype html><html lang="en"><head><title>{title}</title>{head}<meta name="viewport" '
+            f'content="width=device-width"><meta name="description" content="A page of the delta test site with '
+            f'a description long enough to pass every length check."></head><body><h1>{title}</h1>'
+            f'<p>Some words on the page.</p>{body}</body></html>')
+
+
+def audit_of(owner, site: ScriptedSite, **fields) -> Audit:
+    audit = make_audit(owner, start_url=site.url("/"), allow_private=True, check_external=False, max_pages=100,
+                       **fields)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    return audit
+
+
+def first_delta_full(owner, site: ScriptedSite, change) -> tuple[Audit, Audit, Audit]:
+    """A full audit, then ``change()`` to the site, then a delta audit and a full audit of the site as it is."""
+    first = audit_of(owner, site)
+    change()
+    return first, audit_of(owner, site, mode=Audit.Mode.DELTA, source=first), audit_of(owner, site)
+
+
+def row(audit: Audit, site: ScriptedSite, path: str) -> Page:
+    return Page.objects.get(audit=audit, url=site.url(path))
+
+
+def issues(audit: Audit, site: ScriptedSite, path: str) -> set[tuple[str, str]]:
+    return set(Issue.objects.filter(audit=audit, url=site.url(path)).values_list("code", "severity"))
+
+
+@pytest.mark.parametrize("honour", [True, False], ids=["304", "same-body"])
+def test_a_reused_page_takes_its_robots_and_canonical_headers_from_this_answer(owner, fast_settings, honour):
+    """Launch day: the staging headers (noindex, a canonical to staging) go; the HTML stays as it was."""
+    with ScriptedSite() as web:
+        web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/a">a</a>'))
+        web.pages["/a"] = Answer(html("Page a of the delta test site", '<a href="/">home</a>'), honour=honour,
+                                 headers={"ETag": '"a1"', "X-Robots-Tag": "noindex",
+                                          "Link": f'<{web.url("/staging")}>; rel="canonical"'})
+
+        def launch():
+            web.pages["/a"].headers = {"ETag": '"a1"'}
+
+        first, delta, full = first_delta_full(owner, web, launch)
+    assert ("noindex", "warning") in issues(first, web, "/a")
+    reused, parsed = row(delta, web, "/a"), row(full, web, "/a")
+    assert reused.unchanged_since == first.pk
+    assert (reused.indexable, reused.robots, reused.canonical) == (parsed.indexable, parsed.robots, parsed.canonical)
+    assert (reused.indexable, reused.robots, reused.canonical) == (True, "", "")
+    assert issues(delta, web, "/a") == issues(full, web, "/a")
+
+
+def test_a_reused_page_keeps_its_own_meta_robots_and_canonical_tag(owner, fast_settings):
+    with ScriptedSite() as web:
+        web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/a">a</a>'))
+        tags = '<meta name="robots" content="noindex, nofollow"><link rel="canonical" href="/">'
+        web.pages["/a"] = Answer(html("Page a of the delta test site", '<a href="/">home</a>', head=tags),
+                                 headers={"ETag": '"a1"'})
+        first, delta, full = first_delta_full(owner, web, lambda: None)
+    reused, parsed = row(delta, web, "/a"), row(full, web, "/a")
+    assert reused.unchanged_since == first.pk
+    assert (reused.indexable, reused.robots, reused.canonical) == (False, "nofollow,noindex", web.url("/"))
+    assert (reused.indexable, reused.robots, reused.canonical) == (parsed.indexable, parsed.robots, parsed.canonical)
+    assert issues(delta, web, "/a") == issues(full, web, "/a")
+
+
+def test_a_slow_page_that_became_fast_is_not_slow_in_a_delta(owner, fast_settings):
+    with ScriptedSite() as web:
+        web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/a">a</a>'))
+        web.pages["/a"] = Answer(html("Page a of the delta test site", '<a href="/">home</a>'),
+                                 headers={"ETag": '"a1"'}, delay=1.0)  # past CheckSettings.slow_ms
+
+        def faster():
+            web.pages["/a"].delay = 0.0
+
+        first, delta, _ = first_delta_full(owner, web, faster)
+    assert "slow_response" in {code for code, _ in issues(first, web, "/a")}
+    assert row(delta, web, "/a").unchanged_since == first.pk
+    assert "slow_response" not in {code for code, _ in issues(delta, web, "/a")}
+
+
+def test_a_noindex_page_newly_listed_in_the_sitemap_is_critical_in_a_delta(owner, fast_settings):
+    with ScriptedSite() as web:
+        web.pages["/robots.txt"] = Answer(f"User-agent: *\nDisallow:\nSitemap: {web.url('/sitemap.xml')}\n",
+                                          ctype="text/plain")
+
+        def sitemap(*paths: str) -> Answer:
+            urls = "".join(f"<url><loc>{web.url(p)}</loc></url>" for p in paths)
+            return Answer('<?xml version="1.0" encoding="UTF-8"?><urlset '
+                          f'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>',
+                          ctype="application/xml")
+
+        web.pages["/sitemap.xml"] = sitemap("/")
+        web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/a">a</a>'))
+        web.pages["/a"] = Answer(html("Page a of the delta test site", '<a href="/">home</a>',
+                                      head='<meta name="robots" content="noindex">'), headers={"ETag": '"a1"'})
+
+        def listed():
+            web.pages["/sitemap.xml"] = sitemap("/", "/a")  # the page is listed now; it did not change
+
+        first, delta, full = first_delta_full(owner, web, listed)
+    assert ("noindex", "warning") in issues(first, web, "/a")
+    assert row(delta, web, "/a").unchanged_since == first.pk
+    assert ("noindex", "critical") in issues(delta, web, "/a")
+    assert issues(delta, web, "/a") == issues(full, web, "/a")
+
+
+def test_a_reused_pdf_is_not_reported_changed(owner, fast_settings):
+    with ScriptedSite() as web:
+        web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/doc.pdf">the document</a>'))
+        web.pages["/doc.pdf"] = Answer(b"%PDF-1.4 a small document", ctype="application/pdf",
+                                       headers={"ETag": '"pdf1"'})
+        first, delta, full = first_delta_full(owner, web, lambda: None)
+    reused, parsed = row(delta, web, "/doc.pdf"), row(full, web, "/doc.pdf")
+    assert reused.unchanged_since == first.pk
+    assert (reused.indexable, reused.title, reused.robots) == (parsed.indexable, parsed.title, parsed.robots)
+    assert not PageChange.objects.filter(audit=delta, url=web.url("/doc.pdf")).exists()
+
+
+def unchanged(url: str, depth: int) -> PageOutcome:
+    """What the fetch of a page the server calls unchanged returns: a 304, unparsed."""
+    return PageOutcome(url, depth, FetchResult(url, url, status=304, headers={"etag": '"b"'}), None, (), (),
+                       unchanged=True)
+
+
+def test_a_reused_page_gives_a_shorter_click_depth_to_a_page_already_queued_deeper(owner, fast_settings):
+    """/b (one click deep) and /q (two) both link /x; /q is written first, so /x is queued three deep."""
+    with ScriptedSite() as web:
+        web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/a">a</a><a href="/b">b</a>'))
+        web.pages["/a"] = Answer(html("Page a of the delta test site", '<a href="/q">q</a>'))
+        web.pages["/q"] = Answer(html("Page q of the delta test site", '<a href="/x">x</a>'))
+        web.pages["/b"] = Answer(html("Page b of the delta test site", '<a href="/x">x</a>'),
+                                 headers={"ETag": '"b"'})
+        web.pages["/x"] = Answer(html("Page x of the delta test site", '<a href="/">home</a>'))
+        first = audit_of(owner, web)
+        assert row(first, web, "/x").depth == 2
+        delta = make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False,
+                           mode=Audit.Mode.DELTA, source=first)
+        run_start(delta.pk, InlineDispatcher())
+    delta.refresh_from_db()
+    lease = claim(delta.pk, 1)
+    writer = ChunkWriter(delta, lease, crawl_setup(delta))
+    writer.hold(lease_items(delta, lease))
+    writer.write([parsed_page(web.url("/q"), (web.url("/x"), "x"), depth=2)])
+    assert FrontierURL.objects.get(audit=delta, url=web.url("/x")).depth == 3
+    writer.write([unchanged(web.url("/b"), 1)])
+    assert row(delta, web, "/b").unchanged_since == first.pk
+    assert FrontierURL.objects.get(audit=delta, url=web.url("/x")).depth == 2
