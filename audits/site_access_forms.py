@@ -60,11 +60,13 @@ class SiteAccessForm(forms.Form):
         initial = {"basic_user": access.basic_user, "login_url": access.login_url,
                    "login_success": access.login_success, "logout_pattern": access.logout_pattern}
         # The screen shows one plain field and one secret field's name (names are
-        # not secret); further fields, saved from the command line, are kept by save().
+        # not secret), the first by name: PostgreSQL's jsonb keeps no key order.
+        # Further fields, saved from the command line, are kept by save().
         if access.login_fields:
-            initial["login_user_field"], initial["login_user"] = next(iter(access.login_fields.items()))
+            name = min(access.login_fields)
+            initial["login_user_field"], initial["login_user"] = name, access.login_fields[name]
         if self.stored_secrets:
-            initial["login_password_field"] = next(iter(self.stored_secrets))
+            initial["login_password_field"] = min(self.stored_secrets)
         super().__init__(*args, initial=initial, **kwargs)
 
     def clean_basic_user(self) -> str:

@@ -144,7 +144,10 @@ def test_login_fields_the_screen_does_not_show_survive_a_save_from_it(owner_clie
     access.set_login(f"{SITE}/login/", {"username": "ann", "tenant": "acme"},
                      {"password": PASSWORD, "otp_seed": "seed-1"}, "Welcome")
     access.save()
-    response = owner_client.post(url(site), {**shown(owner_client, site), "login_user": "bob"})
+    data = shown(owner_client, site)
+    # One of each is shown, the first by name, on every database.
+    assert (data["login_user_field"], data["login_password_field"]) == ("tenant", "otp_seed")
+    response = owner_client.post(url(site), {**data, "login_user": "globex"})
     assert response.status_code == 302
     fields = dict(SiteAccess.objects.get(site=site).login_form().fields)
-    assert fields == {"username": "bob", "tenant": "acme", "password": PASSWORD, "otp_seed": "seed-1"}
+    assert fields == {"username": "ann", "tenant": "globex", "password": PASSWORD, "otp_seed": "seed-1"}
