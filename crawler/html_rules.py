@@ -265,6 +265,8 @@ def settle_chunk(chunk: str, cap: int) -> str:
 def joined_clip(chunks: Iterable[str], cap: int) -> str:
     """``clip(" ".join(chunks), cap)``, reading the chunks only until the
     clipped text is settled."""
+    if isinstance(chunks, list) and sum(map(len, chunks)) <= 4 * cap + 64:  # nearly every anchor: one join
+        return clip(" ".join(chunks), cap)
     buf = TextBuffer(cap)
     for chunk in chunks:
         buf.add(" ")
