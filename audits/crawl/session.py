@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import json
 
+from crawler.charset import decode_text
 from crawler.credentials import Credentials, LoginForm, login_page_problem
 from crawler.login import LoginFailed, is_login_redirect, log_in
-from crawler.urls import InvalidURL, origin_of
+from crawler.urls import InvalidURL, compile_patterns, origin_of
 
 from ..models import Audit
 from ..models.site_access import AuditSession, SiteAccess
@@ -133,9 +134,9 @@ class SessionKeeper:
     The start page tells them apart:
 
     1. The first task to see it (others wait on the lock, then retry with the
-       new cookies) fetches the start page: if the session still opens it, the
-       URL is kept as it answered, a redirect to the login page, and no login
-       is spent on it.
+       new cookies) fetches the start page: if it still shows the login's
+       success pattern, the session holds, the URL is kept as it answered (a
+       redirect to the login page) and no login is spent on it.
     2. Otherwise it logs in again (the audit's login count checked and stored
        through ``db``) and the URL is fetched once more.
     3. A URL that still meets the login page is checked the same way: the
@@ -165,9 +166,19 @@ class SessionKeeper:
         return outcome
 
     async def _session_holds(self) -> bool:
-        """Whether the session still opens the start page, which the start step saw open when logged in."""
+        """Whether the start page, fetched with the session, shows the login's success pattern.
+
+        Only that proves the session still on: a public start page opens logged
+        out too, and taking that for a live session left an expired one unrenewed.
+        Without a pattern nothing proves it, and the page counts as an expiry.
+        """
+        if not self.login.success.strip():
+            return False
         result = await self.fetcher.fetch(self.audit.start_url)
-        return result.error is None and not is_login_redirect(result, self.login.url)
+        if result.error is not None or is_login_redirect(result, self.login.url):
+            return False
+        text = decode_text(result.body or b"", result.charset)
+        return compile_patterns([self.login.success])[0].search(text) is not None
 
     async def _renew(self) -> None:
         if await self.db(logins_left, self.audit) <= 0:

@@ -109,3 +109,27 @@ def test_a_page_the_member_may_not_see_is_kept_and_the_audit_goes_on_logged_in(o
         assert "/login/" in staff.final_url
         assert {site.url(p) for p in site.paths()} <= set(
             Page.objects.filter(audit=audit, status_code=200).values_list("url", flat=True))
+
+
+class PublicHomeSite(LoginSite):
+    """Its start page opens to anyone, greeting a member as a member and anyone else as a guest."""
+
+    def handle(self, request):
+        with self._lock:
+            member = request.cookies.get("sessionid") in self.sessions
+        if request.path == "/" and not member:
+            return Response(page("Welcome guest", [*self.paths(), "/logout/"]), content_type="text/html")
+        return super().handle(request)
+
+
+def test_an_expired_session_is_renewed_even_when_the_start_page_is_public(owner, fast_settings):
+    # A start page that opens logged out proves nothing about the session: only
+    # the login's success pattern on it does, and a guest's home page lacks it.
+    with PublicHomeSite(pages=8, session_uses=6) as site:
+        audit = audit_of(owner, site)
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        assert site.logins == 2
+        members = set(Page.objects.filter(audit=audit, status_code=200).values_list("url", flat=True))
+        assert {site.url(p) for p in site.paths()} <= members
