@@ -117,6 +117,17 @@ def outlinks_of(facts: PageFacts, page_url: str) -> tuple[tuple[Link, ...], int]
     return tuple(links), invalid
 
 
+def guarded_checks(run, result: FetchResult, facts: PageFacts | None,
+                   ctx: PageContext) -> tuple[tuple[Finding, ...], str]:
+    """``run(result, facts, ctx)``'s findings and "", or none and the problem: a
+    check that breaks on an odd page is logged and kept, and the crawl goes on."""
+    try:
+        return tuple(run(result, facts, ctx)), ""
+    except Exception as exc:
+        logger.exception("page checks on %s failed", result.final_url)
+        return (), f"page checks failed: {type(exc).__name__}: {exc}"[:300]
+
+
 def build_outcome(
     result: FetchResult, url: str, depth: int, ctx: PageContext, *, source: str = "link"
 ) -> PageOutcome:
@@ -129,12 +140,8 @@ def build_outcome(
         except Exception as exc:  # a parser bug must not end the crawl; it is logged and kept
             logger.exception("parsing %s failed", result.final_url)
             problem = f"parser failed: {type(exc).__name__}: {exc}"[:300]
-    try:
-        findings = tuple(run_page_checks(result, facts, ctx))
-    except Exception as exc:  # same for a check that breaks on an odd page
-        logger.exception("page checks on %s failed", result.final_url)
-        findings = ()
-        problem = problem or f"page checks failed: {type(exc).__name__}: {exc}"[:300]
+    findings, failed = guarded_checks(run_page_checks, result, facts, ctx)
+    problem = problem or failed
     outlinks: tuple[Link, ...] = ()
     invalid = 0
     if facts is not None:

@@ -15,7 +15,6 @@ from crawler.net import LookupLane
 from crawler.page import PageOutcome, check_resource, process_page
 from crawler.share import Share
 from crawler.side_lane import SideLane
-from crawler.urls import InvalidURL, Scope, origin_of
 from crawler.window import WindowPolicy, fetch_health, run_window
 
 from ..dispatch import Dispatcher
@@ -25,7 +24,7 @@ from .db_retry import DatabaseBusy, DatabaseDown, close_connection, db_fault, wi
 from .progress import abandon_chunk, advance, page_budget
 from .rendering import browser, render_if_needed
 from .session import SessionKeeper, SessionLost
-from .setup import CrawlSetup, crawl_setup, knob
+from .setup import CrawlSetup, crawl_setup, internal_test, knob
 from .writer import AuditStopped, ChunkWriter, ClusterStopping, Item, LeaseLost, items_of
 
 log = logging.getLogger(__name__)
@@ -327,13 +326,3 @@ def weight(outcome: PageOutcome) -> int:
     return PAGE_WEIGHT if outcome.facts is not None else 1
 
 
-def internal_test(scope: Scope | None) -> Callable[[str], bool]:
-    origin = scope.origin if scope else ""
-
-    def is_internal(url: str) -> bool:
-        try:
-            return origin_of(url) == origin
-        except InvalidURL:
-            return False
-
-    return is_internal

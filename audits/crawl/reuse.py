@@ -11,24 +11,23 @@ headers) or the context (in_sitemap) are judged again on this fetch.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from dataclasses import dataclass
 
 from django.db import connection
 
 from crawler.catalogue import CROSS_PAGE_CODES, START_CODES
 from crawler.checks import RESPONSE_CODES, PageContext, run_response_checks
-from crawler.page import PageOutcome
+from crawler.fetch import HTML_TYPES
+from crawler.page import PageOutcome, guarded_checks
 from crawler.revalidate import Validators
 from crawler.types import Canonical, Link, PageFacts
-from crawler.urls import InvalidURL, origin_of, url_hash
+from crawler.urls import url_hash
 
 from ..models import Audit, FrontierURL, Issue, Page
 from ..sql import placeholders
-from . import admission, setup
+from . import admission
 from .admission import LOOKUP_BATCH
-
-log = logging.getLogger(__name__)
+from .setup import CrawlSetup, internal_test
 
 # The issues a page's own checks reported, which an unchanged page keeps; the
 # cross-page ones are for this audit's finalize to judge again.
@@ -36,7 +35,6 @@ NOT_CARRIED = CROSS_PAGE_CODES | START_CODES
 # The checks that read the answer or the context: judged on this fetch. Only
 # their findings about a link on the page (with a target) are the body's, and kept.
 REJUDGED = frozenset(RESPONSE_CODES)
-HTML_TYPES = ("text/html", "application/xhtml+xml")
 # What a reused page's row takes from the source row, beside what PageFacts carries.
 _PAGE_FIELDS = ["id", "url_hash", "status_code", "content_type", "size_bytes", "title", "description", "canonical",
                 "h1_count", "word_count", "robots", "content_hash", "body_hash", "etag", "last_modified",
@@ -86,7 +84,8 @@ class Carried:
     outlinks: int = 0
 
 
-def revive(audit_id: int, source_id: int, outcomes: list[PageOutcome]) -> tuple[list[PageOutcome], dict[str, Carried]]:
+def revive(audit_id: int, source_id: int, outcomes: list[PageOutcome],
+           crawl: CrawlSetup) -> tuple[list[PageOutcome], dict[str, Carried]]:
     """``outcomes`` with each unchanged page's facts restored from the source audit, and the links admission needs.
 
     Four reads a sub-batch: the page rows, the edges admission may act on
@@ -121,7 +120,7 @@ def revive(audit_id: int, source_id: int, outcomes: list[PageOutcome]) -> tuple[
         if row is None:
             revived.append(o)
             continue
-        revived.append(_rejudged(_revived(o, row, tuple(links.get(digest, ()))), digest in listed))
+        revived.append(_rejudged(_revived(o, row, tuple(links.get(digest, ()))), crawl, digest in listed))
         carried[digest] = Carried(row["unchanged_since"] or source_id, row["body_hash"],
                                   tuple(issues.get(row["id"], ())), row["rendered"], row["raw_facts"],
                                   row["outlinks"])
@@ -215,24 +214,8 @@ def _revived(o: PageOutcome, row: dict, outlinks: tuple[Link, ...]) -> PageOutco
     return dataclasses.replace(o, result=result, facts=facts, outlinks=outlinks)
 
 
-def _rejudged(o: PageOutcome, in_sitemap: bool) -> PageOutcome:
+def _rejudged(o: PageOutcome, crawl: CrawlSetup, in_sitemap: bool) -> PageOutcome:
     """A revived ``o`` with the findings of the checks that read this answer or the context (REJUDGED)."""
-    # The settings crawl_setup gives a chunk's checks, and links on the page's own origin as internal.
-    try:
-        origin = origin_of(o.url)
-    except InvalidURL:
-        origin = ""
-
-    def is_internal(url: str) -> bool:
-        try:
-            return origin_of(url) == origin
-        except InvalidURL:
-            return False
-
-    ctx = PageContext(setup.CheckSettings(), is_internal, in_sitemap=in_sitemap)
-    try:
-        findings = tuple(run_response_checks(o.result, o.facts, ctx))
-    except Exception as exc:  # as build_outcome: a check that breaks must not end the crawl
-        log.exception("page checks on reused %s failed", o.url)
-        return dataclasses.replace(o, findings=(), problem=f"page checks failed: {type(exc).__name__}: {exc}"[:300])
-    return dataclasses.replace(o, findings=findings)
+    ctx = PageContext(crawl.checks, internal_test(crawl.scope), in_sitemap=in_sitemap)
+    findings, problem = guarded_checks(run_response_checks, o.result, o.facts, ctx)
+    return dataclasses.replace(o, findings=findings, problem=problem or o.problem)

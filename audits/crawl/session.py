@@ -3,7 +3,7 @@
 The start step logs in (when the site has a login form) and stores the session
 cookies sealed on ``AuditSession``; every chunk, on any worker, builds its
 ``Credentials`` from them. A chunk whose page lands on the login page, while the
-start page no longer opens, renews the session once for the whole audit; a
+start page no longer shows the login's success pattern, renews the session once for the whole audit; a
 second expiry, or a login that fails, ends the audit as ``login_failed`` with
 what was crawled kept. The login page and the cookies stay on the audit's origin.
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -11,7 +12,7 @@ from crawler.credentials import Credentials, LoginForm
 from crawler.fetch import FetchPolicy
 from crawler.net import AddressGuard
 from crawler.robots import Robots
-from crawler.urls import Scope, compile_patterns
+from crawler.urls import InvalidURL, Scope, compile_patterns, origin_of
 from crawler.window import WindowPolicy
 
 from ..dispatch import RETRY_AFTER_RESCHEDULE_CAP
@@ -104,3 +105,15 @@ def crawl_setup(audit: Audit) -> CrawlSetup:
                       CheckSettings(), user_agent, include, exclude,
                       credentials_for(audit, access), login_form(audit, access), audit.render, audit.respect_robots,
                       compile_patterns([access.logout_pattern]) if access is not None else ())
+
+def internal_test(scope: Scope | None) -> Callable[[str], bool]:
+    """Whether a URL is on the crawl's origin, as the page checks ask."""
+    origin = scope.origin if scope else ""
+
+    def is_internal(url: str) -> bool:
+        try:
+            return origin_of(url) == origin
+        except InvalidURL:
+            return False
+
+    return is_internal

@@ -227,7 +227,7 @@ class ChunkWriter:
             outcomes = self._reschedule_rate_limited(outcomes)
             carried: dict[str, reuse.Carried] = {}
             if self.source is not None:
-                outcomes, carried = reuse.revive(self.audit.pk, self.source, outcomes)
+                outcomes, carried = reuse.revive(self.audit.pk, self.source, outcomes, self.setup)
             pages = self._write_pages(outcomes, carried)
             issues = self._write_issues(outcomes, pages, carried)
             discovered = self._write_links(outcomes, carried)
