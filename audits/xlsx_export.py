@@ -24,9 +24,10 @@ CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.shee
 # (truncates, with a warning) a cell holding more characters than this.
 EXCEL_MAX_ROWS = 1_048_576
 EXCEL_MAX_CELL = 32_767
-# XML 1.0 forbids these control characters, and openpyxl raises on them (the
-# same class as openpyxl.cell.cell.ILLEGAL_CHARACTERS_RE).
-ILLEGAL_CHARACTERS_RE = re.compile(r"[\000-\010]|[\013-\014]|[\016-\037]")
+# XML 1.0 forbids these: the C0 controls (openpyxl.cell.cell.ILLEGAL_CHARACTERS_RE),
+# and U+FFFE, U+FFFF and lone surrogates, which a page can hold as &#xFFFF; and
+# which lxml (under openpyxl) refuses, failing the whole download.
+ILLEGAL_CHARACTERS_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 # The workbook is for sharing and is written while the person waits (openpyxl
 # writes about 76,000 cells a second): each sheet stops at this many rows, with
 # a note, and the CSV download of the same table has every row.

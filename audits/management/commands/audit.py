@@ -10,20 +10,25 @@ site's ignore rules) are left out of the summary's counts and of both gates unle
     0  no issue at the --fail-on level (and no new one at the --fail-on-new level)
     1  issues at that level, or new issues at the --fail-on-new level
     2  usage error, a failed system check, or the audit could not start or failed
-    130 interrupted (Ctrl-C): partial results written, audit marked cancelled
+    130 interrupted (Ctrl-C, or SIGTERM as a CI job's timeout or cancel sends): partial results
+        written, audit marked cancelled
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import logging
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, SystemCheckError
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Max
 from psycopg.pq import TransactionStatus
 
@@ -42,6 +47,7 @@ from ..access_args import access_from_options, add_access_arguments, save_access
 from ..mode_args import add_mode_arguments, apply_mode, earlier_audit, source_from_options
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
+log = logging.getLogger(__name__)
 
 # The order change records and counts are written in.
 CHANGES = ("new", "fixed", "persisting", "unknown")
@@ -65,6 +71,24 @@ def _drop_interrupted_connection() -> None:
         return
     if connection.connection.info.transaction_status != TransactionStatus.IDLE:
         connection.close()
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """SIGTERM ends the crawl as Ctrl-C does: CI runners and ``docker stop`` send it, and by default it
+    kills the process at once, leaving the audit running forever and the report without its summary."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set a handler (call_command from another thread)
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def change_totals(audit: Audit, include_ignored: bool) -> dict:
@@ -118,7 +142,8 @@ class Command(BaseCommand):
                  "existed. Without it only the others count; \"reviewed\" issues always count: they are "
                  "acknowledged, not dismissed")
         parser.add_argument("--enqueue", action="store_true",
-                            help="Hand the audit to the worker cluster, print its id and return")
+                            help="Hand the audit to the worker cluster, print its id and return "
+                                 "(not with --fail-on, --fail-on-new or --out: nothing waits for the audit)")
         parser.add_argument("--owner", help="Username that owns the audit (default: admin, else a 'cli' user)")
         add_access_arguments(parser)
         add_mode_arguments(parser)
@@ -139,8 +164,11 @@ class Command(BaseCommand):
         # --fail-on-new gates on new issues only; --fail-on's default would fail on old debt too.
         fail_on = opts["fail_on"] or (None if fail_on_new else "critical")
         compare_to = opts["compare_to"] or (PREVIOUS if fail_on_new else None)
-        if fail_on_new and opts["enqueue"]:
-            raise CommandError("--fail-on-new has no effect with --enqueue: nothing waits for the audit "
+        # A gate or report nothing waits for would pass CI with exit 0 whatever the audit finds.
+        unwaited = [name for name, given in (("--fail-on-new", fail_on_new), ("--fail-on", opts["fail_on"]),
+                                             ("--out", opts.get("out"))) if given]
+        if unwaited and opts["enqueue"]:
+            raise CommandError(f"{unwaited[0]} has no effect with --enqueue: nothing waits for the audit "
                                "to end", returncode=2)
         # Checked before anything is stored or fetched.
         baseline = self._baseline(compare_to, owner, limits["start_url"])
@@ -176,13 +204,18 @@ class Command(BaseCommand):
         report = Report(out, audit.mode)
         try:
             try:
-                code = self._crawl(audit, report, fail_on, fail_on_new, bool(compare_to), console,
-                                   include_ignored=include_ignored)
+                with sigterm_interrupts():
+                    code = self._crawl(audit, report, fail_on, fail_on_new, bool(compare_to), console,
+                                       include_ignored=include_ignored)
             except KeyboardInterrupt:
                 _drop_interrupted_connection()
                 audit.refresh_from_db()
                 audit.cancel("Interrupted from the command line.")
                 code = 130
+            except Exception as exc:
+                # The inline steps have no task wrapper to record this (a bug, the database
+                # gone): the audit failed, so exit 2, never the 1 that tells CI issues were found.
+                code = self._stopped(audit, exc)
             audit.refresh_from_db()
             report.summary(audit, code, compared=bool(compare_to), include_ignored=include_ignored)
         finally:
@@ -224,6 +257,17 @@ class Command(BaseCommand):
         failed = failed or (bool(fail_on_new) and gated.filter(
             change=Issue.Change.NEW, severity__in=at_or_above(fail_on_new)).exists())
         return 1 if failed else 0
+
+    def _stopped(self, audit: Audit, exc: Exception) -> int:
+        """Record an error no step handled as the audit's failure, with its traceback on stderr; exit code 2."""
+        log.error("audit %s stopped", audit.pk, exc_info=exc)
+        _drop_interrupted_connection()
+        try:
+            audit.fail(Audit.ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        except DatabaseError:
+            raise CommandError(f"Audit {audit.pk} stopped and could not be marked failed: "
+                               f"{type(exc).__name__}: {exc}", returncode=2) from exc
+        return 2
 
     def _set_baseline(self, audit: Audit, compare_to: str, baseline: Audit | None, console) -> None:
         """Pin the audit finalize's diff compares with (audits.diff.baseline_for reads it)."""

@@ -1,0 +1,80 @@
+"""`manage.py audit` exit codes a CI pipeline reads: 1 means issues were found, and nothing else does."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from audits.management.commands import audit as audit_command
+from audits.models import Audit
+from tests.audit_command import run_audit
+from tests.conftest import MANAGE, ROOT, subprocess_env
+from tests.orchestration.grid_site import GridSite
+from tests.scripted_site import Answer, ScriptedSite
+
+pytestmark = pytest.mark.django_db
+
+HOME = (b'<!DOCTYPE html><html lang="en"><head><title>Home of a tiny site</title></head>'
+        b'<body><h1>Home</h1><a href="/about">About</a></body></html>')
+ABOUT = (b'<!DOCTYPE html><html lang="en"><head><title>About a tiny site</title></head>'
+         b"<body><h1>About</h1></body></html>")
+
+
+@pytest.fixture
+def site():
+    with ScriptedSite() as scripted:
+        scripted.pages.update({"/": Answer(HOME), "/about": Answer(ABOUT)})
+        yield scripted
+
+
+def test_an_error_no_step_records_fails_the_audit_and_exits_2_not_the_1_of_issues_found(
+        site, tmp_path, fast_settings, monkeypatch, capsys):
+    def finalize_that_breaks(audit_id):
+        raise RuntimeError("the cross-page checks broke")
+
+    monkeypatch.setattr(audit_command, "run_finalize", finalize_that_breaks)
+    out = tmp_path / "r.jsonl"
+    assert run_audit(site.url("/"), "--allow-private", "--no-external", "--out", str(out)) == 2
+    summary = json.loads(out.read_text().splitlines()[-1])
+    assert summary["type"] == "summary" and summary["exit_code"] == 2
+    assert summary["status"] == "failed" and summary["error_code"] == "internal_error"
+    assert summary["error_detail"] == "RuntimeError: the cross-page checks broke"
+    audit = Audit.objects.get(pk=summary["audit_id"])
+    assert audit.status == Audit.Status.FAILED and audit.pages.count() == 2  # what was crawled stays
+    console = capsys.readouterr().out
+    assert "stopped: Internal error — RuntimeError: the cross-page checks broke" in console
+    assert "exit code 2" in console
+
+
+@pytest.mark.parametrize("option", [["--fail-on", "critical"], ["--out", "report.jsonl"]])
+def test_a_gate_or_report_given_with_enqueue_is_refused_with_exit_2_not_passed_with_0(
+        site, fast_settings, option, capsys):
+    assert run_audit(site.url("/"), "--allow-private", "--enqueue", *option) == 2
+    assert f"{option[0]} has no effect with --enqueue" in capsys.readouterr().err
+    assert Audit.objects.count() == 0 and sum(site.requests.values()) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sigterm_from_a_ci_timeout_cancels_the_audit_writes_the_summary_and_exits_130(tmp_path):
+    with GridSite(pages=200, delay=0.05) as slow:
+        out = tmp_path / "r.jsonl"
+        proc = subprocess.Popen(
+            MANAGE + ["audit", slow.url("/"), "--allow-private", "--concurrency", "2", "--out", str(out)],
+            cwd=ROOT, env=subprocess_env(SITEWARD_CHUNK_SIZE=20), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (not out.exists() or out.read_text().count('"page"') < 5):
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130, output
+    summary = json.loads(out.read_text().splitlines()[-1])
+    assert summary["type"] == "summary" and summary["status"] == "cancelled" and summary["exit_code"] == 130
+    audit = Audit.objects.get(pk=summary["audit_id"])
+    assert audit.status == Audit.Status.CANCELLED and audit.pages.count() >= 5
+    assert "exit code 130" in output
