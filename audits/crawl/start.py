@@ -20,7 +20,7 @@ from crawler.fetch import Fetcher, FetchPolicy
 from crawler.http_probe import probe_http_form
 from crawler.login import is_login_redirect
 from crawler.page import PageOutcome, build_outcome
-from crawler.robots import Robots, load_robots
+from crawler.robots import MAX_ROBOTS_BYTES, Robots, load_robots, robots_from_result
 from crawler.sitemap import discover_sitemaps
 from crawler.types import FetchError, Finding
 from crawler.urls import InvalidURL, Scope, normalize, origin_of, trap_reason, url_hash
@@ -40,6 +40,9 @@ from .writer import ChunkWriter
 # Start cannot reschedule (robots.txt and the start page decide whether there is
 # a crawl at all), so it waits in-task as long as the fetcher's default allows.
 START_RETRY_AFTER_CAP = FetchPolicy.retry_after_cap
+# A robots.txt fetch that failed for these never reached an HTTP server.
+_HOST_FAULTS = frozenset({FetchError.SSRF_BLOCKED, FetchError.DNS_FAILURE, FetchError.INVALID_URL,
+                          FetchError.CONNECT_FAILED, FetchError.CONNECT_TIMEOUT, FetchError.TLS_ERROR})
 
 
 def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None) -> None:
@@ -175,6 +178,17 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup) -> StartOutc
                 fetcher.credentials = logged_in(fetcher.credentials, setup.login, cookies)
             except SessionLost as exc:
                 return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED, error_detail=str(exc))
+        # robots.txt before the start page: an unreachable one disallows the start page
+        # too (RFC 9309 2.3.1.4). A host that cannot be reached at all is left to the
+        # start page's fetch, whose outcome names it (start_url_unresolvable, ssrf_blocked...).
+        typed_origin, typed_robots, read_at = origin_of(start_url), None, set()
+        if audit.respect_robots:
+            fetched = await fetcher.fetch(f"{typed_origin}/robots.txt", keep_body=True, max_bytes=MAX_ROBOTS_BYTES)
+            typed_robots = robots_from_result(fetched)
+            # The origins whose robots.txt this was: http -> https and apex -> www redirect it too.
+            read_at = {typed_origin, _origin_or(fetched.final_url, typed_origin)}
+            if typed_robots.status == "unavailable" and not (fetched.status is None and fetched.error in _HOST_FAULTS):
+                return _robots_unreachable(typed_origin, typed_robots)
         first = await fetcher.fetch(start_url)
         if setup.login is not None and is_login_redirect(first, setup.login.url):
             return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED,
@@ -194,14 +208,11 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup) -> StartOutc
         if setup.credentials is not None or setup.login is not None:
             if problem := moved_problem(start_url, origin):
                 return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED, error_detail=problem)
-        robots = await load_robots(fetcher, origin, ignore=not audit.respect_robots)
+        robots = typed_robots
+        if robots is None or robots.status == "unavailable" or origin not in read_at:
+            robots = await load_robots(fetcher, origin, ignore=not audit.respect_robots)
         if robots.status == "unavailable":
-            return StartOutcome(
-                error_code=Audit.ErrorCode.ROBOTS_UNREACHABLE,
-                error_detail=f"{origin}/robots.txt: {robots.detail} Search engines treat this as "
-                             "'disallow everything', so Siteward crawls nothing (RFC 9309). Fix robots.txt "
-                             "or untick 'respect robots.txt' to audit a site you own.",
-            )
+            return _robots_unreachable(origin, robots)
         report = await discover_sitemaps(fetcher, origin, robots.sitemaps)
         # http_not_redirected: does the http:// form of an https start page still serve it?
         plain_http = await probe_http_form(fetcher, final)
@@ -225,6 +236,22 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup) -> StartOutc
     return StartOutcome(
         start_url=final, origin=origin, robots=robots, sitemap_urls=tuple(report.urls),
         sitemap_found=report.found, sitemap_problems=problems, pages=pages, cookies=cookies,
+    )
+
+
+def _origin_or(url: str | None, fallback: str) -> str:
+    try:
+        return origin_of(url) if url else fallback
+    except InvalidURL:
+        return fallback
+
+
+def _robots_unreachable(origin: str, robots: Robots) -> StartOutcome:
+    return StartOutcome(
+        error_code=Audit.ErrorCode.ROBOTS_UNREACHABLE,
+        error_detail=f"{origin}/robots.txt: {robots.detail} Search engines treat this as "
+                     "'disallow everything', so Siteward crawls nothing (RFC 9309). Fix robots.txt "
+                     "or untick 'respect robots.txt' to audit a site you own.",
     )
 
 

@@ -1,0 +1,93 @@
+"""RELIABILITY.md #29 at the audit level: an unreachable robots.txt means no page of the site is requested."""
+
+import time
+
+import pytest
+
+from audits.inline import run_audit_inline
+from tests.crawler.hostile_server import HostileServer, hang, ok
+from tests.factories import make_audit
+
+pytestmark = pytest.mark.django_db
+
+
+def requests_for(httpserver, path):
+    return [r for r, _ in httpserver.log if r.path == path]
+
+
+def test_a_503_robots_txt_fails_the_audit_as_robots_unreachable_before_any_page_is_requested(
+        owner, fast_settings, httpserver):
+    httpserver.expect_request("/robots.txt").respond_with_data(
+        "<html><body><h1>503 Service Unavailable</h1></body></html>", status=503, content_type="text/html")
+    httpserver.expect_request("/").respond_with_data("<a href='/a'>a</a>", content_type="text/html")
+    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert (audit.status, audit.error_code, audit.failed_phase) == ("failed", "robots_unreachable", "starting")
+    assert requests_for(httpserver, "/robots.txt")  # asked, and retried within its cap
+    assert requests_for(httpserver, "/") == []  # RFC 9309 2.3.1.4: complete disallow, the start page too
+    assert audit.pages.count() == 0
+
+
+def test_a_robots_txt_that_hangs_fails_the_audit_at_the_fetch_deadline_before_any_page_is_requested(
+        owner, fast_settings):
+    with HostileServer() as server:
+        server.route("/robots.txt", hang)
+        server.route("/", ok)
+        audit = make_audit(owner, start_url=server.url("/"), allow_private=True)
+        started = time.monotonic()
+        run_audit_inline(audit.pk)
+        took = time.monotonic() - started
+        audit.refresh_from_db()
+        assert (audit.status, audit.error_code) == ("failed", "robots_unreachable")
+        assert server.requests["/robots.txt"] == 1  # a hang is not retried: the next try would hang as long
+        assert server.requests["/"] == 0
+    assert took < fast_settings.SITEWARD["FETCH_DEADLINE"] + 3
+
+
+def test_a_start_url_redirecting_to_another_origin_obeys_that_origins_robots_txt(owner, fast_settings, httpserver):
+    """The typed origin's robots.txt is read first; the origin the start URL lands on gets its own."""
+    from pytest_httpserver import HTTPServer
+
+    other = HTTPServer(host="127.0.0.1")
+    other.start()
+    try:
+        other.expect_request("/robots.txt").respond_with_data("User-agent: *\nDisallow: /private\n")
+        other.expect_request("/").respond_with_data(
+            "<a href='/private/x'>p</a><a href='/open'>o</a>", content_type="text/html")
+        other.expect_request("/open").respond_with_data("<p>open</p>", content_type="text/html")
+        other.expect_request("/private/x").respond_with_data("<p>secret</p>", content_type="text/html")
+        httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
+        httpserver.expect_request("/").respond_with_data("", status=301, headers={"Location": other.url_for("/")})
+        audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, max_pages=20)
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert audit.status == "completed", audit.error_detail
+        assert audit.origin.rstrip("/") == other.url_for("/").rstrip("/")
+        assert requests_for(other, "/robots.txt") and requests_for(other, "/open")
+        assert requests_for(other, "/private/x") == []
+    finally:
+        other.clear()
+        other.stop()
+
+
+def test_a_robots_txt_redirected_to_the_landing_origin_is_read_there_once(owner, fast_settings, httpserver):
+    """http -> https and apex -> www redirect robots.txt too: the file read before the start page is the landing origin's."""
+    from pytest_httpserver import HTTPServer
+
+    other = HTTPServer(host="127.0.0.1")
+    other.start()
+    try:
+        other.expect_request("/robots.txt").respond_with_data("User-agent: *\nDisallow: /private\n")
+        other.expect_request("/").respond_with_data("<a href='/private/x'>p</a>", content_type="text/html")
+        for path in ("/robots.txt", "/"):
+            httpserver.expect_request(path).respond_with_data("", status=301, headers={"Location": other.url_for(path)})
+        audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, max_pages=20)
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert audit.status == "completed", audit.error_detail
+        assert len(requests_for(other, "/robots.txt")) == 1
+        assert requests_for(other, "/private/x") == []
+    finally:
+        other.clear()
+        other.stop()
