@@ -189,6 +189,9 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup) -> StartOutc
             read_at = {typed_origin, _origin_or(fetched.final_url, typed_origin)}
             if typed_robots.status == "unavailable" and not (fetched.status is None and fetched.error in _HOST_FAULTS):
                 return _robots_unreachable(typed_origin, typed_robots)
+            # (An unavailable file here is a host fault: the start page's fetch names it.)
+            if typed_robots.status != "unavailable" and not typed_robots.allowed(start_url, setup.user_agent):
+                return _start_blocked(start_url, setup.user_agent)
         first = await fetcher.fetch(start_url)
         if setup.login is not None and is_login_redirect(first, setup.login.url):
             return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED,
@@ -213,6 +216,8 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup) -> StartOutc
             robots = await load_robots(fetcher, origin, ignore=not audit.respect_robots)
         if robots.status == "unavailable":
             return _robots_unreachable(origin, robots)
+        if audit.respect_robots and not robots.allowed(final, setup.user_agent):
+            return _start_blocked(final, setup.user_agent)
         report = await discover_sitemaps(fetcher, origin, robots.sitemaps)
         # http_not_redirected: does the http:// form of an https start page still serve it?
         plain_http = await probe_http_form(fetcher, final)
@@ -252,6 +257,14 @@ def _robots_unreachable(origin: str, robots: Robots) -> StartOutcome:
         error_detail=f"{origin}/robots.txt: {robots.detail} Search engines treat this as "
                      "'disallow everything', so Siteward crawls nothing (RFC 9309). Fix robots.txt "
                      "or untick 'respect robots.txt' to audit a site you own.",
+    )
+
+
+def _start_blocked(url: str, user_agent: str) -> StartOutcome:
+    return StartOutcome(
+        error_code=Audit.ErrorCode.START_BLOCKED_BY_ROBOTS,
+        error_detail=f"robots.txt disallows {url} for the user agent {user_agent!r}, so Siteward crawls "
+                     "nothing. Allow it in robots.txt, or untick 'respect robots.txt' to audit a site you own.",
     )
 
 

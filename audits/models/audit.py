@@ -48,6 +48,7 @@ class Audit(models.Model):
         START_URL_UNREACHABLE = "start_url_unreachable", "Start URL could not be fetched"
         SSRF_BLOCKED = "ssrf_blocked", "Start URL points at a refused (private or reserved) address"
         ROBOTS_UNREACHABLE = "robots_unreachable", "robots.txt is unreachable, so nothing may be crawled"
+        START_BLOCKED_BY_ROBOTS = "start_blocked_by_robots", "robots.txt disallows the start URL"
         SITE_UNAVAILABLE = "site_unavailable", "The start page never answered successfully"
         LOGIN_FAILED = "login_failed", "Logging in to the site failed, or its session kept expiring"
         WORKER_LOST = "worker_lost", "The worker crawling it died repeatedly"

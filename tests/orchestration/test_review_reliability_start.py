@@ -3,6 +3,7 @@
 import time
 
 import pytest
+from pytest_httpserver import HTTPServer
 
 from audits.inline import run_audit_inline
 from tests.crawler.hostile_server import HostileServer, hang, ok
@@ -47,8 +48,6 @@ def test_a_robots_txt_that_hangs_fails_the_audit_at_the_fetch_deadline_before_an
 
 def test_a_start_url_redirecting_to_another_origin_obeys_that_origins_robots_txt(owner, fast_settings, httpserver):
     """The typed origin's robots.txt is read first; the origin the start URL lands on gets its own."""
-    from pytest_httpserver import HTTPServer
-
     other = HTTPServer(host="127.0.0.1")
     other.start()
     try:
@@ -73,8 +72,6 @@ def test_a_start_url_redirecting_to_another_origin_obeys_that_origins_robots_txt
 
 def test_a_robots_txt_redirected_to_the_landing_origin_is_read_there_once(owner, fast_settings, httpserver):
     """http -> https and apex -> www redirect robots.txt too: the file read before the start page is the landing origin's."""
-    from pytest_httpserver import HTTPServer
-
     other = HTTPServer(host="127.0.0.1")
     other.start()
     try:
