@@ -19,6 +19,7 @@ from django.db import connection, transaction
 
 from crawler.catalogue import UNVERIFIED_STATUSES, finding
 from crawler.types import FetchError
+from crawler.urls import InvalidURL, normalize, url_hash
 
 from . import depths, diff, notices
 from .issue_rows import insert_issues, issue_for, issue_key
@@ -99,7 +100,7 @@ HREFLANG_RETURN_SQL = """
     JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
     JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
     WHERE e.audit_id = %s AND e.tag = 'hreflang' AND e.target_hash <> e.source_hash
-      AND s.redirect_count = 0
+      AND s.redirect_count = 0 AND (s.canonical_hash = '' OR s.canonical_hash = s.url_hash)
       AND t.kind = 'page' AND t.status_code = 200 AND t.redirect_count = 0 AND t.fetch_error = ''
       AND t.content_type IN (%s, %s)
       AND NOT EXISTS (
@@ -247,13 +248,18 @@ def link_targets(audit_id: int) -> Iterator[Issue]:
         yield issue_for(audit_id, source_id, source, f, key=issue_key(f.code, source, target, anchor))
 
 
+# A chain that loops or runs past the hop limit never ends at a page: it is a
+# redirect_loop (a page check), not a redirect to a broken target as well.
+ENDLESS_REDIRECTS = (FetchError.REDIRECT_LOOP.value, FetchError.TOO_MANY_REDIRECTS.value)
+
+
 def redirects_to_broken(audit_id: int) -> Iterator[Issue]:
     sql = """
         SELECT id, url, final_url, status_code, fetch_error FROM audits_page
         WHERE audit_id = %s AND redirect_count > 0 AND kind <> 'external'
-          AND (status_code >= 400 OR fetch_error <> '')
+          AND (status_code >= 400 OR fetch_error <> '') AND fetch_error NOT IN (%s, %s)
     """
-    for page_id, url, final, status, error in _rows(sql, [audit_id]):
+    for page_id, url, final, status, error in _rows(sql, [audit_id, *ENDLESS_REDIRECTS]):
         yield issue_for(audit_id, page_id, url,
                         finding("redirect_broken_target", f"Redirects to {final}, which {_why_broken(status, error)}"))
 
@@ -338,7 +344,8 @@ def hreflang_return_links(audit_id: int) -> Iterator[Issue]:
 
     Only alternates the crawl fetched as an HTML 200 page (not a redirect) are
     judged; alternates on other sites, or never fetched, are not. A page's own
-    self-reference is not a pair.
+    self-reference is not a pair, and a page canonicalised elsewhere (a sorted
+    variant repeating its page's set) is owed no return links.
 
     Indexes: the audit's hreflang edges come through link_hreflang; the NOT
     EXISTS probe for B -> A is one seek in it (audit, source_hash = B), reading
@@ -351,8 +358,32 @@ def hreflang_return_links(audit_id: int) -> Iterator[Issue]:
             key=issue_key("hreflang_error", source, target, "return"))
 
 
+# Pages that linked URLs redirect to: a redirect's row stands for the page it
+# lands on, which is never queued under its own URL unless a link names it.
+REDIRECTED_TO_SQL = """
+    SELECT r.final_url FROM audits_page r
+    JOIN audits_frontierurl f ON f.audit_id = r.audit_id AND f.url_hash = r.url_hash
+    WHERE r.audit_id = %s AND r.kind = 'page' AND r.redirect_count > 0 AND f.linked
+"""
+
+
+def _reached_by_redirect(audit_id: int) -> set[str]:
+    """Hashes of the pages a linked URL redirects to: links reach them through the redirect."""
+    found = set()
+    for (final,) in _rows(REDIRECTED_TO_SQL, [audit_id]):
+        try:
+            found.add(url_hash(normalize(final)))
+        except InvalidURL:
+            continue
+    return found
+
+
 def sitemap_problems(audit_id: int) -> Iterator[Issue]:
-    """Orphans (in the sitemap, never linked) and sitemap URLs that fail, redirect or are not indexable."""
+    """Orphans (in the sitemap, never linked) and sitemap URLs that fail, redirect or are not indexable.
+
+    A sitemap page that a linked URL redirects to is reached by links, so it is no orphan.
+    """
+    via_redirect = _reached_by_redirect(audit_id)
     sql = """
         SELECT p.id, p.url, f.linked, p.status_code, p.redirect_count, p.fetch_error, p.indexable,
                p.canonical_hash, p.url_hash, p.content_type
@@ -361,7 +392,7 @@ def sitemap_problems(audit_id: int) -> Iterator[Issue]:
         WHERE f.audit_id = %s AND f.in_sitemap
     """
     for page_id, url, linked, status, redirects, error, indexable, canonical_hash, digest, ctype in _rows(sql, [audit_id]):
-        if not linked:
+        if not linked and digest not in via_redirect:
             yield issue_for(audit_id, page_id, url, finding(
                 "orphan_page", "Listed in the sitemap but no crawled page links to it"))
         problem = None
@@ -379,15 +410,22 @@ def sitemap_problems(audit_id: int) -> Iterator[Issue]:
             yield issue_for(audit_id, page_id, url, finding("sitemap_bad_url", f"Sitemap lists this URL, which {problem}"))
 
 
+# The pages a search engine would index as themselves: a redirect's row carries
+# the facts of the page it lands on, and a page canonicalised elsewhere is
+# already declared a copy, so neither is a duplicate of the page it names.
+_INDEXED = ("kind = 'page' AND indexable AND redirect_count = 0"
+            " AND (canonical_hash = '' OR canonical_hash = url_hash)")
+
+
 def _duplicates(audit_id: int, column: str, code: str, label: str) -> Iterator[Issue]:
     # `column` is one of our own column names, never user input.
     sql = f"""
         SELECT p.id, p.url, p.{column}, g.n
         FROM audits_page p
         JOIN (SELECT {column} AS value, COUNT(*) AS n FROM audits_page
-              WHERE audit_id = %s AND kind = 'page' AND indexable AND {column} <> ''
+              WHERE audit_id = %s AND {_INDEXED} AND {column} <> ''
               GROUP BY {column} HAVING COUNT(*) > 1) g ON g.value = p.{column}
-        WHERE p.audit_id = %s AND p.kind = 'page' AND p.indexable
+        WHERE p.audit_id = %s AND {_INDEXED}
     """
     for page_id, url, value, count in _rows(sql, [audit_id, audit_id]):
         shown = value if column != "content_hash" else "identical body text"

@@ -131,8 +131,9 @@ _ROWS: dict[str, list[tuple[str, Severity, str, str, str]]] = {
          "Several or contradicting canonicals make search engines ignore all of them.",
          "Keep exactly one canonical, in <head>, agreeing with any Link header."),
         ("canonical_bad_target", C, "Canonical points to a bad URL",
-         "A canonical that redirects, errors or is noindex sends search engines to the wrong place.",
-         "Point the canonical at an indexable URL that answers 200."),
+         "A canonical that redirects, errors, is noindex or is blocked by robots.txt sends search engines to the "
+         "wrong place.",
+         "Point the canonical at an indexable URL that answers 200 and that robots.txt allows."),
         ("canonical_relative_or_invalid", N, "Relative or invalid canonical",
          "Relative or malformed canonicals are easy to get wrong and may point at another scheme or host.",
          "Use an absolute URL on the page's own scheme and host."),
@@ -170,7 +171,8 @@ _ROWS: dict[str, list[tuple[str, Severity, str, str, str]]] = {
          "Add alt text; use alt=\"\" for purely decorative images."),
         ("hreflang_error", W, "hreflang problem",
          "Broken hreflang annotations make search engines show the wrong language version.",
-         "Use valid language codes, include a self-reference and x-default, and link back from every alternate."),
+         "Use valid language codes, include a self-reference and x-default, point every alternate at an "
+         "indexable URL that answers 200 and is its own canonical, and link back from every alternate."),
         ("duplicate_content", W, "Duplicate content",
          "Identical pages split ranking signals and waste crawl budget.",
          "Merge the pages, or mark one canonical to the other."),

@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .catalogue import CATALOGUE, finding
 from .directives import canonical_from_link_header, robots_directives
-from .html_rules import Resolver
+from .html_rules import Resolver, resolve_url
 from .types import FetchError, FetchResult, Finding, PageFacts, Severity
+from .urls import InvalidURL, normalize
 
 
 @dataclass(frozen=True)
@@ -131,17 +132,12 @@ def _sources(meta: bool, header: bool) -> str:
     )
 
 
-def _same_page(a: str, b: str) -> bool:
-    """Equal URLs, ignoring the fragment, scheme/host case and an empty path."""
-
-    def key(url: str) -> tuple[str, str, str, str]:
-        try:
-            parts = urlsplit(url)
-        except ValueError:
-            return (url, "", "", "")
-        return (parts.scheme.lower(), parts.netloc.lower(), parts.path or "/", parts.query)
-
-    return key(a) == key(b)
+def _normal(url: str) -> str:
+    """``url`` as the crawl stores it (fragment, default port, escapes, IDN host), or as written if invalid."""
+    try:
+        return normalize(url)
+    except InvalidURL:
+        return url
 
 
 def _internal_http_target(url: str, ctx: PageContext) -> bool:
@@ -326,7 +322,9 @@ def canonical_missing(result, facts, ctx):
 
 @page_check(reads_response=True)
 def canonical_conflict(result, facts, ctx):
-    canonicals = _canonicals(result, facts)
+    # Compared normalised: a header spells "/café" as "/caf%C3%A9", the same URL.
+    canonicals = [(raw, _normal(resolved) if resolved else "", where)
+                  for raw, resolved, where in _canonicals(result, facts)]
     reasons = []
     distinct = _unique(resolved for _, resolved, _ in canonicals if resolved)
     in_tags = _unique(resolved for _, resolved, where in canonicals if resolved and where == "tag")
@@ -363,11 +361,16 @@ def _canonical_problem(raw: str, resolved: str, page: str) -> str | None:
         return "is not an http(s) URL"
     if not parts.scheme or not parts.netloc:
         return "is relative"
-    target, here = urlsplit(resolved), urlsplit(page)
+    try:
+        # Compared as the crawl stores URLs: an IDN host in Unicode or a
+        # trailing dot is the page's own host, not another one.
+        target, here = urlsplit(normalize(resolved)), urlsplit(_normal(page))
+    except InvalidURL:
+        return "is malformed"
     if target.scheme != here.scheme.lower():
         return f"uses {target.scheme}:// on a {here.scheme.lower()}:// page"
     if (target.hostname or "") != (here.hostname or ""):
-        return f"points to another host ({target.hostname})"
+        return f"points to another host ({urlsplit(resolved).hostname})"
     return None
 
 
@@ -470,7 +473,13 @@ def hreflang_error(result, facts, ctx):
         codes = ", ".join(f'"{code}"' for code in invalid[:5])
         noun = "codes" if len(invalid) > 1 else "code"
         yield finding("hreflang_error", f"Invalid hreflang language {noun} {codes}", variant="codes")
-    if not any(_same_page(url, result.final_url) for _, url in facts.hreflang):
+    # A page canonicalised elsewhere (a sorted or filtered variant) carries its
+    # canonical's hreflang set, so naming the canonical counts as naming itself.
+    # Only the tags: this check judges the body, which a delta crawl carries.
+    named = {_normal(url) for _, url in facts.hreflang}
+    base = facts.base_url or result.final_url
+    if _normal(result.final_url) not in named and not any(
+            _normal(resolve_url(base, c.url) or "") in named for c in facts.canonicals):
         yield finding("hreflang_error", "hreflang set does not include this page itself", variant="self")
     if not any(code.lower() == "x-default" for code, _ in facts.hreflang):
         yield finding("hreflang_error", "hreflang set has no x-default", variant="x-default")
@@ -537,7 +546,8 @@ def url_hygiene(result, facts, ctx):
     reasons = []
     if len(url) > 2048:
         reasons.append(f"{len(url):,} characters long")
-    if any(c.isupper() for c in parts.path):
+    # Decoded first: normalisation writes every escape's hex digits upper-case.
+    if any(c.isupper() for c in unquote(parts.path)):
         reasons.append("uppercase letters in the path")
     if "_" in parts.path:
         reasons.append("underscores in the path")

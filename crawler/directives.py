@@ -13,7 +13,9 @@ _VALUED_DIRECTIVES = frozenset(
 )
 # Agents whose directives apply to us: none named, the generic names, Google's.
 _OUR_AGENTS = frozenset({"", "robots", "*", "googlebot"})
-_AGENT_PREFIX = re.compile(r"([a-z0-9_.*\- ]+?)\s*:\s*(.*)", re.S)
+# An agent is one name (letters first, no spaces), so the "06 Nov 2026 08:49"
+# left of a colon in an RFC 822 date split at its comma is not taken for one.
+_AGENT_PREFIX = re.compile(r"([a-z*][a-z0-9_.*\-]*)\s*:\s*(.*)", re.S)
 
 
 def robots_directives(value: str | None) -> frozenset[str]:
