@@ -9,6 +9,7 @@ limits out of range, a pattern that is not a regular expression.
 from __future__ import annotations
 
 import itertools
+import re
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
@@ -46,6 +47,10 @@ def address_guard(*, allow_private: bool):
 # A cron expression's shortest gap between runs is judged over this many runs (a year of weekly ones).
 MIN_GAP_SAMPLES = 60
 
+# croniter's random ("R") and hashed ("H") values: a random one is drawn anew each time the
+# expression is read, so the fire would never be judged one of the site's run times.
+_RANDOM_CRON_VALUE = re.compile(r"(?:^|[\s,])[RrHh](?=$|[\s,(/])")
+
 # Schemes written without "//" that people paste by mistake.
 _OTHER_SCHEMES = frozenset({"javascript", "data", "mailto", "file", "tel", "about", "blob", "view-source"})
 
@@ -54,7 +59,14 @@ def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def _check_address(url: str, *, allow_private: bool) -> None:
+# Why an address is refused, said for what the URL is for: a crawl's start, or where alerts are posted.
+_AUDIT_REFUSAL = ("Siteward refuses private, loopback and reserved addresses so that audits cannot reach internal "
+                  "services; to audit such sites, the administrator can set SITEWARD_ALLOW_PRIVATE=1.")
+_WEBHOOK_REFUSAL = ("Siteward does not post alerts to private, loopback or reserved addresses, so that they cannot "
+                    "reach internal services; the administrator can allow private ones with SITEWARD_ALLOW_PRIVATE=1.")
+
+
+def _check_address(url: str, *, allow_private: bool, refusal: str = _AUDIT_REFUSAL) -> None:
     """Resolve the host now so a typo or a refused address is reported here, not as a failed audit.
 
     The crawl resolves and checks again at every connection (an answer can
@@ -72,12 +84,7 @@ def _check_address(url: str, *, allow_private: bool) -> None:
             what = f"{host} points at {exc.address}, a {exc.reason} address."
         else:
             what = f"{host} points at a refused address."
-        raise forms.ValidationError(
-            f"{what} Siteward refuses private, loopback and reserved "
-            "addresses so that audits cannot reach internal services; to audit such sites, "
-            "the administrator can set SITEWARD_ALLOW_PRIVATE=1.",
-            code="ssrf",
-        ) from None
+        raise forms.ValidationError(f"{what} {refusal}", code="ssrf") from None
     except DnsFailure as exc:
         raise forms.ValidationError(
             f"The host {host} does not resolve ({exc}). Check the spelling.", code="dns"
@@ -245,8 +252,15 @@ class SiteScheduleForm(forms.ModelForm):
             return ""
         if urlsplit(url).scheme not in ("http", "https"):
             raise forms.ValidationError("A webhook must be an http:// or https:// address.", code="scheme")
+        # URLField lets any five digits through as a port; urlsplit raises past 65535.
+        try:
+            port = urlsplit(url).port
+        except ValueError:
+            port = 0
+        if port == 0:
+            raise forms.ValidationError("The port must be a number from 1 to 65535.", code="port")
         # The same early check as a start URL: a webhook is a request this server makes.
-        _check_address(url, allow_private=settings.SITEWARD["ALLOW_PRIVATE_TARGETS"])
+        _check_address(url, allow_private=settings.SITEWARD["ALLOW_PRIVATE_TARGETS"], refusal=_WEBHOOK_REFUSAL)
         return url
 
     def clean(self):
@@ -254,6 +268,12 @@ class SiteScheduleForm(forms.ModelForm):
         cadence = data.get("cadence")
         if cadence == Site.Cadence.CRON:
             self._check_cron(data.get("cron", "").strip())
+        least = settings.SITEWARD["MIN_SCHEDULE_MINUTES"]
+        if cadence == Site.Cadence.HOURLY and least > 60:
+            # The deployment's shortest gap binds every cadence, not only a cron expression.
+            self.add_error("cadence", forms.ValidationError(
+                f"Hourly runs are not allowed here: at most once every {least} minutes. Choose daily, weekly "
+                "or a cron expression.", code="too_often"))
         owner = data.get("owner") or self.instance.owner_id  # the admin's form has the owner field
         if cadence and not data.get("paused", self.instance.paused) and owner:
             if schedules_left(owner, self.instance) <= 0:
@@ -269,6 +289,11 @@ class SiteScheduleForm(forms.ModelForm):
         if len(expression.split()) != 5 or not croniter.is_valid(expression):
             self.add_error("cron", forms.ValidationError(
                 "Not a cron expression: five fields, minute hour day-of-month month day-of-week.", code="cron"))
+            return
+        if _RANDOM_CRON_VALUE.search(expression):
+            self.add_error("cron", forms.ValidationError(
+                "Random (R) and hashed (H) values are not supported: write the minute and hour as numbers.",
+                code="random"))
             return
         least = settings.SITEWARD["MIN_SCHEDULE_MINUTES"]
         runs = croniter(expression, datetime(2026, 1, 1, tzinfo=UTC))

@@ -15,6 +15,7 @@ Notification row yet (a lost enqueue, a failure no task handler saw).
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 
 from django.conf import settings
@@ -38,6 +39,10 @@ EMAIL_ISSUES = 20
 # Only audits that ended this recently are swept: turning alerts on, or an
 # upgrade, must not mail out a backlog of old audits.
 SWEEP_WINDOW = timedelta(hours=24)
+# The waits before a webhook's second and third tries, made only when the first
+# was surely not taken (no connection, 429, 502-504): a blip loses no alert, and
+# a send costs at most three timeouts and these few seconds.
+WEBHOOK_RETRY_DELAYS: tuple[float, ...] = (0.5, 2.0)
 
 
 def at_or_above(threshold: str) -> tuple[str, ...]:
@@ -244,9 +249,17 @@ def _send_webhook(alert: Alert) -> tuple[str, str]:
     # The deployment's setting only: a site's allow_private was chosen for its
     # crawl target, not for where its alerts may be posted.
     guard = AddressGuard(allow_private=settings.SITEWARD["ALLOW_PRIVATE_TARGETS"])
-    result = post_json(alert.site.webhook_url, alert.payload(), guard=guard,
-                       timeout=settings.SITEWARD["WEBHOOK_TIMEOUT"])
+    payload = alert.payload()
+    attempts = 0
+    for delay in (0.0, *WEBHOOK_RETRY_DELAYS):
+        time.sleep(delay)
+        attempts += 1
+        result = post_json(alert.site.webhook_url, payload, guard=guard,
+                           timeout=settings.SITEWARD["WEBHOOK_TIMEOUT"])
+        if result.ok or not result.retry:
+            break
+    tries = f" (after {attempts} tries)" if attempts > 1 else ""
     if result.ok:
-        return Notification.State.SENT, result.detail
-    log.warning("audit %s: webhook alert failed: %s", alert.audit.pk, result.detail)
-    return Notification.State.FAILED, result.detail
+        return Notification.State.SENT, result.detail + tries
+    log.warning("audit %s: webhook alert failed: %s%s", alert.audit.pk, result.detail, tries)
+    return Notification.State.FAILED, result.detail + tries

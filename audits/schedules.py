@@ -41,9 +41,31 @@ def sync(site: Site) -> Schedule | None:
     )
     # Set apart from the save: Schedule.save() computes a new cron row's first
     # run in TIME_ZONE, not in the site's zone.
-    schedule.next_run = site.next_run_after()
+    schedule.next_run = next_run(site)
     Schedule.objects.filter(pk=schedule.pk).update(next_run=schedule.next_run)
     return schedule
+
+
+def next_run(site: Site, moment: datetime | None = None) -> datetime:
+    """The site's first run after ``moment`` (default now), leaving out a repeated wall time's second pass."""
+    run = site.next_run_after(moment)
+    while repeated_wall_time(site, run):
+        run = site.next_run_after(run)
+    return run
+
+
+def repeated_wall_time(site: Site, moment: datetime) -> bool:
+    """Whether ``moment`` is the second pass of a local time the clocks went back over, for fixed hours.
+
+    A daily 02:30 in a zone whose clocks go back at 03:00 matches twice that
+    night; like cron, a schedule at fixed hours runs at the first pass only,
+    while one with a wildcard hour runs every real hour.
+    """
+    fields = site.cron_expression().split()
+    if len(fields) < 2 or "*" in fields[1]:
+        return False
+    local = moment.astimezone(site.zone())
+    return local.fold == 1 and local.replace(fold=0).utcoffset() != local.utcoffset()
 
 
 def remove(site_id: int) -> None:
@@ -85,9 +107,12 @@ def run_due(site_id: int, due: str | None = None) -> str:
         return f"site {site_id} is not scheduled"
     now = timezone.now()
     due_at = _parse(due) or now
-    Schedule.objects.filter(name=site.schedule_name).update(next_run=site.next_run_after(max(now, due_at)))
-    if not site.is_run_time(due_at):
+    Schedule.objects.filter(name=site.schedule_name).update(next_run=next_run(site, max(now, due_at)))
+    if not site.is_run_time(due_at) or repeated_wall_time(site, due_at):
         return f"{due_at.isoformat()} is not a run time of site {site_id} in {site.time_zone}"
+    if not site.owner.is_active:
+        # A deactivated account is how an operator stops a person: their schedules stop with it.
+        return f"site {site_id}: its owner's account is deactivated"
     with transaction.atomic():
         Site.objects.select_for_update().filter(pk=site.pk).first()
         if site.audits.filter(status__in=Audit.ACTIVE).exists():

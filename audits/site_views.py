@@ -6,6 +6,8 @@ anyone but the owner), read and validate input, query, render.
 
 from __future__ import annotations
 
+import copy
+
 from django.contrib import messages
 from django.db.models import OuterRef, Subquery
 from django.shortcuts import redirect, render
@@ -16,12 +18,14 @@ from .access import site_for_user
 from .charts import Line, line_chart
 from .diff import totals
 from .forms import IgnoreRuleForm, SiteScheduleForm
-from .models import Audit, IgnoreRule, Site
+from .models import Audit, IgnoreRule, Notification, Site
 from .services import PrivateTargetsRefused, QuotaExceeded, run_site_now
 from .tables import owned_view, window
 
 # Audits drawn in a site's trend chart, newest last.
 TREND_AUDITS = 30
+# Alerts listed on a site's page, newest first: enough to see a webhook that keeps failing.
+RECENT_ALERTS = 10
 
 
 def site_view(*methods):
@@ -85,12 +89,14 @@ def _site_context(request, site: Site, form: SiteScheduleForm | None = None,
                   rule_form: IgnoreRuleForm | None = None) -> dict:
     history = window(site.audits.order_by("-pk"), request, per_page=20)
     issues_chart, pages_chart, score_chart = _trend(site)
-    next_run = site.next_run_after() if site.is_scheduled and site.cron_expression() else None
+    next_run = schedules.next_run(site) if site.is_scheduled and site.cron_expression() else None
     return {
         "site": site, "page_obj": history, "issues_chart": issues_chart, "pages_chart": pages_chart,
         "score_chart": score_chart,
         "form": form or SiteScheduleForm(instance=site), "next_run": next_run,
         "skipped": list(site.skipped_runs.all()[:10]),
+        "alerts": list(Notification.objects.filter(audit__site=site).select_related("audit")
+                       .order_by("-id")[:RECENT_ALERTS]),
         "running": site.audits.filter(status__in=Audit.ACTIVE).exists(),
         "rules": list(site.ignore_rules.all()), "rule_form": rule_form or IgnoreRuleForm(),
     }
@@ -103,13 +109,15 @@ def site_detail(request, site):
 
 @site_view("POST")
 def site_schedule(request, site):
-    form = SiteScheduleForm(request.POST, instance=site)
+    # The form gets a copy: validation sets the submitted values on its instance, and a page
+    # that refuses them must still show the schedule as saved.
+    form = SiteScheduleForm(request.POST, instance=copy.copy(site))
     if not form.is_valid():
         return render(request, "audits/site_detail.html", _site_context(request, site, form), status=400)
     site = form.save()
     schedules.sync(site)
     if site.is_scheduled:
-        messages.success(request, f"Schedule saved: next run {site.next_run_after():%Y-%m-%d %H:%M %Z}.")
+        messages.success(request, f"Schedule saved: next run {schedules.next_run(site):%Y-%m-%d %H:%M %Z}.")
     else:
         messages.success(request, "Saved." + (" The schedule is paused." if site.paused and site.cadence else ""))
     return redirect(site)
@@ -131,7 +139,7 @@ def site_resume(request, site):
     site.resume()
     schedules.sync(site)
     if site.is_scheduled:
-        messages.success(request, f"Schedule resumed: next run {site.next_run_after():%Y-%m-%d %H:%M %Z}.")
+        messages.success(request, f"Schedule resumed: next run {schedules.next_run(site):%Y-%m-%d %H:%M %Z}.")
     return redirect(site)
 
 

@@ -11,7 +11,11 @@ answer all come back as a ``WebhookResult`` with ``ok=False`` and a short detail
   operation, which a server dripping bytes never trips.
 * Redirects are not followed (a 3xx is a failure): following one would be a
   second, unchecked request the site owner did not configure.
-* At most ``MAX_RESPONSE_BYTES`` of the answer are read, only for the detail.
+* A 2xx answer's body is not read; of any other, at most ``MAX_RESPONSE_BYTES``
+  are read, only for the detail.
+* ``retry`` is set only when the alert was surely not taken: no connection was
+  made, or the answer was 429, 502, 503 or 504. A timeout is not retried: the
+  endpoint may have acted on the request, and an alert must not arrive twice.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from .net import AddressGuard, GuardedBackend
 from .request_url import basic_auth, parse_url, strip
 
 MAX_RESPONSE_BYTES = 4096
+# Answers that say "not now" about a request not acted on.
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
 USER_AGENT = "SitewardBot/0.1 (+self-hosted site audit; webhook)"
 _MAX_DETAIL = 300
 
@@ -41,6 +47,7 @@ class WebhookResult:
     ok: bool
     status: int | None
     detail: str
+    retry: bool = False
 
 
 def post_json(
@@ -121,7 +128,8 @@ async def _post(
     except httpcore.TimeoutException:
         return WebhookResult(False, None, f"No answer within {timeout:g} s")
     except httpcore.ConnectError as exc:
-        return WebhookResult(False, None, _short(f"Could not connect: {str(exc) or 'connection refused'}"))
+        return WebhookResult(False, None, _short(f"Could not connect: {str(exc) or 'connection refused'}"),
+                             retry=True)
     except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol) as exc:
         return WebhookResult(False, None, _short(f"{type(exc).__name__}: {exc}"))
     except ssl.SSLError as exc:
@@ -130,7 +138,11 @@ async def _post(
 
 async def _exchange(pool: httpcore.AsyncConnectionPool, request: httpcore.Request) -> WebhookResult:
     response = await pool.handle_async_request(request)
+    status = response.status
     try:
+        if 200 <= status < 300:
+            # Delivered: its body says nothing we keep, and one that stalls must not turn this into a failure.
+            return WebhookResult(True, status, f"HTTP {status}")
         answer = bytearray()
         async for chunk in response.aiter_stream():
             answer += chunk
@@ -138,14 +150,12 @@ async def _exchange(pool: httpcore.AsyncConnectionPool, request: httpcore.Reques
                 break  # the rest is not needed; closing drops the connection
     finally:
         await response.aclose()
-    status = response.status
-    if 200 <= status < 300:
-        return WebhookResult(True, status, f"HTTP {status}")
     text = bytes(answer[:MAX_RESPONSE_BYTES]).decode("utf-8", "replace").strip()
     if 300 <= status < 400:
         location = _header(response, b"location")
         text = f"redirect to {location} not followed" if location else "redirect not followed"
-    return WebhookResult(False, status, _short(f"HTTP {status}" + (f": {text}" if text else "")))
+    return WebhookResult(False, status, _short(f"HTTP {status}" + (f": {text}" if text else "")),
+                         retry=status in RETRY_STATUSES)
 
 
 def _header(response: httpcore.Response, name: bytes) -> str:
