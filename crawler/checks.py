@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .catalogue import CATALOGUE, finding
-from .directives import canonical_from_link_header, robots_directives
+from .directives import canonical_from_link_header, header_robots_directives
 from .html_rules import Resolver, resolve_url
 from .types import FetchError, FetchResult, Finding, PageFacts, Severity
 from .urls import InvalidURL, normalize
@@ -115,7 +115,7 @@ def _is_https(result: FetchResult) -> bool:
 
 
 def _header_directives(result: FetchResult) -> frozenset[str]:
-    return robots_directives(result.headers.get("x-robots-tag"))
+    return header_robots_directives(result.headers.get("x-robots-tag"))
 
 
 def _blocks(directives: frozenset[str], directive: str) -> bool:
@@ -496,6 +496,13 @@ def large_html(result, facts, ctx):
         yield finding(
             "large_html", f"HTML is {size / 1e6:.1f} MB; keep pages under {limit / 1e6:.1f} MB"
         )
+
+
+def large_unread_html(result: FetchResult, ctx: PageContext) -> Finding:
+    """large_html for a 2xx HTML page cut at a read cap (crawler.page), whose size is past what was read."""
+    limit = ctx.settings.large_html_bytes
+    return finding("large_html", f"HTML is too large to read ({result.error_detail}); "
+                                 f"keep pages under {limit / 1e6:.1f} MB")
 
 
 @page_check

@@ -22,8 +22,8 @@ def robots_directives(value: str | None) -> frozenset[str]:
     """Directives from an ``X-Robots-Tag`` value (or a meta robots content).
 
     ``googlebot: noindex, nofollow`` applies both directives to googlebot;
-    directives for other named agents are ignored. Several headers joined with
-    commas are read in order, each agent prefix holding until the next one.
+    directives for other named agents are ignored. Entries are read in order,
+    each agent prefix holding until the next one within this value.
     """
     if not value:
         return frozenset()
@@ -40,6 +40,23 @@ def robots_directives(value: str | None) -> frozenset[str]:
         if token and agent in _OUR_AGENTS:
             found.append(" ".join(token.split())[:DIRECTIVE_MAX])
     return frozenset(found[:MAX_DIRECTIVES])
+
+
+def header_robots_directives(value: str | None) -> frozenset[str]:
+    """Directives from a response's ``X-Robots-Tag`` headers, each header line its own list.
+
+    The fetch joins separate header lines with a newline, which no header value
+    holds, so an agent prefix ends with its line: ``otherbot: nofollow`` does not
+    claim a ``noindex`` sent in the next header.
+    """
+    if not value or "\n" not in value:
+        return robots_directives(value)
+    found: set[str] = set()
+    for line in value.split("\n"):
+        if len(found) >= MAX_DIRECTIVES:
+            break
+        found |= robots_directives(line)
+    return frozenset(found)
 
 
 _LINK_ENTRY = re.compile(r"<([^>]*)>((?:\s*;\s*[^;,<]*)*)")

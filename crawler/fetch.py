@@ -236,15 +236,12 @@ class Fetcher:
         return await self._guarded("GET", url, keep_body, max_bytes, headers)
 
     async def check(self, url: str) -> FetchResult:
-        """Check an external link: HEAD, then GET (body not read) when HEAD is refused."""
-        head = await self._guarded("HEAD", url, False, None)
+        """Check an external link: HEAD, then GET (body not read) when HEAD is refused; one budget for both."""
+        started = time.monotonic()
+        head = await self._guarded("HEAD", url, False, None, started=started)
         if head.status in (405, 501) or head.error is FetchError.PROTOCOL_ERROR:
-            get = await self._guarded("GET", url, False, None)
-            return replace(
-                get,
-                attempts=head.attempts + get.attempts,
-                elapsed=head.elapsed + get.elapsed,
-            )
+            get = await self._guarded("GET", url, False, None, started=started)
+            return replace(get, attempts=head.attempts + get.attempts)
         return head
 
     async def send(
@@ -269,8 +266,8 @@ class Fetcher:
         return self._finished(trail, response)
 
     async def _guarded(self, method: str, url: str, keep_body: bool | None, max_bytes: int | None,
-                       first_hop: list[tuple[bytes, bytes]] = ()) -> FetchResult:
-        trail = _Trail(url=url, method=method, started=time.monotonic())
+                       first_hop: list[tuple[bytes, bytes]] = (), started: float | None = None) -> FetchResult:
+        trail = _Trail(url=url, method=method, started=time.monotonic() if started is None else started)
         try:
             return await self._run(trail, keep_body, max_bytes, first_hop)
         except CrawlError as exc:
@@ -567,7 +564,9 @@ def _head(raw: httpcore.Response, url: str, ttfb: float) -> _Response:
         # h11 has checked that names are tokens (ASCII); httpcore keeps their case.
         key = name.decode("ascii").lower()
         text = header_text(value)
-        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        # Repeated headers join with commas, X-Robots-Tag lines with a newline, which no value holds:
+        # an agent prefix there applies within its own line (directives.header_robots_directives).
+        headers[key] = (headers[key] + ("\n" if key == "x-robots-tag" else ", ") + text) if key in headers else text
         if key == "set-cookie":  # joined with commas it cannot be read back (Expires has one)
             cookies.append(text)
     content_type, charset = parse_content_type(headers.get("content-type", ""))

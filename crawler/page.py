@@ -15,17 +15,20 @@ from functools import lru_cache
 from itertools import chain
 from typing import TYPE_CHECKING
 
-from crawler.checks import PageContext, run_page_checks
+from crawler.checks import PageContext, large_unread_html, run_page_checks
 from crawler.css import CSS_TYPE, MAX_CSS_LINKS, css_links, decode_css
 from crawler.parse import parse_html
 from crawler.revalidate import Validators, unchanged
-from crawler.types import FetchResult, Finding, Link, PageFacts
+from crawler.types import FetchError, FetchResult, Finding, Link, PageFacts
 from crawler.urls import InvalidURL, normalize
 
 if TYPE_CHECKING:
     from crawler.fetch import Fetcher
 
 logger = logging.getLogger(__name__)
+
+# A body cut at one of the fetch's read caps; the fetch keeps no prefix of a page's.
+CUT_AT_CAP = frozenset({FetchError.BODY_TOO_LARGE, FetchError.DECOMPRESSION_LIMIT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +135,13 @@ def build_outcome(
     result: FetchResult, url: str, depth: int, ctx: PageContext, *, source: str = "link"
 ) -> PageOutcome:
     """The outcome of an already fetched URL: parse (HTML bodies only), checks, links."""
+    if result.error in CUT_AT_CAP and result.is_html and 200 <= (result.status or 0) < 300:
+        # The page answered and is too large to read: not a failure, so no link to it
+        # reads as broken. Its 2xx is stored without an error, as large_html.
+        result = replace(result, error=None)
+        findings, failed = guarded_checks(run_page_checks, result, None, ctx)
+        too_large = large_unread_html(result, ctx)
+        return PageOutcome(url, depth, result, None, (*findings, too_large), (), 0, failed, source)
     facts: PageFacts | None = None
     problem = ""
     if result.ok and result.is_html and result.body is not None:

@@ -96,7 +96,8 @@ class FetchResult:
     redirects: tuple[Hop, ...] = ()
     content_type: str = ""  # mime type only, lower-cased, e.g. "text/html"
     charset: str | None = None  # from the Content-Type header, if any
-    headers: Mapping[str, str] = field(default_factory=dict)  # lower-cased names
+    # Lower-cased names; a repeated header's values joined with ", ", X-Robots-Tag's with "\n".
+    headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes | None = None
     size: int = 0  # bytes received on the wire (before decompression)
     ttfb: float = 0.0  # seconds until response headers of the final hop

@@ -6,7 +6,7 @@ import json
 
 from django.utils import timezone
 
-from crawler.directives import canonical_from_link_header, robots_directives
+from crawler.directives import canonical_from_link_header, header_robots_directives
 from crawler.page import PageOutcome
 from crawler.revalidate import body_hash
 from crawler.types import PageFacts
@@ -43,12 +43,20 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
     robots: set[str] = set()
     canonical = title = description = content_hash = ""
     h1 = words = 0
+    # An HTML page left unparsed (too large to read) is judged by its headers alone, not taken for noindex.
+    judged = facts is not None or (kind == "page" and result.is_html and result.error is None)
+    if judged:
+        robots = set(header_robots_directives(result.headers.get("x-robots-tag")))
     if facts is not None:
-        robots = set(facts.robots) | set(robots_directives(result.headers.get("x-robots-tag")))
-        raw = [c.url for c in facts.canonicals] or list(canonical_from_link_header(result.headers.get("link")))
+        robots |= facts.robots
+        tags = [c.url for c in facts.canonicals]
+        raw = tags or list(canonical_from_link_header(result.headers.get("link")))
         if raw:
+            # As the page checks resolve it: a tag against the document's base URL (<base href>),
+            # the Link header against the page's own.
+            base = (facts.base_url if tags else "") or result.final_url or outcome.url
             try:
-                canonical = normalize(raw[0], base=result.final_url or outcome.url)
+                canonical = normalize(raw[0], base=base)
             except InvalidURL:
                 canonical = ""
         title = facts.title or ""
@@ -62,7 +70,7 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
         clean(result.content_type, 100), min(result.size, 2**31 - 1), int(result.ttfb * 1000),
         int(result.elapsed * 1000), clean(title, 1000), clean(description, 2000), clean(canonical, 8000),
         url_hash(canonical) if canonical else "", min(h1, 32767), words, clean(",".join(sorted(robots)), 200),
-        facts is not None and result.status == 200 and not robots & {"noindex", "none"},
+        judged and result.status == 200 and not robots & {"noindex", "none"},
         content_hash, carried.outlinks if carried else len(outcome.outlinks), result.error.value if result.error else "",
         clean(result.error_detail, 500), db_datetime(timezone.now()),
         clean(result.headers.get("etag"), 200), clean(result.headers.get("last-modified"), 100),
