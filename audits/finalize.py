@@ -379,7 +379,7 @@ def _reached_by_redirect(audit_id: int) -> set[str]:
 
 
 def sitemap_problems(audit_id: int) -> Iterator[Issue]:
-    """Orphans (in the sitemap, never linked) and sitemap URLs that fail, redirect or are not indexable.
+    """Orphans (in the sitemap, never linked) and sitemap URLs that fail, redirect, are not indexable or robots-blocked.
 
     A sitemap page that a linked URL redirects to is reached by links, so it is no orphan.
     """
@@ -408,6 +408,16 @@ def sitemap_problems(audit_id: int) -> Iterator[Issue]:
             problem = "is canonicalised to another URL"
         if problem:
             yield issue_for(audit_id, page_id, url, finding("sitemap_bad_url", f"Sitemap lists this URL, which {problem}"))
+    # Listed URLs robots.txt refuses were never fetched, so have no page row: the frontier keeps them (start).
+    blocked = """
+        SELECT url, linked FROM audits_frontierurl WHERE audit_id = %s AND in_sitemap AND skip_reason = %s
+    """
+    for url, linked in _rows(blocked, [audit_id, FetchError.BLOCKED_BY_ROBOTS.value]):
+        if not linked:
+            yield issue_for(audit_id, None, url, finding(
+                "orphan_page", "Listed in the sitemap but no crawled page links to it"))
+        yield issue_for(audit_id, None, url, finding(
+            "sitemap_bad_url", "Sitemap lists this URL, which is blocked by robots.txt"))
 
 
 # The pages a search engine would index as themselves: a redirect's row carries

@@ -1,4 +1,4 @@
-"""Which link targets of a sub-batch the crawl should fetch, and adding them to the frontier.
+"""Which link and canonical targets of a sub-batch the crawl should fetch, and adding them to the frontier.
 
 The frontier table is the deduplication set: a target already in it is not
 queued again, except that a sitemap-only page reached by a link now gets its
@@ -18,7 +18,14 @@ from django.db.models import Count, Min
 from crawler.catalogue import finding
 from crawler.page import PAGE_TAGS, RESOURCE_TAGS, PageOutcome
 from crawler.types import FetchError
-from crawler.urls import template_has_room, template_key, trap_reason, url_hash
+from crawler.urls import (
+    InvalidURL,
+    normalize,
+    template_has_room,
+    template_key,
+    trap_reason,
+    url_hash,
+)
 
 from ..issue_rows import insert_issues, issue_for
 from ..models import Audit, FrontierURL, Page
@@ -36,6 +43,7 @@ class Candidate(NamedTuple):
     depth: int
     found_on: str
     kind: str
+    linked: bool = True  # False for a canonical target: a page names it, no link does
 
 
 def template_digest(url: str) -> str:
@@ -43,69 +51,89 @@ def template_digest(url: str) -> str:
     return hashlib.blake2b(template_key(url).encode(), digest_size=16).hexdigest()
 
 
-def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], crawlable) -> int:
+def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], crawlable,
+          canonicals: dict[str, tuple[str, str]] | None = None) -> int:
     """Queue the sub-batch's link targets the frontier has not seen; the number of new pages.
 
     Only links on internal pages are followed, forms never. Most links point at
     URLs the frontier has already (navigation, footers), so targets are looked
     up first and only the rest meet the scope, depth, pattern (``crawlable``)
-    and robots.txt rules.
+    and robots.txt rules. ``canonicals``: each stored page's canonical (URL,
+    hash) by page URL; a target no link names is queued as a sitemap URL is.
     """
-    offers = _offers(audit, setup, outcomes)
-    known = known_targets(audit.pk, list(offers))
+    offers, named = _offers(audit, setup, outcomes, canonicals or {})
+    known = known_targets(audit.pk, [*offers, *named])
     _shorten(audit, {h: c.depth for h, c in offers.items() if h in known and known[h].linked
                      and c.depth < known[h].depth})
     # Linked already, or present and not a page (a resource, a checked external
     # link): nothing to do. A present, unlinked page is a sitemap-only one.
     offers = {h: c for h, c in offers.items()
               if h not in known or (not known[h].linked and c.kind == Page.Kind.PAGE)}
+    # Canonical targets are judged only if fetched (finalize.bad_canonicals), so one the frontier
+    # lacks waits unlinked at max_depth like a sitemap URL: a page of the budget, its links not followed.
+    offers.update((h, c) for h, c in named.items() if h not in known)
     candidates: dict[str, Candidate] = {}
-    blocked: dict[str, tuple[str, str]] = {}
+    blocked: dict[str, Candidate] = {}
+    deep: dict[str, Candidate] = {}
     robots = setup.robots if audit.respect_robots else None
     for digest, c in offers.items():
         allowed = robots is None or robots.allowed(c.url, setup.user_agent)
         if c.kind == Page.Kind.PAGE:
-            if not crawlable(c.url) or c.depth > audit.max_depth:
+            if not crawlable(c.url):
+                continue
+            if c.depth > audit.max_depth:
+                if digest in known:
+                    deep[digest] = c  # a sitemap-only page: the link still counts (_linked_sources)
                 continue
             if not allowed:
-                blocked[digest] = (c.url, c.found_on)
-                continue
+                blocked[digest] = c
+                if digest not in known:
+                    continue
+                # A sitemap URL robots.txt refuses (start): marked linked below, never fetched.
         elif c.kind == Page.Kind.RESOURCE and (not allowed or setup.is_logout(c.url)):
             continue  # a logout URL ends the session even as an <img> or <iframe>
         candidates[digest] = c
-    # A sitemap-only URL reached by a link now gets its click depth.
+    candidates.update(_linked_sources(audit.pk, deep))
+    # A sitemap-only URL reached by a link now gets its click depth, replacing
+    # its seeded one on a page already crawled, even past max_depth.
     relink = [h for h in candidates if h in known]
     for depth in {candidates[h].depth for h in relink}:
         hashes = [h for h in relink if candidates[h].depth == depth]
         FrontierURL.objects.filter(audit=audit, url_hash__in=hashes).update(linked=True, depth=depth)
-        Page.objects.filter(audit=audit, url_hash__in=hashes, depth__gt=depth).update(depth=depth)
+        Page.objects.filter(audit=audit, url_hash__in=hashes).update(depth=depth)
     rows = list(_within_trap_budget(audit, [(h, c) for h, c in candidates.items() if h not in known]))
-    skipped = [(h, url, found_on) for h, (url, found_on) in blocked.items() if h not in known]
     rows += [
-        _frontier_row(audit.pk, h, url, Page.Kind.PAGE, 0, found_on, "", linked=True,
+        _frontier_row(audit.pk, h, c.url, Page.Kind.PAGE, 0, c.found_on, "", linked=c.linked,
                       state=FrontierURL.State.DONE, skip_reason=FetchError.BLOCKED_BY_ROBOTS.value)
-        for h, url, found_on in skipped
+        for h, c in blocked.items() if h not in known
     ]
     insert_rows(FrontierURL, FRONTIER_COLUMNS, rows)
+    # A refused canonical target is no link: bad_canonicals reports it from its row.
     insert_issues(
-        issue_for(audit.pk, None, url, finding("blocked_by_robots", f"Disallowed by robots.txt; linked from {found_on}"))
-        for _, url, found_on in skipped
+        issue_for(audit.pk, None, c.url, finding("blocked_by_robots", f"Disallowed by robots.txt; linked from {c.found_on}"))
+        for c in blocked.values() if c.linked
     )
     return sum(1 for row in rows if row[3] == Page.Kind.PAGE and not row[11])
 
 
-def _offers(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome]) -> dict[str, Candidate]:
-    """Every distinct link target of the sub-batch's internal pages the crawl might fetch, first offer first."""
+def _offers(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome],
+            canonicals: dict[str, tuple[str, str]]) -> tuple[dict[str, Candidate], dict[str, Candidate]]:
+    """Every distinct link target of the sub-batch's internal pages the crawl might fetch, first offer first;
+    and the internal canonical targets (other than the page itself) no link names."""
     origin = setup.scope.origin if setup.scope else None
     if origin is None:
-        return {}
+        return {}, {}
     # Outlinks are normalised absolute URLs, so a link is internal when it
     # starts with the origin and its path's slash.
     inside = f"{origin}/"
     offers: dict[str, Candidate] = {}
+    named: dict[str, Candidate] = {}
     for o in outcomes:
         if o.facts is None or not (o.result.final_url or o.url).startswith(inside):
             continue
+        canonical = canonicals.get(o.url)
+        if canonical and _names_another(o, canonical[0], inside):
+            named.setdefault(canonical[1], Candidate(canonical[0], audit.max_depth, o.url, Page.Kind.PAGE, False))
         for link in o.outlinks:
             url, tag = link.url, link.tag
             internal = url.startswith(inside)
@@ -118,7 +146,35 @@ def _offers(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome]) ->
             else:
                 continue  # forms, and external links when they are not checked
             offers.setdefault(url_hash(url), Candidate(url, o.depth + 1, o.url, kind))
-    return offers
+    return offers, {h: c for h, c in named.items() if h not in offers}
+
+
+def _names_another(o: PageOutcome, canonical: str, inside: str) -> bool:
+    """Whether a page's canonical is another internal URL than the page, or than where its redirects land.
+
+    A redirect's row stands for the page it lands on, which is not queued under its own URL for that.
+    """
+    if canonical == o.url or not canonical.startswith(inside):
+        return False
+    if not o.result.redirects or not o.result.final_url:
+        return True
+    try:
+        return canonical != normalize(o.result.final_url)
+    except InvalidURL:
+        return True
+
+
+def _linked_sources(audit_id: int, deep: dict[str, Candidate]) -> dict[str, Candidate]:
+    """The past-depth links to sitemap-only pages whose source a link reached: those mark the target linked.
+
+    A sitemap-only source sits at its seeded max_depth, not a click depth, so a
+    page only it links to is no more reached by links than it is (as in
+    ``depths``). One lookup of the sources, only when such links came.
+    """
+    if not deep:
+        return {}
+    sources = known_targets(audit_id, list({url_hash(c.found_on) for c in deep.values()}))
+    return {h: c for h, c in deep.items() if (s := sources.get(url_hash(c.found_on))) is not None and s.linked}
 
 
 class Known(NamedTuple):
@@ -194,7 +250,7 @@ def _within_trap_budget(audit: Audit, fresh: list[tuple[str, Candidate]]) -> Ite
                 continue
             stats[key] = [seen + 1, min(shallowest, c.depth)]
         yield _frontier_row(audit.pk, digest, c.url, c.kind, c.depth, c.found_on, key,
-                            linked=c.kind == Page.Kind.PAGE)
+                            linked=c.linked and c.kind == Page.Kind.PAGE)
 
 
 def _in_batches(query, keys: list[str]) -> Iterator[tuple]:

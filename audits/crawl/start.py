@@ -100,6 +100,11 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
             if not scope.contains(url) or trap_reason(url):
                 continue
             if audit.respect_robots and not robots.allowed(url, setup.user_agent):
+                # Never fetched, but kept with its reason, as admission keeps a link's
+                # refused target, so finalize reports the listing (sitemap_bad_url).
+                seeds.append(FrontierURL(audit=audit, url=url, url_hash=url_hash(url), depth=audit.max_depth,
+                                         in_sitemap=True, state=FrontierURL.State.DONE,
+                                         skip_reason=FetchError.BLOCKED_BY_ROBOTS.value))
                 continue
             # Sitemap-only URLs queue behind everything reached by links (depth =
             # max_depth); a link that reaches one later gives it its click depth.

@@ -33,6 +33,8 @@ EDGE_COLUMNS = ["audit_id", "source_hash", "source_url", "target_hash", "target_
 TOP_UP_URLS_PER_PAGE = 4
 # A page depth cap no page meets: a top-up of checks only.
 NO_PAGES = -1
+# Where a page row holds its canonical: admission checks the target the row names, resolved once (rows).
+CANONICAL, CANONICAL_HASH = PAGE_COLUMNS.index("canonical"), PAGE_COLUMNS.index("canonical_hash")
 
 
 class LeaseLost(Exception):
@@ -228,9 +230,9 @@ class ChunkWriter:
             carried: dict[str, reuse.Carried] = {}
             if self.source is not None:
                 outcomes, carried = reuse.revive(self.audit.pk, self.source, outcomes, self.setup)
-            pages = self._write_pages(outcomes, carried)
+            pages, canonicals = self._write_pages(outcomes, carried)
             issues = self._write_issues(outcomes, pages, carried)
-            discovered = self._write_links(outcomes, carried)
+            discovered = self._write_links(outcomes, carried, canonicals)
             hashes = list(pages)
             ids = [self.ids[digest] for digest in hashes if digest in self.ids]
             done = FrontierURL.objects.held_by(self.lease)
@@ -282,8 +284,10 @@ class ChunkWriter:
             kept.append(o)
         return kept
 
-    def _write_pages(self, outcomes: list[PageOutcome], carried: dict[str, reuse.Carried]) -> dict[str, tuple[int, str]]:
-        """Store the sub-batch's page rows; their (id, kind) by URL hash."""
+    def _write_pages(self, outcomes: list[PageOutcome], carried: dict[str, reuse.Carried],
+                     ) -> tuple[dict[str, tuple[int, str]], dict[str, tuple[str, str]]]:
+        """Store the sub-batch's page rows; their (id, kind) by URL hash, and the pages' stored canonical
+        (URL, hash) by page URL, for admission to check the target the row names."""
         hashes = [url_hash(o.url) for o in outcomes]
         kinds = self.kinds
         if not all(digest in kinds for digest in hashes):
@@ -296,7 +300,10 @@ class ChunkWriter:
         insert_rows(Page, PAGE_COLUMNS, rows,
                     conflict=["audit_id", "url_hash"], update=PAGE_UPDATE_FIELDS)
         ids = Page.objects.filter(audit=self.audit, url_hash__in=hashes).values_list("url_hash", "id")
-        return {digest: (pk, kinds[digest]) for digest, pk in ids}
+        canonicals = {o.url: (row[CANONICAL], row[CANONICAL_HASH])
+                      for o, digest, row in zip(outcomes, hashes, rows, strict=True)
+                      if row[CANONICAL] and kinds[digest] == Page.Kind.PAGE}
+        return {digest: (pk, kinds[digest]) for digest, pk in ids}, canonicals
 
     def _write_issues(self, outcomes: list[PageOutcome], pages: dict[str, tuple[int, str]],
                       carried: dict[str, reuse.Carried]) -> list[Issue]:
@@ -308,7 +315,8 @@ class ChunkWriter:
         insert_issues(issues)
         return issues
 
-    def _write_links(self, outcomes: list[PageOutcome], carried: dict[str, reuse.Carried]) -> int:
+    def _write_links(self, outcomes: list[PageOutcome], carried: dict[str, reuse.Carried],
+                     canonicals: dict[str, tuple[str, str]]) -> int:
         """Link edges for every outlink; new frontier rows for what the crawl should fetch.
 
         A reused page's edges are copied from its source audit in the database
@@ -338,7 +346,7 @@ class ChunkWriter:
             # URLs in different orders would deadlock, and the depths they
             # lower must not cross.
             lock_running(self.audit)
-        return admission.admit(self.audit, self.setup, outcomes, self._crawlable)
+        return admission.admit(self.audit, self.setup, outcomes, self._crawlable, canonicals)
 
     def _crawlable(self, url: str) -> bool:
         """Include/exclude patterns, searched against the (already normalised) URL."""

@@ -117,11 +117,11 @@ def test_cancel_mid_chunk_stops_within_a_batch_and_resume_finishes_the_crawl(
     cancelled = []
     write_links = ChunkWriter._write_links
 
-    def cancel_during_first_batch(self, outcomes, carried):
+    def cancel_during_first_batch(self, outcomes, *args):
         # The dashboard's cancel lands while the chunk's first sub-batch is being written.
         if not cancelled:
             cancelled.append(cancel_audit(Audit.objects.get(pk=audit.pk)))
-        return write_links(self, outcomes, carried)
+        return write_links(self, outcomes, *args)
 
     monkeypatch.setattr(ChunkWriter, "_write_links", cancel_during_first_batch)
     assert run_chunk(audit.pk, 2, dispatcher) == "stopped"
