@@ -208,10 +208,10 @@ class SiteAdmin(admin.ModelAdmin):
 
 @admin.register(Notification)
 class NotificationAdmin(admin.ModelAdmin):
-    list_display = ["audit", "channel", "state", "reason", "detail", "created_at"]
-    list_filter = ["channel", "state"]
+    list_display = ["audit", "event", "channel", "state", "reason", "detail", "created_at"]
+    list_filter = ["event", "channel", "state"]
     raw_id_fields = ["audit"]
-    readonly_fields = ["audit", "channel", "state", "reason", "detail", "created_at"]
+    readonly_fields = ["audit", "event", "channel", "state", "reason", "detail", "created_at"]
 
 
 # --- django-q2's admin, for superusers only ---------------------------------------

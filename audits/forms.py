@@ -23,7 +23,7 @@ from crawler.urls import InvalidURL, compile_patterns, normalize
 
 from .models import IgnoreRule, IssueCode, Site
 from .models.audit import RENDER_CHOICES
-from .models.site import time_zone_choices
+from .models.site import WebhookURLValidator, time_zone_choices
 from .schedules import scheduled_sites_left as schedules_left
 
 # Bounds on what one audit may ask for. They keep a typo (max pages 10000000)
@@ -211,14 +211,20 @@ class AuditForm(CrawlSettingsForm):
         }
 
 
+class WebhookURLField(forms.URLField):
+    """A URL field whose host may be a single label (a service name such as ``alertmanager``)."""
+
+    default_validators = [WebhookURLValidator()]
+
+
 class SiteScheduleForm(forms.ModelForm):
     """A site's schedule and alerts, in the owner's time zone."""
 
     time_zone = forms.ChoiceField(label="Time zone", choices=time_zone_choices)
     scheduled_mode = forms.ChoiceField(label="Each run", required=False, choices=Site._meta.get_field(
         "scheduled_mode").choices, help_text=Site._meta.get_field("scheduled_mode").help_text)
-    webhook_url = forms.URLField(label="Webhook URL", required=False, max_length=2048, assume_scheme="https",
-                                 help_text="Optional: a JSON summary is POSTed here with each alert.")
+    webhook_url = WebhookURLField(label="Webhook URL", required=False, max_length=2048, assume_scheme="https",
+                                  help_text="Optional: a JSON summary is POSTed here with each alert.")
 
     class Meta:
         model = Site
@@ -259,8 +265,16 @@ class SiteScheduleForm(forms.ModelForm):
             port = 0
         if port == 0:
             raise forms.ValidationError("The port must be a number from 1 to 65535.", code="port")
+        host = urlsplit(url).hostname or ""
+        allow_private = settings.SITEWARD["ALLOW_PRIVATE_TARGETS"]
+        # A name without a dot (a Docker or Kubernetes service) only an internal resolver answers, through
+        # this server's search domains: it is a private target, refused unasked where those are refused.
+        if not allow_private and host != "localhost" and "." not in host and ":" not in host:
+            raise forms.ValidationError(
+                f"{host} is a host name without a domain, which only a private network resolves. "
+                f"{_WEBHOOK_REFUSAL}", code="single_label")
         # The same early check as a start URL: a webhook is a request this server makes.
-        _check_address(url, allow_private=settings.SITEWARD["ALLOW_PRIVATE_TARGETS"], refusal=_WEBHOOK_REFUSAL)
+        _check_address(url, allow_private=allow_private, refusal=_WEBHOOK_REFUSAL)
         return url
 
     def clean(self):

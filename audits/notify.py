@@ -2,14 +2,17 @@
 
 A scheduled audit that completed with new issues at or above its site's
 ``notify_severity``, or failed while its site has ``notify_on_failure``, is
-"due". ``notify`` sends each channel at most once: the Notification row (unique
-per audit and channel) is the claim, inserted in state SENDING before anything
-is sent; only the call that inserted it sends, then records SENT, FAILED or
-SKIPPED. A call that dies between the claim and the record leaves SENDING: the
-alert may be lost, never sent twice.
+"due". ``notify`` sends each channel at most once per event (failed, completed):
+the Notification row (unique per audit, event and channel) is the claim, inserted
+in state SENDING before anything is sent; only the call that inserted it sends,
+then records SENT, FAILED or SKIPPED. A resumed audit that failed and then
+completed is therefore told twice, once for each. A call that dies between the
+claim and the record leaves SENDING: the alert may be lost, never sent twice, and
+``fail_stuck`` records it FAILED once no task can still be sending it.
 
 ``due_audits`` is what the watchdog sweeps: due audits of the last day with no
-Notification row yet (a lost enqueue, a failure no task handler saw).
+Notification row for their present status yet (a lost enqueue, a failure no task
+handler saw).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ SWEEP_WINDOW = timedelta(hours=24)
 # was surely not taken (no connection, 429, 502-504): a blip loses no alert, and
 # a send costs at most three timeouts and these few seconds.
 WEBHOOK_RETRY_DELAYS: tuple[float, ...] = (0.5, 2.0)
+# What an alert whose sending task died says on the site page.
+STUCK_DETAIL = "Its sending task stopped before it finished (a worker died); it may not have been delivered"
 
 
 def at_or_above(threshold: str) -> tuple[str, ...]:
@@ -71,14 +76,26 @@ def _due() -> Q:
 
 
 def due_audits():
-    """Scheduled audits that ended in the last 24 h, have an alert due, and no Notification row yet."""
+    """Scheduled audits that ended in the last 24 h, have an alert due, and no Notification row for this end yet."""
     return (
         Audit.objects.filter(status__in=[Audit.Status.COMPLETED, Audit.Status.FAILED],
                              trigger=Audit.Trigger.SCHEDULE,
                              finished_at__gte=timezone.now() - SWEEP_WINDOW)
         .filter(_due())
-        .exclude(Exists(Notification.objects.filter(audit=OuterRef("pk"))))
+        .exclude(Exists(Notification.objects.filter(audit=OuterRef("pk"), event=OuterRef("status"))))
     )
+
+
+def fail_stuck() -> list[str]:
+    """Record FAILED the alerts left SENDING longer than a task may run: their task was killed mid-send.
+
+    Not sent again: the task may have sent it before it died, and an alert goes at
+    most once. django-q2 kills a task at its timeout, so an older claim has no sender left.
+    """
+    bound = timezone.now() - timedelta(seconds=settings.Q_CLUSTER["timeout"])
+    stuck = Notification.objects.filter(state=Notification.State.SENDING, created_at__lt=bound)
+    count = stuck.update(state=Notification.State.FAILED, detail=STUCK_DETAIL)
+    return [f"recorded {count} alert(s) stuck sending as failed"] if count else []
 
 
 def changes_url(audit: Audit) -> str:
@@ -104,7 +121,7 @@ def notify(audit_id: int) -> str:
     # Every channel is claimed before any is sent, so a sweep that finds rows
     # finds all of them; a crash mid-send loses an alert but never repeats one.
     claimed = [(row, send) for channel, send in channels
-               if (row := _claim(audit, channel, alert.reason)) is not None]
+               if (row := _claim(audit, audit.status, channel, alert.reason)) is not None]
     outcomes = []
     for row, send in claimed:
         state, detail = send(alert)
@@ -115,12 +132,12 @@ def notify(audit_id: int) -> str:
     return f"audit {audit_id}: " + ", ".join(outcomes)
 
 
-def _claim(audit: Audit, channel: str, reason: str) -> Notification | None:
-    """The channel's row if this call inserted it, else None (another call owns the send)."""
+def _claim(audit: Audit, event: str, channel: str, reason: str) -> Notification | None:
+    """The row for this event and channel if this call inserted it, else None (another call owns the send)."""
     # get_or_create inserts inside a savepoint and reads the winner's row on an
     # IntegrityError, so of two racing calls exactly one sees created=True.
     row, created = Notification.objects.get_or_create(
-        audit=audit, channel=channel,
+        audit=audit, event=event, channel=channel,
         defaults={"state": Notification.State.SENDING, "reason": reason[:200]},
     )
     return row if created else None

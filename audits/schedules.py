@@ -18,7 +18,13 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from .models import Audit, Site, SkippedRun
-from .services import QuotaExceeded, create_audit, follow_up_fields, private_targets_allowed
+from .services import (
+    QuotaExceeded,
+    create_audit,
+    follow_up_fields,
+    lock_site,
+    private_targets_allowed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +103,9 @@ def run_due(site_id: int, due: str | None = None) -> str:
 
     Never piles audits up: while the site's previous audit is queued or running
     the run is skipped (and recorded). The site's row lock (PostgreSQL; SQLite
-    serialises writers anyway) makes two fires at once start one audit.
+    serialises writers anyway) makes two fires at once start one audit, and
+    ``Site.last_due_at`` makes a fire delivered twice (django-q2 delivers at least
+    once), even after its audit ended, start or skip once.
     """
     site = Site.objects.select_related("owner").filter(pk=site_id).first()
     if site is None:
@@ -114,7 +122,12 @@ def run_due(site_id: int, due: str | None = None) -> str:
         # A deactivated account is how an operator stops a person: their schedules stop with it.
         return f"site {site_id}: its owner's account is deactivated"
     with transaction.atomic():
-        Site.objects.select_for_update().filter(pk=site.pk).first()
+        locked = lock_site(site)
+        if locked is None:
+            return f"site {site_id} is gone"
+        if locked.last_due_at is not None and due_at <= locked.last_due_at:
+            return f"the run of site {site_id} at {due_at.isoformat()} was already handled"
+        Site.objects.filter(pk=site.pk).update(last_due_at=due_at)
         if site.audits.filter(status__in=Audit.ACTIVE).exists():
             return _skip(site, due_at, SkippedRun.Reason.STILL_RUNNING)
         if not private_targets_allowed(site):

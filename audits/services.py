@@ -205,13 +205,34 @@ def follow_up(source: Audit, mode: str) -> Audit:
                         **{**source.settings_copy(), **follow_up_fields(source, mode)})
 
 
+def lock_site(site: Site) -> Site | None:
+    """Lock the owner's row, then the site's (None if it is gone), for the rest of the transaction.
+
+    In that order because ``admit`` and a new audit's site update take them so: one
+    order everywhere, so a press, a fire and the form never deadlock on PostgreSQL.
+    """
+    get_user_model().objects.select_for_update().filter(pk=site.owner_id).first()
+    return Site.objects.select_for_update().filter(pk=site.pk).first()
+
+
+class SiteBusy(Exception):
+    """The site already has an audit queued or running: a second would double the load on it."""
+
+
 def run_site_now(site: Site) -> Audit:
     """An audit of ``site`` with its saved settings, started by a person (``admit`` applies).
 
-    Raises PrivateTargetsRefused or QuotaExceeded, before anything is written.
+    Raises PrivateTargetsRefused, SiteBusy or QuotaExceeded, before anything is written.
+    The site's row lock, as a scheduled run takes it, makes two presses (or a press
+    and a fire) at once start one audit.
     """
     _refuse_private_targets(site)
-    return create_audit(site.owner, site=site, start_url=site.start_url, **site.crawl_settings())
+    with transaction.atomic():
+        lock_site(site)
+        if site.audits.filter(status__in=Audit.ACTIVE).exists():
+            raise SiteBusy("An audit of this site is already queued or running; wait for it to finish, "
+                           "or cancel it, before starting another.")
+        return create_audit(site.owner, site=site, start_url=site.start_url, **site.crawl_settings())
 
 
 def running_count(owner) -> int:

@@ -19,7 +19,7 @@ from .charts import Line, line_chart
 from .diff import totals
 from .forms import IgnoreRuleForm, SiteScheduleForm
 from .models import Audit, IgnoreRule, Notification, Site
-from .services import PrivateTargetsRefused, QuotaExceeded, run_site_now
+from .services import PrivateTargetsRefused, QuotaExceeded, SiteBusy, run_site_now
 from .tables import owned_view, window
 
 # Audits drawn in a site's trend chart, newest last.
@@ -147,7 +147,7 @@ def site_resume(request, site):
 def site_run(request, site):
     try:
         audit = run_site_now(site)
-    except (PrivateTargetsRefused, QuotaExceeded) as exc:
+    except (PrivateTargetsRefused, SiteBusy, QuotaExceeded) as exc:
         messages.error(request, str(exc))
         return redirect(site)
     messages.success(request, "Audit queued; it starts as soon as a worker is free.")

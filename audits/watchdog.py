@@ -86,9 +86,11 @@ def run_watchdog(now=None) -> str:
     # line, or an enqueue lost). A task, not here: a big audit's build takes seconds.
     actions.extend(_enqueue_each(inlinks.ended_unindexed(), INDEX_PER_TICK, "index_links", "index-links",
                                  "the link index", names))
-    # Sites whose Schedule row vanished get it back; scheduled audits that
-    # ended without their alerts (a failure anywhere, a lost enqueue) get them.
+    # Sites whose Schedule row vanished get it back; alerts whose task died mid-send
+    # are recorded failed; scheduled audits that ended without their alerts (a
+    # failure anywhere, a lost enqueue) get them.
     actions.extend(schedules.heal())
+    actions.extend(notify.fail_stuck())
     actions.extend(_enqueue_each(notify.due_audits(), NOTIFY_PER_TICK, "send_notifications", "notify",
                                  "the notifications", names))
     if actions:

@@ -1,4 +1,4 @@
-"""A notification about an audit, one row per audit and channel: the record that it was sent once."""
+"""A notification about an audit, one row per audit, event and channel: the record that it was sent once."""
 
 from __future__ import annotations
 
@@ -8,11 +8,18 @@ from .audit import Audit
 
 
 class Notification(models.Model):
-    """Claimed by inserting the row (unique per audit and channel), then sent and its outcome noted.
+    """Claimed by inserting the row (unique per audit, event and channel), then sent and its outcome noted.
 
     A second finalize, a second watchdog or a redelivered task finds the row and
-    sends nothing; a send that fails is recorded here, never raised.
+    sends nothing; a send that fails is recorded here, never raised. The event is
+    part of the claim because a failed audit can be resumed: its completion is news
+    to the person its failure was sent to.
     """
+
+    class Event(models.TextChoices):
+        # The audit statuses an alert is about, spelled as they are, so a query can match the two.
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
 
     class Channel(models.TextChoices):
         EMAIL = "email", "E-mail"
@@ -25,6 +32,7 @@ class Notification(models.Model):
         SKIPPED = "skipped", "Not sent"
 
     audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="notifications")
+    event = models.CharField(max_length=10, choices=Event.choices, help_text="What the alert told of")
     channel = models.CharField(max_length=8, choices=Channel.choices)
     state = models.CharField(max_length=8, choices=State.choices, default=State.SENDING)
     reason = models.CharField(max_length=200, blank=True, help_text="Why it was sent: new issues, or a failure")
@@ -34,8 +42,8 @@ class Notification(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [
-            models.UniqueConstraint(fields=["audit", "channel"], name="notification_once_per_channel"),
+            models.UniqueConstraint(fields=["audit", "event", "channel"], name="notification_once_per_event"),
         ]
 
     def __str__(self):
-        return f"{self.channel} for audit {self.audit_id}: {self.state}"
+        return f"{self.channel} for audit {self.audit_id} {self.event}: {self.state}"

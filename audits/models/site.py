@@ -8,11 +8,13 @@ a person chose.
 
 from __future__ import annotations
 
+import re
 import zoneinfo
 from datetime import datetime
 
 from croniter import croniter
 from django.conf import settings
+from django.core.validators import URLValidator
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
@@ -25,6 +27,18 @@ CRAWL_SETTINGS = (
     "max_pages", "max_depth", "concurrency", "rate", "include_patterns", "exclude_patterns",
     "user_agent", "respect_robots", "check_external", "allow_private", "render",
 )
+
+
+class WebhookURLValidator(URLValidator):
+    """Django's URL check, admitting a single-label host too: a service name such as ``alertmanager``.
+
+    Whether such a host may be posted to is the deployment's choice (the form and
+    the webhook's address guard); the stored URL only has to be well formed.
+    """
+
+    host_re = "(" + URLValidator.hostname_re + URLValidator.domain_re + URLValidator.tld_re \
+        + "|" + URLValidator.hostname_re + ")"
+    regex = re.compile(URLValidator.regex.pattern.replace(URLValidator.host_re, host_re), re.IGNORECASE)
 
 
 def time_zone_choices() -> list[tuple[str, str]]:
@@ -108,7 +122,12 @@ class Site(models.Model):
                                        help_text="Alert on new issues at or above this; empty for none")
     notify_on_failure = models.BooleanField(default=True)
     notify_email = models.BooleanField(default=True, help_text="E-mail the owner")
-    webhook_url = models.URLField(max_length=2048, blank=True, help_text="POST a JSON summary here")
+    webhook_url = models.CharField(max_length=2048, blank=True, validators=[WebhookURLValidator()],
+                                   help_text="POST a JSON summary here")
+    # django-q2 may deliver a fire twice: a fire at or before this run time is one
+    # already handled (started or skipped) and starts nothing (audits.schedules.run_due).
+    last_due_at = models.DateTimeField(null=True, blank=True, editable=False,
+                                       help_text="The run time of the latest fire of the schedule handled")
 
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -24,9 +24,9 @@ def scheduled_site(owner, **fields) -> Site:
     return site
 
 
-def due_now(site: Site) -> str:
-    """A run time of the site's schedule that has just passed, as django-q2 would pass it."""
-    return site.next_run_after(timezone.now() - timedelta(days=8)).isoformat()
+def due_now(site: Site, days: int = 8) -> str:
+    """A run time of the site's schedule in the last ``days`` days, as django-q2 would pass it."""
+    return site.next_run_after(timezone.now() - timedelta(days=days)).isoformat()
 
 
 def test_a_fire_starts_an_audit_with_the_sites_settings_and_moves_the_next_run(owner, settings):
@@ -123,8 +123,10 @@ def test_a_schedule_fires_on_a_real_cluster_survives_its_restart_and_never_overl
                                    max_pages=150, check_external=False, cadence=Site.Cadence.CRON,
                                    cron="* * * * *")
         schedules.sync(site)
-        this_minute = timezone.now().replace(second=0, microsecond=0)
-        Schedule.objects.filter(name=site.schedule_name).update(next_run=this_minute)
+        # A minute back, so the second fire below (this minute or later) is for another run time:
+        # a fire for the same run time again is a redelivery, which starts and skips nothing.
+        last_minute = timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=1)
+        Schedule.objects.filter(name=site.schedule_name).update(next_run=last_minute)
         first = cluster_factory(Q_SCHEDULER=1).start()
         audit = wait_for(lambda: Audit.objects.filter(site=site).first(), 75,
                          message=lambda: f"the schedule to fire; log:\n{first.log()}")
@@ -154,6 +156,7 @@ def test_a_delta_site_runs_a_delta_crawl_of_its_last_full_or_delta_audit(owner, 
     # A later validation is a few URLs, not something a whole crawl can reuse.
     make_audit(owner, site=site, start_url=site.start_url, mode=Audit.Mode.VALIDATE, source=first,
                status=Audit.Status.COMPLETED)
-    schedules.run_due(site.pk, due_now(site))
+    # The next run time: the first fire's own time again would be a redelivery, which starts nothing.
+    schedules.run_due(site.pk, due_now(site, days=7))
     second = Audit.objects.filter(site=site).latest("pk")
     assert (second.mode, second.source_id, second.trigger) == (Audit.Mode.DELTA, first.pk, Audit.Trigger.SCHEDULE)
