@@ -16,6 +16,8 @@ from functools import lru_cache
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import CharField, F, OuterRef, Subquery, Value
+from django.db.models.functions import Cast, Concat
 
 from crawler.catalogue import UNVERIFIED_STATUSES, finding
 from crawler.types import FetchError
@@ -23,7 +25,7 @@ from crawler.urls import InvalidURL, normalize, url_hash
 
 from . import depths, diff, notices
 from .issue_rows import insert_issues, issue_for, issue_key
-from .models import Audit, FrontierURL, Issue
+from .models import Audit, FrontierURL, Issue, Page, Severity
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +135,8 @@ def run_finalize(audit_id: int) -> bool:
     with transaction.atomic():
         _update_page_columns(audit)
         depths.settle(audit)
+        if audit.mode != Audit.Mode.VALIDATE:  # a validation crawls too little to count a page's inlinks
+            escalate_linked_noindex(audit)
     for check in VALIDATION_CHECKS if audit.mode == Audit.Mode.VALIDATE else CHECKS:
         if not Audit.objects.filter(pk=audit.pk).exists():
             return False  # deleted meanwhile
@@ -180,6 +184,25 @@ def _update_page_columns(audit: Audit) -> None:
             _count_inlinks_here(cursor, audit.pk)
         else:
             cursor.execute(INLINKS_SQL, [audit.pk, audit.pk])
+
+
+# CHECKS.md: a noindex page is escalated when linked from many pages. Ten
+# internal links to it (inlinks counts links) mean navigation or a hub, not a stray link to a draft.
+NOINDEX_MANY_INLINKS = 10
+
+
+def escalate_linked_noindex(audit: Audit) -> int:
+    """Make critical the noindex warnings of pages with at least NOINDEX_MANY_INLINKS internal links to them; how many.
+
+    After the inlink counts: the page checks ran before anything was known of
+    the page's inlinks. Only warnings change, so running finalize again changes nothing.
+    """
+    inlinks = Page.objects.filter(pk=OuterRef("page_id")).values("inlinks")
+    return Issue.objects.filter(
+        audit=audit, code="noindex", severity=Severity.WARNING, page__inlinks__gte=NOINDEX_MANY_INLINKS,
+    ).update(severity=Severity.CRITICAL, message=Concat(
+        F("message"), Value(" but "), Cast(Subquery(inlinks), CharField()), Value(" internal links point to it"),
+        output_field=CharField()))
 
 
 def _has_update_from() -> bool:

@@ -1,0 +1,33 @@
+"""CHECKS.md #17: a noindex page many internal links point to is escalated to critical; a stray one is not."""
+
+import pytest
+
+from audits.finalize import NOINDEX_MANY_INLINKS
+from audits.inline import run_audit_inline
+from tests.factories import make_audit
+
+pytestmark = pytest.mark.django_db
+
+NOINDEX = "<html><head><meta name='robots' content='noindex'><title>{0}</title></head><body>{0}</body></html>"
+
+
+def test_a_noindex_page_the_navigation_links_is_critical_and_a_stray_noindex_page_stays_a_warning(
+        owner, fast_settings, httpserver):
+    pages = [f"/p{i}" for i in range(NOINDEX_MANY_INLINKS + 2)]
+    nav = "".join(f"<a href='{p}'>{p}</a>" for p in pages) + "<a href='/members'>Members</a>"
+    httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
+    httpserver.expect_request("/").respond_with_data(f"<html><body>{nav}<a href='/draft'>d</a></body></html>",
+                                                     content_type="text/html")
+    for p in pages:
+        httpserver.expect_request(p).respond_with_data(f"<html><body>{nav}</body></html>", content_type="text/html")
+    httpserver.expect_request("/members").respond_with_data(NOINDEX.format("Members"), content_type="text/html")
+    httpserver.expect_request("/draft").respond_with_data(NOINDEX.format("Draft"), content_type="text/html")
+    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, max_pages=50)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert audit.status == "completed", audit.error_detail
+    by_path = {i.url.rsplit("/", 1)[1]: i for i in audit.issues.filter(code="noindex")}
+    assert by_path["members"].severity == "critical"
+    assert f"but {len(pages) + 1} internal links point to it" in by_path["members"].message
+    assert by_path["draft"].severity == "warning"
+    assert audit.issues_critical == audit.issues.filter(severity="critical").count()  # the counts follow
