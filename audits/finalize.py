@@ -189,6 +189,8 @@ def _update_page_columns(audit: Audit) -> None:
 # CHECKS.md: a noindex page is escalated when linked from many pages. Ten
 # internal links to it (inlinks counts links) mean navigation or a hub, not a stray link to a draft.
 NOINDEX_MANY_INLINKS = 10
+# The one page check whose stored findings finalize may raise (the command's report writes them again).
+ESCALATED_CODE = "noindex"
 
 
 def escalate_linked_noindex(audit: Audit) -> int:
@@ -199,7 +201,7 @@ def escalate_linked_noindex(audit: Audit) -> int:
     """
     inlinks = Page.objects.filter(pk=OuterRef("page_id")).values("inlinks")
     return Issue.objects.filter(
-        audit=audit, code="noindex", severity=Severity.WARNING, page__inlinks__gte=NOINDEX_MANY_INLINKS,
+        audit=audit, code=ESCALATED_CODE, severity=Severity.WARNING, page__inlinks__gte=NOINDEX_MANY_INLINKS,
     ).update(severity=Severity.CRITICAL, message=Concat(
         F("message"), Value(" but "), Cast(Subquery(inlinks), CharField()), Value(" internal links point to it"),
         output_field=CharField()))

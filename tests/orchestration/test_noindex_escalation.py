@@ -1,6 +1,9 @@
 """CHECKS.md #17: a noindex page many internal links point to is escalated to critical; a stray one is not."""
 
+import json
+
 import pytest
+from django.core.management import call_command
 
 from audits.finalize import NOINDEX_MANY_INLINKS
 from audits.inline import run_audit_inline
@@ -31,3 +34,20 @@ def test_a_noindex_page_the_navigation_links_is_critical_and_a_stray_noindex_pag
     assert f"but {len(pages) + 1} internal links point to it" in by_path["members"].message
     assert by_path["draft"].severity == "warning"
     assert audit.issues_critical == audit.issues.filter(severity="critical").count()  # the counts follow
+
+
+def test_the_command_report_writes_an_escalated_issue_again_with_its_final_severity(
+        fast_settings, httpserver, tmp_path):
+    pages = [f"/p{i}" for i in range(NOINDEX_MANY_INLINKS)]
+    nav = "".join(f"<a href='{p}'>{p}</a>" for p in [*pages, "/members"])
+    httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
+    for p in ["/", *pages]:
+        httpserver.expect_request(p).respond_with_data(f"<html><body>{nav}</body></html>", content_type="text/html")
+    httpserver.expect_request("/members").respond_with_data(NOINDEX.format("Members"), content_type="text/html")
+    out = tmp_path / "report.jsonl"
+    with pytest.raises(SystemExit):
+        call_command("audit", httpserver.url_for("/"), "--allow-private", "--out", str(out), "--fail-on", "critical")
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    noindex = [r for r in records if r["type"] == "issue" and r["code"] == "noindex"]
+    assert [(r["severity"], r.get("escalated", False)) for r in noindex] == [("warning", False), ("critical", True)]
+    assert records[-1]["type"] == "summary"

@@ -36,10 +36,10 @@ from crawler.render_rules import DIFFERENCE_CODES
 
 from ... import diff, validation
 from ...crawl.rows import raw_facts
-from ...finalize import run_finalize
+from ...finalize import ESCALATED_CODE, run_finalize
 from ...forms import AuditForm
 from ...inline import run_audit_inline
-from ...models import Audit, GoneIssue, Issue, Page
+from ...models import Audit, GoneIssue, Issue, Page, Severity
 from ...services import create_audit, new_audit
 from ...summary import severity_counts
 from ...system_checks import CLUSTER_CHECKS
@@ -235,9 +235,14 @@ class Command(BaseCommand):
         def finalize_and_report(audit_id: int) -> None:
             # Cross-page issues are found at the end; stream the ones finalize added.
             before = Issue.objects.filter(audit_id=audit_id).aggregate(n=Max("id"))["n"] or 0
+            warned = Issue.objects.filter(audit_id=audit_id, code=ESCALATED_CODE, severity=Severity.WARNING)
+            warned = list(warned.values_list("id", flat=True))
             run_finalize(audit_id)
             report.issue_values(Issue.objects.filter(audit_id=audit_id, id__gt=before).order_by("id")
                                 .values_list(*Report.ISSUE_FIELDS).iterator(2000))
+            # Written again with the severity finalize raised them to: the last record of an issue holds.
+            report.issue_values(Issue.objects.filter(id__in=warned).exclude(severity=Severity.WARNING)
+                                .order_by("id").values_list(*Report.ISSUE_FIELDS), escalated=True)
 
         def waiting(seconds: float) -> None:
             # Otherwise a run that waits out a Retry-After looks hung.
@@ -433,13 +438,15 @@ class Report:
                 "differences": [{"code": f.code, "message": f.message} for f in outcome.findings
                                 if f.code in DIFFERENCE_CODES]}
 
-    def issue_values(self, rows) -> None:
-        """Issue records from (code, severity, url, target_url, message) tuples."""
+    def issue_values(self, rows, *, escalated: bool = False) -> None:
+        """Issue records from (code, severity, url, target_url, message) tuples; ``escalated``: records of
+        issues written before, whose severity finalize raised (they carry ``"escalated": true``)."""
         if self.out is None:
             return
+        extra = {"escalated": True} if escalated else {}
         self._stream(
             {"type": "issue", "code": code, "severity": severity, "url": url, "target": target or None,
-             "message": message}
+             "message": message, **extra}
             for code, severity, url, target, message in rows
         )
 
