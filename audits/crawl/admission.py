@@ -2,8 +2,9 @@
 
 The frontier table is the deduplication set: a target already in it is not
 queued again, except that a sitemap-only page reached by a link now gets its
-click depth. New pages pass the trap rules of ``crawler.urls``; the per-template
-budget is counted in the database, so every chunk in every process agrees.
+click depth, and a resource a link reaches becomes a page to crawl. New pages
+pass the trap rules of ``crawler.urls``; the per-template budget is counted in
+the database, so every chunk in every process agrees.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from django.db import connection
-from django.db.models import Count, Min
+from django.db.models import Case, Count, Min, Value, When
 
 from crawler.catalogue import finding
 from crawler.page import PAGE_TAGS, RESOURCE_TAGS, PageOutcome
@@ -65,17 +66,21 @@ def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], craw
     known = known_targets(audit.pk, [*offers, *named])
     _shorten(audit, {h: c.depth for h, c in offers.items() if h in known and known[h].linked
                      and c.depth < known[h].depth})
+    robots = setup.robots if audit.respect_robots else None
+    # A resource row a page links as a page is crawled as one (_upgrade), as a new page would be.
+    upgrades = [(h, c) for h, c in offers.items() if h in known and known[h].kind == Page.Kind.RESOURCE
+                and c.kind == Page.Kind.PAGE and c.depth <= audit.max_depth and crawlable(c.url)
+                and (robots is None or robots.allowed(c.url, setup.user_agent))]
     # Linked already, or present and not a page (a resource, a checked external
     # link): nothing to do. A present, unlinked page is a sitemap-only one.
-    offers = {h: c for h, c in offers.items()
-              if h not in known or (not known[h].linked and c.kind == Page.Kind.PAGE)}
+    offers = {h: c for h, c in offers.items() if h not in known
+              or (not known[h].linked and known[h].kind == Page.Kind.PAGE and c.kind == Page.Kind.PAGE)}
     # Canonical targets are judged only if fetched (finalize.bad_canonicals), so one the frontier
     # lacks waits unlinked at max_depth like a sitemap URL: a page of the budget, its links not followed.
     offers.update((h, c) for h, c in named.items() if h not in known)
     candidates: dict[str, Candidate] = {}
     blocked: dict[str, Candidate] = {}
     deep: dict[str, Candidate] = {}
-    robots = setup.robots if audit.respect_robots else None
     for digest, c in offers.items():
         allowed = robots is None or robots.allowed(c.url, setup.user_agent)
         if c.kind == Page.Kind.PAGE:
@@ -101,7 +106,9 @@ def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], craw
         hashes = [h for h in relink if candidates[h].depth == depth]
         FrontierURL.objects.filter(audit=audit, url_hash__in=hashes).update(linked=True, depth=depth)
         Page.objects.filter(audit=audit, url_hash__in=hashes).update(depth=depth)
-    rows = list(_within_trap_budget(audit, [(h, c) for h, c in candidates.items() if h not in known]))
+    rows = list(_within_trap_budget(audit, [(h, c) for h, c in candidates.items() if h not in known] + upgrades))
+    upgraded = _upgrade(audit, [row for row in rows if row[1] in known])
+    rows = [row for row in rows if row[1] not in known]
     rows += [
         _frontier_row(audit.pk, h, c.url, Page.Kind.PAGE, 0, c.found_on, "", linked=c.linked,
                       state=FrontierURL.State.DONE, skip_reason=FetchError.BLOCKED_BY_ROBOTS.value)
@@ -113,7 +120,7 @@ def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], craw
         issue_for(audit.pk, None, c.url, finding("blocked_by_robots", f"Disallowed by robots.txt; linked from {c.found_on}"))
         for c in blocked.values() if c.linked
     )
-    return sum(1 for row in rows if row[3] == Page.Kind.PAGE and not row[11])
+    return upgraded + sum(1 for row in rows if row[3] == Page.Kind.PAGE and not row[11])
 
 
 def _offers(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome],
@@ -145,7 +152,9 @@ def _offers(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome],
                 kind = Page.Kind.EXTERNAL
             else:
                 continue  # forms, and external links when they are not checked
-            offers.setdefault(url_hash(url), Candidate(url, o.depth + 1, o.url, kind))
+            digest, offer = url_hash(url), Candidate(url, o.depth + 1, o.url, kind)
+            if offers.setdefault(digest, offer).kind != kind and kind == Page.Kind.PAGE:
+                offers[digest] = offer  # a link as a page outranks an earlier one as a resource
     return offers, {h: c for h, c in named.items() if h not in offers}
 
 
@@ -178,10 +187,11 @@ def _linked_sources(audit_id: int, deep: dict[str, Candidate]) -> dict[str, Cand
 
 
 class Known(NamedTuple):
-    """A target the frontier holds: whether a link reached it, and at what depth."""
+    """A target the frontier holds: whether a link reached it, at what depth, and as what kind."""
 
     linked: bool
     depth: int
+    kind: str
 
 
 def _shorten(audit: Audit, depths: dict[str, int]) -> None:
@@ -208,9 +218,9 @@ def known_targets(audit_id: int, hashes: list[str]) -> dict[str, Known]:
     with connection.cursor() as cursor:
         for start in range(0, len(hashes), LOOKUP_BATCH):
             part = hashes[start:start + LOOKUP_BATCH]
-            cursor.execute(f"SELECT url_hash, linked, depth FROM {table} WHERE audit_id = %s AND url_hash IN "
+            cursor.execute(f"SELECT url_hash, linked, depth, kind FROM {table} WHERE audit_id = %s AND url_hash IN "
                            f"({placeholders(len(part))})", [audit_id, *part])
-            found.update((digest, Known(bool(linked), depth)) for digest, linked, depth in cursor.fetchall())
+            found.update((digest, Known(bool(linked), depth, kind)) for digest, linked, depth, kind in cursor.fetchall())
     return found
 
 
@@ -222,6 +232,29 @@ def _frontier_row(audit_id: int, digest: str, url: str, kind: str, depth: int, f
                   linked: bool, state: str = FrontierURL.State.PENDING, skip_reason: str = "") -> tuple:
     """A new frontier row in FRONTIER_COLUMNS order."""
     return (audit_id, digest, url, kind, depth, found_on, key, False, linked, state, None, skip_reason, 0, None, 0)
+
+
+def _upgrade(audit: Audit, rows: list[tuple]) -> int:
+    """Resource rows a link reached, made pages at its depth (``rows``: their new frontier rows); how many.
+
+    A checked one goes back to pending, its Page row kept until the page's fetch
+    overwrites it. One a chunk holds keeps its lease: the writer hands it back
+    rather than marking it done. A URL recorded as lost (skip_reason) stays lost.
+    """
+    if not rows:
+        return 0
+    hashes = [row[1] for row in rows]
+    resources = FrontierURL.objects.filter(audit=audit, url_hash__in=hashes, kind=Page.Kind.RESOURCE, skip_reason="")
+    resources.filter(state=FrontierURL.State.DONE).update(state=FrontierURL.State.PENDING, chunk=None, tries=0)
+    upgraded = 0
+    for depth in {row[4] for row in rows}:
+        group = [row for row in rows if row[4] == depth]
+        digests = [row[1] for row in group]
+        upgraded += resources.filter(url_hash__in=digests).update(
+            kind=Page.Kind.PAGE, linked=True, depth=depth, reschedules=0,
+            template_key=Case(*(When(url_hash=row[1], then=Value(row[6])) for row in group)))
+        Page.objects.filter(audit=audit, url_hash__in=digests).update(depth=depth)
+    return upgraded
 
 
 def _within_trap_budget(audit: Audit, fresh: list[tuple[str, Candidate]]) -> Iterator[tuple]:

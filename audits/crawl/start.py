@@ -92,8 +92,10 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         audit.begin_crawl(outcome.origin)
         scope = Scope(outcome.origin, *crawl_patterns(audit, site_access(audit)))
         _write_site_issues(audit, outcome)
+        # Its row wins over the sitemap's below, so it carries the listing itself (sitemap_bad_url judges it).
+        listed = audit.mode != Audit.Mode.VALIDATE and outcome.start_url in outcome.sitemap_urls
         seeds = [FrontierURL(audit=audit, url=outcome.start_url, url_hash=url_hash(outcome.start_url),
-                             depth=0, linked=True, template_key=template_digest(outcome.start_url))]
+                             depth=0, linked=True, in_sitemap=listed, template_key=template_digest(outcome.start_url))]
         if audit.mode == Audit.Mode.VALIDATE:
             seeds += _validation_seeds(audit, robots, setup.user_agent)
         for url in outcome.sitemap_urls if audit.mode != Audit.Mode.VALIDATE else ():

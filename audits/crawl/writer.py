@@ -237,7 +237,12 @@ class ChunkWriter:
             ids = [self.ids[digest] for digest in hashes if digest in self.ids]
             done = FrontierURL.objects.held_by(self.lease)
             done = done.filter(id__in=ids) if len(ids) == len(hashes) else done.filter(url_hash__in=hashes)
-            done.update(state=FrontierURL.State.DONE)
+            resources = [digest for digest, (_, kind) in pages.items() if kind == Page.Kind.RESOURCE]
+            if resources:
+                # A link made it a page while we checked it (admission): it stays ours, to hand back.
+                done = done.exclude(kind=Page.Kind.PAGE, url_hash__in=resources)
+            if done.update(state=FrontierURL.State.DONE) < len(hashes) and resources:
+                self._hand_back_pages(resources)
             page_results = [o for o in outcomes if pages[url_hash(o.url)][1] == Page.Kind.PAGE]
             severities = [issue.severity for issue in issues]
             self.audit.beat(
@@ -250,6 +255,15 @@ class ChunkWriter:
             if discovered and self.dispatcher is not None:
                 fill_slots(self.audit, self.dispatcher)
         return outcomes, issues
+
+    def _hand_back_pages(self, resources: list[str]) -> None:
+        """Resources a link made pages while this chunk held them: back to the frontier, to be fetched as pages.
+
+        Their check is not kept, so the page's fetch writes a fresh row at its own depth.
+        """
+        held = FrontierURL.objects.held_by(self.lease).filter(url_hash__in=resources, kind=Page.Kind.PAGE)
+        Page.objects.filter(audit=self.audit, url_hash__in=held.values("url_hash")).delete()
+        held.update(state=FrontierURL.State.PENDING, chunk=None)
 
     def _reschedule_rate_limited(self, outcomes: list[PageOutcome]) -> list[PageOutcome]:
         """Put URLs the site asked us to come back to later back in the frontier; return the rest.
@@ -297,8 +311,9 @@ class ChunkWriter:
         # A retried chunk re-writes the rows of URLs an earlier try stored.
         rows = [page_values(self.audit.pk, o, kinds[digest], carried.get(digest))
                 for o, digest in zip(outcomes, hashes, strict=True)]
+        # kind too: a resource's row becomes a page's when a link made it one (admission).
         insert_rows(Page, PAGE_COLUMNS, rows,
-                    conflict=["audit_id", "url_hash"], update=PAGE_UPDATE_FIELDS)
+                    conflict=["audit_id", "url_hash"], update=[*PAGE_UPDATE_FIELDS, "kind"])
         ids = Page.objects.filter(audit=self.audit, url_hash__in=hashes).values_list("url_hash", "id")
         canonicals = {o.url: (row[CANONICAL], row[CANONICAL_HASH])
                       for o, digest, row in zip(outcomes, hashes, rows, strict=True)
