@@ -14,9 +14,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.db.models.functions import Now
-from django.utils import timezone
 from django_q.models import OrmQ
 
 from . import inlinks, notify, schedules
@@ -39,30 +38,44 @@ def queued_task_names() -> set[str]:
     return {row.name() for row in OrmQ.objects.all() if row.name()}
 
 
+def _unchanged(field: str, read) -> Q:
+    """``field`` still holds the time we read: no one stamped it since (stamps only move forward)."""
+    # "No newer than read", not "equal": SQLite keeps Now() as text to the millisecond
+    # ('...:20.000'), which the same instant sent back from Python ('...:20') does not equal.
+    if read is None:
+        return Q(**{f"{field}__isnull": True})
+    return Q(**{f"{field}__lt": read + timedelta(microseconds=1)})
+
+
 def _claim_audit(audit: Audit) -> bool:
-    """Bump the heartbeat only if nobody else did since we read it: one watchdog acts."""
-    return Audit.objects.filter(pk=audit.pk, heartbeat_at=audit.heartbeat_at, status=audit.status).update(
-        heartbeat_at=timezone.now()) == 1
+    """Bump the heartbeat (database clock) only if nobody else did since we read it: one watchdog acts."""
+    return Audit.objects.filter(_unchanged("heartbeat_at", audit.heartbeat_at), pk=audit.pk,
+                                status=audit.status).update(heartbeat_at=Now()) == 1
 
 
 def run_watchdog(now=None) -> str:
+    """One pass. ``now`` is a time on the database clock (tests simulate time with it); by default the database's.
+
+    Heartbeats and leases are stamped by the database clock, so this machine's
+    clock, which may be skewed or jump, decides nothing here.
+    """
     conf = settings.SITEWARD
-    now = now or timezone.now()
     stall = timedelta(seconds=conf["STALL_SECONDS"])
     grace = timedelta(seconds=conf["WATCHDOG_GRACE_SECONDS"])
     names = queued_task_names()
     dispatcher = Dispatcher()
     actions: list[str] = []
-    for audit in Audit.objects.filter(status__in=Audit.ACTIVE).order_by("id"):
+    for audit in Audit.objects.filter(status__in=Audit.ACTIVE).annotate(db_now=Now()).order_by("id"):
+        at = now or audit.db_now
         last = audit.heartbeat_at or audit.created_at
-        idle = now - last
+        idle = at - last
         if idle > stall and not _waiting_on_retry_after(audit) and not _waiting_for_worker(audit, names):
             if audit.fail(Audit.ErrorCode.STALLED,
                           f"No progress for {int(idle.total_seconds())} s (limit {conf['STALL_SECONDS']} s)."):
                 actions.append(f"failed {audit.pk}: stalled")
             continue
         if audit.status == Audit.Status.RUNNING and audit.phase == Audit.Phase.CRAWLING:
-            actions.extend(_reconcile_chunks(audit, names, now, grace, dispatcher))
+            actions.extend(_reconcile_chunks(audit, names, at, grace, dispatcher))
             continue
         if idle <= grace:
             continue
@@ -137,6 +150,7 @@ def _waiting_on_retry_after(audit: Audit) -> bool:
 
 
 def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dispatcher) -> list[str]:
+    """Lost, dead and finished chunks of a crawling audit; ``now`` is this pass's time on the database clock."""
     actions = []
     max_attempts = settings.SITEWARD["MAX_CHUNK_ATTEMPTS"]
     # 1. Expired leases: a worker died (or hung past its lease). Re-enqueue while
@@ -158,8 +172,8 @@ def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dis
         if f"audit-{audit.pk}-chunk-{lease.number}" in names:
             continue
         with transaction.atomic():
-            if ChunkLease.objects.filter(pk=lease.pk, state=ChunkLease.State.QUEUED,
-                                         created_at=lease.created_at).update(created_at=now):
+            if ChunkLease.objects.filter(_unchanged("created_at", lease.created_at), pk=lease.pk,
+                                         state=ChunkLease.State.QUEUED).update(created_at=now):
                 dispatcher.chunk(audit.pk, lease.number, crawl_queue(audit))
                 actions.append(f"re-enqueued lost chunk {lease.number} of {audit.pk}")
     # 3. Every chunk finished but nothing scheduled the next step: advance now.

@@ -75,7 +75,8 @@ def fill_slots(audit: Audit, dispatcher: Dispatcher) -> int:
 
 def schedule_chunk(audit: Audit, number: int, dispatcher: Dispatcher) -> None:
     """Create chunk ``number``'s lease row and schedule it, once (the row is the guard)."""
-    _, created = ChunkLease.objects.get_or_create(audit=audit, number=number)
+    # created_at on the database clock, as the watchdog reads it (several machines, several clocks).
+    _, created = ChunkLease.objects.get_or_create(audit=audit, number=number, defaults={"created_at": Now()})
     if created:
         dispatcher.chunk(audit.pk, number, crawl_queue(audit))
 

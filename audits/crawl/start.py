@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models.functions import Now
 
 from crawler import loop as crawl_loop
 from crawler.catalogue import finding
@@ -126,7 +127,7 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         ).update(depth=0, linked=True, state=FrontierURL.State.LEASED, chunk=0)
         discovered = FrontierURL.objects.filter(audit=audit, kind=Page.Kind.PAGE, skip_reason="").count()
         audit.beat(pages_discovered=discovered)
-        ChunkLease.objects.get_or_create(audit=audit, number=0)
+        ChunkLease.objects.get_or_create(audit=audit, number=0, defaults={"created_at": Now()})
         lease = claim(audit.pk, 0)
         audit.refresh_from_db()
         ChunkWriter(audit, lease, crawl_setup(audit), on_batch=on_batch).write(outcome.pages)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Count, F, Q
+from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
@@ -193,29 +194,30 @@ class Audit(models.Model):
         self.refresh_from_db()
         return updated == 1
 
+    # Heartbeats take the database clock (Now()), as leases do: a watchdog on another
+    # machine compares them with that clock. started_at and finished_at, which screens show, keep this machine's.
     def start(self) -> bool:
-        now = timezone.now()
         return self._transition(
             [self.Status.QUEUED], status=self.Status.RUNNING, phase=self.Phase.STARTING,
-            started_at=now, heartbeat_at=now,
+            started_at=timezone.now(), heartbeat_at=Now(),
         )
 
     def begin_crawl(self, origin: str) -> bool:
         return self._transition(
-            [self.Status.RUNNING], phase=self.Phase.CRAWLING, origin=origin, heartbeat_at=timezone.now()
+            [self.Status.RUNNING], phase=self.Phase.CRAWLING, origin=origin, heartbeat_at=Now()
         )
 
     def resume_crawl(self) -> bool:
         """Queued again after a failure or cancel: crawl on from the frontier."""
         return self._transition(
             [self.Status.QUEUED], status=self.Status.RUNNING, phase=self.Phase.CRAWLING,
-            heartbeat_at=timezone.now(),
+            heartbeat_at=Now(),
         )
 
     def begin_finalize(self) -> bool:
         return self._transition(
             [self.Status.RUNNING], status=self.Status.FINALIZING, phase=self.Phase.FINALIZING,
-            heartbeat_at=timezone.now(),
+            heartbeat_at=Now(),
         )
 
     def finish(self) -> bool:
@@ -253,7 +255,7 @@ class Audit(models.Model):
         reopened = self._transition(
             [self.Status.FAILED, self.Status.CANCELLED], status=self.Status.QUEUED,
             phase=self.Phase.QUEUED, error_code="", error_detail="", failed_phase="",
-            finished_at=None, heartbeat_at=timezone.now(), links_indexed=False, finalize_attempts=0,
+            finished_at=None, heartbeat_at=Now(), links_indexed=False, finalize_attempts=0,
         )
         if reopened:
             AuditSession.objects.filter(audit=self).update(logins=0, cookies="")
@@ -291,7 +293,7 @@ class Audit(models.Model):
         if unknown:
             raise ValueError(f"not a progress counter: {', '.join(sorted(unknown))}")
         changes = {name: F(name) + value for name, value in counters.items() if value}
-        Audit.objects.filter(pk=self.pk).update(heartbeat_at=timezone.now(), **changes)
+        Audit.objects.filter(pk=self.pk).update(heartbeat_at=Now(), **changes)
 
     def recount(self) -> None:
         """Set the counters exactly from the rows (a retried chunk's increments can double count)."""
