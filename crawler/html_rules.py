@@ -47,6 +47,10 @@ RESOURCE_ATTRS = {
     "object": "data",
     "form": "action",
 }
+# Where lazy-loading scripts keep an <img>'s URL until it scrolls into view. The
+# alt check reads them when src is missing, blank or a data: placeholder; nothing fetches them.
+LAZY_SRC_ATTRS = ("data-src", "data-lazy-src", "data-original")
+LAZY_SRCSET_ATTRS = ("srcset", "data-srcset")
 # Text inside these never counts as visible body text.
 HIDDEN_TEXT_TAGS = frozenset({"head", "script", "style", "noscript", "template", "title"})
 # <title> inside inline SVG or MathML is an accessible name, not the page title.
@@ -72,6 +76,31 @@ def sanitize(text: str) -> str:
 def clip(text: str, cap: int) -> str:
     """Whitespace-collapsed ``text`` cut to ``cap`` characters."""
     return " ".join(text.split())[:cap].rstrip()
+
+
+_SRCSET_FIRST_URL = re.compile(r"[ \t\n\r\x0c,]*([^ \t\n\r\x0c]*)")
+
+
+def image_url(src: str | None, attrib) -> str | None:
+    """The URL an ``<img>`` shows, as written: ``src``, or when that is missing,
+    blank or a ``data:`` placeholder, the first lazy-loading attribute's URL
+    (a srcset's first candidate), else ``src`` as it is."""
+    if src is not None:
+        value = src.strip(HTML_SPACE)
+        if value and value[:5].lower() != "data:":
+            return src
+    for name in LAZY_SRC_ATTRS:
+        value = attrib.get(name)
+        if value and value.strip(HTML_SPACE):
+            return value
+    for name in LAZY_SRCSET_ATTRS:
+        value = attrib.get(name)
+        if value:
+            # HTML's srcset parsing: a candidate's URL ends at whitespace, less trailing commas.
+            url = _SRCSET_FIRST_URL.match(value)[1].rstrip(",")
+            if url:
+                return url
+    return src
 
 
 _HAS_SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.\-]*:")

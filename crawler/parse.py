@@ -50,13 +50,15 @@ from .html_rules import (
     Resolver,
     TextBuffer,
     clip,
+    image_url,
     make_link,
     rel_tokens,
     resolve_url,
     settle_chunk,
 )
-from .tree_text import AnchorText, has_ancestor, joined_text, visible_words
+from .tree_text import AnchorText, has_ancestor, has_image_alt, joined_text, visible_text
 from .types import Canonical, Image, Link, PageFacts
+from .word_count import count_words
 
 # ---------------------------------------------------------------- the parser target
 
@@ -234,8 +236,13 @@ class _Collector:
                 for record in self.need_alt:
                     record[4] = alt[:ANCHOR_MAX].rstrip()
                 self.need_alt.clear()
+            if alt and self.h1_open:  # a logo heading's alt text is its text
+                for flag in self.h1_open:
+                    flag[0] = True
+        shown = image_url(src, attrib)
+        if shown is not None:
+            self.images.append((shown, alt))
         if src is not None:
-            self.images.append((src, alt))
             self._add_ref(src, "img")
 
     def _resource(self, tag, attrib) -> None:
@@ -400,7 +407,8 @@ class _Collector:
             if url is not None:
                 hreflang.append((clip(lang, LANG_MAX), url))
 
-        words = "".join(self.text).split() if tops is None else visible_words(tops)
+        text = "".join(self.text) if tops is None else visible_text(tops)
+        words = text.split()
         return PageFacts(
             title=self.title,
             title_count=self.title_count,
@@ -415,7 +423,7 @@ class _Collector:
             hreflang=tuple(hreflang),
             charset=charset,
             lang=self.lang,
-            word_count=len(words),
+            word_count=count_words(text, words),
             content_hash=content_hash(words),
             meta_refresh=self.meta_refresh,
             head_tags_in_body=self.head_tags_in_body,
@@ -494,7 +502,6 @@ def build_tree(source: str | bytes):
     return root
 
 
-
 def _tops(root) -> list:
     """The document's top-level elements: libxml2 reopens ``<html>`` for content
     after ``</html>``, which the tree keeps as further roots, in order."""
@@ -526,9 +533,11 @@ def _walk_top(c: _Collector, top) -> None:
                     c.refs_over += 1
         elif tag == "img":
             src = el.get("src")
-            if src is not None:
+            shown = image_url(src, el)
+            if shown is not None:
                 alt = el.get("alt")
-                c.images.append((src, None if alt is None else clip(alt, ALT_MAX)))
+                c.images.append((shown, None if alt is None else clip(alt, ALT_MAX)))
+            if src is not None:
                 c._add_ref(src, "img")
         elif tag in RESOURCE_ATTRS:
             c._add_ref(el.get(RESOURCE_ATTRS[tag]), tag)
@@ -539,7 +548,7 @@ def _walk_top(c: _Collector, top) -> None:
         elif tag in HEADING_LEVELS:
             if len(c.headings) < MAX_HEADINGS:
                 c.headings.append(HEADING_LEVELS[tag])
-            if tag == "h1" and ((el.text or "").strip() or _STRING(el).strip()):
+            if tag == "h1" and ((el.text or "").strip() or _STRING(el).strip() or has_image_alt(el)):
                 c.h1_count += 1
         elif tag == "title":
             if has_ancestor(el, *FOREIGN_TAGS):
@@ -555,8 +564,6 @@ def _walk_top(c: _Collector, top) -> None:
             c._base(tag, el.attrib)
         elif tag == "html":
             c._html(tag, el.attrib)
-
-
 
 
 def _parse_events(collector: _Collector, text: str) -> None:

@@ -37,11 +37,13 @@ from .html_rules import (
     URL_MAX,
     Resolver,
     clip,
+    image_url,
     joined_clip,
     rel_tokens,
     resolve_url,
 )
 from .types import Canonical, Image, Link, PageFacts
+from .word_count import count_words
 
 
 def _strings(tag: Tag) -> list[str]:
@@ -62,6 +64,11 @@ def _anchor_text(tag: Tag) -> str:
         if isinstance(node, NavigableString) and not isinstance(node, PreformattedString)
     )
     return joined_clip(strings, ANCHOR_MAX)
+
+
+def _image_alt(tag: Tag) -> bool:
+    """An image below ``tag`` has non-blank alt text: a logo heading's name."""
+    return any((img.get("alt") or "").strip() for img in tag.find_all("img"))
 
 
 def _rel(tag: Tag) -> tuple[str, ...]:
@@ -133,9 +140,10 @@ def parse_html_bs4(
 
     images: list[Image] = []
     for img in soup.find_all("img"):
-        if img.get("src") is None or len(images) >= MAX_IMAGES:
+        shown = image_url(img.get("src"), img)
+        if shown is None or len(images) >= MAX_IMAGES:
             continue
-        target = resolve(img["src"])
+        target = resolve(shown)
         alt = None if img.get("alt") is None else clip(img["alt"], ALT_MAX)
         if target is not None and Image(target, alt) not in images:
             images.append(Image(target, alt))
@@ -175,7 +183,8 @@ def parse_html_bs4(
         if not isinstance(s, PreformattedString)
         and not any(parent.name in HIDDEN_TEXT_TAGS for parent in s.parents)
     ]
-    words = " ".join(visible).split()
+    text = " ".join(visible)
+    words = text.split()
 
     return PageFacts(
         title=clip(_text(titles[0]), TITLE_MAX) if titles else None,
@@ -185,7 +194,7 @@ def parse_html_bs4(
         ],
         robots=frozenset(robots),
         canonicals=tuple(canonicals[:MAX_CANONICALS]),
-        h1_count=sum(1 for h in soup.find_all("h1") if _text(h).strip()),
+        h1_count=sum(1 for h in soup.find_all("h1") if _text(h).strip() or _image_alt(h)),
         headings=tuple(HEADING_LEVELS[h.name] for h in soup.find_all(list(HEADING_LEVELS)))[
             :MAX_HEADINGS
         ],
@@ -195,7 +204,7 @@ def parse_html_bs4(
         hreflang=tuple(hreflang),
         charset=charset,
         lang=lang or None,
-        word_count=len(words),
+        word_count=count_words(text, words),
         content_hash=content_hash(words),
         meta_refresh=clip(refreshes[0].get("content") or "", META_MAX) if refreshes else None,
         head_tags_in_body=any(not _in_head(t) for t in titles + descriptions + robots_metas),

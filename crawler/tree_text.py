@@ -22,6 +22,15 @@ def has_ancestor(element, *tags: str) -> bool:
     return False
 
 
+def has_image_alt(element) -> bool:
+    """An ``<img>`` below ``element`` has non-blank alt text: a logo heading's name."""
+    for img in element.iter("img"):
+        alt = img.get("alt")
+        if alt and not alt.isspace():
+            return True
+    return False
+
+
 def joined_text(element, cap: int) -> str:
     """All text under ``element`` (comments are not text), whitespace-collapsed
     and clipped to ``cap``; reading stops once the clipped text is settled."""
@@ -122,8 +131,8 @@ class AnchorText:
 
 
 
-def visible_words(tops: list) -> list[str]:
-    """Words of the text outside head, script, style, noscript, template and title.
+def visible_text(tops: list) -> str:
+    """The text outside head, script, style, noscript, template and title, its nodes joined by spaces.
 
     Destructive: the hidden elements are cut out of the tree (their tails, which
     are outside them, stay), so it runs after everything else has been read.
@@ -132,4 +141,4 @@ def visible_words(tops: list) -> list[str]:
     """
     for top in tops:
         etree.strip_elements(top, *HIDDEN, with_tail=False)
-    return " ".join(_ALL_TEXT(tops[0])).split()
+    return " ".join(_ALL_TEXT(tops[0]))

@@ -1,0 +1,65 @@
+"""An ``<h1>`` holding only a logo image names the page by the image's alt
+text, as search engines read it: ``h1_missing`` and ``h1_multiple`` count it."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawler.checks import CheckSettings, PageContext, run_page_checks
+from crawler.parse import build_tree, parse_html
+from crawler.parse_bs4 import parse_html_bs4
+from crawler.types import FetchResult
+
+URL = "https://example.com/guide"
+
+
+def deep(body: bytes) -> bytes:
+    """``body`` nested past libxml2's tree limit, so ``parse_html`` reads it as events."""
+    return b"<div>" * 300 + body
+
+
+READERS = {
+    "tree": lambda body: parse_html(body, URL),
+    "events": lambda body: parse_html(deep(body), URL),
+    "bs4": lambda body: parse_html_bs4(body, URL),
+}
+
+
+def page(body: str) -> bytes:
+    return f"<html><head><title>t</title></head><body>{body}<p>text</p></body></html>".encode()
+
+
+def test_the_event_path_is_what_deep_pages_take():
+    assert build_tree(deep(page("<h1>x</h1>"))) is None
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize(
+    ("h1", "count"),
+    [
+        ('<h1><img src="/logo.png" alt="Acme Corp"></h1>', 1),
+        ('<h1><a href="/"><img src="/logo.png" alt="Acme"></a></h1>', 1),
+        ('<h1> <span><img data-src="/logo.png" alt=" Acme "></span> </h1>', 1),
+        ('<h1><img src="/a.png" alt=""><img src="/b.png" alt="Acme"></h1>', 1),
+        ('<h1><img src="/logo.png" alt="Acme"></h1><h1>Guide</h1>', 2),  # h1_multiple sees both
+        ('<h1><img src="/logo.png" alt=""></h1>', 0),  # decorative: no name
+        ('<h1><img src="/logo.png" alt=" \n "></h1>', 0),
+        ('<h1><img src="/logo.png"></h1>', 0),
+        ('<h1><img src="/logo.png" title="Acme"></h1>', 0),
+    ],
+)
+def test_an_h1_with_only_an_image_counts_when_the_alt_text_is_not_blank(reader, h1, count):
+    assert READERS[reader](page(h1)).h1_count == count
+
+
+def test_a_logo_h1_is_not_reported_missing():
+    body = page('<h1><img src="/logo.png" alt="Acme Corp"></h1>')
+    result = FetchResult(url=URL, final_url=URL, status=200, content_type="text/html", body=body,
+                         size=len(body))
+    ctx = PageContext(CheckSettings(), is_internal=lambda url: url.startswith(URL), in_sitemap=False)
+    codes = [f.code for f in run_page_checks(result, parse_html(body, URL), ctx)]
+    assert "h1_missing" not in codes
+    empty = page('<h1><img src="/logo.png" alt=""></h1>')
+    result = FetchResult(url=URL, final_url=URL, status=200, content_type="text/html", body=empty,
+                         size=len(empty))
+    assert "h1_missing" in [f.code for f in run_page_checks(result, parse_html(empty, URL), ctx)]
