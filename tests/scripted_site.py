@@ -30,6 +30,13 @@ class Answer:
     honour: bool = True  # answers 304 to a matching validator
 
 
+def html_page(title: str, *links: str, head: str = "") -> Answer:
+    """A page titled ``title`` (its H1 too) linking ``links``; ``head`` goes into its <head>."""
+    anchors = "".join(f'<a href="{href}">{href}</a> ' for href in links)
+    return Answer(f"<!doctype html><html><head><title>{title}</title>{head}</head>"
+                  f"<body><h1>{title}</h1>{anchors}</body></html>")
+
+
 class ScriptedSite(Loopback):
     """``pages`` maps a path to its Answer; any other path is a 404. ``requests`` counts the paths asked for."""
 

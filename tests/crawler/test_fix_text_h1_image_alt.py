@@ -5,24 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from crawler.checks import CheckSettings, PageContext, run_page_checks
-from crawler.parse import build_tree, parse_html
-from crawler.parse_bs4 import parse_html_bs4
-from crawler.types import FetchResult
-
-URL = "https://example.com/guide"
-
-
-def deep(body: bytes) -> bytes:
-    """``body`` nested past libxml2's tree limit, so ``parse_html`` reads it as events."""
-    return b"<div>" * 300 + body
-
-
-READERS = {
-    "tree": lambda body: parse_html(body, URL),
-    "events": lambda body: parse_html(deep(body), URL),
-    "bs4": lambda body: parse_html_bs4(body, URL),
-}
+from crawler.parse import build_tree
+from tests.crawler.readers import READERS, deep, page_findings
 
 
 def page(body: str) -> bytes:
@@ -54,12 +38,7 @@ def test_an_h1_with_only_an_image_counts_when_the_alt_text_is_not_blank(reader, 
 
 def test_a_logo_h1_is_not_reported_missing():
     body = page('<h1><img src="/logo.png" alt="Acme Corp"></h1>')
-    result = FetchResult(url=URL, final_url=URL, status=200, content_type="text/html", body=body,
-                         size=len(body))
-    ctx = PageContext(CheckSettings(), is_internal=lambda url: url.startswith(URL), in_sitemap=False)
-    codes = [f.code for f in run_page_checks(result, parse_html(body, URL), ctx)]
+    codes = [f.code for f in page_findings(body)]
     assert "h1_missing" not in codes
     empty = page('<h1><img src="/logo.png" alt=""></h1>')
-    result = FetchResult(url=URL, final_url=URL, status=200, content_type="text/html", body=empty,
-                         size=len(empty))
-    assert "h1_missing" in [f.code for f in run_page_checks(result, parse_html(empty, URL), ctx)]
+    assert "h1_missing" in [f.code for f in page_findings(empty)]

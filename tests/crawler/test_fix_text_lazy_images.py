@@ -5,24 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from crawler.checks import CheckSettings, PageContext, run_page_checks
-from crawler.parse import build_tree, parse_html
-from crawler.parse_bs4 import parse_html_bs4
-from crawler.types import FetchResult, Image
+from crawler.parse import build_tree
+from crawler.types import Image
+from tests.crawler.readers import READERS, deep, page_findings
 
-URL = "https://example.com/guide"
-
-
-def deep(body: bytes) -> bytes:
-    """``body`` nested past libxml2's tree limit, so ``parse_html`` reads it as events."""
-    return b"<div>" * 300 + body
-
-
-READERS = {
-    "tree": lambda body: parse_html(body, URL),
-    "events": lambda body: parse_html(deep(body), URL),
-    "bs4": lambda body: parse_html_bs4(body, URL),
-}
 GIF = "data:image/gif;base64,R0lGODlhAQABAAAAACw="
 
 
@@ -75,9 +61,6 @@ def test_lazy_images_without_alt_are_reported_and_with_alt_are_not():
         '<img data-src="/a.jpg"><img loading="lazy" data-src="/b.jpg" alt="">'
         f'<img srcset="/c.jpg 1x"><img src="{GIF}" data-src="/d.jpg" alt="Dog">'
     )
-    result = FetchResult(url=URL, final_url=URL, status=200, content_type="text/html", body=body,
-                         size=len(body))
-    ctx = PageContext(CheckSettings(), is_internal=lambda url: url.startswith(URL), in_sitemap=False)
-    missing = [f.target_url for f in run_page_checks(result, parse_html(body, URL), ctx)
+    missing = [f.target_url for f in page_findings(body)
                if f.code == "img_alt_missing"]
     assert missing == ["https://example.com/a.jpg", "https://example.com/c.jpg"]

@@ -9,25 +9,9 @@ import time
 
 import pytest
 
-from crawler.checks import CheckSettings, PageContext, run_page_checks
 from crawler.parse import build_tree, parse_html
-from crawler.parse_bs4 import parse_html_bs4
-from crawler.types import FetchResult
 from crawler.word_count import count_words
-
-URL = "https://example.com/guide"
-
-
-def deep(body: bytes) -> bytes:
-    """``body`` nested past libxml2's tree limit, so ``parse_html`` reads it as events."""
-    return b"<div>" * 300 + body
-
-
-READERS = {
-    "tree": lambda body, charset=None: parse_html(body, URL, http_charset=charset),
-    "events": lambda body, charset=None: parse_html(deep(body), URL, http_charset=charset),
-    "bs4": lambda body, charset=None: parse_html_bs4(body, URL, http_charset=charset),
-}
+from tests.crawler.readers import READERS, URL, deep, page_findings
 
 CHINESE = "这是一篇关于网站审核的文章，内容丰富。"  # 17 ideographs, 2 punctuation marks
 JAPANESE = "これは検索エンジンの記事です。"  # 14 kana and kanji, 1 full stop
@@ -97,15 +81,10 @@ def test_the_content_hash_still_reads_whitespace_tokens():
 @pytest.mark.parametrize("text", [CHINESE * 15, JAPANESE * 15, "ภาษาไทยเป็นภาษาที่ไม่เว้นวรรคระหว่างคำ " * 30])
 def test_a_long_article_in_a_no_space_script_is_not_thin_content(text):
     body = page(text)
-    result = FetchResult(url=URL, final_url=URL, status=200, content_type="text/html", body=body,
-                         size=len(body))
-    ctx = PageContext(CheckSettings(), is_internal=lambda url: url.startswith(URL), in_sitemap=False)
-    codes = [f.code for f in run_page_checks(result, parse_html(body, URL), ctx)]
+    codes = [f.code for f in page_findings(body)]
     assert "thin_content" not in codes
     short = page(CHINESE * 5)
-    result = FetchResult(url=URL, final_url=URL, status=200, content_type="text/html", body=short,
-                         size=len(short))
-    assert "thin_content" in [f.code for f in run_page_checks(result, parse_html(short, URL), ctx)]
+    assert "thin_content" in [f.code for f in page_findings(short)]
 
 
 def test_a_text_counts_the_sum_of_its_tokens():

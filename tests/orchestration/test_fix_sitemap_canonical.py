@@ -10,17 +10,15 @@ import pytest
 from audits.inline import run_audit_inline
 from audits.models import Audit, Issue
 from tests.factories import make_audit
-from tests.scripted_site import Answer, ScriptedSite
+from tests.scripted_site import Answer, ScriptedSite, html_page
 
 pytestmark = pytest.mark.django_db
 
 
 def page(title: str, *links: str, canonical: str = "", noindex: bool = False) -> Answer:
-    anchors = "".join(f'<a href="{href}">{href}</a> ' for href in links)
     head = (f'<link rel="canonical" href="{canonical}">' if canonical else "") + (
         '<meta name="robots" content="noindex">' if noindex else "")
-    return Answer(f"<!doctype html><html><head><title>{title}</title>{head}</head>"
-                  f"<body><h1>{title}</h1>{anchors}</body></html>")
+    return html_page(title, *links, head=head)
 
 
 def test_canonical_targets_nothing_links_to_are_checked_and_bad_ones_reported(owner, fast_settings):

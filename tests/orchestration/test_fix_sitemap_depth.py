@@ -11,14 +11,11 @@ from audits.inline import run_audit_inline
 from audits.models import Audit, Issue
 from tests.factories import make_audit
 from tests.scripted_site import Answer, ScriptedSite
+from tests.scripted_site import html_page as page
 
 pytestmark = pytest.mark.django_db
 
 
-def page(title: str, *links: str) -> Answer:
-    anchors = "".join(f'<a href="{href}">{href}</a> ' for href in links)
-    return Answer(f"<!doctype html><html><head><title>{title}</title></head>"
-                  f"<body><h1>{title}</h1>{anchors}</body></html>")
 
 
 def test_a_sitemap_page_linked_from_a_page_at_max_depth_is_no_orphan(owner, fast_settings):
