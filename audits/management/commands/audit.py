@@ -266,8 +266,7 @@ class Command(BaseCommand):
     def _stopped(self, audit: Audit, exc: Exception) -> int:
         """Record an error no step handled as the audit's failure, with its traceback on stderr; exit code 2."""
         log.error("audit %s stopped", audit.pk, exc_info=exc)
-        _drop_interrupted_connection()
-        try:
+        try:  # the atomic blocks it left have rolled back: the connection is idle, or broken and fails here
             audit.fail(Audit.ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
         except DatabaseError:
             raise CommandError(f"Audit {audit.pk} stopped and could not be marked failed: "
