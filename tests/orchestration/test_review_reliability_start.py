@@ -32,6 +32,7 @@ def test_a_503_robots_txt_fails_the_audit_as_robots_unreachable_before_any_page_
 
 def test_a_robots_txt_that_hangs_fails_the_audit_at_the_fetch_deadline_before_any_page_is_requested(
         owner, fast_settings):
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "FETCH_DEADLINE": 1.5}  # the hang costs the suite this
     with HostileServer() as server:
         server.route("/robots.txt", hang)
         server.route("/", ok)
