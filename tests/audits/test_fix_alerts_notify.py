@@ -25,21 +25,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def alerts(settings):
-    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True, "WEBHOOK_TIMEOUT": 2.0,
-                         "BASE_URL": "https://siteward.test"}
-    return settings
-
-
-@pytest.fixture
 def owner(django_user_model):
     return django_user_model.objects.create_user("owner", email="owner@example.com", password="owner-pass-123")
-
-
-@pytest.fixture
-def hook(httpserver_ipv4):
-    httpserver_ipv4.expect_request("/hook", method="POST").respond_with_data("", status=204)
-    return httpserver_ipv4
 
 
 def complete_resumed(audit: Audit, new=CRITICAL_NEW) -> Audit:

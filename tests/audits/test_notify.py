@@ -27,23 +27,8 @@ SCHEDULE = Audit.Trigger.SCHEDULE
 
 
 @pytest.fixture
-def alerts(settings):
-    """Loopback webhooks allowed, a short webhook timeout, a known base URL."""
-    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True, "WEBHOOK_TIMEOUT": 2.0,
-                         "BASE_URL": BASE}
-    return settings
-
-
-@pytest.fixture
 def owner(django_user_model):
     return django_user_model.objects.create_user("owner", email="owner@example.com", password="owner-pass-123")
-
-
-@pytest.fixture
-def hook(httpserver_ipv4):
-    """pytest-httpserver bound to 127.0.0.1, answering POST /hook with 204."""
-    httpserver_ipv4.expect_request("/hook", method="POST").respond_with_data("", status=204)
-    return httpserver_ipv4
 
 
 def ended(owner, *, status=Audit.Status.COMPLETED, trigger=SCHEDULE, new=(), webhook="", finished_at=None,

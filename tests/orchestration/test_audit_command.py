@@ -129,8 +129,10 @@ def test_the_command_line_runs_the_system_checks_and_a_failed_one_exits_2(site):
     assert site.hits("/") == 0 and Audit.objects.count() == 0
 
 
+# SIGTERM is what a CI job's timeout or cancel and `docker stop` send: it must end the audit as Ctrl-C does.
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c", "sigterm"])
 @pytest.mark.django_db(transaction=True)
-def test_ctrl_c_exits_130_keeps_partial_results_and_cancels_the_audit(tmp_path):
+def test_ctrl_c_or_sigterm_exits_130_keeps_partial_results_and_cancels_the_audit(tmp_path, stop):
     with GridSite(pages=200, delay=0.05) as slow:
         out = tmp_path / "r.jsonl"
         proc = subprocess.Popen(
@@ -141,14 +143,16 @@ def test_ctrl_c_exits_130_keeps_partial_results_and_cancels_the_audit(tmp_path):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (not out.exists() or out.read_text().count('"page"') < 5):
             time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130, output
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert records[-1]["type"] == "summary" and records[-1]["status"] == "cancelled"
+    assert records[-1]["exit_code"] == 130
     audit = Audit.objects.get(pk=records[-1]["audit_id"])
     assert audit.status == "cancelled" and audit.pages.count() >= 5
     assert os.path.getsize(out) > 0
+    assert "exit code 130" in output
 
 
 @pytest.mark.django_db(transaction=True)
