@@ -219,7 +219,9 @@ Q_CLUSTER = {
     "max_rss": 512000,
     "compress": False,
     "scheduler": env_bool("Q_SCHEDULER", True),
-    "guard_cycle": 0.5,
+    # Seconds between the sentinel's checks of its workers. django-q2 runs the scheduler
+    # once 30 s of these add up, so a cycle of 30 makes it look at once on start.
+    "guard_cycle": env_float("Q_GUARD_CYCLE", 0.5, minimum=0.1),
     "label": "Crawl queue",
     "ALT_CLUSTERS": {
         # Rendering is slow and memory-hungry: few workers, no scheduler (the

@@ -117,7 +117,8 @@ def test_deleting_the_owner_deletes_the_sites_schedule(owner):
 @pytest.mark.django_db(transaction=True)
 def test_a_schedule_fires_on_a_real_cluster_survives_its_restart_and_never_overlaps(owner, cluster_factory):
     # Slow enough (a page a second, one at a time) that the first audit still runs
-    # when the schedule fires again. django-q2's scheduler runs every 30 s.
+    # when the schedule fires again. django-q2's scheduler runs once 30 s of guard
+    # cycles add up: a cycle of 30 s makes each cluster look at its start.
     with GridSite(pages=150, delay=1.0) as grid:
         site = Site.objects.create(owner=owner, start_url=grid.url("/"), allow_private=True, concurrency=1,
                                    max_pages=150, check_external=False, cadence=Site.Cadence.CRON,
@@ -127,7 +128,7 @@ def test_a_schedule_fires_on_a_real_cluster_survives_its_restart_and_never_overl
         # a fire for the same run time again is a redelivery, which starts and skips nothing.
         last_minute = timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=1)
         Schedule.objects.filter(name=site.schedule_name).update(next_run=last_minute)
-        first = cluster_factory(Q_SCHEDULER=1).start()
+        first = cluster_factory(Q_SCHEDULER=1, Q_GUARD_CYCLE=30).start()
         audit = wait_for(lambda: Audit.objects.filter(site=site).first(), 75,
                          message=lambda: f"the schedule to fire; log:\n{first.log()}")
         assert audit.trigger == Audit.Trigger.SCHEDULE
@@ -135,7 +136,7 @@ def test_a_schedule_fires_on_a_real_cluster_survives_its_restart_and_never_overl
         first.kill()  # the schedule lives in the database, not in the cluster
         Schedule.objects.filter(name=site.schedule_name).update(
             next_run=timezone.now().replace(second=0, microsecond=0))
-        second = cluster_factory(Q_SCHEDULER=1).start()
+        second = cluster_factory(Q_SCHEDULER=1, Q_GUARD_CYCLE=30).start()
         skipped = wait_for(lambda: SkippedRun.objects.filter(site=site).first(), 75,
                            message=lambda: f"the second fire; log:\n{second.log()}")
         assert skipped.reason == SkippedRun.Reason.STILL_RUNNING
