@@ -10,7 +10,14 @@ from django.contrib import admin, messages
 from . import schedules
 from .forms import CrawlSettingsForm, SiteScheduleForm
 from .models import Audit, Issue, Notification, Page, Site, SkippedRun
-from .services import PrivateTargetsRefused, QuotaExceeded, cancel_audit, rerun_audit, resume_audit
+from .services import (
+    PrivateTargetsRefused,
+    QuotaExceeded,
+    SiteBusy,
+    cancel_audit,
+    rerun_audit,
+    resume_audit,
+)
 
 
 @admin.register(Audit)
@@ -62,7 +69,7 @@ class AuditAdmin(admin.ModelAdmin):
                     done += 1
             except PrivateTargetsRefused as exc:
                 refused.append(str(exc))
-            except QuotaExceeded as exc:
+            except (QuotaExceeded, SiteBusy) as exc:
                 refused.append(f"Audit {audit.pk}: {exc}")
         self.message_user(request, f"Resumed {done} audit(s); only failed or cancelled ones can resume.")
         for reason in refused:
@@ -77,7 +84,7 @@ class AuditAdmin(admin.ModelAdmin):
                 started += 1
             except PrivateTargetsRefused as exc:
                 refused.append(str(exc))
-            except QuotaExceeded as exc:
+            except (QuotaExceeded, SiteBusy) as exc:
                 refused.append(f"Audit {audit.pk}: {exc}")
         self.message_user(request, f"Started {started} new audit(s).")
         for reason in refused:

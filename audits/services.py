@@ -127,10 +127,14 @@ def create_audit(owner, *, enforce_quota: bool = True, trigger: str = Audit.Trig
     """Create a queued audit and enqueue its start, if ``admit`` allows it.
 
     ``enforce_quota=False`` is the ``audit`` command's: its operator runs it on the server.
+    A person's audit (the form, re-run, a follow-up, run now) raises SiteBusy
+    while the site has one active; a scheduled run skips instead (``schedules``).
     """
     with transaction.atomic():
         if enforce_quota:
             admit(owner, creating=trigger)
+        if trigger == Audit.Trigger.MANUAL:
+            refuse_busy_site(owner, site, limits["start_url"])
         audit = new_audit(owner, trigger=trigger, site=site, **limits)
         enqueue("audits.tasks.start", audit.pk, name=f"audit-{audit.pk}-start", queue=crawl_queue(audit))
     return audit
@@ -150,8 +154,9 @@ def cancel_audit(audit: Audit, by=None) -> bool:
 def resume_audit(audit: Audit) -> bool:
     """Continue a failed or cancelled audit from its frontier instead of starting over.
 
-    Raises PrivateTargetsRefused if private_targets_allowed says no, or
-    QuotaExceeded if ``admit`` does, before any change. False if it cannot resume.
+    Raises PrivateTargetsRefused if private_targets_allowed says no, QuotaExceeded
+    if ``admit`` does, or SiteBusy if another audit of the site is active, before
+    any change. False if it cannot resume.
     """
     _refuse_private_targets(audit)
     with transaction.atomic():
@@ -160,6 +165,7 @@ def resume_audit(audit: Audit) -> bool:
             audit.refresh_from_db()
             return False
         admit(audit.owner)
+        refuse_busy_site(audit.owner, audit.site, audit.start_url)
         if not audit.reopen_for_resume():
             return False
         enqueue("audits.tasks.resume", audit.pk, name=f"audit-{audit.pk}-resume", queue=crawl_queue(audit))
@@ -219,20 +225,33 @@ class SiteBusy(Exception):
     """The site already has an audit queued or running: a second would double the load on it."""
 
 
-def run_site_now(site: Site) -> Audit:
-    """An audit of ``site`` with its saved settings, started by a person (``admit`` applies).
+def refuse_busy_site(owner, site: Site | None, start_url: str) -> None:
+    """Raise SiteBusy if the owner's site (``site``, else the one for ``start_url``) has an active audit.
 
-    Raises PrivateTargetsRefused, SiteBusy or QuotaExceeded, before anything is written.
-    The site's row lock, as a scheduled run takes it, makes two presses (or a press
-    and a fire) at once start one audit.
+    Call it inside the transaction that then makes an audit active. The site's
+    row lock (``lock_site``) makes two requests at once, or a request and a
+    scheduled fire, start one audit; a site not made yet is guarded by the
+    owner's row, which ``lock_site`` takes first too.
+    """
+    site = site or Site.objects.filter(owner=owner, start_url=start_url).first()
+    if site is None:
+        get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+        return
+    lock_site(site)
+    active = site.audits.filter(status__in=Audit.ACTIVE).order_by("pk").first()
+    if active is not None:
+        raise SiteBusy(f"An audit of this site is already queued or running (audit {active.pk}); "
+                       "wait for it to finish, or cancel it, before starting another.")
+
+
+def run_site_now(site: Site) -> Audit:
+    """An audit of ``site`` with its saved settings, started by a person.
+
+    Raises PrivateTargetsRefused, QuotaExceeded or SiteBusy (``create_audit``),
+    before anything is written.
     """
     _refuse_private_targets(site)
-    with transaction.atomic():
-        lock_site(site)
-        if site.audits.filter(status__in=Audit.ACTIVE).exists():
-            raise SiteBusy("An audit of this site is already queued or running; wait for it to finish, "
-                           "or cancel it, before starting another.")
-        return create_audit(site.owner, site=site, start_url=site.start_url, **site.crawl_settings())
+    return create_audit(site.owner, site=site, start_url=site.start_url, **site.crawl_settings())
 
 
 def running_count(owner) -> int:

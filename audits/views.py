@@ -31,6 +31,7 @@ from .sections import section_counts
 from .services import (
     PrivateTargetsRefused,
     QuotaExceeded,
+    SiteBusy,
     cancel_audit,
     create_audit,
     follow_up,
@@ -66,6 +67,9 @@ def audit_new(request):
                 form.add_error(None, str(exc))
                 status = 429
                 retry_after = getattr(exc, "retry_after", None)
+            except SiteBusy as exc:
+                form.add_error(None, str(exc))
+                status = 409
             else:
                 messages.success(request, "Audit queued; it starts as soon as a worker is free.")
                 return redirect(audit)
@@ -215,7 +219,7 @@ def audit_cancel(request, audit):
 def audit_resume(request, audit):
     try:
         resumed = resume_audit(audit)
-    except (PrivateTargetsRefused, QuotaExceeded) as exc:
+    except (PrivateTargetsRefused, QuotaExceeded, SiteBusy) as exc:
         messages.error(request, str(exc))
         return redirect(audit)
     if resumed:
@@ -229,7 +233,7 @@ def audit_resume(request, audit):
 def audit_rerun(request, audit):
     try:
         fresh = rerun_audit(audit)
-    except (PrivateTargetsRefused, QuotaExceeded) as exc:
+    except (PrivateTargetsRefused, QuotaExceeded, SiteBusy) as exc:
         messages.error(request, str(exc))
         return redirect(audit)
     messages.success(request, f"Started a new audit with the same settings as audit {audit.pk}.")
@@ -244,7 +248,7 @@ def audit_follow_up(request, audit, mode):
         return redirect(audit)
     try:
         fresh = follow_up(audit, mode)
-    except (PrivateTargetsRefused, QuotaExceeded) as exc:
+    except (PrivateTargetsRefused, QuotaExceeded, SiteBusy) as exc:
         messages.error(request, str(exc))
         return redirect(audit)
     what = "Re-checking the issues" if mode == Audit.Mode.VALIDATE else "Re-crawling what changed since"

@@ -11,6 +11,8 @@ PUBLIC_IP = "93.184.215.14"
 KNOWN_HOSTS = {
     "www.example.com": [PUBLIC_IP],
     "intranet.example.com": ["10.1.2.3"],
+    "shop.example": [PUBLIC_IP],  # tests.factories.SITE
+    "other.example": [PUBLIC_IP],
 }
 
 
@@ -29,6 +31,12 @@ def no_real_dns(monkeypatch):
 @pytest.fixture
 def allow_private(settings):
     settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+
+
+@pytest.fixture
+def superuser_client(client, django_user_model):
+    client.force_login(django_user_model.objects.create_superuser("boss", password="boss-pass-123"))
+    return client
 
 
 @pytest.fixture

@@ -19,12 +19,6 @@ def staff_client(client, django_user_model):
     return client
 
 
-@pytest.fixture
-def superuser_client(client, django_user_model):
-    client.force_login(django_user_model.objects.create_superuser("boss", password="boss-pass-123"))
-    return client
-
-
 def test_marking_issues_reviewed_and_ignored_shows_in_the_dashboard(superuser_client, owner):
     audit = make_finished_audit(owner)
     broken = list(Issue.objects.filter(code="broken_link_internal").values_list("pk", flat=True))
@@ -44,7 +38,8 @@ def test_marking_issues_reviewed_and_ignored_shows_in_the_dashboard(superuser_cl
 
 def test_admin_actions_cancel_resume_and_rerun_audits(superuser_client, owner):
     running = make_finished_audit(owner, status=Audit.Status.RUNNING)
-    failed = make_finished_audit(owner, status=Audit.Status.FAILED, error_code="stalled")
+    failed = make_finished_audit(owner, status=Audit.Status.FAILED, error_code="stalled",
+                                 start_url="https://other.example/")
     url = reverse("admin:audits_audit_changelist")
     superuser_client.post(url, {"action": "cancel_audits", "_selected_action": [running.pk]})
     superuser_client.post(url, {"action": "resume_audits", "_selected_action": [failed.pk]})

@@ -88,9 +88,9 @@ def test_it_accepts_loopback_targets_when_private_targets_are_allowed(owner_clie
 
 def test_it_refuses_past_the_running_audit_quota_with_429(owner_client, owner, settings):
     settings.SITEWARD = {**settings.SITEWARD, "MAX_RUNNING_AUDITS_PER_USER": 2}
-    assert post(owner_client).status_code == 302
-    assert post(owner_client).status_code == 302
-    response = post(owner_client)
+    assert post(owner_client, start_url="https://www.example.com/one").status_code == 302
+    assert post(owner_client, start_url="https://www.example.com/two").status_code == 302
+    response = post(owner_client, start_url="https://www.example.com/three")
     assert response.status_code == 429
     assert "already have 2 audits queued or running" in response.content.decode()
     assert Audit.objects.count() == 2
@@ -110,7 +110,7 @@ def test_it_accepts_exactly_the_quota_from_twenty_concurrent_submissions(owner, 
     def submit(client):
         try:
             barrier.wait(timeout=10)
-            statuses.append(post(client, start_url="http://127.0.0.1:9/").status_code)
+            statuses.append(post(client, start_url=f"http://127.0.0.1:9/{id(client)}").status_code)
         finally:
             connection.close()
 
