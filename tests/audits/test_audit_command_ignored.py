@@ -48,6 +48,15 @@ def test_ignored_issues_leave_the_summary_and_the_fail_on_gate_unless_include_ig
     assert code == 0 and summary["exit_code"] == 0
     assert summary["issues"]["critical"] == 0 and summary["ignored"] == 2
     assert "0 critical" in capsys.readouterr().out
+    # The report says which: an issue's last record holds.
+    last = {}
+    for line in out.read_text().splitlines():
+        record = json.loads(line)
+        if record["type"] == "issue":
+            last[(record["code"], record["url"], record["target"])] = record
+    assert {code for code, *_ in last} >= {"broken_link_internal", "http_4xx"}
+    assert {(code, url) for (code, url, _), record in last.items() if record.get("ignored")} == {
+        ("broken_link_internal", site.url("/a")), ("http_4xx", site.url("/gone"))}
     second = Audit.objects.get(pk=summary["audit_id"])
     assert set(second.issues.filter(review="ignored").values_list("code", flat=True)) == {
         "broken_link_internal", "http_4xx"}

@@ -238,11 +238,16 @@ class Command(BaseCommand):
             warned = Issue.objects.filter(audit_id=audit_id, code=ESCALATED_CODE, severity=Severity.WARNING)
             warned = list(warned.values_list("id", flat=True))
             run_finalize(audit_id)
-            report.issue_values(Issue.objects.filter(audit_id=audit_id, id__gt=before).order_by("id")
-                                .values_list(*Report.ISSUE_FIELDS).iterator(2000))
-            # Written again with the severity finalize raised them to: the last record of an issue holds.
-            report.issue_values(Issue.objects.filter(id__in=warned).exclude(severity=Severity.WARNING)
-                                .order_by("id").values_list(*Report.ISSUE_FIELDS), escalated=True)
+            issues = Issue.objects.filter(audit_id=audit_id)
+            report.issue_values(issues.filter(id__gt=before).order_by("id")
+                                .values_list(*Report.ISSUE_FIELDS, "review").iterator(2000))
+            # Written again as finalize left them (severity raised, ignored by the site's
+            # triage): the last record of an issue holds.
+            raised = list(issues.filter(id__in=warned).exclude(severity=Severity.WARNING).values_list("id", flat=True))
+            report.issue_values(issues.filter(id__in=raised).order_by("id")
+                                .values_list(*Report.ISSUE_FIELDS, "review"), escalated=True)
+            report.issue_values(issues.filter(id__lte=before, review=Issue.Review.IGNORED).exclude(id__in=raised)
+                                .order_by("id").values_list(*Report.ISSUE_FIELDS, "review").iterator(2000))
 
         def waiting(seconds: float) -> None:
             # Otherwise a run that waits out a Retry-After looks hung.
@@ -438,16 +443,26 @@ class Report:
                                 if f.code in DIFFERENCE_CODES]}
 
     def issue_values(self, rows, *, escalated: bool = False) -> None:
-        """Issue records from (code, severity, url, target_url, message) tuples; ``escalated``: records of
-        issues written before, whose severity finalize raised (they carry ``"escalated": true``)."""
+        """Issue records from (code, severity, url, target_url, message[, review]) tuples.
+
+        ``escalated``: records of issues written before, whose severity finalize
+        raised (they carry ``"escalated": true``). An issue whose review is
+        ignored carries ``"ignored": true``.
+        """
         if self.out is None:
             return
-        extra = {"escalated": True} if escalated else {}
-        self._stream(
-            {"type": "issue", "code": code, "severity": severity, "url": url, "target": target or None,
-             "message": message, **extra}
-            for code, severity, url, target, message in rows
-        )
+        self._stream(self._issue_records(rows, escalated))
+
+    @staticmethod
+    def _issue_records(rows, escalated: bool):
+        for code, severity, url, target, message, *review in rows:
+            record = {"type": "issue", "code": code, "severity": severity, "url": url, "target": target or None,
+                      "message": message}
+            if escalated:
+                record["escalated"] = True
+            if review and review[0] == Issue.Review.IGNORED:
+                record["ignored"] = True
+            yield record
 
     def change_values(self, change: str, rows) -> None:
         """Change records from (code, severity, url, target_url) tuples."""
