@@ -46,7 +46,8 @@ BATCH = 1000
 # Broken: the target's final result is 4xx, 5xx or a failure of the site's.
 # Redirecting: an internal link (a, area) to a target that redirects to a page
 # that answers. hreflang alternates and form actions are not links a visitor
-# follows (a broken hreflang target is an hreflang_error: hreflang_targets).
+# follows (a broken hreflang target is an hreflang_error: hreflang_targets); a
+# redirect's edge to where it landed is judged on the redirect's row (redirects_to_broken).
 LINK_TARGETS_SQL = """
     SELECT e.source_url, s.id, e.target_url, e.tag, e.anchor_text, e.internal,
            t.status_code, t.fetch_error, t.redirect_count, t.final_url
@@ -54,7 +55,7 @@ LINK_TARGETS_SQL = """
     CROSS JOIN audits_page t
     LEFT JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
     WHERE e.audit_id = %s AND t.audit_id = e.audit_id AND t.url_hash = e.target_hash
-      AND e.tag NOT IN ('form', 'hreflang')
+      AND e.tag NOT IN ('form', 'hreflang', 'redirect')
       AND (t.status_code >= 400 OR (t.fetch_error <> '' AND t.fetch_error NOT IN (%s, %s))
            OR (t.redirect_count > 0 AND t.fetch_error = '' AND t.status_code < 400
                AND e.internal AND e.tag IN ('a', 'area')))
@@ -383,8 +384,7 @@ def hreflang_return_links(audit_id: int) -> Iterator[Issue]:
             key=issue_key("hreflang_error", source, target, "return"))
 
 
-# Pages that linked URLs redirect to: a redirect's row stands for the page it
-# lands on, which is never queued under its own URL unless a link names it.
+# Pages that linked URLs redirect to: a link to a redirect reaches the page it lands on.
 REDIRECTED_TO_SQL = """
     SELECT r.final_url FROM audits_page r
     JOIN audits_frontierurl f ON f.audit_id = r.audit_id AND f.url_hash = r.url_hash
@@ -445,9 +445,9 @@ def sitemap_problems(audit_id: int) -> Iterator[Issue]:
             "sitemap_bad_url", "Sitemap lists this URL, which is blocked by robots.txt"))
 
 
-# The pages a search engine would index as themselves: a redirect's row carries
-# the facts of the page it lands on, and a page canonicalised elsewhere is
-# already declared a copy, so neither is a duplicate of the page it names.
+# The pages a search engine would index as themselves: a redirect is not a page
+# of its own, and a page canonicalised elsewhere is already declared a copy, so
+# neither is a duplicate of the page it names.
 _INDEXED = ("kind = 'page' AND indexable AND redirect_count = 0"
             " AND (canonical_hash = '' OR canonical_hash = url_hash)")
 

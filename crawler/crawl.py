@@ -288,7 +288,7 @@ async def crawl_site(
             frontier.seen.add(url_hash(first.final_url))
             if robots.allowed(first.final_url, agent):
                 frontier.queued += 1
-                record(build_outcome(first, start, 0, ctx_for(start), source="start"))
+                record(build_outcome(first, start, 0, ctx_for(start), source="start", landing=True))
             else:
                 stopped = stopped or "start_blocked_by_robots"
                 frontier.blocked.append(first.final_url)

@@ -83,10 +83,13 @@ def normalize_link(url: str, base: str) -> str:
 
 
 HREFLANG_TAG = "hreflang"
+# The one outlink of a URL that redirects to a page that answered: where it lands.
+REDIRECT_TAG = "redirect"
 # Tags whose same-site targets are pages to crawl, for the library crawl and the
-# chunked audit alike: links, and hreflang alternates (a page names its language
-# versions in <head>; one nothing else links to is still part of the site).
-PAGE_TAGS = frozenset({"a", "area", HREFLANG_TAG})
+# chunked audit alike: links, hreflang alternates (a page names its language
+# versions in <head>; one nothing else links to is still part of the site), and
+# where a redirect lands.
+PAGE_TAGS = frozenset({"a", "area", HREFLANG_TAG, REDIRECT_TAG})
 # Tags whose targets a crawl checks as resources of the page. "css" and
 # "css-import": url() and @import targets read from a same-site stylesheet.
 RESOURCE_TAGS = frozenset({"img", "script", "link", "iframe", "source", "video", "audio", "embed", "object", "css",
@@ -132,9 +135,13 @@ def guarded_checks(run, result: FetchResult, facts: PageFacts | None,
 
 
 def build_outcome(
-    result: FetchResult, url: str, depth: int, ctx: PageContext, *, source: str = "link"
+    result: FetchResult, url: str, depth: int, ctx: PageContext, *, source: str = "link", landing: bool = False
 ) -> PageOutcome:
-    """The outcome of an already fetched URL: parse (HTML bodies only), checks, links."""
+    """The outcome of an already fetched URL: parse (HTML bodies only), checks, links.
+
+    A URL that redirected is a redirect (``_redirect_outcome``), unless
+    ``landing`` says it stands for the page it landed on (a library crawl's start).
+    """
     if result.error in CUT_AT_CAP and result.is_html and 200 <= (result.status or 0) < 300:
         # The page answered and is too large to read: not a failure, so no link to it
         # reads as broken. Its 2xx is stored without an error, as large_html.
@@ -142,6 +149,8 @@ def build_outcome(
         findings, failed = guarded_checks(run_page_checks, result, None, ctx)
         too_large = large_unread_html(result, ctx)
         return PageOutcome(url, depth, result, None, (*findings, too_large), (), 0, failed, source)
+    if result.redirects and result.ok and not landing:
+        return _redirect_outcome(result, url, depth, ctx, source)
     facts: PageFacts | None = None
     problem = ""
     if result.ok and result.is_html and result.body is not None:
@@ -157,6 +166,20 @@ def build_outcome(
     if facts is not None:
         outlinks, invalid = outlinks_of(facts, result.final_url)
     return PageOutcome(url, depth, result, facts, findings, outlinks, invalid, problem, source)
+
+
+def _redirect_outcome(result: FetchResult, url: str, depth: int, ctx: PageContext, source: str) -> PageOutcome:
+    """A URL that redirects to a page that answered: a redirect, judged on its answer alone.
+
+    The landing page's content is that page's, crawled and reported under its
+    own URL (the ``redirect`` outlink), so its issues are not reported twice.
+    """
+    findings, failed = guarded_checks(run_page_checks, result, None, ctx)
+    try:
+        landing = (Link(normalize(result.final_url), REDIRECT_TAG),) if result.final_url else ()
+    except InvalidURL:
+        landing = ()
+    return PageOutcome(url, depth, replace(result, body=None), None, findings, landing, 0, failed, source)
 
 
 async def process_page(

@@ -20,8 +20,6 @@ from crawler.catalogue import finding
 from crawler.page import PAGE_TAGS, RESOURCE_TAGS, PageOutcome
 from crawler.types import FetchError
 from crawler.urls import (
-    InvalidURL,
-    normalize,
     template_has_room,
     template_key,
     trap_reason,
@@ -136,7 +134,7 @@ def _offers(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome],
     offers: dict[str, Candidate] = {}
     named: dict[str, Candidate] = {}
     for o in outcomes:
-        if o.facts is None or not (o.result.final_url or o.url).startswith(inside):
+        if (o.facts is None and not o.outlinks) or not (o.result.final_url or o.url).startswith(inside):
             continue
         canonical = canonicals.get(o.url)
         if canonical and _names_another(o, canonical[0], inside):
@@ -159,18 +157,11 @@ def _offers(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome],
 
 
 def _names_another(o: PageOutcome, canonical: str, inside: str) -> bool:
-    """Whether a page's canonical is another internal URL than the page, or than where its redirects land.
+    """Whether a page's canonical is another internal URL than the page.
 
-    A redirect's row stands for the page it lands on, which is not queued under its own URL for that.
+    Only a parsed page has a canonical: a redirect has none of its own (``crawler.page``).
     """
-    if canonical == o.url or not canonical.startswith(inside):
-        return False
-    if not o.result.redirects or not o.result.final_url:
-        return True
-    try:
-        return canonical != normalize(o.result.final_url)
-    except InvalidURL:
-        return True
+    return canonical != o.url and canonical.startswith(inside)
 
 
 def _linked_sources(audit_id: int, deep: dict[str, Candidate]) -> dict[str, Candidate]:

@@ -339,14 +339,15 @@ class ChunkWriter:
         """
         origin = self.setup.scope.origin if self.setup.scope else None
         inside = f"{origin}/" if origin else None
-        parsed = [(url_hash(o.url), o) for o in outcomes if o.facts is not None]
+        # Parsed pages, and redirects (whose one outlink is where they landed).
+        parsed = [(url_hash(o.url), o) for o in outcomes if o.facts is not None or o.outlinks]
         edges = [
             (self.audit.pk, source, o.url, url_hash(link.url), link.url, link.tag,
              clean(link.text, 200), link.nofollow, inside is not None and link.url.startswith(inside))
             for source, o in parsed if source not in carried for link in o.outlinks
         ]
         # A retried page replaces the edges an earlier try wrote; the fence makes
-        # this transaction the only writer of these sources. Only pages have edges.
+        # this transaction the only writer of these sources.
         sources = [source for source, _ in parsed]
         for start in range(0, len(sources), admission.LOOKUP_BATCH):
             LinkEdge.objects.filter(audit=self.audit, source_hash__in=sources[start:start + admission.LOOKUP_BATCH]).delete()

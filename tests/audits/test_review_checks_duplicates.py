@@ -1,5 +1,5 @@
 """Duplicate titles, descriptions and content are judged among the pages a search
-engine would index: not a redirect's row (it carries the page it lands on) and not
+engine would index: not a redirect and not
 a page that names another URL as its canonical. Found by finalize after a real
 crawl of a loopback site."""
 
