@@ -18,6 +18,7 @@ handler saw).
 from __future__ import annotations
 
 import logging
+import smtplib
 import time
 from datetime import timedelta
 
@@ -46,6 +47,9 @@ SWEEP_WINDOW = timedelta(hours=24)
 # was surely not taken (no connection, 429, 502-504): a blip loses no alert, and
 # a send costs at most three timeouts and these few seconds.
 WEBHOOK_RETRY_DELAYS: tuple[float, ...] = (0.5, 2.0)
+# The same for an e-mail, retried only when the mail server surely did not take it:
+# no connection, or a 4xx answer, which RFC 5321 defines as "try again later".
+EMAIL_RETRY_DELAYS: tuple[float, ...] = (0.5, 2.0)
 # What an alert whose sending task died says on the site page.
 STUCK_DETAIL = "Its sending task stopped before it finished (a worker died); it may not have been delivered"
 
@@ -254,12 +258,30 @@ def _send_email(alert: Alert) -> tuple[str, str]:
     address = alert.audit.owner.email
     if not address:
         return Notification.State.SKIPPED, "The owner has no e-mail address"
-    try:
-        send_mail(alert.subject, alert.body(), None, [address], fail_silently=False)
-    except Exception as exc:  # noqa: BLE001 - recorded on the row; an alert never fails a task
-        log.warning("audit %s: e-mail alert failed: %s", alert.audit.pk, exc)
-        return Notification.State.FAILED, f"{type(exc).__name__}: {exc}"
-    return Notification.State.SENT, address
+    attempts = 0
+    for delay in (0.0, *EMAIL_RETRY_DELAYS):
+        time.sleep(delay)
+        attempts += 1
+        try:
+            send_mail(alert.subject, alert.body(), None, [address], fail_silently=False)
+        except Exception as exc:  # noqa: BLE001 - recorded on the row; an alert never fails a task
+            failure = exc
+            if not _not_taken(exc):
+                break
+        else:
+            return Notification.State.SENT, address + (f" (after {attempts} tries)" if attempts > 1 else "")
+    tries = f" (after {attempts} tries)" if attempts > 1 else ""
+    log.warning("audit %s: e-mail alert failed: %s%s", alert.audit.pk, failure, tries)
+    return Notification.State.FAILED, f"{type(failure).__name__}: {failure}{tries}"
+
+
+def _not_taken(exc: Exception) -> bool:
+    """Whether a failed send surely left the message undelivered, and may be tried again."""
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        return bool(exc.recipients) and all(400 <= code < 500 for code, _ in exc.recipients.values())
+    if isinstance(exc, smtplib.SMTPResponseException):  # SMTPConnectError, SMTPDataError, ... with a code
+        return 400 <= exc.smtp_code < 500
+    return isinstance(exc, ConnectionRefusedError)
 
 
 def _send_webhook(alert: Alert) -> tuple[str, str]:
