@@ -7,6 +7,7 @@ seeds the frontier and stores the start page as chunk 0, then schedules chunk 1.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -18,12 +19,13 @@ from crawler import loop as crawl_loop
 from crawler.catalogue import finding
 from crawler.checks import PageContext, run_page_checks
 from crawler.fetch import Fetcher, FetchPolicy
-from crawler.http_probe import probe_http_form
+from crawler.http_probe import PROBE_SECONDS, probe_http_form
 from crawler.login import is_login_redirect
 from crawler.page import PageOutcome, build_outcome
 from crawler.robots import MAX_ROBOTS_BYTES, Robots, load_robots, robots_from_result
+from crawler.sitemap import MAX_SECONDS as SITEMAP_SECONDS
 from crawler.sitemap import discover_sitemaps
-from crawler.types import FetchError, Finding
+from crawler.types import FetchError, FetchResult, Finding
 from crawler.urls import InvalidURL, Scope, normalize, origin_of, trap_reason, url_hash
 
 from .. import validation
@@ -41,6 +43,10 @@ from .writer import ChunkWriter
 # Start cannot reschedule (robots.txt and the start page decide whether there is
 # a crawl at all), so it waits in-task as long as the fetcher's default allows.
 START_RETRY_AFTER_CAP = FetchPolicy.retry_after_cap
+# The start step's share of its task's time limit (Q_TIMEOUT). Each fetch has its
+# own budget, but a login, robots.txt twice, the start page, the sitemaps and the
+# http probe in a row could outlast the task, and django-q2 would kill its worker.
+START_SHARE = 0.8
 # A robots.txt fetch that failed for these never reached an HTTP server.
 _HOST_FAULTS = frozenset({FetchError.SSRF_BLOCKED, FetchError.DNS_FAILURE, FetchError.INVALID_URL,
                           FetchError.CONNECT_FAILED, FetchError.CONNECT_TIMEOUT, FetchError.TLS_ERROR})
@@ -74,7 +80,7 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
     except SessionLost as exc:
         audit.fail(Audit.ErrorCode.LOGIN_FAILED, str(exc), Audit.Phase.STARTING)
         return
-    outcome = crawl_loop.run(_explore(audit, start_url, setup))
+    outcome = crawl_loop.run(_explore(audit, start_url, setup, settings.Q_CLUSTER["timeout"] * START_SHARE))
     if outcome.cookies is not None and not outcome.error_code:
         record_login(audit, outcome.cookies)
     if outcome.error_code:
@@ -172,63 +178,95 @@ class StartOutcome:
     error_detail: str = ""
 
 
-async def _explore(audit: Audit, start_url: str, setup: CrawlSetup) -> StartOutcome:
-    """Fetch the start page, robots.txt and the sitemaps, and probe the http:// form: no database."""
+async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: float) -> StartOutcome:
+    """Fetch the start page, robots.txt and the sitemaps, and probe the http:// form: no database.
+
+    Within ``budget`` seconds: past it, a start still waiting on the login,
+    robots.txt or the start page fails as ``timeout``; the sitemaps and the
+    probe get what is left (``_read_site``).
+    """
+    ends = asyncio.get_running_loop().time() + budget
     policy = dataclasses.replace(setup.policy, retry_after_cap=START_RETRY_AFTER_CAP, reschedule_cap=0.0)
     async with Fetcher(policy, setup.guard, concurrency=4, credentials=setup.credentials) as fetcher:
-        cookies = None
-        if setup.login is not None:
-            # Logged in before anything else, so robots.txt, the sitemaps and the
-            # start page are read as a member sees them.
-            fetcher.credentials = start_login(fetcher.credentials)
-            try:
-                cookies = await open_session(fetcher, setup.login)
-                fetcher.credentials = logged_in(fetcher.credentials, setup.login, cookies)
-            except SessionLost as exc:
-                return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED, error_detail=str(exc))
-        # robots.txt before the start page: an unreachable one disallows the start page
-        # too (RFC 9309 2.3.1.4). A host that cannot be reached at all is left to the
-        # start page's fetch, whose outcome names it (start_url_unresolvable, ssrf_blocked...).
-        typed_origin, typed_robots, read_at = origin_of(start_url), None, set()
-        if audit.respect_robots:
-            fetched = await fetcher.fetch(f"{typed_origin}/robots.txt", keep_body=True, max_bytes=MAX_ROBOTS_BYTES)
-            typed_robots = robots_from_result(fetched)
-            # The origins whose robots.txt this was: http -> https and apex -> www redirect it too.
-            read_at = {typed_origin, _origin_or(fetched.final_url, typed_origin)}
-            if typed_robots.status == "unavailable" and not (fetched.status is None and fetched.error in _HOST_FAULTS):
-                return _robots_unreachable(typed_origin, typed_robots)
-            # (An unavailable file here is a host fault: the start page's fetch names it.)
-            if typed_robots.status != "unavailable" and not typed_robots.allowed(start_url, setup.user_agent):
-                return _start_blocked(start_url, setup.user_agent)
-        first = await fetcher.fetch(start_url)
-        if setup.login is not None and is_login_redirect(first, setup.login.url):
-            return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED,
-                                error_detail=f"{start_url} still sends the crawler to the login page after logging in.")
-        if first.error is not None and first.status is None:
-            code = {
-                FetchError.SSRF_BLOCKED: Audit.ErrorCode.SSRF_BLOCKED,
-                FetchError.DNS_FAILURE: Audit.ErrorCode.START_URL_UNRESOLVABLE,
-                FetchError.INVALID_URL: Audit.ErrorCode.START_URL_INVALID,
-            }.get(first.error, Audit.ErrorCode.START_URL_UNREACHABLE)
-            return StartOutcome(error_code=code, error_detail=f"{first.error.label}: {first.error_detail}".strip(": "))
-        # Anchor the crawl on where the start URL really lives (apex -> www,
-        # http -> https), so a host-changing redirect doesn't end the crawl. A
-        # private site's access stays on the typed origin: there it is a failure.
-        final = normalize(first.final_url or start_url)
-        origin = origin_of(final)
-        if setup.credentials is not None or setup.login is not None:
-            if problem := moved_problem(start_url, origin):
-                return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED, error_detail=problem)
-        robots = typed_robots
-        if robots is None or robots.status == "unavailable" or origin not in read_at:
-            robots = await load_robots(fetcher, origin, ignore=not audit.respect_robots)
-        if robots.status == "unavailable":
-            return _robots_unreachable(origin, robots)
-        if audit.respect_robots and not robots.allowed(final, setup.user_agent):
-            return _start_blocked(final, setup.user_agent)
-        report = await discover_sitemaps(fetcher, origin, robots.sitemaps)
-        # http_not_redirected: does the http:// form of an https start page still serve it?
-        plain_http = await probe_http_form(fetcher, final)
+        try:
+            async with asyncio.timeout_at(ends):
+                found = await _front_door(audit, start_url, setup, fetcher)
+        except TimeoutError:
+            return StartOutcome(
+                error_code=Audit.ErrorCode.TIMEOUT,
+                error_detail=f"The site's front door (its login, robots.txt and start page) took longer than "
+                             f"{budget:.0f} s to answer, the start step's share of the task time limit (Q_TIMEOUT).")
+        if isinstance(found, StartOutcome):
+            return found
+        return await _read_site(start_url, setup, fetcher, *found, ends)
+
+
+async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup,
+                      fetcher: Fetcher) -> StartOutcome | tuple[FetchResult, str, Robots, dict | None]:
+    """The login, robots.txt and the start page: (the start page's answer, where it landed, robots, cookies),
+    or the failure that ends the audit."""
+    cookies = None
+    if setup.login is not None:
+        # Logged in before anything else, so robots.txt, the sitemaps and the
+        # start page are read as a member sees them.
+        fetcher.credentials = start_login(fetcher.credentials)
+        try:
+            cookies = await open_session(fetcher, setup.login)
+            fetcher.credentials = logged_in(fetcher.credentials, setup.login, cookies)
+        except SessionLost as exc:
+            return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED, error_detail=str(exc))
+    # robots.txt before the start page: an unreachable one disallows the start page
+    # too (RFC 9309 2.3.1.4). A host that cannot be reached at all is left to the
+    # start page's fetch, whose outcome names it (start_url_unresolvable, ssrf_blocked...).
+    typed_origin, typed_robots, read_at = origin_of(start_url), None, set()
+    if audit.respect_robots:
+        fetched = await fetcher.fetch(f"{typed_origin}/robots.txt", keep_body=True, max_bytes=MAX_ROBOTS_BYTES)
+        typed_robots = robots_from_result(fetched)
+        # The origins whose robots.txt this was: http -> https and apex -> www redirect it too.
+        read_at = {typed_origin, _origin_or(fetched.final_url, typed_origin)}
+        if typed_robots.status == "unavailable" and not (fetched.status is None and fetched.error in _HOST_FAULTS):
+            return _robots_unreachable(typed_origin, typed_robots)
+        # (An unavailable file here is a host fault: the start page's fetch names it.)
+        if typed_robots.status != "unavailable" and not typed_robots.allowed(start_url, setup.user_agent):
+            return _start_blocked(start_url, setup.user_agent)
+    first = await fetcher.fetch(start_url)
+    if setup.login is not None and is_login_redirect(first, setup.login.url):
+        return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED,
+                            error_detail=f"{start_url} still sends the crawler to the login page after logging in.")
+    if first.error is not None and first.status is None:
+        code = {
+            FetchError.SSRF_BLOCKED: Audit.ErrorCode.SSRF_BLOCKED,
+            FetchError.DNS_FAILURE: Audit.ErrorCode.START_URL_UNRESOLVABLE,
+            FetchError.INVALID_URL: Audit.ErrorCode.START_URL_INVALID,
+        }.get(first.error, Audit.ErrorCode.START_URL_UNREACHABLE)
+        return StartOutcome(error_code=code, error_detail=f"{first.error.label}: {first.error_detail}".strip(": "))
+    # Anchor the crawl on where the start URL really lives (apex -> www,
+    # http -> https), so a host-changing redirect doesn't end the crawl. A
+    # private site's access stays on the typed origin: there it is a failure.
+    final = normalize(first.final_url or start_url)
+    origin = origin_of(final)
+    if setup.credentials is not None or setup.login is not None:
+        if problem := moved_problem(start_url, origin):
+            return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED, error_detail=problem)
+    robots = typed_robots
+    if robots is None or robots.status == "unavailable" or origin not in read_at:
+        robots = await load_robots(fetcher, origin, ignore=not audit.respect_robots)
+    if robots.status == "unavailable":
+        return _robots_unreachable(origin, robots)
+    if audit.respect_robots and not robots.allowed(final, setup.user_agent):
+        return _start_blocked(final, setup.user_agent)
+    return first, final, robots, cookies
+
+
+async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first: FetchResult, final: str,
+                     robots: Robots, cookies: dict | None, ends: float) -> StartOutcome:
+    """The sitemaps and the http probe, in the time left before ``ends``; then the start page's outcome."""
+    origin = origin_of(final)
+    left = max(0.0, ends - asyncio.get_running_loop().time())
+    report = await discover_sitemaps(fetcher, origin, robots.sitemaps, budget=min(SITEMAP_SECONDS, left))
+    # http_not_redirected: does the http:// form of an https start page still serve it?
+    left = max(0.0, ends - asyncio.get_running_loop().time())
+    plain_http = await probe_http_form(fetcher, final, budget=min(PROBE_SECONDS, left)) if left else None
     problems = [(f.url, f.problem) for f in report.files if f.problem]
     # The start page was fetched above; record it instead of fetching it again.
     # A typed URL that redirects is its own row (with its chain), as any
