@@ -273,7 +273,7 @@ SITEWARD = {
     "MAX_SCHEDULED_SITES_PER_USER": env_int("SITEWARD_MAX_SCHEDULED_SITES", 20, minimum=0),
     # Where people reach this deployment: notifications link to it.
     "BASE_URL": env_str("SITEWARD_BASE_URL", "http://127.0.0.1:8000").rstrip("/"),
-    # A webhook gets this long (seconds) to answer; its failure is recorded, never retried.
+    # A webhook gets this long (seconds) to answer (each of its at most three tries, audits.notify).
     "WEBHOOK_TIMEOUT": env_float("SITEWARD_WEBHOOK_TIMEOUT", 5.0, minimum=0.5),
     # Rendered audits: the system's Chromium (Playwright never downloads one),
     # pages rendered at once per chunk, and each page's deadline (seconds).
