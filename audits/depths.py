@@ -20,14 +20,15 @@ from .sql import placeholders
 _FOLLOWED = sorted(PAGE_TAGS | RESOURCE_TAGS)
 
 # Pages reachable one click closer than recorded: a linked page's depth plus
-# one, at most (a sitemap-only page's seeded depth is not a click depth).
+# one, at most (a sitemap-only page's seeded depth is not a click depth); where a
+# redirect lands, its depth.
 SHORTER_SQL = f"""
-    SELECT t.id, MIN(s.depth) + 1 FROM audits_linkedge e
+    SELECT t.id, MIN(s.depth + CASE WHEN e.tag = 'redirect' THEN 0 ELSE 1 END) FROM audits_linkedge e
     JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
     JOIN audits_frontierurl f ON f.audit_id = s.audit_id AND f.url_hash = s.url_hash AND f.linked
     JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
     WHERE e.audit_id = %s AND e.internal AND e.tag IN ({placeholders(len(_FOLLOWED))})
-    GROUP BY t.id, t.depth HAVING MIN(s.depth) + 1 < t.depth
+    GROUP BY t.id, t.depth HAVING MIN(s.depth + CASE WHEN e.tag = 'redirect' THEN 0 ELSE 1 END) < t.depth
 """
 
 

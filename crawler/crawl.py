@@ -35,7 +35,7 @@ from crawler.catalogue import UNVERIFIED_STATUSES
 from crawler.checks import CheckSettings, PageContext
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.net import AddressGuard
-from crawler.page import PAGE_TAGS, PageOutcome, build_outcome, process_page
+from crawler.page import PAGE_TAGS, REDIRECT_TAG, PageOutcome, build_outcome, process_page
 from crawler.robots import Robots, load_robots
 from crawler.sitemap import SitemapReport, discover_sitemaps
 from crawler.types import FetchResult
@@ -180,7 +180,8 @@ class _Frontier:
                 # this crawl only checks when they are external.
                 if link.tag in PAGE_TAGS:
                     self.admit(url, depth)
-            elif self.limits.check_external and url not in self.external:
+            elif link.tag != REDIRECT_TAG and self.limits.check_external and url not in self.external:
+                # (A redirect's landing elsewhere was already fetched, through the redirect.)
                 if len(self.external) < self.limits.max_external:
                     self.external[url] = None
                 else:

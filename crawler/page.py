@@ -139,9 +139,18 @@ def build_outcome(
 ) -> PageOutcome:
     """The outcome of an already fetched URL: parse (HTML bodies only), checks, links.
 
-    A URL that redirected is a redirect (``_redirect_outcome``), unless
-    ``landing`` says it stands for the page it landed on (a library crawl's start).
+    A URL that redirected to a page that answered is a redirect
+    (``_redirect_outcome``), unless ``landing`` says it stands for the page it
+    landed on (a library crawl's start) or it landed on itself, normalised.
     """
+    if result.redirects and not landing and 200 <= (result.status or 0) < 300 \
+            and (result.error is None or result.error in CUT_AT_CAP):
+        try:
+            where = normalize(result.final_url) if result.final_url else None
+        except InvalidURL:
+            where = None
+        if where != url:
+            return _redirect_outcome(replace(result, error=None), url, where, depth, ctx, source)
     if result.error in CUT_AT_CAP and result.is_html and 200 <= (result.status or 0) < 300:
         # The page answered and is too large to read: not a failure, so no link to it
         # reads as broken. Its 2xx is stored without an error, as large_html.
@@ -149,8 +158,6 @@ def build_outcome(
         findings, failed = guarded_checks(run_page_checks, result, None, ctx)
         too_large = large_unread_html(result, ctx)
         return PageOutcome(url, depth, result, None, (*findings, too_large), (), 0, failed, source)
-    if result.redirects and result.ok and not landing:
-        return _redirect_outcome(result, url, depth, ctx, source)
     facts: PageFacts | None = None
     problem = ""
     if result.ok and result.is_html and result.body is not None:
@@ -168,17 +175,15 @@ def build_outcome(
     return PageOutcome(url, depth, result, facts, findings, outlinks, invalid, problem, source)
 
 
-def _redirect_outcome(result: FetchResult, url: str, depth: int, ctx: PageContext, source: str) -> PageOutcome:
+def _redirect_outcome(result: FetchResult, url: str, where: str | None, depth: int, ctx: PageContext,
+                      source: str) -> PageOutcome:
     """A URL that redirects to a page that answered: a redirect, judged on its answer alone.
 
     The landing page's content is that page's, crawled and reported under its
-    own URL (the ``redirect`` outlink), so its issues are not reported twice.
+    own URL (the ``redirect`` outlink, to ``where``), so its issues are not reported twice.
     """
     findings, failed = guarded_checks(run_page_checks, result, None, ctx)
-    try:
-        landing = (Link(normalize(result.final_url), REDIRECT_TAG),) if result.final_url else ()
-    except InvalidURL:
-        landing = ()
+    landing = (Link(where, REDIRECT_TAG),) if where else ()
     return PageOutcome(url, depth, replace(result, body=None), None, findings, landing, 0, failed, source)
 
 

@@ -17,7 +17,7 @@ from django.db import connection
 from django.db.models import Case, Count, Min, Value, When
 
 from crawler.catalogue import finding
-from crawler.page import PAGE_TAGS, RESOURCE_TAGS, PageOutcome
+from crawler.page import PAGE_TAGS, REDIRECT_TAG, RESOURCE_TAGS, PageOutcome
 from crawler.types import FetchError
 from crawler.urls import (
     template_has_room,
@@ -150,7 +150,8 @@ def _offers(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome],
                 kind = Page.Kind.EXTERNAL
             else:
                 continue  # forms, and external links when they are not checked
-            digest, offer = url_hash(url), Candidate(url, o.depth + 1, o.url, kind)
+            # Where a redirect lands is as many clicks away as the redirect.
+            digest, offer = url_hash(url), Candidate(url, o.depth + (tag != REDIRECT_TAG), o.url, kind)
             if offers.setdefault(digest, offer).kind != kind and kind == Page.Kind.PAGE:
                 offers[digest] = offer  # a link as a page outranks an earlier one as a resource
     return offers, {h: c for h, c in named.items() if h not in offers}

@@ -45,7 +45,8 @@ def test_a_redirect_carries_no_issue_of_the_page_it_lands_on_and_that_page_is_cr
         assert site.requests["/a"] == 2 and site.requests["/d"] == 2
         # /d, which only the redirect reaches, is a page of its own with its own issues.
         landing = Page.objects.get(audit=audit, url=site.url("/d"))
-        assert (landing.kind, landing.status_code, landing.redirect_count, landing.depth) == ("page", 200, 0, 2)
+        # As many clicks away as the redirect that reaches it.
+        assert (landing.kind, landing.status_code, landing.redirect_count, landing.depth) == ("page", 200, 0, 1)
         assert codes(audit, site.url("/d")) >= content
         assert "orphan_page" not in codes(audit, site.url("/d"))
         # The redirects are judged on their answer alone: no content issue, and none from another site.
@@ -60,7 +61,26 @@ def test_a_redirect_carries_no_issue_of_the_page_it_lands_on_and_that_page_is_cr
         assert set(LinkEdge.objects.filter(audit=audit, source_url=site.url("/e")).values_list("tag", "internal")) \
             == {("redirect", False)}
         assert Page.objects.get(audit=audit, url=site.url("/d")).inlinks == 0
+        assert Page.objects.get(audit=audit, url=site.url("/c")).outlinks == 0
         assert not Issue.objects.filter(audit=audit, code__startswith="broken").exists()
         # The links to the redirects are still reported on the page that has them.
         assert set(Issue.objects.filter(audit=audit, code="redirect_internal_link").values_list("target_url", flat=True)) \
             == {site.url("/b"), site.url("/c"), site.url("/e")}
+
+
+def test_a_landing_page_at_the_depth_limit_is_still_crawled(owner, fast_settings):
+    with ScriptedSite() as site:
+        site.pages.update({
+            "/": html_page("Home of the redirect depth test site", "/docs"),
+            "/docs": moved("/docs/"),  # a missing trailing slash, one click from the start
+            "/docs/": BARE,
+        })
+        audit = make_audit(owner, start_url=site.url("/"), allow_private=True, check_external=False,
+                           max_pages=50, max_depth=1)
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+
+        docs = Page.objects.get(audit=audit, url=site.url("/docs/"))
+        assert (docs.status_code, docs.depth) == (200, 1)
+        assert "title_missing" in codes(audit, site.url("/docs/"))
