@@ -47,7 +47,8 @@ SAME_LINK_SQL = f"""
 #   redirect, for a redirecting link); else unknown: an external target that
 #   refuses crawlers (UNVERIFIED_STATUSES) is never reported, so says nothing.
 # - The URL's own answer: fixed if the URL answered (a page row with no fetch
-#   error); its content's: only if the page answered 2xx.
+#   error); its content's and its links': only if it answered 2xx as a page, not
+#   as a redirect (whose landing page has issues of its own).
 GONE_ISSUES_SQL = f"""
     SELECT CASE WHEN b.code = 'broken_link_external'
                      AND EXISTS (SELECT 1 FROM audits_issue n WHERE n.audit_id = %(audit)s
@@ -58,7 +59,7 @@ GONE_ISSUES_SQL = f"""
                 WHEN b.code IN ({_codes(LINK_CODES - {"redirect_broken_target"})}) THEN
                     CASE WHEN EXISTS (SELECT 1 FROM audits_page s WHERE s.audit_id = %(audit)s
                                       AND s.url_hash = b.url_hash AND s.fetch_error = ''
-                                      AND s.status_code BETWEEN 200 AND 299)
+                                      AND s.status_code BETWEEN 200 AND 299 AND s.redirect_count = 0)
                           AND (NOT EXISTS (SELECT 1 FROM audits_linkedge e WHERE e.audit_id = %(audit)s
                                            AND e.source_hash = b.url_hash AND e.target_url = b.target_url)
                                OR EXISTS (SELECT 1 FROM audits_linkedge e
@@ -70,7 +71,8 @@ GONE_ISSUES_SQL = f"""
                          THEN 'fixed' ELSE 'unknown' END
                 WHEN EXISTS (SELECT 1 FROM audits_page c
                              WHERE c.audit_id = %(audit)s AND c.url_hash = b.url_hash AND c.fetch_error = ''
-                               AND (b.code IN ({_codes(ANSWER_CODES)}) OR c.status_code BETWEEN 200 AND 299))
+                               AND (b.code IN ({_codes(ANSWER_CODES)})
+                                    OR (c.status_code BETWEEN 200 AND 299 AND c.redirect_count = 0)))
                 THEN 'fixed' ELSE 'unknown' END AS change,
            b.key, b.url, b.code, b.severity, b.message, b.target_url
     FROM audits_issue b

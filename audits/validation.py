@@ -114,8 +114,8 @@ class Verdict:
         if self.code in SITE_WIDE_CODES:
             return "A check across the whole site: a validation, which re-fetches a few URLs, cannot re-run it."
         if self.code in LINK_CODES:
-            return "The page or the link's target could not be fetched this time."
-        return "The URL could not be fetched this time, or did not answer with a page."
+            return "The page or the link's target could not be fetched this time, or the page now redirects."
+        return "The URL could not be fetched this time, or did not answer with a page (it failed, or now redirects)."
 
 
 def checklist(audit: Audit, *, limit: int | None = None) -> list[Verdict]:

@@ -120,12 +120,13 @@ def is_login_redirect(result: FetchResult, login_url: str) -> bool:
 
     A login page addressed by its query (``index.php?route=account/login``) is
     only that page when the landing URL has those parameters too; its own extra
-    ones (``next=``) do not matter.
+    ones (``next=``) do not matter, nor does a trailing slash (``/accounts/login``
+    set, ``/accounts/login/?next=/a`` sent).
     """
     if not result.redirects or not result.final_url:
         return False
     want, landed = httpx.URL(login_url), httpx.URL(result.final_url)
-    if origin(landed) != origin(want) or landed.path != want.path:
+    if origin(landed) != origin(want) or landed.path.rstrip("/") != want.path.rstrip("/"):
         return False
     params = set(parse_qsl(landed.query.decode(), keep_blank_values=True))
     return all(pair in params for pair in parse_qsl(want.query.decode(), keep_blank_values=True))

@@ -104,7 +104,7 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         seeds = [FrontierURL(audit=audit, url=outcome.start_url, url_hash=url_hash(outcome.start_url),
                              depth=0, linked=True, in_sitemap=listed, template_key=template_digest(outcome.start_url))]
         if audit.mode == Audit.Mode.VALIDATE:
-            seeds += _validation_seeds(audit, robots, setup.user_agent)
+            seeds += _validation_seeds(audit, robots, setup.user_agent, scope)
         for url in outcome.sitemap_urls if audit.mode != Audit.Mode.VALIDATE else ():
             if not scope.contains(url) or trap_reason(url):
                 continue
@@ -150,10 +150,12 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         advance(audit, 0, dispatcher)
 
 
-def _validation_seeds(audit: Audit, robots: Robots, user_agent: str) -> list[FrontierURL]:
-    """A validation's whole frontier: what carried its source's issues, as robots.txt allows now.
+def _validation_seeds(audit: Audit, robots: Robots, user_agent: str, scope: Scope) -> list[FrontierURL]:
+    """A validation's whole frontier: what carried its source's issues, as robots.txt and the scope allow now.
 
-    A URL robots.txt now refuses is not fetched; its issues end unknown.
+    A URL robots.txt now refuses is not fetched, nor one of the site's outside
+    its scope now: another origin (the site moved), an excluded path, a private
+    site's logout link. Their issues end unknown.
     """
     source = Audit.objects.filter(pk=audit.source_id).first()
     if source is None:
@@ -161,7 +163,8 @@ def _validation_seeds(audit: Audit, robots: Robots, user_agent: str) -> list[Fro
     return [FrontierURL(audit=audit, url=t.url, url_hash=url_hash(t.url), depth=t.depth, kind=t.kind, linked=True,
                         template_key=template_digest(t.url) if t.kind == Page.Kind.PAGE else "")
             for t in validation.targets(source)
-            if t.kind == Page.Kind.EXTERNAL or not audit.respect_robots or robots.allowed(t.url, user_agent)]
+            if t.kind == Page.Kind.EXTERNAL
+            or (scope.contains(t.url) and (not audit.respect_robots or robots.allowed(t.url, user_agent)))]
 
 
 @dataclass

@@ -80,6 +80,9 @@ def test_a_fetch_that_lands_on_the_login_page_means_the_session_expired():
         ok = run(site, lambda f: f.fetch(site.url("/login/")))
         assert not is_login_redirect(ok, site.url("/login/"))  # asked for it: no redirect
         assert httpx.URL(result.final_url).path == "/login/"
+        # The login URL as a person typed it, without the slash the site sends to.
+        assert is_login_redirect(result, site.url("/login"))
+        assert not is_login_redirect(result, site.url("/log"))
 
 
 def test_a_persons_cookie_header_and_the_logins_cookies_go_out_as_one_header():

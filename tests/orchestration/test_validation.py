@@ -150,3 +150,34 @@ def test_every_issue_url_is_fetched_when_the_start_url_redirects(owner, fast_set
         assert {f"/p{n}" for n in range(4)} <= set(web.requests)
     found = link_verdicts(check)
     assert {found[("title_missing", f"p{n}", "")] for n in range(4)} == {"fixed"}
+
+
+def test_an_issue_on_a_page_that_now_redirects_is_unknown_not_fixed(owner, fast_settings):
+    with ScriptedSite() as web:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/old">old</a>')),
+                          "/old": Answer(page(None))})
+        first = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False))
+        assert Issue.objects.filter(audit=first, code="title_missing", url=web.url("/old")).exists()
+        # The page moved, its title still missing: the validation fetches /old, not where it now lands.
+        web.pages.update({"/old": Answer(b"", status=301, headers={"Location": "/new"}), "/new": Answer(page(None))})
+        check = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False,
+                               **follow_up_fields(first, Audit.Mode.VALIDATE)))
+
+    [verdict] = [v for v in validation.checklist(check) if v.code == "title_missing"]
+    assert verdict.result == "unknown" and "now redirects" in verdict.why
+
+
+def test_a_validation_fetches_no_issue_url_its_scope_now_excludes(owner, fast_settings):
+    with ScriptedSite() as web:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/secret">s</a><a href="/open">o</a>')),
+                          "/secret": Answer(page(None)), "/open": Answer(page(None))})
+        first = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False))
+        web.requests.clear()
+        # Excluded since (a pattern, or a private site's logout link): never fetched again.
+        check = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False,
+                               **{**follow_up_fields(first, Audit.Mode.VALIDATE), "exclude_patterns": "/secret"}))
+        fetched = set(web.requests)
+
+    found = verdicts(check)
+    assert "/secret" not in fetched and "/open" in fetched
+    assert (found[("title_missing", "secret")], found[("title_missing", "open")]) == ("unknown", "still")
