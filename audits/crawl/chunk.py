@@ -274,7 +274,8 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
                         concurrency=EXTERNAL_LANE.slots) as checker,
                 browser(setup) as renderer):
 
-        session = SessionKeeper(writer.audit, setup.login, fetcher, db)
+        session = SessionKeeper(writer.audit, setup.login, fetcher, db,
+                                followers=(renderer.fetcher,) if renderer is not None else ())
 
         async def work(item: Item) -> PageOutcome:
             if serial:

@@ -88,19 +88,24 @@ def login_form(audit: Audit, access: SiteAccess | None) -> LoginForm | None:
     return login
 
 
-def record_login(audit: Audit, cookies: dict[str, str]) -> bool:
-    """Store a login's cookies; False when the audit has used its logins (the session keeps expiring)."""
+def record_login(audit: Audit, cookies: dict[str, str], after: int | None = None) -> bool:
+    """Store a login's cookies; False when the audit has used its logins (the session keeps expiring).
+
+    ``after``: the login count the caller read before logging in; False too when
+    another chunk has recorded a login since (a conditional UPDATE decides).
+    """
     row, _ = AuditSession.objects.get_or_create(audit=audit)
-    if row.logins >= MAX_LOGINS:
+    seen = row.logins if after is None else after
+    if seen >= MAX_LOGINS:
         return False
-    row.cookies, row.logins = seal(json.dumps(cookies)), row.logins + 1
-    row.save(update_fields=["cookies", "logins"])
-    return True
+    return AuditSession.objects.filter(pk=row.pk, logins=seen).update(
+        cookies=seal(json.dumps(cookies)), logins=seen + 1) == 1
 
 
-def logins_left(audit: Audit) -> int:
+def session_state(audit: Audit) -> tuple[dict[str, str], int]:
+    """The session's stored cookies and the logins the audit has made."""
     row = AuditSession.objects.filter(audit=audit).first()
-    return MAX_LOGINS - (row.logins if row else 0)
+    return _cookies(audit), (row.logins if row else 0)
 
 
 def start_login(credentials: Credentials | None) -> Credentials | None:
@@ -133,20 +138,23 @@ class SessionKeeper:
     the account may not see that URL (Django's permission_required answers so).
     The start page tells them apart:
 
-    1. The first task to see it (others wait on the lock, then retry with the
-       new cookies) fetches the start page: if it still shows the login's
+    1. The first task to see it (others in the chunk wait on the lock, then
+       retry with the new cookies) fetches the start page: if it still shows the login's
        success pattern, the session holds, the URL is kept as it answered (a
        redirect to the login page) and no login is spent on it.
-    2. Otherwise it logs in again (the audit's login count checked and stored
-       through ``db``) and the URL is fetched once more.
+    2. Otherwise it takes the session another chunk stored since, or logs in
+       again (the audit's login count checked and stored through ``db``), and
+       the URL is fetched once more.
     3. A URL that still meets the login page is checked the same way: the
        session holds (the URL is kept) or it is gone, and SessionLost ends the
        audit as ``login_failed``, as a login that fails or a session that keeps
        expiring does.
     """
 
-    def __init__(self, audit: Audit, login: LoginForm | None, fetcher, db):
+    def __init__(self, audit: Audit, login: LoginForm | None, fetcher, db, followers=()):
+        """``followers``: other fetchers of the chunk (the browser's) that carry the session too."""
         self.audit, self.login, self.fetcher, self.db = audit, login, fetcher, db
+        self.followers = tuple(followers)
         self._lock = asyncio.Lock()
 
     async def fetch(self, make):
@@ -181,11 +189,26 @@ class SessionKeeper:
         return compile_patterns([self.login.success])[0].search(text) is not None
 
     async def _renew(self) -> None:
-        if await self.db(logins_left, self.audit) <= 0:
+        """A new session: another chunk's, when it renewed since this one read the session; else a login."""
+        sent = dict(self.fetcher.credentials.session) if self.fetcher.credentials is not None else {}
+        stored, logins = await self.db(session_state, self.audit)
+        if stored and stored != sent:
+            self._use(stored)  # chunks side by side: another one logged in again already
+            return
+        if logins >= MAX_LOGINS:
             raise SessionLost("The session expired again after the crawler had logged in again; "
                               "the site may end sessions early or log out on some page.")
         self.fetcher.credentials = start_login(self.fetcher.credentials)
         cookies = await open_session(self.fetcher, self.login)
-        if not await self.db(record_login, self.audit, cookies):
+        if await self.db(record_login, self.audit, cookies, logins):
+            self._use(cookies)
+            return
+        stored, _ = await self.db(session_state, self.audit)
+        if not stored:
             raise SessionLost("The session expired again after the crawler had logged in again.")
-        self.fetcher.credentials = logged_in(self.fetcher.credentials, self.login, cookies)
+        self._use(stored)  # another chunk's login was recorded first: one session for the audit
+
+    def _use(self, cookies: dict[str, str]) -> None:
+        self.fetcher.credentials = logged_in(start_login(self.fetcher.credentials), self.login, cookies)
+        for follower in self.followers:
+            follower.credentials = self.fetcher.credentials

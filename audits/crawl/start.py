@@ -284,7 +284,9 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
         pages[-1] = dataclasses.replace(pages[-1], findings=(*pages[-1].findings, plain_http))
     if setup.render != "none":
         # A rendered audit's start page too: an app shell's links exist only once it runs.
-        here = dataclasses.replace(setup, robots=robots, scope=Scope(origin, setup.include, setup.exclude))
+        # With the login's session, which the setup (made before the login) lacks.
+        here = dataclasses.replace(setup, robots=robots, scope=Scope(origin, setup.include, setup.exclude),
+                                   credentials=fetcher.credentials)
         async with browser(here) as renderer:
             pages[-1] = await render_if_needed(renderer, pages[-1], here, ctx)
     return StartOutcome(

@@ -3,14 +3,20 @@ account may not see is not taken for an expired session."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from werkzeug.wrappers import Response
 
+from audits.crawl.bridge import run_with_db_here
 from audits.crawl.resume import run_resume
+from audits.crawl.session import SessionKeeper
+from audits.crawl.setup import crawl_setup
 from audits.crawl.start import run_start
 from audits.dispatch import InlineDispatcher
 from audits.inline import run_audit_inline, run_steps
 from audits.models import Audit, Page, SiteAccess
+from crawler.fetch import Fetcher
 from tests.factories import make_audit
 from tests.login_site import PASSWORD, USER, LoginSite, page
 
@@ -133,3 +139,32 @@ def test_an_expired_session_is_renewed_even_when_the_start_page_is_public(owner,
         assert site.logins == 2
         members = set(Page.objects.filter(audit=audit, status_code=200).values_list("url", flat=True))
         assert {site.url(p) for p in site.paths()} <= members
+
+
+def test_a_chunk_whose_session_another_chunk_renewed_takes_the_new_session_and_spends_no_login(
+        owner, fast_settings):
+    # Two chunks side by side (PostgreSQL runs several an audit), each with its own keeper.
+    with LoginSite(pages=6) as site:
+        audit = audit_of(owner, site)
+        run_start(audit.pk, InlineDispatcher())  # the first login
+        audit.refresh_from_db()
+        setup = crawl_setup(audit)
+        site.sessions.clear()  # the session expires on the server
+
+        async def two_chunks(db):
+            async with (Fetcher(setup.policy, setup.guard, credentials=setup.credentials) as one,
+                        Fetcher(setup.policy, setup.guard, credentials=setup.credentials) as other):
+                first, second = SessionKeeper(audit, setup.login, one, db), SessionKeeper(audit, setup.login, other, db)
+
+                async def fetched(fetcher, path):
+                    return SimpleNamespace(url=site.url(path), result=await fetcher.fetch(site.url(path)))
+
+                renewed = await first.fetch(lambda: fetched(one, "/account/1/"))
+                # The other chunk still sends the expired cookies: it takes the renewed session.
+                taken = await second.fetch(lambda: fetched(other, "/account/2/"))
+                return renewed.result, taken.result
+
+        renewed, taken = run_with_db_here(two_chunks)
+
+    assert (renewed.status, taken.status) == (200, 200)
+    assert site.logins == 2  # the start's and one renewal, for both chunks

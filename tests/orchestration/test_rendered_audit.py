@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from werkzeug.wrappers import Response
 
 from audits.inline import run_audit_inline
 from audits.models import Audit, Issue, Page, SiteAccess
 from tests.factories import make_audit
+from tests.login_site import PASSWORD, USER, LoginSite
 from tests.render_site import SHELL, RenderSite
 
 pytestmark = [pytest.mark.django_db, pytest.mark.browser]
@@ -175,3 +177,36 @@ def test_a_private_sites_browser_never_requests_its_logout_urls(owner, fast_sett
     blocked = dict(Issue.objects.filter(audit=audit, code="render_request_blocked").values_list("target_url",
                                                                                                  "message"))
     assert "logout" in blocked[site.url("/logout/")]
+
+
+class MembersAppSite(LoginSite):
+    """A members' start page whose links only its script writes, and the script is for members only."""
+
+    def _page(self, path):
+        if path == "/":
+            return Response('<!doctype html><html lang="en"><head><title>Members</title></head><body>'
+                            '<div id="root"></div><script src="/members.js"></script></body></html>',
+                            content_type="text/html")
+        if path == "/members.js":
+            links = "".join(f"add({p!r});" for p in self.paths())
+            return Response("const root = document.getElementById('root');"
+                            "function add(p) { const a = document.createElement('a'); a.href = p; "
+                            "a.textContent = p; root.appendChild(a); }" + links,
+                            content_type="application/javascript")
+        return super()._page(path)
+
+
+def test_a_rendered_private_sites_start_page_runs_logged_in(owner, fast_settings):
+    with MembersAppSite(pages=3) as site:
+        audit = make_audit(owner, allow_private=True, check_external=False, render="all",
+                           start_url=site.url("/"), max_pages=10, max_depth=2)
+        access = SiteAccess(site=audit.site)
+        access.set_login(site.url("/login/"), {"username": USER}, {"password": PASSWORD}, r"Members")
+        access.save()
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    # The browser asked for the members' script with the session, so its links were found and crawled.
+    assert {site.url(p) for p in site.paths()} <= set(
+        Page.objects.filter(audit=audit, status_code=200).values_list("url", flat=True))
