@@ -64,3 +64,22 @@ def test_a_missing_page_of_the_owners_audit_is_404(owner_client, owner):
     # A page id from another audit (even the owner's own) is not part of this audit.
     page = other.pages.first()
     assert owner_client.get(reverse("page-detail", args=[audit.pk, page.pk])).status_code == 404
+
+
+@pytest.mark.parametrize("path", ["/accounts/password_reset/", "/accounts/reset/MQ/set-password/",
+                                  "/accounts/password_reset/done/"])
+def test_no_page_open_to_anyone_resets_a_password_or_sends_mail(client, path, mailoutbox):
+    assert client.get(path).status_code == 404
+    assert client.post(path, {"email": "owner@example.com"}).status_code == 404
+    assert mailoutbox == []
+
+
+def test_a_person_signs_in_and_changes_their_own_password(client, owner):
+    owner.set_password("old-pass-123456")
+    owner.save()
+    assert client.post(reverse("login"), {"username": owner.username, "password": "old-pass-123456"}).status_code == 302
+    response = client.post(reverse("password_change"), {
+        "old_password": "old-pass-123456", "new_password1": "A-new-pass-98765", "new_password2": "A-new-pass-98765"})
+    assert response.status_code == 302
+    owner.refresh_from_db()
+    assert owner.check_password("A-new-pass-98765")
