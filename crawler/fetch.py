@@ -156,7 +156,8 @@ class Fetcher:
     (wall-clock seconds, what an HTTP-date Retry-After is measured from) are
     injectable so tests of waiting never wait. ``credentials`` (a private
     site's headers) go on every hop to their own origin and no other; a login
-    replaces them when its session cookies change.
+    replaces them when its session cookies change. A redirect to a URL ``avoid``
+    names (a private site's logout) is not followed: the redirect is the answer.
     """
 
     def __init__(
@@ -170,9 +171,10 @@ class Fetcher:
         verify: ssl.SSLContext | bool = True,
         network_backend: httpcore.AsyncNetworkBackend | None = None,
         credentials: Credentials | None = None,
+        avoid: Callable[[str], bool] | None = None,
     ) -> None:
         self.policy = policy
-        self.credentials = credentials
+        self.credentials, self.avoid = credentials, avoid
         self.guard = guard
         self._sleep = sleep
         self._retry = RetryPlanner(policy, clock, random.Random())
@@ -290,11 +292,8 @@ class Fetcher:
         seen = {str(target)}
         for hop in range(policy.max_redirects + 1):
             # Credentials from the start URL go only to the origin they came with.
-            headers = (
-                [(b"Authorization", credentials.encode())]
-                if credentials and origin(target) == cred_origin
-                else []
-            )
+            home = credentials and origin(target) == cred_origin
+            headers = [(b"Authorization", credentials.encode())] if home else []
             if self.credentials is not None:
                 headers += self.credentials.for_url(target)
             if hop == 0:
@@ -302,9 +301,7 @@ class Fetcher:
             response = await self._with_retries(
                 method, target, headers, keep_body, max_bytes, budget_end, trail
             )
-            location = (
-                response.headers.get("location") if response.status in REDIRECT_STATUSES else None
-            )
+            location = response.headers.get("location") if response.status in REDIRECT_STATUSES else None
             if location is None or response.error is not None:
                 return self._finished(trail, response)
             location = location.strip()
@@ -325,6 +322,8 @@ class Fetcher:
             # header above is the only way credentials travel, and only home.
             next_url = strip(next_url)
             trail.hops.append(Hop(str(target), response.status, str(next_url)))
+            if self.avoid is not None and self.avoid(str(next_url)):
+                return self._finished(trail, response)
             if str(next_url) in seen:
                 return self._finished(
                     trail, response, RedirectLoop(f"Redirect loop back to {next_url}")

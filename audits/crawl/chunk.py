@@ -269,7 +269,8 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
         window = WindowPolicy(floor=1, start=1, cap=1, per_host=1, rate=window.rate,
                               crawl_delay=window.crawl_delay)
 
-    async with (Fetcher(setup.policy, setup.guard, concurrency=window.cap, credentials=setup.credentials) as fetcher,
+    async with (Fetcher(setup.policy, setup.guard, concurrency=window.cap, credentials=setup.credentials,
+                        avoid=setup.avoid) as fetcher,
                 Fetcher(setup.policy, setup.guard.in_lane(LookupLane()),
                         concurrency=EXTERNAL_LANE.slots) as checker,
                 browser(setup) as renderer):

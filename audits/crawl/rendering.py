@@ -37,7 +37,8 @@ async def browser(setup: CrawlSetup) -> AsyncIterator[Renderer | None]:
         yield None
         return
     guard = await browser_guard(setup.guard, setup.scope.origin)
-    async with (Fetcher(setup.policy, guard, concurrency=BROWSER_FETCHES, credentials=setup.credentials) as fetcher,
+    async with (Fetcher(setup.policy, guard, concurrency=BROWSER_FETCHES, credentials=setup.credentials,
+                        avoid=setup.avoid) as fetcher,
                 Renderer(fetcher, executable=knob("CHROMIUM"), deadline=knob("RENDER_DEADLINE"),
                          slots=knob("RENDER_PAGES"), may_request=_robots_rule(setup),
                          user_agent=setup.user_agent) as renderer):

@@ -73,6 +73,11 @@ class CrawlSetup:
     def is_logout(self, url: str) -> bool:
         return any(pattern.search(url) for pattern in self.logout)
 
+    @property
+    def avoid(self):
+        """What a fetch's redirects may not lead to: the logout (``Fetcher``'s ``avoid``), if there is one."""
+        return self.is_logout if self.logout else None
+
 
 def crawl_patterns(audit: Audit, access=None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The audit's include and exclude patterns; a private site's crawl never follows its logout links."""

@@ -190,7 +190,8 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: floa
     """
     ends = asyncio.get_running_loop().time() + budget
     policy = dataclasses.replace(setup.policy, retry_after_cap=START_RETRY_AFTER_CAP, reschedule_cap=0.0)
-    async with Fetcher(policy, setup.guard, concurrency=4, credentials=setup.credentials) as fetcher:
+    async with Fetcher(policy, setup.guard, concurrency=4, credentials=setup.credentials,
+                       avoid=setup.avoid) as fetcher:
         try:
             async with asyncio.timeout_at(ends):
                 found = await _front_door(audit, start_url, setup, fetcher)

@@ -178,3 +178,32 @@ def test_a_logout_url_linked_as_a_resource_is_never_requested(owner, fast_settin
         assert audit.status == "completed", (audit.error_code, audit.error_detail)
         assert not [path for _, path, _ in site.log if path.startswith("/logout")]
         assert site.logins == 1
+
+
+class ExitRedirectSite(LoginSite):
+    """Its pages link /account/exit, which the logout pattern does not name, and which redirects to /logout/."""
+
+    def handle(self, request):
+        if request.path == "/account/exit":
+            with self._lock:
+                self.log.append((request.method, request.path, dict(request.headers)))
+            return Response("", status=302, headers={"Location": "/logout/"})
+        return super().handle(request)
+
+    def _page(self, path):
+        if path in ("/", *self.paths()):
+            return Response(page(f"Members {path}", [*self.paths(), "/account/exit"]), content_type="text/html")
+        return Response("not here", status=404, content_type="text/html")
+
+
+def test_a_redirect_to_the_logout_url_is_not_followed_and_the_session_lives_on(owner, fast_settings):
+    with ExitRedirectSite() as site:
+        audit = audit_of(owner, site, form_login(site))
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        assert not [path for _, path, _ in site.log if path.startswith("/logout")]
+        assert site.logins == 1
+        assert {site.url(p) for p in site.paths()} <= crawled(audit, site)
+        # The redirect is what the URL answered, and says where it points.
+        exit_row = Page.objects.get(audit=audit, url=site.url("/account/exit"))
+        assert (exit_row.status_code, exit_row.redirect_count, exit_row.fetch_error) == (302, 1, "")
+        assert exit_row.redirect_chain == [[site.url("/account/exit"), 302, site.url("/logout/")]]
