@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import functools
+import hashlib
+import hmac
 
 from django.conf import settings
 
@@ -33,6 +35,11 @@ def _fernet(key_material: str):
 
 def _key_material() -> str:
     return getattr(settings, "SITEWARD_FIELD_KEY", "") or settings.SECRET_KEY
+
+
+def fingerprint(text: str) -> str:
+    """A keyed digest of ``text`` (HMAC-SHA256 under the same key): equal texts match, none can be read back."""
+    return hmac.new(_key_material().encode(), text.encode(), hashlib.sha256).hexdigest()
 
 
 def seal(text: str) -> str:

@@ -42,14 +42,17 @@ _PAGE_FIELDS = ["id", "url_hash", "status_code", "content_type", "size_bytes", "
 
 
 def source_of(audit: Audit) -> int | None:
-    """The audit a delta crawl reuses, or None: another mode, a deleted source, or one of another origin.
+    """The audit a delta crawl reuses, or None: another mode, a deleted source, or one of another origin or access.
 
     The stored edges say internal or not against their audit's origin: a site
-    that moved (http to https, a new host) is crawled in full.
+    that moved (http to https, a new host) is crawled in full. So is one crawled
+    as someone else (logged in now, anonymous then), whose pages differ though a
+    server may answer 304 by a page's date alone.
     """
     if audit.mode != Audit.Mode.DELTA or audit.source_id is None:
         return None
-    same = Audit.objects.filter(pk=audit.source_id, origin=audit.origin).exists()
+    same = Audit.objects.filter(pk=audit.source_id, origin=audit.origin,
+                                access_identity=audit.access_identity).exists()
     return audit.source_id if same else None
 
 

@@ -96,8 +96,9 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
             robots_status=robots.status, robots_http_status=robots.http_status, robots_body=robots.body,
             sitemap_found=outcome.sitemap_found,
         )
-        audit.begin_crawl(outcome.origin)
-        scope = Scope(outcome.origin, *crawl_patterns(audit, site_access(audit)))
+        access = site_access(audit)
+        audit.begin_crawl(outcome.origin, access.identity() if access is not None else "")
+        scope = Scope(outcome.origin, *crawl_patterns(audit, access))
         _write_site_issues(audit, outcome)
         # Its row wins over the sitemap's below, so it carries the listing itself (sitemap_bad_url judges it).
         listed = audit.mode != Audit.Mode.VALIDATE and outcome.start_url in outcome.sitemap_urls

@@ -65,6 +65,7 @@ class Migration(migrations.Migration):
                 ('baseline', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='audits.audit')),
                 ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='audits', to=settings.AUTH_USER_MODEL)),
                 ('source', models.ForeignKey(blank=True, help_text='The earlier audit a validation re-checks or a delta crawl reuses', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='audits.audit')),
+                ('access_identity', models.CharField(blank=True, max_length=64)),
             ],
             options={
                 'ordering': ['-created_at', '-id'],

@@ -96,6 +96,9 @@ class Audit(models.Model):
                                help_text="The earlier audit a validation re-checks or a delta crawl reuses")
     start_url = models.CharField(max_length=2048)
     origin = models.CharField(max_length=300, blank=True, help_text="Scheme and host after the start URL's redirects")
+    # Who the site saw crawling (SiteAccess.identity; empty: anyone): a delta
+    # crawl reuses only an audit crawled as the same, whose pages it would see.
+    access_identity = models.CharField(max_length=64, blank=True)
 
     # Limits the audit runs with.
     max_pages = models.PositiveIntegerField(default=500)
@@ -202,9 +205,10 @@ class Audit(models.Model):
             started_at=timezone.now(), heartbeat_at=Now(),
         )
 
-    def begin_crawl(self, origin: str) -> bool:
+    def begin_crawl(self, origin: str, access_identity: str = "") -> bool:
         return self._transition(
-            [self.Status.RUNNING], phase=self.Phase.CRAWLING, origin=origin, heartbeat_at=Now()
+            [self.Status.RUNNING], phase=self.Phase.CRAWLING, origin=origin, access_identity=access_identity,
+            heartbeat_at=Now(),
         )
 
     def resume_crawl(self) -> bool:

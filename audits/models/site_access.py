@@ -13,7 +13,7 @@ from django.db import models
 
 from crawler.credentials import LOGOUT_DEFAULT, Credentials, LoginForm
 
-from ..secrets import readable, seal, unseal
+from ..secrets import fingerprint, readable, seal, unseal
 from .site import Site
 
 
@@ -96,6 +96,15 @@ class SiteAccess(models.Model):
 
     def header_lines(self) -> list[str]:
         return [line for line in unseal(self.headers).splitlines() if line.strip()]
+
+    def identity(self) -> str:
+        """Who a crawl with this access is to the site (a keyed digest, never the secrets).
+
+        The user name, the headers and the login's fields, not the passwords: a
+        new password for the same account sees the same pages.
+        """
+        who = [self.basic_user, self.header_lines(), self.login_url, sorted(self.login_fields.items())]
+        return fingerprint(json.dumps(who))
 
     def credentials(self, start_url: str, cookies: dict[str, str] | None = None) -> Credentials | None:
         basic = (self.basic_user, unseal(self.basic_password)) if self.basic_user else None

@@ -10,7 +10,7 @@ from audits.crawl.start import run_start
 from audits.crawl.writer import ChunkWriter
 from audits.dispatch import InlineDispatcher
 from audits.inline import run_audit_inline
-from audits.models import Audit, FrontierURL, Issue, Page, PageChange
+from audits.models import Audit, FrontierURL, Issue, Page, PageChange, SiteAccess
 from crawler.page import PageOutcome
 from crawler.types import FetchResult
 from tests.factories import make_audit
@@ -169,3 +169,25 @@ def test_a_reused_page_gives_a_shorter_click_depth_to_a_page_already_queued_deep
     writer.write([unchanged(web.url("/b"), 1)])
     assert row(delta, web, "/b").unchanged_since == first.pk
     assert FrontierURL.objects.get(audit=delta, url=web.url("/x")).depth == 2
+
+
+def test_a_delta_crawl_as_someone_else_than_its_source_reuses_nothing(owner, fast_settings):
+    """Crawled anonymously last time, logged in now: a 304 by date says nothing about what a member sees."""
+    with ScriptedSite() as web:
+        web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/a">a</a>'), headers={"ETag": '"h"'})
+        web.pages["/a"] = Answer(html("Page a of the delta test site", '<a href="/">home</a>'), headers={"ETag": '"a"'})
+        anonymous = audit_of(owner, web)
+        access = SiteAccess(site=anonymous.site)
+        access.set_headers(["X-Team: blue"])
+        access.save()
+        as_blue = audit_of(owner, web, mode=Audit.Mode.DELTA, source=anonymous)
+        again_as_blue = audit_of(owner, web, mode=Audit.Mode.DELTA, source=as_blue)
+        access.set_headers(["X-Team: red"])
+        access.save()
+        as_red = audit_of(owner, web, mode=Audit.Mode.DELTA, source=again_as_blue)
+
+    assert row(as_blue, web, "/a").unchanged_since is None
+    assert row(again_as_blue, web, "/a").unchanged_since == as_blue.pk  # the same access: reused
+    assert row(as_red, web, "/a").unchanged_since is None
+    assert anonymous.access_identity == "" and as_blue.access_identity not in ("", as_red.access_identity)
+    assert "blue" not in as_blue.access_identity  # a keyed digest, not the header
