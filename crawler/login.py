@@ -125,7 +125,12 @@ def is_login_redirect(result: FetchResult, login_url: str) -> bool:
     """
     if not result.redirects or not result.final_url:
         return False
-    want, landed = httpx.URL(login_url), httpx.URL(result.final_url)
+    return is_login_page(result.final_url, login_url)
+
+
+def is_login_page(url: str, login_url: str) -> bool:
+    """Whether ``url`` is the login page, with whatever parameters of its own (``next=``) (see ``is_login_redirect``)."""
+    want, landed = httpx.URL(login_url), httpx.URL(url)
     if origin(landed) != origin(want) or landed.path.rstrip("/") != want.path.rstrip("/"):
         return False
     params = set(parse_qsl(landed.query.decode(), keep_blank_values=True))

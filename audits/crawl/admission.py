@@ -17,6 +17,7 @@ from django.db import connection
 from django.db.models import Case, Count, Min, Value, When
 
 from crawler.catalogue import finding
+from crawler.login import is_login_page
 from crawler.page import PAGE_TAGS, REDIRECT_TAG, RESOURCE_TAGS, PageOutcome
 from crawler.types import FetchError
 from crawler.urls import (
@@ -141,6 +142,8 @@ def _offers(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome],
             named.setdefault(canonical[1], Candidate(canonical[0], audit.max_depth, o.url, Page.Kind.PAGE, False))
         for link in o.outlinks:
             url, tag = link.url, link.tag
+            if tag == REDIRECT_TAG and setup.login is not None and is_login_page(url, setup.login.url):
+                continue  # a page the account may not see sends it to log in: not a page of the site
             internal = url.startswith(inside)
             if internal and tag in PAGE_TAGS:
                 kind = Page.Kind.PAGE

@@ -113,6 +113,8 @@ def test_a_page_the_member_may_not_see_is_kept_and_the_audit_goes_on_logged_in(o
         assert site.logins == 1  # the session held: no login spent on that page
         staff = Page.objects.get(audit=audit, url=site.url("/staff-only/"))
         assert "/login/" in staff.final_url
+        # Where it sends the member is the login page, not a page of the site to crawl.
+        assert not Page.objects.filter(audit=audit, url__contains="/login/").exists()
         assert {site.url(p) for p in site.paths()} <= set(
             Page.objects.filter(audit=audit, status_code=200).values_list("url", flat=True))
 
