@@ -16,8 +16,8 @@ from functools import lru_cache
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import CharField, F, OuterRef, Subquery, Value
-from django.db.models.functions import Cast, Concat
+from django.db.models import CharField, F, Value
+from django.db.models.functions import Concat
 
 from crawler.catalogue import UNVERIFIED_STATUSES, finding
 from crawler.types import FetchError
@@ -25,7 +25,7 @@ from crawler.urls import InvalidURL, normalize, url_hash
 
 from . import depths, diff, notices
 from .issue_rows import insert_issues, issue_for, issue_key
-from .models import Audit, FrontierURL, Issue, Page, Severity
+from .models import Audit, FrontierURL, Issue, Severity
 
 log = logging.getLogger(__name__)
 
@@ -194,18 +194,37 @@ NOINDEX_MANY_INLINKS = 10
 ESCALATED_CODE = "noindex"
 
 
+# Links to the redirects that land on each page: a link to /old that redirects to
+# /new reaches /new. One grouped pass over the audit's redirect edges.
+VIA_REDIRECTS_SQL = """
+    SELECT e.target_hash, SUM(r.inlinks) FROM audits_linkedge e
+    JOIN audits_page r ON r.audit_id = e.audit_id AND r.url_hash = e.source_hash
+    WHERE e.audit_id = %s AND e.tag = 'redirect' GROUP BY e.target_hash
+"""
+
+
 def escalate_linked_noindex(audit: Audit) -> int:
     """Make critical the noindex warnings of pages with at least NOINDEX_MANY_INLINKS internal links to them; how many.
 
     After the inlink counts: the page checks ran before anything was known of
-    the page's inlinks. Only warnings change, so running finalize again changes nothing.
+    the page's inlinks. Links to a redirect that lands on the page count too.
+    Only warnings change, so running finalize again changes nothing.
     """
-    inlinks = Page.objects.filter(pk=OuterRef("page_id")).values("inlinks")
-    return Issue.objects.filter(
-        audit=audit, code=ESCALATED_CODE, severity=Severity.WARNING, page__inlinks__gte=NOINDEX_MANY_INLINKS,
-    ).update(severity=Severity.CRITICAL, message=Concat(
-        F("message"), Value(" but "), Cast(Subquery(inlinks), CharField()), Value(" internal links point to it"),
-        output_field=CharField()))
+    warned = list(Issue.objects.filter(audit=audit, code=ESCALATED_CODE, severity=Severity.WARNING)
+                  .values_list("id", "page__url_hash", "page__inlinks"))
+    if not warned:
+        return 0
+    via = dict(_rows(VIA_REDIRECTS_SQL, [audit.pk])) if any(n < NOINDEX_MANY_INLINKS for *_, n in warned) else {}
+    by_count: dict[int, list[int]] = {}
+    for pk, digest, inlinks in warned:
+        if (n := (inlinks or 0) + (via.get(digest) or 0)) >= NOINDEX_MANY_INLINKS:
+            by_count.setdefault(n, []).append(pk)
+    for n, ids in by_count.items():
+        for start in range(0, len(ids), BATCH):
+            Issue.objects.filter(pk__in=ids[start:start + BATCH]).update(
+                severity=Severity.CRITICAL,
+                message=Concat(F("message"), Value(f" but {n} internal links point to it"), output_field=CharField()))
+    return sum(len(ids) for ids in by_count.values())
 
 
 def _has_update_from() -> bool:

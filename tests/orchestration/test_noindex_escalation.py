@@ -51,3 +51,20 @@ def test_the_command_report_writes_an_escalated_issue_again_with_its_final_sever
     noindex = [r for r in records if r["type"] == "issue" and r["code"] == "noindex"]
     assert [(r["severity"], r.get("escalated", False)) for r in noindex] == [("warning", False), ("critical", True)]
     assert records[-1]["type"] == "summary"
+
+
+def test_links_to_a_redirect_that_lands_on_a_noindex_page_count_for_it(owner, fast_settings, httpserver):
+    pages = [f"/p{i}" for i in range(NOINDEX_MANY_INLINKS + 1)]
+    nav = "".join(f"<a href='{p}'>{p}</a>" for p in pages) + "<a href='/old-members'>Members</a>"
+    httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
+    for p in ["/", *pages]:
+        httpserver.expect_request(p).respond_with_data(f"<html><body>{nav}</body></html>", content_type="text/html")
+    httpserver.expect_request("/old-members").respond_with_data("", status=301, headers={"Location": "/members"})
+    httpserver.expect_request("/members").respond_with_data(NOINDEX.format("Members"), content_type="text/html")
+    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, max_pages=50)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert audit.status == "completed", audit.error_detail
+    [issue] = audit.issues.filter(code="noindex")
+    assert issue.url == httpserver.url_for("/members")
+    assert issue.severity == "critical" and f"but {len(pages) + 1} internal links point to it" in issue.message
