@@ -1,13 +1,11 @@
 """The new-audit form: clear messages for bad input, nothing created, and a quota that holds under a race."""
 
-import threading
 
 import pytest
-from django.db import connection
-from django.test import Client
 from django.urls import reverse
 
 from audits.models import Audit
+from tests.dashboard.posting import post_at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -99,25 +97,6 @@ def test_it_refuses_past_the_running_audit_quota_with_429(owner_client, owner, s
 @pytest.mark.django_db(transaction=True)
 def test_it_accepts_exactly_the_quota_from_twenty_concurrent_submissions(owner, allow_private, settings):
     settings.SITEWARD = {**settings.SITEWARD, "MAX_RUNNING_AUDITS_PER_USER": 3}
-    clients = []
-    for _ in range(20):
-        client = Client()
-        client.force_login(owner)
-        clients.append(client)
-    barrier = threading.Barrier(20)
-    statuses = []
-
-    def submit(client):
-        try:
-            barrier.wait(timeout=10)
-            statuses.append(post(client, start_url=f"http://127.0.0.1:9/{id(client)}").status_code)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=submit, args=(c,)) for c in clients]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert sorted(statuses) == [302] * 3 + [429] * 17
+    forms = [{**GOOD, "start_url": f"http://127.0.0.1:9/{n}"} for n in range(20)]  # twenty sites
+    assert post_at_once(owner, forms, reverse("audit-new")) == [302] * 3 + [429] * 17
     assert Audit.objects.filter(owner=owner).count() == 3

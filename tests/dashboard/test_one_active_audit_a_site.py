@@ -1,13 +1,11 @@
 """One active audit a site: every way a person starts one waits for the site's running audit, as run now does."""
 
-import threading
 
 import pytest
-from django.db import connection
-from django.test import Client
 from django.urls import reverse
 
 from audits.models import Audit
+from tests.dashboard.posting import post_at_once
 from tests.factories import SITE, make_audit, make_finished_audit
 
 pytestmark = pytest.mark.django_db
@@ -76,25 +74,6 @@ def test_the_admin_re_runs_two_audits_of_one_site_as_one_and_says_why_not_the_ot
 
 @pytest.mark.django_db(transaction=True)
 def test_twenty_concurrent_submissions_of_one_site_start_one_audit(owner, allow_private):
-    clients = []
-    for _ in range(20):
-        client = Client()
-        client.force_login(owner)
-        clients.append(client)
-    barrier = threading.Barrier(20)
-    statuses = []
-
-    def submit(client):
-        try:
-            barrier.wait(timeout=10)
-            statuses.append(client.post(reverse("audit-new"), {**FORM, "start_url": "http://127.0.0.1:9/"}).status_code)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=submit, args=(c,)) for c in clients]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert sorted(statuses) == [302] + [409] * 19
+    forms = [{**FORM, "start_url": "http://127.0.0.1:9/"}] * 20
+    assert post_at_once(owner, forms, reverse("audit-new")) == [302] + [409] * 19
     assert Audit.objects.filter(owner=owner).count() == 1
