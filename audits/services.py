@@ -165,7 +165,7 @@ def resume_audit(audit: Audit) -> bool:
             audit.refresh_from_db()
             return False
         admit(audit.owner)
-        refuse_busy_site(audit.owner, audit.site, audit.start_url)
+        refuse_busy_site(audit.owner, audit.site, audit.start_url, besides=audit)
         if not audit.reopen_for_resume():
             return False
         enqueue("audits.tasks.resume", audit.pk, name=f"audit-{audit.pk}-resume", queue=crawl_queue(audit))
@@ -225,20 +225,21 @@ class SiteBusy(Exception):
     """The site already has an audit queued or running: a second would double the load on it."""
 
 
-def refuse_busy_site(owner, site: Site | None, start_url: str) -> None:
+def refuse_busy_site(owner, site: Site | None, start_url: str, *, besides: Audit | None = None) -> None:
     """Raise SiteBusy if the owner's site (``site``, else the one for ``start_url``) has an active audit.
 
     Call it inside the transaction that then makes an audit active. The site's
     row lock (``lock_site``) makes two requests at once, or a request and a
     scheduled fire, start one audit; a site not made yet is guarded by the
-    owner's row, which ``lock_site`` takes first too.
+    owner's row, which ``lock_site`` takes first too. ``besides``: an audit
+    being resumed, which a second press of Resume may just have made active.
     """
     site = site or Site.objects.filter(owner=owner, start_url=start_url).first()
     if site is None:
         get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
         return
     lock_site(site)
-    active = site.audits.filter(status__in=Audit.ACTIVE).order_by("pk").first()
+    active = site.audits.filter(status__in=Audit.ACTIVE).exclude(pk=getattr(besides, "pk", None)).order_by("pk").first()
     if active is not None:
         raise SiteBusy(f"An audit of this site is already queued or running (audit {active.pk}); "
                        "wait for it to finish, or cancel it, before starting another.")

@@ -179,7 +179,9 @@ class _Frontier:
                 # Other tags (img, script, stylesheet...) are resources, which
                 # this crawl only checks when they are external.
                 if link.tag in PAGE_TAGS:
-                    self.admit(url, depth)
+                    # Where a redirect lands is no click further: the depth limit
+                    # lets it through, though it is fetched with the next level.
+                    self.admit(url, outcome.depth if link.tag == REDIRECT_TAG else depth)
             elif link.tag != REDIRECT_TAG and self.limits.check_external and url not in self.external:
                 # (A redirect's landing elsewhere was already fetched, through the redirect.)
                 if len(self.external) < self.limits.max_external:

@@ -322,8 +322,8 @@ class Fetcher:
             # header above is the only way credentials travel, and only home.
             next_url = strip(next_url)
             trail.hops.append(Hop(str(target), response.status, str(next_url)))
-            if self.avoid is not None and self.avoid(str(next_url)):
-                return self._finished(trail, response)
+            if self.avoid is not None and self.avoid(str(next_url)):  # unfetched, but where it points
+                return replace(self._finished(trail, response), final_url=str(next_url))
             if str(next_url) in seen:
                 return self._finished(
                     trail, response, RedirectLoop(f"Redirect loop back to {next_url}")

@@ -44,6 +44,7 @@ class Candidate(NamedTuple):
     found_on: str
     kind: str
     linked: bool = True  # False for a canonical target: a page names it, no link does
+    redirect: bool = False  # where a redirect lands: linked as the redirect itself was (``_as_linked``)
 
 
 def template_digest(url: str) -> str:
@@ -62,6 +63,7 @@ def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], craw
     hash) by page URL; a target no link names is queued as a sitemap URL is.
     """
     offers, named = _offers(audit, setup, outcomes, canonicals or {})
+    offers = _as_linked(audit.pk, offers)
     known = known_targets(audit.pk, [*offers, *named])
     _shorten(audit, {h: c.depth for h, c in offers.items() if h in known and known[h].linked
                      and c.depth < known[h].depth})
@@ -100,7 +102,7 @@ def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], craw
     candidates.update(_linked_sources(audit.pk, deep))
     # A sitemap-only URL reached by a link now gets its click depth, replacing
     # its seeded one on a page already crawled, even past max_depth.
-    relink = [h for h in candidates if h in known]
+    relink = [h for h in candidates if h in known and candidates[h].linked]
     for depth in {candidates[h].depth for h in relink}:
         hashes = [h for h in relink if candidates[h].depth == depth]
         FrontierURL.objects.filter(audit=audit, url_hash__in=hashes).update(linked=True, depth=depth)
@@ -154,10 +156,26 @@ def _offers(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome],
             else:
                 continue  # forms, and external links when they are not checked
             # Where a redirect lands is as many clicks away as the redirect.
-            digest, offer = url_hash(url), Candidate(url, o.depth + (tag != REDIRECT_TAG), o.url, kind)
+            digest, offer = url_hash(url), Candidate(url, o.depth + (tag != REDIRECT_TAG), o.url, kind,
+                                                     redirect=tag == REDIRECT_TAG)
             if offers.setdefault(digest, offer).kind != kind and kind == Page.Kind.PAGE:
                 offers[digest] = offer  # a link as a page outranks an earlier one as a resource
     return offers, {h: c for h, c in named.items() if h not in offers}
+
+
+def _as_linked(audit_id: int, offers: dict[str, Candidate]) -> dict[str, Candidate]:
+    """``offers``, each redirect's landing linked only if a link reached the redirect.
+
+    A sitemap-only URL that redirects (queued unlinked, at max_depth) reaches its
+    landing by no link either: that page too is sitemap-only, neither deep nor
+    spared from being an orphan. One lookup of the redirects, only when some came.
+    """
+    sources = {url_hash(c.found_on) for c in offers.values() if c.redirect}
+    if not sources:
+        return offers
+    linked = known_targets(audit_id, list(sources))
+    return {h: c if not c.redirect or (s := linked.get(url_hash(c.found_on))) is None or s.linked
+            else c._replace(linked=False) for h, c in offers.items()}
 
 
 def _names_another(o: PageOutcome, canonical: str, inside: str) -> bool:

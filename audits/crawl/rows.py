@@ -43,8 +43,10 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
     robots: set[str] = set()
     canonical = title = description = content_hash = ""
     h1 = words = 0
-    # An HTML page left unparsed (too large to read) is judged by its headers alone, not taken for noindex.
-    judged = facts is not None or (kind == "page" and result.is_html and result.error is None)
+    # An HTML page left unparsed (too large to read) is judged by its headers alone, not taken for noindex;
+    # a redirect is no page a search engine would index.
+    judged = facts is not None or (kind == "page" and result.is_html and result.error is None
+                                   and not result.redirects)
     if judged:
         robots = set(header_robots_directives(result.headers.get("x-robots-tag")))
     if facts is not None:

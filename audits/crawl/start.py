@@ -17,7 +17,7 @@ from django.db.models.functions import Now
 
 from crawler import loop as crawl_loop
 from crawler.catalogue import finding
-from crawler.checks import PageContext, run_page_checks
+from crawler.checks import PageContext
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.http_probe import PROBE_SECONDS, probe_http_form
 from crawler.login import is_login_redirect
@@ -105,7 +105,7 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         seeds = [FrontierURL(audit=audit, url=outcome.start_url, url_hash=url_hash(outcome.start_url),
                              depth=0, linked=True, in_sitemap=listed, template_key=template_digest(outcome.start_url))]
         if audit.mode == Audit.Mode.VALIDATE:
-            seeds += _validation_seeds(audit, robots, setup.user_agent, scope)
+            seeds += _validation_seeds(audit, robots, setup, scope)
         for url in outcome.sitemap_urls if audit.mode != Audit.Mode.VALIDATE else ():
             if not scope.contains(url) or trap_reason(url):
                 continue
@@ -151,12 +151,13 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         advance(audit, 0, dispatcher)
 
 
-def _validation_seeds(audit: Audit, robots: Robots, user_agent: str, scope: Scope) -> list[FrontierURL]:
+def _validation_seeds(audit: Audit, robots: Robots, setup: CrawlSetup, scope: Scope) -> list[FrontierURL]:
     """A validation's whole frontier: what carried its source's issues, as robots.txt and the scope allow now.
 
     A URL robots.txt now refuses is not fetched, nor one of the site's outside
-    its scope now: another origin (the site moved), an excluded path, a private
-    site's logout link. Their issues end unknown.
+    the crawl now, as admission would judge it: a page outside the scope
+    (another origin after a move, an excluded path, a private site's logout
+    link), a resource on another origin or at the logout URL. Their issues end unknown.
     """
     source = Audit.objects.filter(pk=audit.source_id).first()
     if source is None:
@@ -165,7 +166,14 @@ def _validation_seeds(audit: Audit, robots: Robots, user_agent: str, scope: Scop
                         template_key=template_digest(t.url) if t.kind == Page.Kind.PAGE else "")
             for t in validation.targets(source)
             if t.kind == Page.Kind.EXTERNAL
-            or (scope.contains(t.url) and (not audit.respect_robots or robots.allowed(t.url, user_agent)))]
+            or (_still_ours(t, setup, scope) and (not audit.respect_robots or robots.allowed(t.url, setup.user_agent)))]
+
+
+def _still_ours(target: validation.Target, setup: CrawlSetup, scope: Scope) -> bool:
+    """Whether the crawl would fetch ``target`` now: a page in the scope, a resource of the origin and no logout."""
+    if target.kind == Page.Kind.PAGE:
+        return scope.contains(target.url)
+    return target.url.startswith(scope.origin + "/") and not setup.is_logout(target.url)
 
 
 @dataclass
@@ -279,7 +287,7 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
     ctx = PageContext(setup.checks, is_internal=internal_test(Scope(origin)))
     pages = []
     if final != start_url:
-        pages.append(PageOutcome(start_url, 0, first, None, tuple(run_page_checks(first, None, ctx)), ()))
+        pages.append(build_outcome(first, start_url, 0, ctx))  # a redirect: its one edge is to ``final``
         first = dataclasses.replace(first, url=final, redirects=())
     pages.append(build_outcome(first, final, 0, ctx))
     if plain_http is not None:  # stored on the start page's row by the ordinary chunk writer

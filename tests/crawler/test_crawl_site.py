@@ -30,6 +30,7 @@ from tests.crawler.fixture_site import (
     START_REDIRECT,
     FixtureSite,
 )
+from tests.scripted_site import Answer, ScriptedSite, html_page
 
 # Quick retries keep the 500 page from costing seconds of backoff.
 FAST = FetchPolicy(
@@ -324,3 +325,15 @@ def test_outlinks_keep_one_link_per_url_and_tag_in_document_order():
         ("http://a.test/dir/y?b=2&a=1", "a", ""),
     ]
     assert invalid == 1
+
+
+def test_a_redirect_at_the_depth_limit_still_has_the_page_it_lands_on_parsed():
+    with ScriptedSite() as web:
+        web.pages.update({"/": html_page("Home", "/docs"), "/docs": Answer(b"", status=301, headers={"Location": "/docs/"}),
+                          "/docs/": html_page("The docs")})
+        seen: list[PageOutcome] = []
+        asyncio.run(crawl_site(web.url("/"), CrawlLimits(allow_private=True, max_depth=1, check_external=False),
+                               on_page=seen.append, policy=FAST))
+    by_url = {o.url: o for o in seen}
+    assert by_url[web.url("/docs")].facts is None  # the redirect
+    assert by_url[web.url("/docs/")].facts.title == "The docs"

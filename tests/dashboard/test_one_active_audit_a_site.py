@@ -1,10 +1,14 @@
 """One active audit a site: every way a person starts one waits for the site's running audit, as run now does."""
 
 
+import threading
+
 import pytest
+from django.db import connection
 from django.urls import reverse
 
 from audits.models import Audit
+from audits.services import SiteBusy, resume_audit
 from tests.dashboard.posting import post_at_once
 from tests.factories import SITE, make_audit, make_finished_audit
 
@@ -77,3 +81,25 @@ def test_twenty_concurrent_submissions_of_one_site_start_one_audit(owner, allow_
     forms = [{**FORM, "start_url": "http://127.0.0.1:9/"}] * 20
     assert post_at_once(owner, forms, reverse("audit-new")) == [302] + [409] * 19
     assert Audit.objects.filter(owner=owner).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_resume_pressed_several_times_at_once_resumes_once_and_refuses_none_as_busy(owner):
+    failed = make_finished_audit(owner, status=Audit.Status.FAILED, error_code="stalled")
+    barrier, answers = threading.Barrier(5), []
+
+    def press():
+        try:
+            barrier.wait(timeout=10)
+            answers.append(resume_audit(Audit.objects.get(pk=failed.pk)))
+        except SiteBusy as exc:  # the other presses' own audit, taken for another one
+            answers.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=press) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(answers, key=str) == [False] * 4 + [True]

@@ -93,6 +93,10 @@ def test_a_redirecting_start_url_anchors_the_crawl_on_the_final_origin(owner, si
     assert audit.status == Audit.Status.COMPLETED
     assert audit.origin == site.url("/").rstrip("/")
     assert audit.pages.filter(kind="page").count() > 10
+    # The typed URL is a redirect like any other: its one edge is to where it lands.
+    typed = site.elsewhere + START_REDIRECT
+    assert list(LinkEdge.objects.filter(audit=audit, source_url=typed).values_list("tag", "target_url")) == [
+        ("redirect", site.url("/"))]
 
 
 def test_a_refused_start_address_fails_the_audit_with_ssrf_blocked(owner, site, settings):

@@ -202,4 +202,5 @@ def test_a_redirect_to_the_logout_url_is_not_followed_and_the_session_lives_on(o
         # The redirect is what the URL answered, and says where it points.
         exit_row = Page.objects.get(audit=audit, url=site.url("/account/exit"))
         assert (exit_row.status_code, exit_row.redirect_count, exit_row.fetch_error) == (302, 1, "")
+        assert exit_row.final_url == site.url("/logout/")
         assert exit_row.redirect_chain == [[site.url("/account/exit"), 302, site.url("/logout/")]]

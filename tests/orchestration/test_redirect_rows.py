@@ -48,11 +48,10 @@ def test_a_redirect_carries_no_issue_of_the_page_it_lands_on_and_that_page_is_cr
         # As many clicks away as the redirect that reaches it.
         assert (landing.kind, landing.status_code, landing.redirect_count, landing.depth) == ("page", 200, 0, 1)
         assert codes(audit, site.url("/d")) >= content
-        assert "orphan_page" not in codes(audit, site.url("/d"))
         # The redirects are judged on their answer alone: no content issue, and none from another site.
         for path in ("/b", "/c", "/e"):
             row = Page.objects.get(audit=audit, url=site.url(path))
-            assert row.redirect_count == 1 and row.title == "", path
+            assert row.redirect_count == 1 and row.title == "" and not row.indexable, path
             assert codes(audit, site.url(path)) <= ANSWER_CODES, (path, codes(audit, site.url(path)))
         assert other.requests["/elsewhere"] == 1
         # A redirect's one edge is to where it lands; it is neither a link nor a broken one.
@@ -84,3 +83,29 @@ def test_a_landing_page_at_the_depth_limit_is_still_crawled(owner, fast_settings
         docs = Page.objects.get(audit=audit, url=site.url("/docs/"))
         assert (docs.status_code, docs.depth) == (200, 1)
         assert "title_missing" in codes(audit, site.url("/docs/"))
+
+
+def test_a_landing_only_a_sitemap_listed_redirect_reaches_is_an_orphan_and_a_linked_ones_is_not(owner, fast_settings):
+    with ScriptedSite() as site:
+        listed = "".join(f"<url><loc>{site.url(p)}</loc></url>" for p in ("/", "/old", "/new", "/via", "/dest"))
+        site.pages.update({
+            "/robots.txt": Answer(f"User-agent: *\nAllow: /\nSitemap: {site.url('/sitemap.xml')}\n",
+                                  ctype="text/plain"),
+            "/sitemap.xml": Answer(f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{listed}</urlset>',
+                                   ctype="application/xml"),
+            "/": html_page("Home of the redirect sitemap test site", "/via"),
+            "/old": moved("/new"),  # listed, linked by nobody
+            "/new": html_page("The page the old URL moved to"),
+            "/via": moved("/dest"),  # listed, and linked from the home page
+            "/dest": html_page("The page the linked URL moved to"),
+        })
+        audit = make_audit(owner, start_url=site.url("/"), allow_private=True, check_external=False,
+                           max_pages=50, max_depth=5)
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+
+        assert "orphan_page" in codes(audit, site.url("/new"))
+        assert "deep_page" not in codes(audit, site.url("/new"))
+        assert "orphan_page" not in codes(audit, site.url("/dest"))
+        assert Page.objects.get(audit=audit, url=site.url("/dest")).depth == 1

@@ -181,3 +181,16 @@ def test_a_validation_fetches_no_issue_url_its_scope_now_excludes(owner, fast_se
     found = verdicts(check)
     assert "/secret" not in fetched and "/open" in fetched
     assert (found[("title_missing", "secret")], found[("title_missing", "open")]) == ("unknown", "still")
+
+
+def test_a_validation_re_checks_a_broken_resource_its_include_patterns_do_not_name(owner, fast_settings):
+    with ScriptedSite() as web:
+        web.pages["/blog/"] = Answer(page("The blog of the validation site", '<img src="/static/x.png" alt="x">'))
+        first = run(make_audit(owner, start_url=web.url("/blog/"), allow_private=True, check_external=False,
+                               include_patterns="/blog/"))
+        assert Issue.objects.filter(audit=first, code="broken_resource").exists()
+        web.pages["/static/x.png"] = Answer(b"\x89PNG", ctype="image/png")  # restored
+        check = run(make_audit(owner, start_url=web.url("/blog/"), allow_private=True, check_external=False,
+                               include_patterns="/blog/", **follow_up_fields(first, Audit.Mode.VALIDATE)))
+
+    assert verdicts(check)[("broken_resource", "blog/")] == "fixed"
