@@ -37,6 +37,16 @@ def html_page(title: str, *links: str, head: str = "") -> Answer:
                   f"<body><h1>{title}</h1>{anchors}</body></html>")
 
 
+def listing(site, paths, *, rules: str = "Allow: /") -> dict[str, Answer]:
+    """A robots.txt (``rules`` for every agent) naming a sitemap that lists ``paths`` of ``site``."""
+    urls = "".join(f"<url><loc>{site.url(path)}</loc></url>" for path in paths)
+    return {
+        "/robots.txt": Answer(f"User-agent: *\n{rules}\nSitemap: {site.url('/sitemap.xml')}\n", ctype="text/plain"),
+        "/sitemap.xml": Answer(f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>',
+                               ctype="application/xml"),
+    }
+
+
 class ScriptedSite(Loopback):
     """``pages`` maps a path to its Answer; any other path is a 404. ``requests`` counts the paths asked for."""
 

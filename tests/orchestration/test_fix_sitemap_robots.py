@@ -9,7 +9,7 @@ import pytest
 from audits.inline import run_audit_inline
 from audits.models import Audit, Issue
 from tests.factories import make_audit
-from tests.scripted_site import Answer, ScriptedSite
+from tests.scripted_site import ScriptedSite, listing
 from tests.scripted_site import html_page as page
 
 pytestmark = pytest.mark.django_db
@@ -24,13 +24,8 @@ def codes(audit: Audit, code: str) -> set[str]:
 def test_sitemap_urls_robots_txt_refuses_are_reported_and_never_requested(owner, fast_settings):
     site = ScriptedSite()
     with site:
-        listed = ("/", "/private/listed", "/private/linked")
-        sitemap = "".join(f"<url><loc>{site.url(path)}</loc></url>" for path in listed)
         site.pages.update({
-            "/robots.txt": Answer(f"User-agent: *\nDisallow: /private\nSitemap: {site.url('/sitemap.xml')}\n",
-                                  ctype="text/plain"),
-            "/sitemap.xml": Answer(f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{sitemap}</urlset>',
-                                   ctype="application/xml"),
+            **listing(site, ("/", "/private/listed", "/private/linked"), rules="Disallow: /private"),
             "/": page("Home", "/private/linked"),
             "/private/listed": page("Listed, refused"),
             "/private/linked": page("Listed, linked, refused"),

@@ -6,7 +6,7 @@ from audits.inline import run_audit_inline
 from audits.models import Audit, Issue, LinkEdge, Page
 from crawler.catalogue import ANSWER_CODES
 from tests.factories import make_audit
-from tests.scripted_site import Answer, ScriptedSite, html_page
+from tests.scripted_site import Answer, ScriptedSite, html_page, listing
 
 pytestmark = pytest.mark.django_db
 
@@ -87,12 +87,8 @@ def test_a_landing_page_at_the_depth_limit_is_still_crawled(owner, fast_settings
 
 def test_a_landing_only_a_sitemap_listed_redirect_reaches_is_an_orphan_and_a_linked_ones_is_not(owner, fast_settings):
     with ScriptedSite() as site:
-        listed = "".join(f"<url><loc>{site.url(p)}</loc></url>" for p in ("/", "/old", "/new", "/via", "/dest"))
         site.pages.update({
-            "/robots.txt": Answer(f"User-agent: *\nAllow: /\nSitemap: {site.url('/sitemap.xml')}\n",
-                                  ctype="text/plain"),
-            "/sitemap.xml": Answer(f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{listed}</urlset>',
-                                   ctype="application/xml"),
+            **listing(site, ("/", "/old", "/new", "/via", "/dest")),
             "/": html_page("Home of the redirect sitemap test site", "/via"),
             "/old": moved("/new"),  # listed, linked by nobody
             "/new": html_page("The page the old URL moved to"),
