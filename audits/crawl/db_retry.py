@@ -51,6 +51,9 @@ def db_fault(exc: BaseException) -> str | None:
     if getattr(cause, "sqlstate", None) == "53100" or "database or disk is full" in text \
             or "no space left on device" in text:
         return None
+    # A SQL function of Django's raised (or was interrupted by Ctrl-C): trying again would repeat it.
+    if "user-defined function raised exception" in text:
+        return None
     if getattr(cause, "sqlstate", None) in DEADLOCK_STATES:
         return "busy"
     if connection.vendor == "sqlite" and ("database is locked" in text or "database is busy" in text

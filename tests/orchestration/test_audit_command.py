@@ -7,7 +7,7 @@ import subprocess
 import time
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 from django_q.models import OrmQ
 
 from audits.crawl import chunk
@@ -183,3 +183,29 @@ def test_ctrl_c_that_leaves_the_connection_mid_query_still_cancels_and_exits_130
     audit = Audit.objects.get(pk=summary["audit_id"])
     assert audit.status == "cancelled" and audit.error_code == "cancelled"
     assert stored_before[0] > 1 and audit.pages.count() == stored_before[0]  # what was crawled stays
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ctrl_c_that_a_sql_function_turns_into_a_database_error_still_cancels_and_exits_130(
+        tmp_path, fast_settings, monkeypatch):
+    # An interrupt that lands while SQLite runs one of Django's SQL functions in Python
+    # comes out of the query as OperationalError("user-defined function raised
+    # exception"), the KeyboardInterrupt gone. Here the second chunk's claim meets one.
+    claim = chunk.claim
+
+    def claim_meeting_ctrl_c(audit_id, number):
+        if number < 2:
+            return claim(audit_id, number)
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # the command's handler raises here, as inside a SQL function
+            time.sleep(5)
+        except KeyboardInterrupt:
+            raise OperationalError("user-defined function raised exception") from None
+        raise AssertionError("the interrupt never came")
+
+    monkeypatch.setattr(chunk, "claim", claim_meeting_ctrl_c)
+    with GridSite(pages=40) as grid:
+        out = tmp_path / "r.jsonl"
+        assert run_audit(grid.url("/"), "--allow-private", "--out", str(out)) == 130
+    summary = json.loads(out.read_text().splitlines()[-1])
+    assert summary["status"] == "cancelled" and summary["exit_code"] == 130

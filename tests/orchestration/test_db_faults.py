@@ -14,9 +14,11 @@ import threading
 import time
 
 import pytest
+from django.db import OperationalError as DjangoOperationalError
 from django.db import connection
 
 from audits.crawl.chunk import run_chunk
+from audits.crawl.db_retry import db_fault
 from audits.crawl.start import run_start
 from audits.dispatch import InlineDispatcher
 from audits.inline import run_audit_inline
@@ -299,3 +301,11 @@ def test_a_database_unreachable_past_the_bound_fails_the_audit_as_database_unava
     audit.refresh_from_db()
     assert (audit.status, audit.error_code) == ("failed", "database_unavailable")
     assert "could not be reached for" in audit.error_detail
+
+
+def test_a_sql_function_that_raised_is_no_transient_fault_to_try_again():
+    # A SQL function of Django's raised in Python, or was interrupted by Ctrl-C: a retry would repeat it,
+    # or swallow the interrupt and crawl on.
+    assert db_fault(DjangoOperationalError("user-defined function raised exception")) is None
+    assert db_fault(DjangoOperationalError("database is locked")) == ("busy" if connection.vendor == "sqlite"
+                                                                      else "connection")

@@ -73,22 +73,33 @@ def _drop_interrupted_connection() -> None:
         connection.close()
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+class Interrupts:
+    """Ctrl-C and SIGTERM end the crawl, each as a KeyboardInterrupt, and are remembered.
 
+    SIGTERM too: CI runners and ``docker stop`` send it, and by default it kills
+    the process at once, leaving the audit running and the report without its
+    summary. Remembered, because an interrupt that lands inside a SQLite
+    function call reaches the command as that call's OperationalError.
+    """
 
-@contextlib.contextmanager
-def sigterm_interrupts():
-    """SIGTERM ends the crawl as Ctrl-C does: CI runners and ``docker stop`` send it, and by default it
-    kills the process at once, leaving the audit running forever and the report without its summary."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may set a handler (call_command from another thread)
-        return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    def __init__(self):
+        self.seen = False
+
+    def _raise(self, signum, frame):
+        self.seen = True
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def handled(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield  # only the main thread may set a handler (call_command from another thread)
+            return
+        previous = {sig: signal.signal(sig, self._raise) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def change_totals(audit: Audit, include_ignored: bool) -> dict:
@@ -202,20 +213,18 @@ class Command(BaseCommand):
         if compare_to:
             self._set_baseline(audit, compare_to, baseline, console)
         report = Report(out, audit.mode)
+        interrupts = Interrupts()
         try:
             try:
-                with sigterm_interrupts():
+                with interrupts.handled():
                     code = self._crawl(audit, report, fail_on, fail_on_new, bool(compare_to), console,
                                        include_ignored=include_ignored)
             except KeyboardInterrupt:
-                _drop_interrupted_connection()
-                audit.refresh_from_db()
-                audit.cancel("Interrupted from the command line.")
-                code = 130
+                code = self._interrupted(audit)
             except Exception as exc:
                 # The inline steps have no task wrapper to record this (a bug, the database
                 # gone): the audit failed, so exit 2, never the 1 that tells CI issues were found.
-                code = self._stopped(audit, exc)
+                code = self._interrupted(audit) if interrupts.seen else self._stopped(audit, exc)
             audit.refresh_from_db()
             report.summary(audit, code, compared=bool(compare_to), include_ignored=include_ignored)
         finally:
@@ -267,6 +276,13 @@ class Command(BaseCommand):
         failed = failed or (bool(fail_on_new) and gated.filter(
             change=Issue.Change.NEW, severity__in=at_or_above(fail_on_new)).exists())
         return 1 if failed else 0
+
+    def _interrupted(self, audit: Audit) -> int:
+        """Ctrl-C or SIGTERM: the audit cancelled, what was crawled kept; exit code 130."""
+        _drop_interrupted_connection()
+        audit.refresh_from_db()
+        audit.cancel("Interrupted from the command line.")
+        return 130
 
     def _stopped(self, audit: Audit, exc: Exception) -> int:
         """Record an error no step handled as the audit's failure, with its traceback on stderr; exit code 2."""
