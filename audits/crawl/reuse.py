@@ -24,9 +24,11 @@ from crawler.types import Canonical, Link, PageFacts
 from crawler.urls import url_hash
 
 from ..models import Audit, FrontierURL, Issue, Page
+from ..secrets import SecretUnreadable
 from ..sql import placeholders
 from . import admission
 from .admission import LOOKUP_BATCH
+from .session import site_access
 from .setup import CrawlSetup, internal_test
 
 # The issues a page's own checks reported, which an unchanged page keeps; the
@@ -47,9 +49,17 @@ def source_of(audit: Audit) -> int | None:
     The stored edges say internal or not against their audit's origin: a site
     that moved (http to https, a new host) is crawled in full. So is one crawled
     as someone else (logged in now, anonymous then), whose pages differ though a
-    server may answer 304 by a page's date alone.
+    server may answer 304 by a page's date alone; and, from then on, one whose
+    site access changed after its start (every chunk reads the access again).
     """
     if audit.mode != Audit.Mode.DELTA or audit.source_id is None:
+        return None
+    access = site_access(audit)
+    try:
+        now = access.identity() if access is not None else ""
+    except SecretUnreadable:
+        return None
+    if now != audit.access_identity:
         return None
     same = Audit.objects.filter(pk=audit.source_id, origin=audit.origin,
                                 access_identity=audit.access_identity).exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from audits.crawl.chunk import claim, lease_items
+from audits.crawl.reuse import source_of
 from audits.crawl.setup import crawl_setup
 from audits.crawl.start import run_start
 from audits.crawl.writer import ChunkWriter
@@ -191,3 +192,17 @@ def test_a_delta_crawl_as_someone_else_than_its_source_reuses_nothing(owner, fas
     assert row(as_red, web, "/a").unchanged_since is None
     assert anonymous.access_identity == "" and as_blue.access_identity not in ("", as_red.access_identity)
     assert "blue" not in as_blue.access_identity  # a keyed digest, not the header
+
+
+def test_a_delta_whose_site_access_changed_after_its_start_reuses_nothing_from_then_on(owner):
+    source = make_audit(owner, status=Audit.Status.COMPLETED, origin="https://shop.example")
+    access = SiteAccess(site=source.site)
+    access.set_headers(["X-Team: blue"])
+    access.save()
+    Audit.objects.filter(pk=source.pk).update(access_identity=access.identity())
+    delta = make_audit(owner, mode=Audit.Mode.DELTA, source=source, origin="https://shop.example",
+                       access_identity=access.identity())
+    assert source_of(delta) == source.pk
+    access.set_headers(["X-Team: red"])  # edited while the delta crawl runs: later chunks crawl as red
+    access.save()
+    assert source_of(delta) is None
