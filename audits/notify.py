@@ -43,13 +43,11 @@ EMAIL_ISSUES = 20
 # Only audits that ended this recently are swept: turning alerts on, or an
 # upgrade, must not mail out a backlog of old audits.
 SWEEP_WINDOW = timedelta(hours=24)
-# The waits before a webhook's second and third tries, made only when the first
-# was surely not taken (no connection, 429, 502-504): a blip loses no alert, and
-# a send costs at most three timeouts and these few seconds.
-WEBHOOK_RETRY_DELAYS: tuple[float, ...] = (0.5, 2.0)
-# The same for an e-mail, retried only when the mail server surely did not take it:
-# no connection, or a 4xx answer, which RFC 5321 defines as "try again later".
-EMAIL_RETRY_DELAYS: tuple[float, ...] = (0.5, 2.0)
+# The waits before an alert's second and third tries, made only when the other
+# end surely did not take the first (a webhook: no connection, 429, 502-504; a
+# mail server: a refused connection, or a 4xx, RFC 5321's "try again later"):
+# a blip loses no alert, and a send costs at most three timeouts and these few seconds.
+RETRY_DELAYS: tuple[float, ...] = (0.5, 2.0)
 # What an alert whose sending task died says on the site page.
 STUCK_DETAIL = "Its sending task stopped before it finished (a worker died); it may not have been delivered"
 
@@ -258,21 +256,34 @@ def _send_email(alert: Alert) -> tuple[str, str]:
     address = alert.audit.owner.email
     if not address:
         return Notification.State.SKIPPED, "The owner has no e-mail address"
-    attempts = 0
-    for delay in (0.0, *EMAIL_RETRY_DELAYS):
-        time.sleep(delay)
-        attempts += 1
+
+    def mail() -> Exception | None:
         try:
             send_mail(alert.subject, alert.body(), None, [address], fail_silently=False)
         except Exception as exc:  # noqa: BLE001 - recorded on the row; an alert never fails a task
-            failure = exc
-            if not _not_taken(exc):
-                break
-        else:
-            return Notification.State.SENT, address + (f" (after {attempts} tries)" if attempts > 1 else "")
-    tries = f" (after {attempts} tries)" if attempts > 1 else ""
+            return exc
+        return None
+
+    failure, tries = _tried(mail, again=lambda exc: exc is not None and _not_taken(exc))
+    if failure is None:
+        return Notification.State.SENT, address + tries
     log.warning("audit %s: e-mail alert failed: %s%s", alert.audit.pk, failure, tries)
     return Notification.State.FAILED, f"{type(failure).__name__}: {failure}{tries}"
+
+
+def _tried(send, *, again) -> tuple[object, str]:
+    """``send()``, and again after each of RETRY_DELAYS while ``again(what it returned)``.
+
+    What the last try returned, and " (after N tries)" when there was more than one.
+    """
+    attempts = 0
+    for delay in (0.0, *RETRY_DELAYS):
+        time.sleep(delay)
+        attempts += 1
+        outcome = send()
+        if not again(outcome):
+            break
+    return outcome, f" (after {attempts} tries)" if attempts > 1 else ""
 
 
 def _not_taken(exc: Exception) -> bool:
@@ -289,15 +300,9 @@ def _send_webhook(alert: Alert) -> tuple[str, str]:
     # crawl target, not for where its alerts may be posted.
     guard = AddressGuard(allow_private=settings.SITEWARD["ALLOW_PRIVATE_TARGETS"])
     payload = alert.payload()
-    attempts = 0
-    for delay in (0.0, *WEBHOOK_RETRY_DELAYS):
-        time.sleep(delay)
-        attempts += 1
-        result = post_json(alert.site.webhook_url, payload, guard=guard,
-                           timeout=settings.SITEWARD["WEBHOOK_TIMEOUT"])
-        if result.ok or not result.retry:
-            break
-    tries = f" (after {attempts} tries)" if attempts > 1 else ""
+    result, tries = _tried(
+        lambda: post_json(alert.site.webhook_url, payload, guard=guard, timeout=settings.SITEWARD["WEBHOOK_TIMEOUT"]),
+        again=lambda result: not result.ok and result.retry)
     if result.ok:
         return Notification.State.SENT, result.detail + tries
     log.warning("audit %s: webhook alert failed: %s%s", alert.audit.pk, result.detail, tries)

@@ -239,7 +239,7 @@ def refuse_busy_site(owner, site: Site | None, start_url: str, *, besides: Audit
         get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
         return
     lock_site(site)
-    active = site.audits.filter(status__in=Audit.ACTIVE).exclude(pk=getattr(besides, "pk", None)).order_by("pk").first()
+    active = site.audits.filter(status__in=Audit.ACTIVE).exclude(pk=besides.pk if besides else None).order_by("pk").first()
     if active is not None:
         raise SiteBusy(f"An audit of this site is already queued or running (audit {active.pk}); "
                        "wait for it to finish, or cancel it, before starting another.")

@@ -47,6 +47,8 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
     # a redirect is no page a search engine would index.
     judged = facts is not None or (kind == "page" and result.is_html and result.error is None
                                    and not result.redirects)
+    # A redirect's one edge (where it lands) is no link on a page.
+    outlinks = carried.outlinks if carried else len(outcome.outlinks) if facts is not None else 0
     if judged:
         robots = set(header_robots_directives(result.headers.get("x-robots-tag")))
     if facts is not None:
@@ -73,8 +75,7 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
         int(result.elapsed * 1000), clean(title, 1000), clean(description, 2000), clean(canonical, 8000),
         url_hash(canonical) if canonical else "", min(h1, 32767), words, clean(",".join(sorted(robots)), 200),
         judged and result.status == 200 and not robots & {"noindex", "none"},
-        content_hash, carried.outlinks if carried else len(outcome.outlinks) if facts is not None else 0,
-        result.error.value if result.error else "",
+        content_hash, outlinks, result.error.value if result.error else "",
         clean(result.error_detail, 500), db_datetime(timezone.now()),
         clean(result.headers.get("etag"), 200), clean(result.headers.get("last-modified"), 100),
         carried.body_hash if carried else body_hash(result.body if facts is not None else None),

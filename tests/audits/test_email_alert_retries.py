@@ -28,7 +28,7 @@ def smtp(settings, monkeypatch):
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST, settings.EMAIL_TIMEOUT = "127.0.0.1", 5
     settings.SITEWARD = {**settings.SITEWARD, "BASE_URL": "https://siteward.test"}
-    monkeypatch.setattr(notify_module, "EMAIL_RETRY_DELAYS", (0.05, 0.05))
+    monkeypatch.setattr(notify_module, "RETRY_DELAYS", (0.05, 0.05))
     stubs = []
 
     def start(*script: str) -> SMTPStub:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 def alerts(settings, monkeypatch):
     settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True, "WEBHOOK_TIMEOUT": 2.0,
                          "BASE_URL": "https://siteward.test"}
-    monkeypatch.setattr(notify_module, "WEBHOOK_RETRY_DELAYS", (0.05, 0.05))
+    monkeypatch.setattr(notify_module, "RETRY_DELAYS", (0.05, 0.05))
     return settings
 
 
