@@ -10,6 +10,8 @@ from django.contrib import admin, messages
 from . import schedules
 from .forms import CrawlSettingsForm, SiteScheduleForm
 from .models import Audit, Issue, Notification, Page, Site, SkippedRun
+from .page_views import STATUS_CLASSES
+from .purge import purge_audit, purge_site
 from .services import (
     PrivateTargetsRefused,
     QuotaExceeded,
@@ -18,6 +20,15 @@ from .services import (
     rerun_audit,
     resume_audit,
 )
+
+
+def summarised_delete(model_admin, objs, request, **counts):
+    """The delete page's list, as a count: Django's own lists every related row, an audit's millions of link edges."""
+    opts = model_admin.opts
+    deleted = [f"{opts.verbose_name.capitalize()}: {obj}" for obj in objs]
+    model_count = {opts.verbose_name_plural: len(deleted), **{name: n for name, n in counts.items() if n}}
+    perms_needed = set() if model_admin.has_delete_permission(request) else {opts.verbose_name}
+    return deleted, model_count, perms_needed, []
 
 
 @admin.register(Audit)
@@ -45,11 +56,15 @@ class AuditAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
+    def delete_model(self, request, obj):
+        purge_audit(obj)
+
     def delete_queryset(self, request, queryset):
-        # One at a time through Audit.delete, which waits for a writer still
-        # inserting for the audit (QuerySet.delete would not).
         for audit in queryset:
-            audit.delete()
+            purge_audit(audit)
+
+    def get_deleted_objects(self, objs, request):
+        return summarised_delete(self, objs, request, pages=sum(audit.pages_crawled for audit in objs))
 
     @admin.display(description="Progress")
     def progress(self, audit):
@@ -91,13 +106,29 @@ class AuditAdmin(admin.ModelAdmin):
             self.message_user(request, reason, level=messages.WARNING)
 
 
+class StatusClassFilter(admin.SimpleListFilter):
+    """Status by class, as the pages screen filters: a filter on the raw field would list its values
+    with a DISTINCT over every page of every audit on each load."""
+
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request, model_admin):
+        return [(name, name) for name in STATUS_CLASSES]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(STATUS_CLASSES[self.value()]) if self.value() in STATUS_CLASSES else queryset
+
+
 @admin.register(Page)
 class PageAdmin(admin.ModelAdmin):
     list_display = ["url", "audit", "kind", "status_code", "depth", "fetch_error", "ttfb_ms"]
-    list_filter = ["kind", "status_code", "depth", "fetch_error"]
+    list_filter = ["kind", StatusClassFilter, "fetch_error"]
     search_fields = ["url", "title"]
     list_select_related = ["audit"]
     raw_id_fields = ["audit"]
+    # Pages and issues of every audit are millions of rows: no unfiltered COUNT on each load.
+    show_full_result_count = False
 
     # What the crawl fetched: viewed here, never made or edited by hand.
     def has_add_permission(self, request):
@@ -118,6 +149,7 @@ class IssueAdmin(admin.ModelAdmin):
     list_filter = ["severity", "code", "review", "change", "audit"]
     search_fields = ["url", "target_url", "message"]
     list_select_related = ["audit"]
+    show_full_result_count = False
     fields = ISSUE_FACTS + ["review"]
     readonly_fields = ISSUE_FACTS
     actions = ["mark_reviewed", "mark_ignored", "mark_open"]
@@ -197,6 +229,16 @@ class SiteAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
         schedules.sync(obj)
+
+    def delete_model(self, request, obj):
+        purge_site(obj)
+
+    def delete_queryset(self, request, queryset):
+        for site in queryset:
+            purge_site(site)
+
+    def get_deleted_objects(self, objs, request):
+        return summarised_delete(self, objs, request, audits=Audit.objects.filter(site__in=objs).count())
 
     @admin.action(description="Pause the schedules of the selected sites")
     def pause_schedules(self, request, queryset):

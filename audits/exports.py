@@ -122,7 +122,8 @@ def link_rows(audit: Audit) -> Iterator[list]:
     # unique index, one indexed lookup per link; targets never fetched stay empty.
     target = Page.objects.filter(audit=audit, url_hash=OuterRef("target_hash"))
     rows = (
-        LinkEdge.objects.filter(audit=audit).order_by("id")
+        # By source page: the (audit, source_hash) index gives that order, where one by id would sort every edge first.
+        LinkEdge.objects.filter(audit=audit).order_by("source_hash", "id")
         .annotate(
             target_status=Subquery(target.values("status_code")[:1]),
             target_error=Subquery(target.values("fetch_error")[:1]),

@@ -19,6 +19,7 @@ from .charts import Line, line_chart
 from .diff import totals
 from .forms import IgnoreRuleForm, SiteScheduleForm
 from .models import Audit, IgnoreRule, Notification, Site
+from .purge import purge_site
 from .services import PrivateTargetsRefused, QuotaExceeded, SiteBusy, run_site_now
 from .tables import owned_view, window
 
@@ -156,10 +157,8 @@ def site_run(request, site):
 
 @site_view("POST")
 def site_delete(request, site):
-    for audit in site.audits.filter(status__in=Audit.ACTIVE):
-        audit.cancel()
     label = site.start_url
-    site.delete()
+    purge_site(site)
     messages.success(request, f"Deleted the site {label}, its schedule and all its audits.")
     return redirect("site-list")
 

@@ -27,6 +27,7 @@ from .issue_views import CHANGE_FILTERS
 from .models import Audit, ChunkLease, Issue, Page
 from .page_views import STATUS_CLASSES, redirect_of
 from .progress_panel import progress, stop_note
+from .purge import purge_audit
 from .sections import section_counts
 from .services import (
     PrivateTargetsRefused,
@@ -258,11 +259,7 @@ def audit_follow_up(request, audit, mode):
 
 @audit_view("POST")
 def audit_delete(request, audit):
-    # A running crawl is stopped first so its workers see "cancelled" (or a
-    # missing row) and write nothing more.
-    if audit.is_active:
-        cancel_audit(audit)
     label = audit.start_url
-    audit.delete()
+    purge_audit(audit)
     messages.success(request, f"Deleted the audit of {label}.")
     return redirect("audit-list")

@@ -401,6 +401,10 @@ class Migration(migrations.Migration):
             model_name='issue',
             index=models.Index(fields=['audit', 'code'], name='issue_audit_code'),
         ),
+        migrations.AddIndex(
+            model_name='issue',
+            index=models.Index(fields=['audit', 'id'], name='issue_audit_id'),
+        ),
         migrations.AddConstraint(
             model_name='issue',
             constraint=models.UniqueConstraint(fields=('audit', 'key'), name='issue_unique_key_per_audit'),

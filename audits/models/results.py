@@ -146,6 +146,8 @@ class Issue(models.Model):
             # Issue table filters and the summary by severity and code.
             models.Index(fields=["audit", "severity", "code"], name="issue_audit_severity_code"),
             models.Index(fields=["audit", "code"], name="issue_audit_code"),
+            # The issues of an audit in the order found (Meta.ordering, exports, the "found" sort).
+            models.Index(fields=["audit", "id"], name="issue_audit_id"),
         ]
 
     def __str__(self):

@@ -1,0 +1,81 @@
+"""Screens and exports that read one audit's rows in an order an index gives, and admin lists that never
+scan every audit's pages or issues: at 300,000 issues an audit, a sort of all of them is seconds a page."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from audits.exports import link_rows
+from tests.factories import SITE, make_finished_audit, make_link
+
+pytestmark = pytest.mark.django_db
+
+sqlite_plans = pytest.mark.skipif(
+    connection.vendor != "sqlite",
+    reason="reads SQLite's EXPLAIN QUERY PLAN, which names each sort; PostgreSQL picks by its statistics",
+)
+
+
+def _plan(sql: str, params) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        return " | ".join(row[-1] for row in cursor.fetchall())
+
+
+def _explained(queries, table: str) -> list[str]:
+    """The plans of the captured SELECTs that read ``table`` with an ORDER BY."""
+    plans = []
+    for query in queries:
+        sql = query["sql"]
+        if sql.startswith("SELECT") and f'FROM "{table}"' in sql and "ORDER BY" in sql:
+            plans.append(_plan(sql, ()))
+    return plans
+
+
+@sqlite_plans
+def test_the_issues_in_the_order_found_come_from_an_index_not_a_sort(owner_client, owner):
+    audit = make_finished_audit(owner)
+    with CaptureQueriesContext(connection) as ctx:
+        assert owner_client.get(reverse("issue-list", args=[audit.pk]), {"sort": "found"}).status_code == 200
+    plans = _explained(ctx.captured_queries, "audits_issue")
+    assert plans
+    for plan in plans:
+        assert "TEMP B-TREE" not in plan, plan
+
+
+@sqlite_plans
+def test_the_links_export_reads_edges_in_index_order(owner):
+    audit = make_finished_audit(owner)
+    make_link(audit, f"{SITE}/b", f"{SITE}/x")
+    with CaptureQueriesContext(connection) as ctx:
+        rows = list(link_rows(audit))
+    assert rows
+    plans = _explained(ctx.captured_queries, "audits_linkedge")
+    assert plans
+    for plan in plans:
+        assert "TEMP B-TREE" not in plan and "link_audit_source" in plan, plan
+
+
+def test_the_links_export_keeps_every_edge_with_its_target_status(owner):
+    audit = make_finished_audit(owner)
+    extra = make_link(audit, f"{SITE}/about", f"{SITE}/gone", anchor="old")
+    rows = list(link_rows(audit))
+    assert len(rows) == audit.links.count()
+    assert (extra.source_url, extra.target_url, "a", "old", False, True, 404, "") in rows
+
+
+@pytest.mark.parametrize("model, query", [("page", {"status": "4xx"}), ("issue", {"severity": "critical"})])
+def test_the_admin_lists_of_an_audit_read_only_that_audits_rows(superuser_client, owner, model, query):
+    audit = make_finished_audit(owner)
+    make_finished_audit(owner)
+    table = f"audits_{model}"
+    url = reverse(f"admin:audits_{model}_changelist")
+    with CaptureQueriesContext(connection) as ctx:
+        response = superuser_client.get(url, {"audit__id__exact": audit.pk, **query})
+    assert response.status_code == 200
+    reads = [q["sql"] for q in ctx.captured_queries if f'FROM "{table}"' in q["sql"]]
+    assert reads
+    for sql in reads:
+        # No COUNT of every audit's rows, no DISTINCT of a column over all of them for a filter's choices.
+        assert '"audit_id" =' in sql, sql
