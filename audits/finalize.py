@@ -284,13 +284,21 @@ def link_targets(audit_id: int) -> Iterator[Issue]:
             if internal:
                 f = finding("broken_link_internal", f"Link “{anchor or target}” {why}", target)
             else:
-                if not error and status in UNVERIFIED_STATUSES:
+                if _unverified(status, error):
                     continue  # recorded on the external URL's row as unverified, not reported broken
                 f = finding("broken_link_external", f"External link “{anchor or target}” {why}", target)
         else:
             f = finding("broken_resource", f"{tag} resource {why}", target)
         # One row per (source, target, anchor text): the anchor is part of the key.
         yield issue_for(audit_id, source_id, source, f, key=issue_key(f.code, source, target, anchor))
+
+
+def _unverified(status: int | None, error: str) -> bool:
+    """An answer that says the other site refuses crawlers, not that the page is gone (CHECKS.md #5).
+
+    A 429 the fetcher gave up retrying still answered 429: it is stored as rate limited, and still unverified.
+    """
+    return status in UNVERIFIED_STATUSES and error in ("", FetchError.RATE_LIMITED.value)
 
 
 # A chain that loops or runs past the hop limit never ends at a page: it is a
@@ -361,7 +369,7 @@ def hreflang_targets(audit_id: int) -> Iterator[Issue]:
             reasons = ["is blocked by robots.txt"]
         elif error in NOT_SITE_FAULTS:
             continue  # our failure, not the site's
-        elif kind == "external" and not error and status in UNVERIFIED_STATUSES:
+        elif kind == "external" and _unverified(status, error):
             continue  # the other site refuses robots: no evidence either way
         elif error or status is None or status >= 400:
             reasons = [_why_broken(status, error)]

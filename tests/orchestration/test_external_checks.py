@@ -158,3 +158,20 @@ def test_dns_and_connect_failures_at_ninety_percent_make_the_notice_and_a_404_st
 ])
 def test_the_offline_threshold_is_ninety_percent_of_at_least_twenty(attempted, unreachable, offline):
     assert notices.looks_offline(attempted, unreachable) is offline
+
+
+def test_an_external_link_answering_429_is_unverified_not_broken(owner, site, fast_settings):
+    with HostileServer() as elsewhere:
+        elsewhere.route("/busy", static(html(), status=429))
+        elsewhere.route("/refused", static(html(), status=403))
+        site.route("/", static(html(elsewhere.url("/busy"), elsewhere.url("/refused"), elsewhere.url("/missing"))))
+        audit, dispatcher = started(owner, site, check_external=True)
+        run_steps(dispatcher)
+
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED
+    busy = audit.pages.get(url=elsewhere.url("/busy"))
+    assert (busy.kind, busy.status_code) == (Page.Kind.EXTERNAL, 429)
+    # Only the 404 is broken: throttling and refusing crawlers say nothing about the page.
+    assert list(audit.issues.filter(code="broken_link_external").values_list("target_url", flat=True)) == [
+        elsewhere.url("/missing")]
