@@ -25,7 +25,7 @@ from crawler.urls import InvalidURL, normalize, url_hash
 
 from . import depths, diff, notices
 from .issue_rows import insert_issues, issue_for, issue_key
-from .models import Audit, FrontierURL, Issue, Severity
+from .models import Audit, FrontierURL, Issue, Page, Severity
 
 log = logging.getLogger(__name__)
 
@@ -434,8 +434,13 @@ def sitemap_problems(audit_id: int) -> Iterator[Issue]:
     """Orphans (in the sitemap, never linked) and sitemap URLs that fail, redirect, are not indexable or robots-blocked.
 
     A sitemap page that a linked URL redirects to is reached by links, so it is no orphan.
+    When the page limit left linked pages unfetched, their links are unknown: an
+    unlinked sitemap page may be linked from one of them, so it is a notice that says so.
     """
     via_redirect = _reached_by_redirect(audit_id)
+    orphan = _orphan_finding(FrontierURL.objects.filter(
+        audit_id=audit_id, kind=Page.Kind.PAGE, linked=True, state=FrontierURL.State.PENDING, skip_reason="",
+    ).count())
     sql = """
         SELECT p.id, p.url, f.linked, p.status_code, p.redirect_count, p.fetch_error, p.indexable,
                p.canonical_hash, p.url_hash, p.content_type
@@ -445,8 +450,7 @@ def sitemap_problems(audit_id: int) -> Iterator[Issue]:
     """
     for page_id, url, linked, status, redirects, error, indexable, canonical_hash, digest, ctype in _rows(sql, [audit_id]):
         if not linked and digest not in via_redirect:
-            yield issue_for(audit_id, page_id, url, finding(
-                "orphan_page", "Listed in the sitemap but no crawled page links to it"))
+            yield issue_for(audit_id, page_id, url, orphan)
         problem = None
         if error and error not in NOT_SITE_FAULTS:
             problem = _why_broken(status, error)
@@ -466,10 +470,17 @@ def sitemap_problems(audit_id: int) -> Iterator[Issue]:
     """
     for url, linked in _rows(blocked, [audit_id, FetchError.BLOCKED_BY_ROBOTS.value]):
         if not linked:
-            yield issue_for(audit_id, None, url, finding(
-                "orphan_page", "Listed in the sitemap but no crawled page links to it"))
+            yield issue_for(audit_id, None, url, orphan)
         yield issue_for(audit_id, None, url, finding(
             "sitemap_bad_url", "Sitemap lists this URL, which is blocked by robots.txt"))
+
+
+def _orphan_finding(unfetched: int):
+    """The orphan finding, for a crawl that read every linked page or one that left ``unfetched`` of them."""
+    if not unfetched:
+        return finding("orphan_page", "Listed in the sitemap but no crawled page links to it")
+    return finding("orphan_page", f"Listed in the sitemap and no crawled page links to it, but the page limit left "
+                                  f"{unfetched} linked page(s) unfetched, which may link to it", severity=Severity.NOTICE)
 
 
 # The pages a search engine would index as themselves: a redirect is not a page

@@ -65,3 +65,23 @@ def test_sitemap_only_urls_are_fetched_when_one_listing_page_would_fill_the_budg
     assert audit.pages_crawled <= 100
     assert audit.pages.filter(kind="page").count() == 100
     assert sum(site.requests[f"/item/{n}"] for n in range(1, LISTED + 1)) == 100 - 2 - len(ORPHANS) - 1
+
+
+def test_orphans_of_a_crawl_cut_by_the_page_limit_are_notices_that_say_so(owner, site, fast_settings):
+    audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=100, max_depth=5)
+    run_audit_inline(audit.pk)
+    orphans = Issue.objects.filter(audit=audit, code="orphan_page", url__in=[site.url(p) for p in ORPHANS])
+    assert orphans.count() == len(ORPHANS)
+    # Over 200 listed items were never fetched: any of them might link to the sitemap pages.
+    for severity, message in orphans.values_list("severity", "message"):
+        assert severity == "notice"
+        assert "page limit left" in message and "linked page(s) unfetched" in message
+
+
+def test_orphans_of_a_crawl_that_read_every_linked_page_are_warnings(owner, site, fast_settings):
+    audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=1000, max_depth=5)
+    run_audit_inline(audit.pk)
+    orphans = Issue.objects.filter(audit=audit, code="orphan_page", url__in=[site.url(p) for p in ORPHANS])
+    assert orphans.count() == len(ORPHANS)
+    assert set(orphans.values_list("severity", "message")) == {
+        ("warning", "Listed in the sitemap but no crawled page links to it")}
