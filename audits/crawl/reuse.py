@@ -71,7 +71,10 @@ def validators(source_id: int, hashes: list[str]) -> dict[str, Validators]:
 
     A page that redirected or failed last time is fetched in full: there is nothing to revalidate.
     So is an HTML page without head facts (stored before they were, or not
-    parsed): its meta robots cannot be told from its headers'.
+    parsed): its meta robots cannot be told from its headers'. A page whose
+    robots or canonical came from its headers is asked without the ETag and
+    date: a 304 need not repeat those headers (RFC 9110 15.4.5), and an
+    unchanged body still reuses the page (``body_hash``), judged on headers that say them.
     """
     found: dict[str, Validators] = {}
     for start in range(0, len(hashes), LOOKUP_BATCH):
@@ -80,9 +83,20 @@ def validators(source_id: int, hashes: list[str]) -> dict[str, Validators]:
             status_code=200, redirect_count=0, fetch_error="",
         ).exclude(etag="", last_modified="", body_hash="").exclude(
             head_facts__isnull=True, content_type__in=HTML_TYPES,
-        ).values_list("url_hash", "etag", "last_modified", "body_hash")
-        found.update((digest, Validators(etag, modified, body)) for digest, etag, modified, body in rows)
+        ).values_list("url_hash", "etag", "last_modified", "body_hash", "robots", "canonical", "head_facts")
+        for digest, etag, modified, body, robots, canonical, head in rows:
+            if _said_by_headers(robots, canonical, head):
+                etag = modified = ""
+            found[digest] = Validators(etag, modified, body)
     return found
+
+
+def _said_by_headers(robots: str, canonical: str, head: dict | None) -> bool:
+    """Whether a stored page's robots directives or canonical came from X-Robots-Tag or a Link header."""
+    head = head or {}
+    if set(filter(None, robots.split(","))) - set(head.get("robots", ())):
+        return True
+    return bool(canonical) and not head.get("canonicals")
 
 
 @dataclass(frozen=True, slots=True)

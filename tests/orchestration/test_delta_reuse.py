@@ -74,6 +74,21 @@ def test_a_reused_page_takes_its_robots_and_canonical_headers_from_this_answer(o
     assert issues(delta, web, "/a") == issues(full, web, "/a")
 
 
+def test_a_page_whose_headers_say_noindex_and_canonical_keeps_them_in_a_delta(owner, fast_settings):
+    """A 304 need not repeat X-Robots-Tag or Link: a page they spoke for is asked in full, and still reused."""
+    with ScriptedSite() as web:
+        web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/a">a</a>'))
+        web.pages["/a"] = Answer(html("Page a of the delta test site", '<a href="/">home</a>'),
+                                 headers={"ETag": '"a1"', "X-Robots-Tag": "noindex",
+                                          "Link": f'<{web.url("/")}>; rel="canonical"'})
+        first, delta, full = first_delta_full(owner, web, lambda: None)
+    reused, parsed = row(delta, web, "/a"), row(full, web, "/a")
+    assert reused.unchanged_since == first.pk
+    assert (reused.indexable, reused.robots, reused.canonical) == (False, "noindex", web.url("/"))
+    assert (reused.indexable, reused.robots, reused.canonical) == (parsed.indexable, parsed.robots, parsed.canonical)
+    assert issues(delta, web, "/a") == issues(full, web, "/a")
+
+
 def test_a_reused_page_keeps_its_own_meta_robots_and_canonical_tag(owner, fast_settings):
     with ScriptedSite() as web:
         web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/a">a</a>'))
