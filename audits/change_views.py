@@ -56,8 +56,10 @@ def audit_compare(request, audit, other_id):
     context = {"audit": newer, "base": base, "site": newer.site, "counts": counts, "show": show,
                "stored": stored, "totals": diff.totals(counts)}
     if show in ("new", "persisting"):
-        issues = (Issue.objects.filter(audit=newer, change=show) if stored else
-                  (diff.new_issues if show == "new" else diff.persisting_issues)(newer, base))
+        # The stored counts leave ignored issues out (diff.stored_counts), so the
+        # stored list does too; the live counts and list both keep them.
+        issues = (Issue.objects.filter(audit=newer, change=show).exclude(review=Issue.Review.IGNORED) if stored
+                  else (diff.new_issues if show == "new" else diff.persisting_issues)(newer, base))
         page = window(issues.annotate(severity_rank=SEVERITY_RANK).order_by("severity_rank", "code", "id"), request)
         context.update(page_obj=page, rows=_issue_rows(page.object_list), table="issues")
     elif show in ("fixed", "unknown"):

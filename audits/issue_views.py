@@ -42,6 +42,11 @@ ISSUE_SORTS = {
     "-found": ["-id"],
 }
 
+# "active" is every issue but the ignored: what the audit page's counts count,
+# so each count there links to a list of the same length.
+ACTIVE = "active"
+REVIEW_FILTERS = [(ACTIVE, "Not ignored"), *Issue.Review.choices]
+
 CHANGE_FILTERS = [("new", "New"), ("persisting", "Persisting"), ("fixed", "Fixed"),
                   ("unknown", "Unknown (page not crawled this time)")]
 
@@ -75,7 +80,9 @@ def filtered_issues(audit: Audit, filters: dict):
         issues = issues.filter(severity=filters["severity"])
     if filters["code"] in IssueCode.values:
         issues = issues.filter(code=filters["code"])
-    if filters["review"] in Issue.Review.values and not gone:
+    if filters["review"] == ACTIVE and not gone:
+        issues = issues.exclude(review=Issue.Review.IGNORED)
+    elif filters["review"] in Issue.Review.values and not gone:
         issues = issues.filter(review=filters["review"])
     if filters["q"]:
         issues = issues.filter(Q(url__icontains=filters["q"]) | Q(target_url__icontains=filters["q"]))
@@ -174,7 +181,7 @@ def list_page(request, audit: Audit, *, rule_form: IgnoreRuleForm | None = None,
             "code": request.GET.get("rule_code") or context["filters"]["code"],
             "pattern": request.GET.get("rule_pattern", "")[:500]})
     context.update({
-        "severities": Severity.choices, "codes": codes, "reviews": Issue.Review.choices,
+        "severities": Severity.choices, "codes": codes, "reviews": REVIEW_FILTERS,
         "rule_form": rule_form, "rule_open": "rule_code" in request.GET or rule_form.is_bound,
         "request": as_list(request, audit),
     })

@@ -142,10 +142,13 @@ def page_detail(request, audit, page_id):
               | {edge.source_hash for edge in references})
     if redirect:
         hashes.add(url_hash(page.final_url))
+    # A link end that redirected keeps its own answer beside the final one, so
+    # "Links out" shows "301 → /about" as the pages table does, not the 200 it reached.
     known = {
-        row[0]: {"id": row[1], "status_code": row[2], "fetch_error": row[3]}
+        row.url_hash: {"id": row.pk, "status_code": row.status_code, "fetch_error": row.fetch_error,
+                       "redirect": redirect_of(row, audit.origin)}
         for row in Page.objects.filter(audit=audit, url_hash__in=list(hashes))
-        .values_list("url_hash", "id", "status_code", "fetch_error")
+        .only("id", "url_hash", "status_code", "fetch_error", "redirect_chain", "final_url")
     } if hashes else {}
     context = {
         "audit": audit, "page": page,

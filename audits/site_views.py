@@ -35,8 +35,10 @@ def site_view(*methods):
 
 @require_GET
 def site_list(request):
-    """Each site with its latest audit and the previous completed one, in three queries a screen."""
-    audits = Audit.objects.filter(site=OuterRef("pk"))
+    """Each site with its latest full audit and the previous completed one, in three queries a screen."""
+    # A validation re-fetches only the URLs with issues, so its counts are not the
+    # site's: the figures and the delta are the latest audit that crawled the site.
+    audits = Audit.objects.filter(site=OuterRef("pk")).exclude(mode=Audit.Mode.VALIDATE)
     sites = (Site.objects.filter(owner=request.user)
              .annotate(latest_id=Subquery(audits.order_by("-pk").values("pk")[:1]))
              .order_by("start_url", "id"))
@@ -99,8 +101,18 @@ def _site_context(request, site: Site, form: SiteScheduleForm | None = None,
         "alerts": list(Notification.objects.filter(audit__site=site).select_related("audit")
                        .order_by("-id")[:RECENT_ALERTS]),
         "running": site.audits.filter(status__in=Audit.ACTIVE).exists(),
-        "rules": list(site.ignore_rules.all()), "rule_form": rule_form or IgnoreRuleForm(),
+        "rules": list(site.ignore_rules.select_related("created_by")),
+        "rule_form": rule_form or IgnoreRuleForm(),
+        "request": _as_site_page(request, site),
     }
+
+
+def _as_site_page(request, site: Site):
+    """``request`` as the site page's own: a form refused by a POST view re-renders the page, whose
+    pager (``page_href``) must link to the site page, not to the POST-only URL (as ``issue_views.as_list``)."""
+    page_request = copy.copy(request)
+    page_request.path = site.get_absolute_url()
+    return page_request
 
 
 @site_view("GET")

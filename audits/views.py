@@ -100,9 +100,15 @@ def _charts(audit: Audit) -> dict:
         title="Pages by status class", chart_id="chart-status",
     )
 
-    depths = list(pages.values("depth").annotate(n=Count("id")).order_by("depth")[:30])
+    # One bar per depth up to 29, and one "30+" bar for every page deeper, so the
+    # bars add up to the pages; depths no page has get no bar.
+    last = 30
+    depths = pages.aggregate(**{f"d{depth}": Count("id", filter=Q(depth=depth)) for depth in range(last)},
+                             deeper=Count("id", filter=Q(depth__gte=last)))
+    depth_bars = [Bar(str(depth), depths[f"d{depth}"], "bar-depth") for depth in range(last)]
+    depth_bars.append(Bar(f"{last}+", depths["deeper"], "bar-depth"))
     depth_chart = bar_chart(
-        [Bar(str(row["depth"]), row["n"], "bar-depth") for row in depths],
+        [bar for bar in depth_bars if bar.value],
         title="Pages by click depth", chart_id="chart-depth",
     )
 

@@ -51,8 +51,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Sets request.htmx, which the views read to answer with a partial.
     "django_htmx.middleware.HtmxMiddleware",
-    # Everything needs a login except views marked @login_not_required (the login page).
-    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    # Everything needs a login except views marked @login_not_required (the login page);
+    # an htmx request (a poll) is told to reload the page rather than sent to the login form.
+    "config.login_required.HtmxLoginRequiredMiddleware",
     "csp.middleware.CSPMiddleware",
     # Last, as django-axes asks: turns a refused (locked-out) login into the lockout page.
     "axes.middleware.AxesMiddleware",

@@ -155,7 +155,7 @@ def test_production_settings_default_to_safe_values(settings):
 
     assert real.DEBUG is False
     assert real.SITEWARD["ALLOW_PRIVATE_TARGETS"] is False
-    assert "django.contrib.auth.middleware.LoginRequiredMiddleware" in real.MIDDLEWARE
+    assert "config.login_required.HtmxLoginRequiredMiddleware" in real.MIDDLEWARE
     assert real.Q_CLUSTER["retry"] > real.Q_CLUSTER["timeout"]
     assert real.Q_CLUSTER["catch_up"] is False and real.Q_CLUSTER["bulk"] == 1
 

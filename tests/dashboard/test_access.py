@@ -39,13 +39,22 @@ def test_it_serves_every_screen_to_the_owner(owner_client, owner, name):
     assert response.status_code in (200, 286)
 
 
+@pytest.mark.parametrize("htmx", [False, True], ids=["page", "htmx"])
 @pytest.mark.parametrize("name", GET_URLS + POST_URLS + ["audit-list", "audit-new"])
-def test_it_sends_anonymous_people_to_the_login_page(client, owner, name):
+def test_it_sends_anonymous_people_to_the_login_page(client, owner, name, htmx):
     audit = make_finished_audit(owner)
     url = reverse(name) if name in ("audit-list", "audit-new") else url_for(name, audit)
-    response = client.post(url) if name in POST_URLS else client.get(url)
-    assert response.status_code == 302
-    assert response["Location"].startswith(reverse("login"))
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    response = client.post(url, **headers) if name in POST_URLS else client.get(url, **headers)
+    if htmx:
+        # htmx would swap the login page into the page it came from: it reloads that page
+        # instead, which a plain request then sends to the login page.
+        assert response.status_code == 204 and response["HX-Refresh"] == "true" and response.content == b""
+    else:
+        assert response.status_code == 302
+        assert response["Location"].startswith(reverse("login"))
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED and Audit.objects.count() == 1
 
 
 @pytest.mark.parametrize("name", POST_URLS)

@@ -1,5 +1,6 @@
 """The audit page: live progress that stops polling, the summary, charts and the failure banner."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -86,6 +87,17 @@ def test_the_charts_are_inline_svg_drawn_from_the_pages(owner_client, owner):
     assert "<title>0: 1</title>" in body and "<title>1: 4</title>" in body
     assert "<title>&lt;250: 1</title>" in body and "<title>&lt;2s: 1</title>" in body
     assert "<script" not in body.split('id="charts"')[1].split("</section>")[0]
+
+
+def test_the_depth_chart_counts_pages_past_its_last_bar(owner_client, owner):
+    audit = make_finished_audit(owner)
+    for depth in (29, 30, 31, 45):
+        make_page(audit, f"https://shop.example/deep/{depth}", depth=depth)
+    body = owner_client.get(audit.get_absolute_url()).content.decode()
+    chart = body.split('id="chart-depth"')[1].split("</svg>")[0]
+    assert "<title>29: 1</title>" in chart and "<title>30+: 3</title>" in chart
+    # Every page (kind=page) is in a bar: the five of the finished audit and the four deep ones.
+    assert sum(int(n) for n in re.findall(r"<title>[^<:]+: (\d+)</title>", chart)) == 9
 
 
 def test_a_failed_audit_says_why_at_the_top_and_keeps_its_results(owner_client, owner):

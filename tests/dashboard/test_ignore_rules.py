@@ -1,6 +1,8 @@
 """Ignore rules per site: made on the site page or from the issues table, applied now and at every later finalize."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from audits.finalize import run_finalize
@@ -138,3 +140,16 @@ def test_deleting_a_rule_keeps_what_it_ignored_and_only_the_owner_can(owner_clie
     response = owner_client.post(reverse("site-rule-delete", args=[audit.site_id, rule.pk]), follow=True)
     assert not IgnoreRule.objects.filter(pk=rule.pk).exists()
     assert "stay ignored" in response.content.decode() and ignored(audit) == {("title_length", f"{SITE}/about")}
+
+
+def test_the_site_page_reads_its_rules_and_their_authors_in_a_fixed_number_of_queries(owner_client, audit, owner):
+    def queries_with(rules: int) -> int:
+        for n in range(IgnoreRule.objects.filter(site=audit.site).count(), rules):
+            IgnoreRule.objects.create(site=audit.site, code="title_length", pattern=f"/rule-{n}/", created_by=owner)
+        owner_client.get(audit.site.get_absolute_url())  # warm: only the page's own queries are compared
+        with CaptureQueriesContext(connection) as queries:
+            body = owner_client.get(audit.site.get_absolute_url()).content.decode()
+        assert body.count(f'<small class="muted">by {owner.get_username()}</small>') == rules
+        return len(queries)
+
+    assert queries_with(1) == queries_with(5)

@@ -1,4 +1,5 @@
-"""The issues table's type filter (only the types the audit has) and its section filter (a path prefix)."""
+"""The issues table's type filter (only the types the audit has), its section filter (a path prefix),
+and its review filter ("active": all but the ignored, what the audit page counts)."""
 
 import re
 
@@ -6,8 +7,8 @@ import pytest
 from django.urls import reverse
 
 from audits import diff
-from audits.models import Issue
-from tests.factories import SITE, make_finished_audit, make_issue, make_page
+from audits.models import Audit, Issue
+from tests.factories import SITE, make_audit, make_finished_audit, make_issue, make_page
 
 pytestmark = pytest.mark.django_db
 
@@ -51,3 +52,30 @@ def test_the_section_filter_shows_issues_on_urls_under_the_path_prefix(owner_cli
         assert 'id="f-section" value="/docs/"' in body
     table = owner_client.get(url, {"section": "/docs/", "code": "h1_missing"}, HTTP_HX_REQUEST="true")
     assert table.content.decode().count('class="issue"') == 2
+
+
+def test_a_type_count_on_the_audit_page_matches_the_list_it_links_to(owner_client, owner):
+    audit = make_audit(owner, status=Audit.Status.COMPLETED, phase=Audit.Phase.DONE, origin=SITE)
+    for path, review in (("/a", Issue.Review.OPEN), ("/b", Issue.Review.OPEN), ("/c", Issue.Review.IGNORED)):
+        make_issue(audit, "title_length", f"{SITE}{path}", review=review)
+    body = owner_client.get(audit.get_absolute_url()).content.decode()
+    row = body.split('id="code-title_length"')[1].split("</tr>")[0]
+    assert re.search(r"<td>2</td>", row)  # the ignored one is left out of the count...
+    href = re.search(r'<a href="([^"]+)">', row).group(1).replace("&amp;", "&")
+    listed = owner_client.get(href).content.decode()
+    assert listed.count('class="issue"') == 2  # ...and of the list it links to
+    assert '<option value="active" selected>' in listed
+
+
+def test_a_new_issue_count_matches_the_issue_list_and_the_compare_list(owner_client, owner):
+    first, second = make_finished_audit(owner), make_finished_audit(owner)
+    make_issue(second, "h1_missing", f"{SITE}/blog/")
+    make_issue(second, "h1_missing", f"{SITE}/about", review=Issue.Review.IGNORED)
+    diff.record(second)
+    assert second.change_counts["issues"]["new"]["warning"] == 1  # the ignored one is not counted
+    body = owner_client.get(second.get_absolute_url()).content.decode()
+    row = body.split('id="changes-new"')[1].split("</tr>")[0]
+    href = re.search(r'<th scope="row"><a href="([^"]+)">', row).group(1).replace("&amp;", "&")
+    assert owner_client.get(href).content.decode().count('class="issue"') == 1
+    compare = owner_client.get(reverse("audit-compare", args=[second.pk, first.pk]), {"show": "new"})
+    assert compare.content.decode().count('class="issue"') == 1

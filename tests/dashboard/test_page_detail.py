@@ -120,3 +120,14 @@ def test_an_hreflang_alternate_reads_as_one_in_both_link_lists(owner_client, own
     assert "“fr”" in outlinks and "hreflang alternate" in outlinks
     inlinks = detail(owner_client, audit, about).split('id="inlinks"')[1].split("</section>")[0]
     assert "hreflang alternate" in inlinks and "&lt;hreflang&gt;" not in inlinks
+
+
+def test_an_outlink_to_a_redirect_shows_the_status_it_answered(owner_client, owner):
+    audit = make_finished_audit(owner)
+    make_link(audit, f"{SITE}/", f"{SITE}/old", anchor="Old address")
+    outlinks = detail(owner_client, audit, f"{SITE}/").split('id="outlinks"')[1].split("</section>")[0]
+    old = audit.pages.get(url=f"{SITE}/old")
+    row = next(line for line in outlinks.split("<li") if reverse("page-detail", args=[audit.pk, old.pk]) in line)
+    # /old answered 301; the 200 is /about's, which it redirected to.
+    assert '<span class="code code-3xx">301</span>' in row and ">200<" not in row
+    assert "→" in row and "/about" in row

@@ -1,5 +1,5 @@
 """The progress panel: recent speed and the estimate from it, a bar that agrees with its text, the
-checks-only phase, and how an audit that ended reads."""
+checks-only phase, how an audit that ended reads, and a poll that outlived its session."""
 
 from __future__ import annotations
 
@@ -139,3 +139,21 @@ def test_a_poll_of_a_deleted_or_strangers_audit_reloads_the_page_instead_of_poll
     # Without htmx it is the ordinary 404 page.
     response = client.get(url)
     assert response.status_code == 404 and "HX-Refresh" not in response
+
+
+def test_a_poll_after_the_session_ended_reloads_the_page_to_sign_in(client, owner):
+    audit = running(owner)
+    client.force_login(owner)
+    page = audit.get_absolute_url()
+    assert 'hx-trigger="every 2s"' in client.get(page).content.decode()
+    client.logout()
+    url = reverse("audit-progress", args=[audit.pk])
+    # htmx would follow a redirect and swap the login page into the audit page: it reloads instead...
+    poll = client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_CURRENT_URL=f"http://testserver{page}")
+    assert poll.status_code == 204 and poll["HX-Refresh"] == "true" and poll.content == b""
+    # ...and the reload, a plain request, is sent to sign in and back.
+    reload = client.get(page)
+    assert reload.status_code == 302
+    assert reload["Location"] == f"{reverse('login')}?next={page}"
+    # A plain request to the poll's URL is redirected as before.
+    assert client.get(url).status_code == 302

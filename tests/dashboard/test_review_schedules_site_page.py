@@ -95,3 +95,15 @@ def test_a_webhook_port_out_of_range_is_refused_with_a_message_not_a_server_erro
     assert f'value="{url}"' in response.content.decode()
     site.refresh_from_db()
     assert site.webhook_url == ""
+
+
+def test_a_refused_schedule_pages_the_history_on_the_site_url(owner_client, owner):
+    site = make_audit(owner, status=Audit.Status.COMPLETED).site
+    for _ in range(20):  # 21 audits: the history's 20 a page leaves one for page 2
+        make_audit(owner, status=Audit.Status.COMPLETED)
+    response = owner_client.post(reverse("site-schedule", args=[site.pk]), schedule_data(cadence="cron", cron="nope"))
+    assert response.status_code == 400
+    body = response.content.decode()
+    # The schedule URL answers POST only: a pager link to it would be a 405.
+    assert f'href="{site.get_absolute_url()}?page=2"' in body
+    assert "/schedule/?page=" not in body

@@ -90,9 +90,9 @@ def test_the_audit_page_counts_issues_per_top_level_section_with_links_to_them(o
     sections = body.split('id="sections"')[1].split("</section>")[0]
     issues = reverse("issue-list", args=[audit.pk])
     # Ignored issues are left out, as they are from the totals beside them.
-    assert re.search(rf'<a href="{issues}\?section=/docs/">/docs/</a></td><td>2</td>', sections)
-    assert re.search(rf'<a href="{issues}\?section=/blog/">/blog/</a></td><td>1</td>', sections)
-    assert re.search(rf'<a href="{issues}\?section=/">/</a> <small[^>]*>\(top-level pages\)</small></td><td>1</td>',
+    assert re.search(rf'<a href="{issues}\?section=/docs/&amp;review=active">/docs/</a></td><td>2</td>', sections)
+    assert re.search(rf'<a href="{issues}\?section=/blog/&amp;review=active">/blog/</a></td><td>1</td>', sections)
+    assert re.search(rf'<a href="{issues}\?section=/&amp;review=active">/</a> <small[^>]*>\(top-level pages\)</small></td><td>1</td>',
                      sections)
 
 

@@ -49,6 +49,19 @@ def test_the_site_list_shows_the_latest_audit_with_its_change_since_the_previous
     assert '<small class="delta worse">+1</small>' in body  # 1 warning -> 2
 
 
+def test_the_site_list_counts_the_latest_full_audit_not_a_recheck(owner_client, owner):
+    first, second = two_audits(owner)
+    # A re-check fetched only the URLs with issues: its counts are a part of the site's.
+    check = make_finished_audit(owner, mode=Audit.Mode.VALIDATE, source=second, baseline=second)
+    Audit.objects.filter(pk=check.pk).update(pages_crawled=2, issues_critical=1, issues_warning=0, issues_notice=0)
+    body = owner_client.get(reverse("site-list")).content.decode()
+    row = body.split('class="site"')[1].split("</tr>")[0]
+    assert second.get_absolute_url() in row and check.get_absolute_url() not in row
+    assert [int(n) for n in re.findall(r'<td class="sev-count">(\d+)', row)] == [2, 2, 1]
+    assert '<small class="delta better">-1</small>' in row and '<small class="delta worse">+1</small>' in row
+    assert "1 new" in row and "1 fixed" in row
+
+
 def test_the_site_page_shows_history_trend_and_schedule(owner_client, owner):
     first, second = two_audits(owner)
     body = owner_client.get(second.site.get_absolute_url()).content.decode()
