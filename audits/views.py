@@ -13,6 +13,7 @@ from __future__ import annotations
 from functools import wraps
 
 from django.contrib import messages
+from django.core.cache import cache
 from django.db.models import Count, Q
 from django.http import Http404, HttpResponse, HttpResponseNotFound
 from django.shortcuts import redirect, render
@@ -137,9 +138,27 @@ def _sections(audit: Audit) -> dict:
     return section_counts(Issue.objects.filter(audit=audit).exclude(review=Issue.Review.IGNORED), audit.origin)
 
 
+# While a crawl runs, the per-type table and the charts are counted at most this often:
+# each reads every issue or page of the audit, and the page polls every 2 s.
+LIVE_TOTALS_SECONDS = 15
+
+
+def _totals(audit: Audit) -> tuple[dict, dict]:
+    """(issue summary, charts): fresh once the audit has ended, at most LIVE_TOTALS_SECONDS old while it runs."""
+    if not audit.is_active:
+        return issue_summary(audit), _charts(audit)
+    key = f"audit-totals:{audit.pk}:{audit.created_at.timestamp()}"
+    totals = cache.get(key)
+    if totals is None:
+        totals = issue_summary(audit), _charts(audit)
+        cache.set(key, totals, LIVE_TOTALS_SECONDS)
+    return totals
+
+
 def _body_context(audit: Audit) -> dict:
-    context = {"audit": audit, "progress": progress(audit), "summary": issue_summary(audit),
-               "charts": _charts(audit), "can_rerun": private_targets_allowed(audit),
+    summary, charts = _totals(audit)
+    context = {"audit": audit, "progress": progress(audit), "summary": summary,
+               "charts": charts, "can_rerun": private_targets_allowed(audit),
                "change_labels": CHANGE_FILTERS}
     if not audit.is_active:
         # A GROUP BY over the URLs of every issue: once, when the numbers are

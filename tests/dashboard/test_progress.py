@@ -8,11 +8,15 @@ from datetime import timedelta
 
 import pytest
 import time_machine
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from audits.models import Audit, FrontierURL, Page
-from tests.factories import SITE, make_audit, make_page
+from audits.models import Audit, FrontierURL, Issue, Page
+from audits.views import LIVE_TOTALS_SECONDS
+from tests.factories import SITE, make_audit, make_finished_audit, make_page
 
 pytestmark = pytest.mark.django_db
 
@@ -157,3 +161,31 @@ def test_a_poll_after_the_session_ended_reloads_the_page_to_sign_in(client, owne
     assert reload["Location"] == f"{reverse('login')}?next={page}"
     # A plain request to the poll's URL is redirected as before.
     assert client.get(url).status_code == 302
+
+
+def test_a_running_audits_poll_counts_its_issues_and_pages_at_most_every_few_seconds(owner_client, owner):
+    cache.clear()
+    audit = make_finished_audit(owner, status=Audit.Status.RUNNING)
+    url = reverse("audit-progress", args=[audit.pk])
+    with CaptureQueriesContext(connection) as first:
+        assert owner_client.get(url, HTTP_HX_REQUEST="true").status_code == 200
+    with CaptureQueriesContext(connection) as second:
+        body = owner_client.get(url, HTTP_HX_REQUEST="true").content.decode()
+
+    def totals(ctx):
+        return [q["sql"] for q in ctx.captured_queries
+                if 'FROM "audits_issue"' in q["sql"] and "GROUP BY" in q["sql"]]
+
+    assert totals(first) and not totals(second)
+    assert 'id="summary"' in body  # the table is still shown, from the last count
+    assert 5 <= LIVE_TOTALS_SECONDS <= 60
+    cache.clear()
+
+
+def test_an_ended_audits_page_counts_afresh(owner_client, owner):
+    cache.clear()
+    audit = make_finished_audit(owner)
+    owner_client.get(reverse("audit-detail", args=[audit.pk]))
+    Issue.objects.filter(audit=audit).update(review=Issue.Review.IGNORED)
+    body = owner_client.get(reverse("audit-detail", args=[audit.pk])).content.decode()
+    assert 'id="code-broken_link_internal"' not in body
