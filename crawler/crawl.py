@@ -7,15 +7,17 @@ frontier tables instead.
 1. robots.txt of the start URL's origin is read first: when it disallows the
    start URL, or cannot be read (RFC 9309: assume complete disallow), no page
    is requested at all.
-2. The start URL is fetched with its redirects followed; the crawl is anchored
-   on the origin it ends on (whose robots.txt is read too if that is another
-   origin), and that fetch is the depth-0 page, so the start is not fetched
-   twice. Then the sitemaps (robots.txt ``Sitemap:`` lines, else
-   ``/sitemap.xml``).
+2. The start URL is fetched with its redirects followed, except into what the
+   first robots.txt disallows on its origin; the crawl is anchored on the origin
+   it ends on (whose robots.txt is read too if that is another origin), and that
+   fetch is the depth-0 page, so the start is not fetched twice. Then the
+   sitemaps (robots.txt ``Sitemap:`` lines, else ``/sitemap.xml``).
 3. Pages are crawled a depth level at a time through the rolling window. A URL
    is deduplicated when it is first seen, so its depth is its true click depth;
    before it is queued it must be in scope, pass the trap guard, be allowed by
-   robots.txt, be within ``max_depth`` and fit in ``max_pages``.
+   robots.txt, be within ``max_depth`` and fit in ``max_pages``. A page's
+   redirect into a disallowed path is not followed: where it points is counted
+   as blocked, as a link there is.
 4. When links lead nowhere new, sitemap URLs never reached through links (the
    orphans) are crawled as new seeds at depth 0, links from them continuing
    the same way.
@@ -29,6 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from urllib.parse import urlsplit
 
 from crawler.catalogue import UNVERIFIED_STATUSES
@@ -36,7 +39,7 @@ from crawler.checks import CheckSettings, PageContext
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.net import AddressGuard
 from crawler.page import PAGE_TAGS, REDIRECT_TAG, PageOutcome, build_outcome, process_page
-from crawler.robots import Robots, load_robots
+from crawler.robots import Robots, disallowed_on, load_robots, refused_landing
 from crawler.sitemap import SitemapReport, discover_sitemaps
 from crawler.types import FetchResult
 from crawler.urls import (
@@ -166,9 +169,17 @@ class _Frontier:
         self.next_level.append(url)
         return True
 
+    def refuses(self, url: str) -> bool:
+        """Whether robots.txt disallows ``url`` of the crawl's origin: what a page's redirect may not lead to."""
+        return disallowed_on(self.robots, (self.origin,), self.limits.user_agent, url)
+
     def follow(self, outcome: PageOutcome) -> None:
         """Take the links of a crawled page: internal pages to the next level,
         external targets to the check list."""
+        landing = refused_landing(outcome.result, self.refuses)
+        if landing is not None:
+            # A redirect the Fetcher did not follow: where it points is blocked, as a link there would be.
+            self.admit(landing, outcome.depth)
         depth = outcome.depth + 1
         for link in outcome.outlinks:
             url = link.url
@@ -232,9 +243,12 @@ async def crawl_site(
         elif not robots.allowed(start, agent):
             stopped = "start_blocked_by_robots"
         else:
-            # 2. The start URL with its redirects: the crawl is anchored on the
-            # origin it ends on, whose robots.txt then applies.
+            # 2. The start URL with its redirects, none into what this robots.txt
+            # disallows (then the start is blocked, below): the crawl is anchored
+            # on the origin it ends on, whose robots.txt then applies.
+            fetcher.avoid = None if ignore else partial(disallowed_on, robots, (origin,), agent)
             first = await fetcher.fetch(start)
+            fetcher.avoid = None
             if first.error is not None and first.status is None:
                 stopped = "start_unreachable"
             try:
@@ -298,6 +312,9 @@ async def crawl_site(
                 frontier.blocked_count += 1
 
         # 3 and 4. Level by level from the start, then from the sitemap orphans.
+        # Pages' redirects stay out of what robots.txt disallows; the sitemaps
+        # (read above) and the external checks (below) are no pages of the site.
+        fetcher.avoid = None if ignore else frontier.refuses
         depth = 1
         source = "link"
         seeded_orphans = False
@@ -342,6 +359,7 @@ async def crawl_site(
             depth, source = depth + 1, "link"
 
         # 5. External links, each distinct URL once.
+        fetcher.avoid = None
         external: dict[str, FetchResult] = {}
         if limits.check_external and frontier.external and not stopped:
 

@@ -156,8 +156,8 @@ class Fetcher:
     (wall-clock seconds, what an HTTP-date Retry-After is measured from) are
     injectable so tests of waiting never wait. ``credentials`` (a private
     site's headers) go on every hop to their own origin and no other; a login
-    replaces them when its session cookies change. A redirect to a URL ``avoid``
-    names (a private site's logout) is not followed: the redirect is the answer.
+    replaces them when its session cookies change. A redirect to a URL ``avoid`` names (a logout,
+    a path robots.txt disallows; callers may swap it between fetches) is not followed: the redirect is the answer.
     """
 
     def __init__(

@@ -18,29 +18,34 @@ section 2.3.1 does, and this module applies it:
   is treated as RFC "unavailable", i.e. ``missing`` (allow all), which is what
   RFC 9309 section 2.3.1.2 permits and what Google documents doing.
 
+Once read, the file binds redirects too: ``disallowed_on`` is what a Fetcher's
+``avoid`` asks at every hop, so a redirect into a disallowed path is not
+followed, and ``refused_landing`` says where such a redirect pointed.
+
 ``Robots`` is a frozen value rebuilt from three database columns by
 ``Robots.from_stored`` in another process, with the same decisions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from protego import Protego
 
+from .fetch import REDIRECT_STATUSES, Fetcher
 from .types import FetchError, FetchResult
-from .urls import origin_of
-
-if TYPE_CHECKING:
-    from .fetch import Fetcher
+from .urls import InvalidURL, normalize, origin_of
 
 __all__ = [
     "MAX_REDIRECTS",
     "MAX_ROBOTS_BYTES",
     "Robots",
+    "disallowed_on",
     "load_robots",
+    "refused_landing",
     "robots_from_result",
 ]
 
@@ -192,6 +197,35 @@ async def load_robots(fetcher: Fetcher, origin: str, *, ignore: bool = False) ->
             f"robots.txt is ignored for this audit ({robots.detail})",
         )
     return robots
+
+
+def disallowed_on(robots: Robots, origins: Collection[str], user_agent: str, url: str) -> bool:
+    """Whether ``url`` is on one of ``origins`` (the ones ``robots`` was read for) and the file disallows it.
+
+    Bound with ``functools.partial`` it is a Fetcher's ``avoid``: a redirect hop
+    into a disallowed path is not followed, as a link there is not. Another
+    origin's URL is never refused here: this file is not its robots.txt.
+    """
+    try:
+        return origin_of(url) in origins and not robots.allowed(url, user_agent)
+    except InvalidURL:
+        return False
+
+
+def refused_landing(result: FetchResult, refuses: Callable[[str], bool]) -> str | None:
+    """Where a redirect the Fetcher did not follow because ``refuses`` said no points, normalised; else None.
+
+    The Fetcher then answers with the redirect itself, its final URL the one it
+    refused. Only a refused URL comes back as a redirect's final URL that
+    ``refuses`` names: a URL the Fetcher requested passed ``refuses`` first.
+    """
+    if result.error is not None or result.status not in REDIRECT_STATUSES or not result.redirects:
+        return None
+    try:
+        where = normalize(result.final_url)
+    except InvalidURL:
+        return None
+    return where if refuses(where) else None
 
 
 def _describe(status: str, http_status: int | None) -> str:

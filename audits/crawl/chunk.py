@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 from django.db import transaction
@@ -12,9 +13,11 @@ from django.db import transaction
 from crawler.checks import PageContext
 from crawler.fetch import Fetcher
 from crawler.net import LookupLane
-from crawler.page import PageOutcome, check_resource, process_page
+from crawler.page import REDIRECT_TAG, PageOutcome, check_resource, process_page
+from crawler.robots import refused_landing
 from crawler.share import Share
 from crawler.side_lane import SideLane
+from crawler.types import Link
 from crawler.window import WindowPolicy, fetch_health, run_window
 
 from ..dispatch import Dispatcher
@@ -286,7 +289,7 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
                 previous = writer.previous.get(item.url_hash)
                 outcome = await session.fetch(lambda: process_page(fetcher, item.url, item.depth, ctx,
                                                                    previous=previous))
-                return await render_if_needed(renderer, outcome, setup, ctx)
+                return await render_if_needed(renderer, robots_landing(outcome, setup), setup, ctx)
             if item.kind == Page.Kind.RESOURCE:
                 # Resources are internal; a stylesheet is read one level below the
                 # deepest page, so @import chains end with the crawl's depth.
@@ -312,6 +315,13 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
             side_lane=None if serial else EXTERNAL_LANE, in_side_lane=None if serial else is_external,
             share=share,
         )
+
+
+def robots_landing(outcome: PageOutcome, setup: CrawlSetup) -> PageOutcome:
+    """A page whose redirect was not followed because robots.txt disallows where it points (``setup.avoid``),
+    with that URL as its one edge (tag ``redirect``): admission records it as blocked by robots, as a link's."""
+    where = refused_landing(outcome.result, setup.robots_refuse)
+    return outcome if where is None else replace(outcome, outlinks=(Link(where, REDIRECT_TAG),))
 
 
 def is_external(item: Item) -> bool:

@@ -11,7 +11,7 @@ from crawler.checks import CheckSettings
 from crawler.credentials import Credentials, LoginForm
 from crawler.fetch import FetchPolicy
 from crawler.net import AddressGuard
-from crawler.robots import Robots
+from crawler.robots import Robots, disallowed_on
 from crawler.urls import InvalidURL, Scope, compile_patterns, origin_of
 from crawler.window import WindowPolicy
 
@@ -73,10 +73,21 @@ class CrawlSetup:
     def is_logout(self, url: str) -> bool:
         return any(pattern.search(url) for pattern in self.logout)
 
+    def robots_refuse(self, url: str) -> bool:
+        """Whether ``url`` is one of the audited origin's that robots.txt disallows (when the audit respects it)."""
+        return (self.respect_robots and self.scope is not None
+                and disallowed_on(self.robots, (self.scope.origin,), self.user_agent, url))
+
     @property
-    def avoid(self):
-        """What a fetch's redirects may not lead to: the logout (``Fetcher``'s ``avoid``), if there is one."""
-        return self.is_logout if self.logout else None
+    def avoid(self) -> Callable[[str], bool]:
+        """What a fetch's redirects may not lead to (``Fetcher``'s ``avoid``): the logout, if there is one,
+        and what robots.txt disallows on the audited origin, as admission refuses a link there.
+
+        Only the site's own fetchers take it: an external link's check is no page of the crawl.
+        """
+        if not self.logout:
+            return self.robots_refuse
+        return lambda url: self.is_logout(url) or self.robots_refuse(url)
 
 
 def crawl_patterns(audit: Audit, access=None) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -1,15 +1,18 @@
 """The start of an audit: where the site really is, what robots.txt and the sitemaps say, the first page.
 
-``run_start`` follows the start URL's redirects (each hop through the SSRF guard),
-anchors the crawl on the origin it ends on, reads robots.txt and the sitemaps,
-seeds the frontier and stores the start page as chunk 0, then schedules chunk 1.
+``run_start`` follows the start URL's redirects (each hop through the SSRF guard, none
+into what robots.txt disallows), anchors the crawl on the origin it ends on, reads
+robots.txt and the sitemaps, seeds the frontier and stores the start page as chunk 0,
+then schedules chunk 1.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -22,7 +25,7 @@ from crawler.fetch import Fetcher, FetchPolicy
 from crawler.http_probe import PROBE_SECONDS, probe_http_form
 from crawler.login import is_login_redirect
 from crawler.page import PageOutcome, build_outcome
-from crawler.robots import MAX_ROBOTS_BYTES, Robots, load_robots, robots_from_result
+from crawler.robots import MAX_ROBOTS_BYTES, Robots, disallowed_on, load_robots, robots_from_result
 from crawler.sitemap import MAX_SECONDS as SITEMAP_SECONDS
 from crawler.sitemap import discover_sitemaps
 from crawler.types import FetchError, FetchResult, Finding
@@ -235,14 +238,13 @@ async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup,
     if audit.respect_robots:
         fetched = await fetcher.fetch(f"{typed_origin}/robots.txt", keep_body=True, max_bytes=MAX_ROBOTS_BYTES)
         typed_robots = robots_from_result(fetched)
-        # The origins whose robots.txt this was: http -> https and apex -> www redirect it too.
-        read_at = {typed_origin, _origin_or(fetched.final_url, typed_origin)}
+        read_at = _robots_read_at(fetched, typed_origin)
         if typed_robots.status == "unavailable" and not (fetched.status is None and fetched.error in _HOST_FAULTS):
             return _robots_unreachable(typed_origin, typed_robots)
         # (An unavailable file here is a host fault: the start page's fetch names it.)
         if typed_robots.status != "unavailable" and not typed_robots.allowed(start_url, setup.user_agent):
             return _start_blocked(start_url, setup.user_agent)
-    first = await fetcher.fetch(start_url)
+    first = await _start_page(fetcher, start_url, typed_robots, read_at, setup.user_agent)
     if setup.login is not None and is_login_redirect(first, setup.login.url):
         return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED,
                             error_detail=f"{start_url} still sends the crawler to the login page after logging in.")
@@ -269,6 +271,25 @@ async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup,
     if audit.respect_robots and not robots.allowed(final, setup.user_agent):
         return _start_blocked(final, setup.user_agent)
     return first, final, robots, cookies
+
+
+async def _start_page(fetcher: Fetcher, start_url: str, robots: Robots | None, read_at: set[str],
+                      user_agent: str) -> FetchResult:
+    """The start page, its redirects kept out of what ``robots`` disallows on the origins it was read for.
+
+    A hop there is not followed: the redirect is the answer, its final URL the
+    refused one, which ``_front_door`` then finds disallowed (start_blocked_by_robots).
+    An origin whose robots.txt is not read yet is judged once the page has landed.
+    """
+    if robots is None or robots.status == "unavailable":
+        return await fetcher.fetch(start_url)
+    plain = fetcher.avoid  # a private site's logout
+    refuse = functools.partial(disallowed_on, robots, frozenset(read_at), user_agent)
+    fetcher.avoid = refuse if plain is None else lambda url: plain(url) or refuse(url)
+    try:
+        return await fetcher.fetch(start_url)
+    finally:
+        fetcher.avoid = plain  # the sitemaps and the http probe are no pages of the crawl
 
 
 async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first: FetchResult, final: str,
@@ -305,11 +326,16 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
     )
 
 
-def _origin_or(url: str | None, fallback: str) -> str:
+def _robots_read_at(fetched: FetchResult, typed_origin: str) -> set[str]:
+    """The origins whose robots.txt ``fetched`` (the typed origin's) was: that one, and the one its redirects
+    reached at its own /robots.txt (http -> https, apex -> www). Sent anywhere else, as to a homepage by
+    nginx's ``return 301 https://www.example.com;``, it was not that origin's file, which is read on its own."""
     try:
-        return origin_of(url) if url else fallback
-    except InvalidURL:
-        return fallback
+        at_file = urlsplit(fetched.final_url or "").path == "/robots.txt"
+        landed = origin_of(fetched.final_url) if at_file else typed_origin
+    except ValueError:  # InvalidURL too: a Location no parser takes, where no file was read
+        landed = typed_origin
+    return {typed_origin, landed}
 
 
 def _robots_unreachable(origin: str, robots: Robots) -> StartOutcome:

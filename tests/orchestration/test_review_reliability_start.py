@@ -89,3 +89,27 @@ def test_a_robots_txt_redirected_to_the_landing_origin_is_read_there_once(owner,
     finally:
         other.clear()
         other.stop()
+
+
+def test_a_robots_txt_redirected_to_the_landing_origins_homepage_is_not_taken_for_its_robots_txt(
+        owner, fast_settings, httpserver):
+    """nginx's ``return 301 https://www.example.com;`` sends /robots.txt to the www homepage: that page is not
+    www's robots.txt (it would read as "allow all"), so www's own file is read, once, and obeyed."""
+    other = HTTPServer(host="127.0.0.1")
+    other.start()
+    try:
+        other.expect_request("/robots.txt").respond_with_data("User-agent: *\nDisallow: /private\n")
+        other.expect_request("/").respond_with_data("<a href='/private/x'>p</a>", content_type="text/html")
+        other.expect_request("/private/x").respond_with_data("<p>secret</p>", content_type="text/html")
+        for path in ("/robots.txt", "/"):
+            httpserver.expect_request(path).respond_with_data("", status=301, headers={"Location": other.url_for("/")})
+        audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, max_pages=20)
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert audit.status == "completed", audit.error_detail
+        assert len(requests_for(other, "/robots.txt")) == 1
+        assert requests_for(other, "/private/x") == []
+        assert "Disallow: /private" in audit.robots_body
+    finally:
+        other.clear()
+        other.stop()

@@ -33,6 +33,7 @@ def test_a_start_url_that_redirects_into_a_disallowed_path_fails_the_same_way(ow
     audit.refresh_from_db()
     assert (audit.status, audit.error_code) == ("failed", "start_blocked_by_robots")
     assert "/members/home" in audit.error_detail
+    assert requests_for(httpserver, "/members/home") == []  # the redirect into it is not followed
 
 
 def test_a_disallowed_start_url_is_crawled_when_robots_txt_is_not_respected(owner, fast_settings, httpserver):
