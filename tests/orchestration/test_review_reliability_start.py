@@ -71,38 +71,20 @@ def test_a_start_url_redirecting_to_another_origin_obeys_that_origins_robots_txt
         other.stop()
 
 
-def test_a_robots_txt_redirected_to_the_landing_origin_is_read_there_once(owner, fast_settings, httpserver):
-    """http -> https and apex -> www redirect robots.txt too: the file read before the start page is the landing origin's."""
-    other = HTTPServer(host="127.0.0.1")
-    other.start()
-    try:
-        other.expect_request("/robots.txt").respond_with_data("User-agent: *\nDisallow: /private\n")
-        other.expect_request("/").respond_with_data("<a href='/private/x'>p</a>", content_type="text/html")
-        for path in ("/robots.txt", "/"):
-            httpserver.expect_request(path).respond_with_data("", status=301, headers={"Location": other.url_for(path)})
-        audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, max_pages=20)
-        run_audit_inline(audit.pk)
-        audit.refresh_from_db()
-        assert audit.status == "completed", audit.error_detail
-        assert len(requests_for(other, "/robots.txt")) == 1
-        assert requests_for(other, "/private/x") == []
-    finally:
-        other.clear()
-        other.stop()
-
-
-def test_a_robots_txt_redirected_to_the_landing_origins_homepage_is_not_taken_for_its_robots_txt(
-        owner, fast_settings, httpserver):
-    """nginx's ``return 301 https://www.example.com;`` sends /robots.txt to the www homepage: that page is not
-    www's robots.txt (it would read as "allow all"), so www's own file is read, once, and obeyed."""
+@pytest.mark.parametrize("lands_on", ["/robots.txt", "/"], ids=["its-robots-txt", "its-homepage"])
+def test_a_robots_txt_redirected_to_the_landing_origin_is_read_there_once(owner, fast_settings, httpserver, lands_on):
+    """http -> https and apex -> www redirect robots.txt too: the file read before the start page is the landing
+    origin's. Sent to its homepage instead (nginx's ``return 301 https://www.example.com;``), that page is not
+    its robots.txt (it would read as "allow all"): the origin's own file is read, once, and obeyed."""
     other = HTTPServer(host="127.0.0.1")
     other.start()
     try:
         other.expect_request("/robots.txt").respond_with_data("User-agent: *\nDisallow: /private\n")
         other.expect_request("/").respond_with_data("<a href='/private/x'>p</a>", content_type="text/html")
         other.expect_request("/private/x").respond_with_data("<p>secret</p>", content_type="text/html")
-        for path in ("/robots.txt", "/"):
-            httpserver.expect_request(path).respond_with_data("", status=301, headers={"Location": other.url_for("/")})
+        httpserver.expect_request("/robots.txt").respond_with_data(
+            "", status=301, headers={"Location": other.url_for(lands_on)})
+        httpserver.expect_request("/").respond_with_data("", status=301, headers={"Location": other.url_for("/")})
         audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, max_pages=20)
         run_audit_inline(audit.pk)
         audit.refresh_from_db()
