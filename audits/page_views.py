@@ -79,8 +79,8 @@ def page_list(request, audit):
         "fetch_error", "content_type", "depth", "title", "total_ms", "size_bytes", "inlinks",
     )
     page = window(pages, request)
-    live = None if stored else inlink_counts(audit, [p.url_hash for p in page.object_list])
-    rows = [{"page": p, "inlinks": p.inlinks if live is None else live[p.url_hash],
+    live = None if stored else live_inlinks(audit, [p.url_hash for p in page.object_list])
+    rows = [{"page": p, "inlinks": p.inlinks if stored else live.get(p.url_hash),
              "redirect": redirect_of(p, audit.origin)} for p in page.object_list]
     context = {
         "audit": audit, "page_obj": page, "rows": rows, "filters": filters, "sort": sort,
@@ -108,6 +108,19 @@ def _page_changes(request, audit, filters):
     if wants_partial(request):
         return render(request, "audits/_page_change_table.html", context)
     return render(request, "audits/page_list.html", context)
+
+
+# Counting links for the rows shown scans the audit's edges (no index by target
+# while it runs): some tenths of a second at this many pages, seconds at 50,000.
+LIVE_INLINKS_MAX_PAGES = 2_000
+
+
+def live_inlinks(audit, hashes: list[str]) -> dict[str, int]:
+    """Links to each of ``hashes`` while the counts are not stored; none past LIVE_INLINKS_MAX_PAGES
+    pages, which the table shows as counted when the crawl ends."""
+    if audit.pages_crawled > LIVE_INLINKS_MAX_PAGES:
+        return {}
+    return inlink_counts(audit, hashes)
 
 
 @audit_view("GET")

@@ -3,11 +3,14 @@
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from audits.inlinks import build as build_inlinks
 from audits.models import Audit, Page
+from audits.page_views import LIVE_INLINKS_MAX_PAGES
 from tests.factories import SITE, make_audit, make_finished_audit, make_link, make_page
 
 pytestmark = pytest.mark.django_db
@@ -87,6 +90,16 @@ def test_the_pages_table_counts_the_inlinks_the_detail_lists_before_they_are_ind
     assert 'Linked from (<span id="inlink-count">5</span>)' in detail_body
     assert "Also referenced by (1)" in detail_body  # the image: a reference, not a link
     assert _table_inlinks(owner_client, audit) == "5"
+
+
+def test_the_pages_table_of_a_big_running_audit_reads_no_link_edges(owner_client, owner):
+    audit, _ = _linked_target(owner, Audit.Status.RUNNING)
+    Audit.objects.filter(pk=audit.pk).update(pages_crawled=LIVE_INLINKS_MAX_PAGES + 1)
+    with CaptureQueriesContext(connection) as ctx:
+        body = owner_client.get(reverse("page-list", args=[audit.pk]), {"q": "/target"}).content.decode()
+    # Counting them would scan every edge of the audit on each click: shown once the crawl ends.
+    assert not [q for q in ctx.captured_queries if "audits_linkedge" in q["sql"]]
+    assert '<td class="inlinks"><span class="muted" title="Counted when the crawl ends">—</span></td>' in body
 
 
 @pytest.mark.parametrize("status", [Audit.Status.CANCELLED, Audit.Status.FAILED])
