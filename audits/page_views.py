@@ -9,7 +9,7 @@ from crawler.catalogue import CATALOGUE
 from crawler.urls import url_hash
 
 from .inlinks import LINK_TAGS, counts_stored, edges_to, inlink_counts
-from .models import Issue, LinkEdge, Page, PageChange
+from .models import Audit, Issue, LinkEdge, Page, PageChange
 from .sections import clean_section, under_section
 from .tables import audit_view, query_text, sort_choice, wants_partial, window
 
@@ -175,6 +175,9 @@ def page_detail(request, audit, page_id):
         "redirect": redirect,
         "redirect_target": known.get(url_hash(page.final_url)) if redirect else None,
         "link_limit": LINK_LIMIT,
+        # The audit whose parse a reused page carries may have been deleted since: then no link to a 404.
+        "unchanged_since_kept": page.unchanged_since is not None
+        and Audit.objects.filter(pk=page.unchanged_since, owner=audit.owner_id).exists(),
     }
     return render(request, "audits/page_detail.html", context)
 

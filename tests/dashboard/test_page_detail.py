@@ -144,3 +144,15 @@ def test_an_outlink_to_a_redirect_shows_the_status_it_answered(owner_client, own
     # /old answered 301; the 200 is /about's, which it redirected to.
     assert '<span class="code code-3xx">301</span>' in row and ">200<" not in row
     assert "→" in row and "/about" in row
+
+
+def test_a_reused_page_whose_source_audit_was_deleted_names_it_without_a_dead_link(owner_client, owner):
+    source = make_finished_audit(owner)
+    audit = make_finished_audit(owner)
+    page = audit.pages.get(url=f"{SITE}/")
+    Page.objects.filter(pk=page.pk).update(unchanged_since=source.pk)
+    assert f'<a href="/audits/{source.pk}/">{source.pk}</a>' in detail(owner_client, audit, page.url)
+    Audit.objects.filter(pk=source.pk).delete()
+    body = detail(owner_client, audit, page.url)
+    assert f"since audit {source.pk} <span class=\"muted\">(deleted)</span>" in body
+    assert f'href="/audits/{source.pk}/"' not in body
