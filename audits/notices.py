@@ -19,7 +19,7 @@ from crawler.catalogue import finding
 from crawler.types import FetchError
 
 from .issue_rows import issue_for
-from .models import Audit, Issue, Page
+from .models import Audit, Issue, LinkEdge, Page
 
 # Failures that mean a check never reached a server. A TLS error or a timeout
 # after connecting came from a server, so it still says something about the link.
@@ -67,3 +67,44 @@ def external_links_unchecked(audit_id: int) -> Iterator[Issue]:
         "external_links_unchecked",
         f"The crawler could not reach the internet; external links unchecked ({reach.unreachable:,} of "
         f"{reach.attempted:,} external checks failed at DNS or connect)."))
+
+
+# A crawl that stored more pages than this found its way around the site: links
+# to another version of it are then a few stray ones, not where the site is.
+SIBLING_MAX_PAGES = 10
+# Fewer links than this prove nothing either way.
+SIBLING_MIN_LINKS = 3
+
+
+def sibling_origins(origin: str) -> list[str]:
+    """The same site under another scheme or host name: with or without ``www.``, http or https."""
+    scheme, sep, host = origin.partition("://")
+    if not sep:
+        return []
+    bare = host.removeprefix("www.")
+    return [f"{s}://{h}" for s in ("https", "http") for h in (bare, f"www.{bare}") if f"{s}://{h}" != origin]
+
+
+def links_to_sibling_origin(audit_id: int) -> Iterator[Issue]:
+    """One notice when a crawl of a few pages found most of their links going to another version of the site.
+
+    The audit is scoped to one origin, so a site that serves ``example.com`` but
+    links every page as ``www.example.com`` is a one-page audit with a list of
+    external links; this says why, and what to audit instead.
+    """
+    start_url, origin, pages = Audit.objects.filter(pk=audit_id).values_list(
+        "start_url", "origin", "pages_crawled").get()
+    siblings = sibling_origins(origin or "")
+    if not siblings or pages > SIBLING_MAX_PAGES:
+        return
+    links = LinkEdge.objects.filter(audit_id=audit_id, tag__in=("a", "area"))
+    counts = links.aggregate(own=Count("id", filter=Q(internal=True)), **{
+        f"s{n}": Count("id", filter=Q(internal=False, target_url__startswith=f"{sibling}/"))
+        for n, sibling in enumerate(siblings)})
+    n, sibling = max((counts[f"s{n}"], sibling) for n, sibling in enumerate(siblings))
+    if n < SIBLING_MIN_LINKS or n <= counts["own"]:
+        return
+    yield issue_for(audit_id, None, start_url, finding(
+        "links_to_sibling_origin",
+        f"{n:,} links on the crawled pages point at {sibling}, against {counts['own']:,} to {origin}: this audit "
+        f"treats {sibling} as another site and did not crawl it. To audit those pages, start from {sibling}/."))

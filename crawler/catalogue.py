@@ -54,6 +54,14 @@ _ROWS: dict[str, list[tuple[str, Severity, str, str, str]]] = {
          "could not reach the internet: those links were left unchecked rather than each reported broken.",
          "Let the crawler's machine resolve names and connect out (DNS, firewall, proxy), then run the audit "
          "again; or turn external link checks off for this site."),
+        # Recorded once by finalize (audits.notices) when a crawl of a few pages found
+        # its links going to the same site under another host or scheme.
+        ("links_to_sibling_origin", N, "Links go to another version of the site",
+         "Most links on the crawled pages point at the same site under another host name or scheme (with or "
+         "without www, http or https), which an audit treats as another site: those pages were not crawled, "
+         "only checked as external links, so this audit covers a few pages.",
+         "Audit the version the links point at; and make the site's links, canonical and redirects agree on one "
+         "version, redirecting the other to it."),
         ("broken_resource", W, "Broken image, script or stylesheet",
          "A missing resource breaks how the page looks or works.",
          "Fix the resource's URL or restore the file on the server."),
@@ -286,7 +294,7 @@ LINK_CODES = frozenset({"broken_link_internal", "broken_link_external", "broken_
 SITE_WIDE_CODES = frozenset({"title_duplicate", "meta_description_duplicate", "duplicate_content",
                              "orphan_page", "deep_page", "hreflang_error", "sitemap_bad_url",
                              "canonical_bad_target", "blocked_by_robots"})
-CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES | {"external_links_unchecked"}
+CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES | {"external_links_unchecked", "links_to_sibling_origin"}
 # About the URL's own answer (its status, its redirects, its speed): judged
 # whenever the URL answered at all. Every other page-level code is about an
 # HTML page's content, judged only on a page that answered 2xx.
