@@ -5,13 +5,16 @@ admin cannot put an audit in a state the dashboard could not. django-q2's own
 admin is limited to superusers: a Schedule can run any importable function.
 """
 
+from functools import partial
+
 from django.contrib import admin, messages
+from django.db import transaction
 
 from . import schedules
 from .forms import CrawlSettingsForm, SiteScheduleForm
 from .models import Audit, Issue, Notification, Page, Site, SkippedRun
 from .page_views import STATUS_CLASSES
-from .purge import purge_audit, purge_site
+from .purge import purge_audit, purge_site, reusers
 from .services import (
     PrivateTargetsRefused,
     QuotaExceeded,
@@ -22,13 +25,27 @@ from .services import (
 )
 
 
-def summarised_delete(model_admin, objs, request, **counts):
-    """The delete page's list, as a count: Django's own lists every related row, an audit's millions of link edges."""
+def summarised_delete(model_admin, objs, request, related=(), protected=(), **counts):
+    """The delete page's list, as a count: Django's own lists every related row, an audit's millions of link edges.
+
+    As Django's, it asks for the delete permission on the ``related`` models
+    whose rows go too, and refuses while anything is ``protected``.
+    """
     opts = model_admin.opts
     deleted = [f"{opts.verbose_name.capitalize()}: {obj}" for obj in objs]
     model_count = {opts.verbose_name_plural: len(deleted), **{name: n for name, n in counts.items() if n}}
     perms_needed = set() if model_admin.has_delete_permission(request) else {opts.verbose_name}
-    return deleted, model_count, perms_needed, []
+    for model in related:
+        related_admin = model_admin.admin_site.get_model_admin(model)
+        if not related_admin.has_delete_permission(request):
+            perms_needed.add(model._meta.verbose_name)
+    return deleted, model_count, perms_needed, list(protected)
+
+
+def in_use(audits) -> list[str]:
+    """Why each of ``audits`` that an active audit reuses cannot be deleted now (``purge.reusers``)."""
+    return [f"Audit {audit.pk}: running audit {busy[0]} reuses its results" for audit in audits
+            if (busy := reusers(audit))]
 
 
 @admin.register(Audit)
@@ -56,15 +73,17 @@ class AuditAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
+    # After the admin's transaction commits: inside it no batch of the purge would commit on its own.
     def delete_model(self, request, obj):
-        purge_audit(obj)
+        transaction.on_commit(partial(purge_audit, obj))
 
     def delete_queryset(self, request, queryset):
         for audit in queryset:
-            purge_audit(audit)
+            transaction.on_commit(partial(purge_audit, audit))
 
     def get_deleted_objects(self, objs, request):
-        return summarised_delete(self, objs, request, pages=sum(audit.pages_crawled for audit in objs))
+        return summarised_delete(self, objs, request, related=(Page, Issue, Notification), protected=in_use(objs),
+                                 pages=sum(audit.pages_crawled for audit in objs))
 
     @admin.display(description="Progress")
     def progress(self, audit):
@@ -231,14 +250,15 @@ class SiteAdmin(admin.ModelAdmin):
         schedules.sync(obj)
 
     def delete_model(self, request, obj):
-        purge_site(obj)
+        transaction.on_commit(partial(purge_site, obj))
 
     def delete_queryset(self, request, queryset):
         for site in queryset:
-            purge_site(site)
+            transaction.on_commit(partial(purge_site, site))
 
     def get_deleted_objects(self, objs, request):
-        return summarised_delete(self, objs, request, audits=Audit.objects.filter(site__in=objs).count())
+        return summarised_delete(self, objs, request, related=(Audit, Page, Issue, Notification),
+                                 audits=Audit.objects.filter(site__in=objs).count())
 
     @admin.action(description="Pause the schedules of the selected sites")
     def pause_schedules(self, request, queryset):

@@ -3,29 +3,46 @@
 An audit can hold millions of link edges. One cascading delete would hold
 SQLite's write lock for minutes, so every running crawl waits out its busy
 timeout, and on PostgreSQL it runs into the statement timeout and rolls back.
-So the big tables lose an audit's rows in batches, each committed on its own,
-and the audit row goes last through the ORM, which also sweeps up what a
-writer still inserted meanwhile.
+So the big tables lose an audit's rows in batches, each committed on its own
+(call these outside a transaction: ``transaction.on_commit`` inside one), and
+the audit row goes last through the ORM, whose cascade also takes what a
+cancelled crawl's last sub-batch wrote meanwhile.
 """
 
 from __future__ import annotations
 
 from django.db import connection, transaction
 
+from . import schedules
 from .models import Audit, FrontierURL, GoneIssue, Inlink, Issue, LinkEdge, Page, PageChange, Site
 
 # Rows a statement deletes: small enough that a crawl's writer waits well under a second for the lock.
 BATCH = 20_000
 # Children before what they point at (issues name their page); every table has an index led by audit.
-BY_ID = [Issue, LinkEdge, PageChange, GoneIssue, FrontierURL, Page]
+BY_ID = [Issue, LinkEdge, PageChange, GoneIssue, FrontierURL]
+
+
+class AuditInUse(Exception):
+    """A running delta crawl reuses the audit's rows: deleting them under it would corrupt its results."""
+
+
+def reusers(audit: Audit) -> list[int]:
+    """The active audits that reuse ``audit``'s rows (a delta crawl from it, or a validation of it)."""
+    return list(Audit.objects.filter(source=audit, status__in=Audit.ACTIVE).values_list("pk", flat=True))
 
 
 def purge_audit(audit: Audit) -> None:
     """Delete ``audit`` and everything it holds, the big tables in committed batches.
 
-    A running crawl is cancelled first, so its workers see it ended (or its
-    row gone) and write nothing more.
+    Refused (``AuditInUse``) while an active audit reuses its rows. A running
+    crawl of its own is cancelled first; it may still write one last sub-batch,
+    which the final cascade takes.
     """
+    if busy := reusers(audit):
+        raise AuditInUse(f"Audit {audit.pk} cannot be deleted while audit {busy[0]}, which reuses its results, "
+                         f"is running: wait for it to end or cancel it first.")
+    # Nothing to index: the watchdog would otherwise build its link index while its edges go.
+    Audit.objects.filter(pk=audit.pk).update(links_indexed=True)
     if audit.is_active:
         audit.cancel()
     quote = connection.ops.quote_name
@@ -33,6 +50,10 @@ def purge_audit(audit: Audit) -> None:
         table = quote(model._meta.db_table)
         _delete_batches(f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE audit_id = %s LIMIT %s)",
                         audit.pk)
+    # A page an issue of a late sub-batch names is left to the cascade, not a foreign key failure.
+    pages, issues = quote(Page._meta.db_table), quote(Issue._meta.db_table)
+    _delete_batches(f"DELETE FROM {pages} WHERE id IN (SELECT p.id FROM {pages} p WHERE p.audit_id = %s AND NOT "
+                    f"EXISTS (SELECT 1 FROM {issues} i WHERE i.page_id = p.id) LIMIT %s)", audit.pk)
     # Inlink's key is (audit, target, tag, edge): no id to batch by.
     table = quote(Inlink._meta.db_table)
     _delete_batches(f"DELETE FROM {table} WHERE (audit_id, target_hash, tag, edge_id) IN "
@@ -42,8 +63,18 @@ def purge_audit(audit: Audit) -> None:
 
 
 def purge_site(site: Site) -> None:
-    """Delete ``site``, its audits (each through ``purge_audit``) and the rest it holds."""
-    for audit in site.audits.order_by("pk"):
+    """Delete ``site``, its audits (each through ``purge_audit``) and the rest it holds.
+
+    Its schedule goes and its active audits are cancelled first, so no audit
+    starts or crawls on while the older ones are deleted.
+    """
+    schedules.remove(site.pk)
+    audits = list(site.audits.order_by("pk"))
+    for audit in audits:
+        if audit.is_active:
+            audit.cancel()
+    for audit in audits:
+        audit.refresh_from_db()
         purge_audit(audit)
     site.delete()
 

@@ -28,7 +28,7 @@ from .issue_views import CHANGE_FILTERS
 from .models import Audit, ChunkLease, Issue, Page
 from .page_views import STATUS_CLASSES, redirect_of
 from .progress_panel import progress, stop_note
-from .purge import purge_audit
+from .purge import AuditInUse, purge_audit
 from .sections import section_counts
 from .services import (
     PrivateTargetsRefused,
@@ -285,6 +285,10 @@ def audit_follow_up(request, audit, mode):
 @audit_view("POST")
 def audit_delete(request, audit):
     label = audit.start_url
-    purge_audit(audit)
+    try:
+        purge_audit(audit)
+    except AuditInUse as exc:
+        messages.error(request, str(exc))
+        return redirect(audit)
     messages.success(request, f"Deleted the audit of {label}.")
     return redirect("audit-list")

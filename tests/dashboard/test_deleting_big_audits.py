@@ -7,13 +7,15 @@ SQLite's write lock for minutes, or run into PostgreSQL's statement timeout.
 import re
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from audits import purge
+from audits.inlinks import ended_unindexed
 from audits.models import Audit, Inlink, Issue, LinkEdge, Page, Site
-from tests.factories import SITE, make_finished_audit, make_link
+from tests.factories import SITE, make_finished_audit, make_issue, make_link, make_page
 
 pytestmark = pytest.mark.django_db
 
@@ -103,7 +105,8 @@ def test_deleting_a_site_purges_every_audit_in_batches(owner_client, owner, smal
 
 
 @pytest.mark.parametrize("model", ["audit", "site"])
-def test_the_admin_delete_page_counts_instead_of_listing_every_row(superuser_client, owner, model):
+def test_the_admin_delete_page_counts_instead_of_listing_every_row(superuser_client, owner, model,
+                                                                   django_capture_on_commit_callbacks):
     audit = _fill(make_finished_audit(owner))
     obj = audit if model == "audit" else audit.site
     with CaptureQueriesContext(connection) as ctx:
@@ -113,19 +116,123 @@ def test_the_admin_delete_page_counts_instead_of_listing_every_row(superuser_cli
     assert "Link edge" not in body and "Are you sure" in body
     assert not [q for q in ctx.captured_queries if "audits_linkedge" in q["sql"] or "audits_issue" in q["sql"]]
 
-    response = superuser_client.post(reverse(f"admin:audits_{model}_delete", args=[obj.pk]), {"post": "yes"})
+    with django_capture_on_commit_callbacks(execute=True):
+        response = superuser_client.post(reverse(f"admin:audits_{model}_delete", args=[obj.pk]), {"post": "yes"})
     assert response.status_code == 302
     assert not Audit.objects.filter(pk=audit.pk).exists() and not LinkEdge.objects.exists()
 
 
-def test_the_admin_delete_action_purges_the_selected_audits(superuser_client, owner, small_batches):
+def test_the_admin_delete_action_purges_the_selected_audits(superuser_client, owner, small_batches,
+                                                            django_capture_on_commit_callbacks):
     audits = [_fill(make_finished_audit(owner)) for _ in range(2)]
     url = reverse("admin:audits_audit_changelist")
     selected = {"action": "delete_selected", "_selected_action": [a.pk for a in audits]}
     confirm = superuser_client.post(url, selected)
     assert confirm.status_code == 200 and "Link edge" not in confirm.content.decode()
-    with CaptureQueriesContext(connection) as ctx:
+    with CaptureQueriesContext(connection) as ctx, django_capture_on_commit_callbacks(execute=True):
         superuser_client.post(url, {**selected, "post": "yes"})
     assert not Audit.objects.filter(pk__in=[a.pk for a in audits]).exists()
     assert not LinkEdge.objects.exists()
     assert_batched(ctx.captured_queries, "audits_linkedge", at_least=2 * 3)
+
+
+def _watch_batches(monkeypatch, before):
+    """Call ``before(sql)`` ahead of each batch statement of the purge."""
+    real = purge._delete_batches
+
+    def watched(sql, audit_id):
+        before(sql)
+        return real(sql, audit_id)
+
+    monkeypatch.setattr(purge, "_delete_batches", watched)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("model", ["audit", "site"])
+def test_the_admin_delete_commits_each_batch_on_its_own(superuser_client, owner, monkeypatch, model):
+    """Django's delete view runs in a transaction: a purge inside it would hold SQLite's lock to the end."""
+    audit = _fill(make_finished_audit(owner))
+    outer = []
+    _watch_batches(monkeypatch, lambda sql: outer.append(connection.in_atomic_block))
+    obj = audit if model == "audit" else audit.site
+    response = superuser_client.post(reverse(f"admin:audits_{model}_delete", args=[obj.pk]), {"post": "yes"})
+    assert response.status_code == 302
+    assert outer and not any(outer)
+    assert not Audit.objects.filter(pk=audit.pk).exists() and not LinkEdge.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_page_and_issue_a_cancelled_crawl_writes_during_the_purge_go_too(owner, monkeypatch):
+    audit = _fill(make_finished_audit(owner, status=Audit.Status.RUNNING))
+    late = []
+
+    def last_sub_batch(sql):
+        if '"audits_page"' in sql and not late:
+            page = make_page(audit, f"{SITE}/late")
+            late.append(make_issue(audit, "title_missing", page.url, page=page))
+
+    _watch_batches(monkeypatch, last_sub_batch)
+    purge.purge_audit(audit)
+    assert late and not Audit.objects.filter(pk=audit.pk).exists()
+    assert set(_rows(audit.pk).values()) == {0}
+
+
+def test_deleting_a_site_cancels_its_running_audit_before_deleting_the_others(owner_client, owner):
+    older = _fill(make_finished_audit(owner))
+    running = make_finished_audit(owner, status=Audit.Status.RUNNING)
+    seen = []
+    real = purge._delete_batches
+
+    def first(sql, audit_id):
+        if not seen:
+            seen.append(Audit.objects.get(pk=running.pk).status)
+        return real(sql, audit_id)
+
+    purge._delete_batches = first
+    try:
+        owner_client.post(reverse("site-delete", args=[older.site_id]))
+    finally:
+        purge._delete_batches = real
+    assert seen == [Audit.Status.CANCELLED]
+    assert not Audit.objects.filter(pk__in=[older.pk, running.pk]).exists()
+
+
+def test_a_purged_audit_is_not_handed_to_the_link_index_build(owner, monkeypatch):
+    audit = _fill(make_finished_audit(owner, status=Audit.Status.RUNNING))
+    picked = []
+    _watch_batches(monkeypatch, lambda sql: picked.append(ended_unindexed().filter(pk=audit.pk).exists()))
+    purge.purge_audit(audit)
+    assert picked and not any(picked)
+
+
+def _reused(owner):
+    source = _fill(make_finished_audit(owner))
+    return source, make_finished_audit(owner, status=Audit.Status.RUNNING, mode=Audit.Mode.DELTA, source=source)
+
+
+def test_an_audit_a_running_delta_reuses_is_not_deleted_and_says_why(owner_client, owner):
+    source, delta = _reused(owner)
+    response = owner_client.post(reverse("audit-delete", args=[source.pk]), follow=True)
+    assert f"while audit {delta.pk}, which reuses its results, is running" in response.content.decode()
+    assert Audit.objects.filter(pk=source.pk).exists() and source.links.count() > 12
+
+
+def test_the_admin_protects_an_audit_a_running_delta_reuses(superuser_client, owner,
+                                                             django_capture_on_commit_callbacks):
+    source, delta = _reused(owner)
+    page = superuser_client.get(reverse("admin:audits_audit_delete", args=[source.pk])).content.decode()
+    assert f"running audit {delta.pk} reuses its results" in page
+    with django_capture_on_commit_callbacks(execute=True):
+        superuser_client.post(reverse("admin:audits_audit_delete", args=[source.pk]), {"post": "yes"})
+    assert Audit.objects.filter(pk=source.pk).exists() and source.links.count() > 12
+
+
+def test_the_admin_delete_of_a_site_needs_the_delete_permission_on_its_audits_too(client, django_user_model, owner):
+    audit = _fill(make_finished_audit(owner))
+    staff = django_user_model.objects.create_user("siteonly", password="siteonly-pass-1", is_staff=True)
+    staff.user_permissions.set(Permission.objects.filter(
+        content_type__app_label="audits", codename__in=["view_site", "delete_site"]))
+    client.force_login(staff)
+    response = client.post(reverse("admin:audits_site_delete", args=[audit.site_id]), {"post": "yes"})
+    assert response.status_code == 403
+    assert Site.objects.filter(pk=audit.site_id).exists() and Audit.objects.filter(pk=audit.pk).exists()
