@@ -10,6 +10,7 @@ import copy
 
 from django.contrib import messages
 from django.db.models import OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
@@ -37,10 +38,12 @@ def site_view(*methods):
 def site_list(request):
     """Each site with its latest full audit and the previous completed one, in three queries a screen."""
     # A validation re-fetches only the URLs with issues, so its counts are not the
-    # site's: the figures and the delta are the latest audit that crawled the site.
-    audits = Audit.objects.filter(site=OuterRef("pk")).exclude(mode=Audit.Mode.VALIDATE)
+    # site's: the figures and the delta are the latest audit that crawled the site,
+    # or a validation when that is all the site has left.
+    audits = Audit.objects.filter(site=OuterRef("pk")).order_by("-pk").values("pk")
     sites = (Site.objects.filter(owner=request.user)
-             .annotate(latest_id=Subquery(audits.order_by("-pk").values("pk")[:1]))
+             .annotate(latest_id=Coalesce(Subquery(audits.exclude(mode=Audit.Mode.VALIDATE)[:1]),
+                                          Subquery(audits[:1])))
              .order_by("start_url", "id"))
     page = window(sites, request, per_page=25)
     latest = Audit.objects.in_bulk([site.latest_id for site in page.object_list if site.latest_id])

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .fetch import Fetcher
+from .fetch import REDIRECT_STATUSES, Fetcher
 from .types import FetchError
 
 log = logging.getLogger(__name__)
@@ -175,6 +175,12 @@ class Renderer:
             elif result.error is not None or result.status is None:
                 out.failed.append((request.url, result.error.label if result.error else "no answer"))
                 await route.abort("failed")
+            elif result.status in REDIRECT_STATUSES and result.redirects:
+                # A hop the fetcher would not follow (robots.txt, the logout): refused as the URL would be. Not
+                # handed to the browser to follow: Playwright routes only a redirect's first request.
+                why = self._refusal(result.final_url, request.method, requests) or "a redirect not followed"
+                out.blocked.append((result.final_url, why))
+                await route.abort("blockedbyclient")
             else:
                 if result.status >= 400:
                     out.failed.append((request.url, f"answered {result.status}"))

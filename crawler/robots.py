@@ -205,8 +205,11 @@ def disallowed_on(robots: Robots, origins: Collection[str], user_agent: str, url
     Bound with ``functools.partial`` it is a Fetcher's ``avoid``: a redirect hop
     into a disallowed path is not followed, as a link there is not. Another
     origin's URL is never refused here: this file is not its robots.txt.
+    The URL is judged normalised, as admission judges a link (session ids
+    stripped), so a hop is refused exactly when its landing would be.
     """
     try:
+        url = normalize(url)
         return origin_of(url) in origins and not robots.allowed(url, user_agent)
     except InvalidURL:
         return False

@@ -49,6 +49,8 @@ class RenderSite(Loopback):
 
     def _answer(self, request: Request) -> Response:
         self.requests[request.path] += 1
+        if request.path == "/go-private":  # a redirect into what robots.txt disallows
+            return Response(b"", status=302, headers={"Location": "/private/moved"})
         status, content_type, body = self.answer(request.path)
         return Response(body, status=status, content_type=content_type)
 
@@ -66,6 +68,7 @@ class RenderSite(Loopback):
             spy = (f'<script>fetch("{self.other}/secret").catch(() => 0);'
                    'fetch("http://169.254.169.254/latest/meta-data/").catch(() => 0);'
                    'fetch("/private/data").catch(() => 0);'
+                   'fetch("/go-private").catch(() => 0);'
                    f'try {{ new WebSocket("{self.other.replace("http", "ws", 1)}/socket"); }} catch (e) {{}}</script>')
             return 200, html, SHELL.format(head="", scripts=script + spy).encode()
         if path == "/spin":

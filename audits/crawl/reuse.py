@@ -91,12 +91,16 @@ def validators(source_id: int, hashes: list[str]) -> dict[str, Validators]:
     return found
 
 
+# Directives that say what no directive says: a header sending only these changes nothing.
+NEUTRAL_DIRECTIVES = frozenset({"all", "index", "follow"})
+
+
 def _said_by_headers(robots: str, canonical: str, head: dict | None) -> bool:
     """Whether a stored page's robots directives or canonical came from X-Robots-Tag or a Link header."""
     head = head or {}
-    if set(filter(None, robots.split(","))) - set(head.get("robots", ())):
+    if set(filter(None, robots.split(","))) - set(head.get("robots", ())) - NEUTRAL_DIRECTIVES:
         return True
-    return bool(canonical) and not head.get("canonicals")
+    return head.get("link_canonical", False) or (bool(canonical) and not head.get("canonicals"))
 
 
 @dataclass(frozen=True, slots=True)

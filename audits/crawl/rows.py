@@ -81,17 +81,20 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
         carried.body_hash if carried else body_hash(result.body if facts is not None else None),
         carried.since if carried else None,
         *_rendering(outcome, carried),
-        json.dumps(head_facts(facts, result.final_url or outcome.url)) if facts is not None else None,
+        json.dumps(head_facts(facts, result.final_url or outcome.url, link_canonical=bool(
+            canonical_from_link_header(result.headers.get("link"))))) if facts is not None else None,
     )
 
 
-def head_facts(facts: PageFacts, page_url: str) -> dict:
+def head_facts(facts: PageFacts, page_url: str, *, link_canonical: bool = False) -> dict:
     """The page's meta robots directives and canonical tags, kept apart from its headers' (``Page.head_facts``).
 
     Only what is there: most pages store one canonical. The base URL only when
     it is not the page's own, to resolve a relative canonical as the parse did.
+    ``link_canonical``: a Link header named a canonical too, which a 304 need
+    not repeat (a delta then asks for the page in full, ``reuse.validators``).
     """
-    found: dict = {}
+    found: dict = {"link_canonical": True} if link_canonical else {}
     if facts.robots:
         found["robots"] = sorted(facts.robots)
     if facts.canonicals:

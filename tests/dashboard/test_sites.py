@@ -226,3 +226,11 @@ def test_changes_csv_lists_new_fixed_and_persisting_issues_formula_safe(owner_cl
     assert ("new", "h1_missing") in changes and ("fixed", "broken_link_internal") in changes
     assert ("persisting", "meta_description_missing") in changes
     assert all(not cell.startswith("=") for row in rows for cell in row)
+
+
+def test_a_site_whose_only_audit_left_is_a_recheck_lists_that_recheck(owner_client, owner):
+    _, second = two_audits(owner)
+    check = make_finished_audit(owner, mode=Audit.Mode.VALIDATE, source=second, baseline=second)
+    Audit.objects.exclude(pk=check.pk).delete()
+    row = owner_client.get(reverse("site-list")).content.decode().split('class="site"')[1].split("</tr>")[0]
+    assert check.get_absolute_url() in row and "No audit yet" not in row

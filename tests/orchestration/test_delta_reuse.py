@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from audits.crawl.chunk import claim, lease_items
-from audits.crawl.reuse import source_of
+from audits.crawl.reuse import source_of, validators
 from audits.crawl.setup import crawl_setup
 from audits.crawl.start import run_start
 from audits.crawl.writer import ChunkWriter
@@ -14,6 +14,7 @@ from audits.inline import run_audit_inline
 from audits.models import Audit, FrontierURL, Issue, Page, PageChange, SiteAccess
 from crawler.page import PageOutcome
 from crawler.types import FetchResult
+from crawler.urls import url_hash
 from tests.factories import make_audit
 from tests.scripted_site import Answer, ScriptedSite
 
@@ -87,6 +88,32 @@ def test_a_page_whose_headers_say_noindex_and_canonical_keeps_them_in_a_delta(ow
     assert (reused.indexable, reused.robots, reused.canonical) == (False, "noindex", web.url("/"))
     assert (reused.indexable, reused.robots, reused.canonical) == (parsed.indexable, parsed.robots, parsed.canonical)
     assert issues(delta, web, "/a") == issues(full, web, "/a")
+
+
+def test_a_canonical_tag_and_a_link_header_that_disagree_still_conflict_in_a_delta(owner, fast_settings):
+    """The header's canonical is not what the row stores (the tag wins), yet a 304 need not repeat it."""
+    with ScriptedSite() as web:
+        web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/a">a</a>'))
+        web.pages["/a"] = Answer(html("Page a of the delta test site", '<a href="/">home</a>',
+                                      head='<link rel="canonical" href="/a">'),
+                                 headers={"ETag": '"a1"', "Link": f'<{web.url("/other")}>; rel="canonical"'})
+        first, delta, full = first_delta_full(owner, web, lambda: None)
+    assert ("canonical_conflict", "warning") in issues(full, web, "/a")
+    assert row(delta, web, "/a").unchanged_since == first.pk
+    assert issues(delta, web, "/a") == issues(full, web, "/a")
+
+
+@pytest.mark.parametrize(("robots_header", "asked_with_etag"), [("index, follow", True), ("all", True),
+                                                                 ("noindex", False)])
+def test_a_page_is_asked_with_its_etag_unless_its_headers_said_something(owner, fast_settings, robots_header,
+                                                                         asked_with_etag):
+    with ScriptedSite() as web:
+        web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/a">a</a>'))
+        web.pages["/a"] = Answer(html("Page a of the delta test site", '<a href="/">home</a>'),
+                                 headers={"ETag": '"a1"', "X-Robots-Tag": robots_header})
+        first = audit_of(owner, web)
+    digest = url_hash(web.url("/a"))
+    assert (validators(first.pk, [digest])[digest].etag == '"a1"') is asked_with_etag
 
 
 def test_a_reused_page_keeps_its_own_meta_robots_and_canonical_tag(owner, fast_settings):

@@ -88,11 +88,13 @@ def test_a_script_reaching_for_another_port_the_metadata_address_or_a_robots_url
         asked = dict(site.requests)
     assert other.log == []  # nothing reached the other port
     assert "/private/data" not in asked  # robots.txt disallows it, for the browser too
+    assert "/private/moved" not in asked  # and where a redirect the script followed points
     blocked = dict(Issue.objects.filter(audit=audit, code="render_request_blocked").values_list("target_url",
                                                                                                  "message"))
     assert "private or reserved" in blocked[other.url_for("/secret")]
     assert "private or reserved" in blocked["http://169.254.169.254/latest/meta-data/"]
     assert "robots.txt" in blocked[site.url("/private/data")]
+    assert "robots.txt" in blocked[site.url("/private/moved")]
 
 
 def test_a_page_that_spins_or_never_goes_quiet_is_bounded_and_the_crawl_goes_on(owner, fast_settings, settings):

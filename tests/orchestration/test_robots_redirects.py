@@ -119,3 +119,21 @@ def test_a_start_url_redirecting_into_a_disallowed_path_fails_without_requesting
     assert site.requests["/step"] == 1
     assert site.requests["/private/home"] == 0
     assert audit.pages.count() == 0
+
+
+def test_a_redirect_that_adds_a_session_id_robots_txt_disallows_is_judged_without_it(owner, fast_settings):
+    """``Disallow: /*sid=`` keeps crawlers off session URLs; the crawl strips session ids, as from links, so
+    the hop lands on the page they name, which robots.txt allows, and it is crawled."""
+    with ScriptedSite() as site:
+        site.pages.update({
+            "/robots.txt": Answer("User-agent: *\nDisallow: /*sid=\n", ctype="text/plain"),
+            "/": html_page("Home of the session id site", "/go"),
+            "/go": moved("/shop?sid=1"),
+            "/shop": html_page("The shop"),
+        })
+        audit = audit_of(owner, site)
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    assert set(LinkEdge.objects.filter(audit=audit, source_url=site.url("/go")).values_list("tag", "target_url")) \
+        == {("redirect", site.url("/shop"))}
+    assert Page.objects.filter(audit=audit, url=site.url("/shop"), status_code=200).exists()
+    assert not Issue.objects.filter(audit=audit, code="blocked_by_robots").exists()
