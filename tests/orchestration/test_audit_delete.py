@@ -55,13 +55,16 @@ def test_finalize_stops_inserting_once_its_audit_is_deleted_between_checks(owner
     assert not LinkEdge.objects.filter(audit_id=audit.pk).exists()
 
 
-def test_deleting_audits_from_the_admin_list_deletes_their_edges_and_issues(owner, admin_client):
+def test_deleting_audits_from_the_admin_list_deletes_their_edges_and_issues(owner, admin_client,
+                                                                             django_capture_on_commit_callbacks):
     audits = [make_audit(owner) for _ in range(2)]
     for a in audits:
         page = make_page(a, f"{SITE}/gone", status_code=404)
         make_link(a, f"{SITE}/", f"{SITE}/gone")
         make_issue(a, "http_4xx", f"{SITE}/gone", page=page)
-    response = admin_client.post(reverse("admin:audits_audit_changelist"), {
-        "action": "delete_selected", "_selected_action": [a.pk for a in audits], "post": "yes"})
+    # The admin purges once its own transaction has committed (audits.purge).
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(reverse("admin:audits_audit_changelist"), {
+            "action": "delete_selected", "_selected_action": [a.pk for a in audits], "post": "yes"})
     assert response.status_code == 302
     assert not Audit.objects.exists() and not LinkEdge.objects.exists() and not Issue.objects.exists()

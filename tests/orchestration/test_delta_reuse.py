@@ -75,21 +75,6 @@ def test_a_reused_page_takes_its_robots_and_canonical_headers_from_this_answer(o
     assert issues(delta, web, "/a") == issues(full, web, "/a")
 
 
-def test_a_page_whose_headers_say_noindex_and_canonical_keeps_them_in_a_delta(owner, fast_settings):
-    """A 304 need not repeat X-Robots-Tag or Link: a page they spoke for is asked in full, and still reused."""
-    with ScriptedSite() as web:
-        web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/a">a</a>'))
-        web.pages["/a"] = Answer(html("Page a of the delta test site", '<a href="/">home</a>'),
-                                 headers={"ETag": '"a1"', "X-Robots-Tag": "noindex",
-                                          "Link": f'<{web.url("/")}>; rel="canonical"'})
-        first, delta, full = first_delta_full(owner, web, lambda: None)
-    reused, parsed = row(delta, web, "/a"), row(full, web, "/a")
-    assert reused.unchanged_since == first.pk
-    assert (reused.indexable, reused.robots, reused.canonical) == (False, "noindex", web.url("/"))
-    assert (reused.indexable, reused.robots, reused.canonical) == (parsed.indexable, parsed.robots, parsed.canonical)
-    assert issues(delta, web, "/a") == issues(full, web, "/a")
-
-
 def test_a_canonical_tag_and_a_link_header_that_disagree_still_conflict_in_a_delta(owner, fast_settings):
     """The header's canonical is not what the row stores (the tag wins), yet a 304 need not repeat it."""
     with ScriptedSite() as web:
@@ -116,12 +101,17 @@ def test_a_page_is_asked_with_its_etag_unless_its_headers_said_something(owner, 
     assert (validators(first.pk, [digest])[digest].etag == '"a1"') is asked_with_etag
 
 
-def test_a_reused_page_keeps_its_own_meta_robots_and_canonical_tag(owner, fast_settings):
+@pytest.mark.parametrize("said_by", ["tags", "headers"])
+def test_a_reused_page_keeps_the_robots_and_canonical_its_tags_or_headers_said(owner, fast_settings, said_by):
+    """Tags come from the stored parse; headers a 304 need not repeat, so such a page is asked in full."""
     with ScriptedSite() as web:
         web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/a">a</a>'))
-        tags = '<meta name="robots" content="noindex, nofollow"><link rel="canonical" href="/">'
-        web.pages["/a"] = Answer(html("Page a of the delta test site", '<a href="/">home</a>', head=tags),
-                                 headers={"ETag": '"a1"'})
+        if said_by == "tags":
+            head, headers = '<meta name="robots" content="noindex, nofollow"><link rel="canonical" href="/">', {}
+        else:
+            head, headers = "", {"X-Robots-Tag": "noindex, nofollow", "Link": f'<{web.url("/")}>; rel="canonical"'}
+        web.pages["/a"] = Answer(html("Page a of the delta test site", '<a href="/">home</a>', head=head),
+                                 headers={"ETag": '"a1"', **headers})
         first, delta, full = first_delta_full(owner, web, lambda: None)
     reused, parsed = row(delta, web, "/a"), row(full, web, "/a")
     assert reused.unchanged_since == first.pk
