@@ -25,21 +25,42 @@ from .services import (
 )
 
 
-def summarised_delete(model_admin, objs, request, related=(), protected=(), **counts):
-    """The delete page's list, as a count: Django's own lists every related row, an audit's millions of link edges.
+class PurgedDelete:
+    """Deletes through ``audits.purge``, and a delete page that counts what goes rather than listing it.
 
-    As Django's, it asks for the delete permission on the ``related`` models
-    whose rows go too, and refuses while anything is ``protected``.
+    The purge runs once the admin's own transaction has committed: inside it, no
+    batch would commit on its own. Django's page would load and list every
+    related row, an audit's millions of link edges; as Django's, this one asks
+    for the delete permission on the ``related`` models and refuses while
+    ``delete_protected`` names anything.
     """
-    opts = model_admin.opts
-    deleted = [f"{opts.verbose_name.capitalize()}: {obj}" for obj in objs]
-    model_count = {opts.verbose_name_plural: len(deleted), **{name: n for name, n in counts.items() if n}}
-    perms_needed = set() if model_admin.has_delete_permission(request) else {opts.verbose_name}
-    for model in related:
-        related_admin = model_admin.admin_site.get_model_admin(model)
-        if not related_admin.has_delete_permission(request):
-            perms_needed.add(model._meta.verbose_name)
-    return deleted, model_count, perms_needed, list(protected)
+
+    purge = None  # purge_audit or purge_site, as a staticmethod
+    related: tuple = ()
+
+    def delete_model(self, request, obj):
+        transaction.on_commit(partial(self.purge, obj))
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            transaction.on_commit(partial(self.purge, obj))
+
+    def delete_counts(self, objs) -> dict[str, int]:
+        return {}
+
+    def delete_protected(self, objs) -> list[str]:
+        return []
+
+    def get_deleted_objects(self, objs, request):
+        opts = self.opts
+        deleted = [f"{opts.verbose_name.capitalize()}: {obj}" for obj in objs]
+        counts = {opts.verbose_name_plural: len(deleted),
+                  **{name: n for name, n in self.delete_counts(objs).items() if n}}
+        perms_needed = set() if self.has_delete_permission(request) else {opts.verbose_name}
+        for model in self.related:
+            if not self.admin_site.get_model_admin(model).has_delete_permission(request):
+                perms_needed.add(model._meta.verbose_name)
+        return deleted, counts, perms_needed, self.delete_protected(objs)
 
 
 def in_use(audits) -> list[str]:
@@ -49,7 +70,7 @@ def in_use(audits) -> list[str]:
 
 
 @admin.register(Audit)
-class AuditAdmin(admin.ModelAdmin):
+class AuditAdmin(PurgedDelete, admin.ModelAdmin):
     list_display = ["id", "start_url", "owner", "status", "phase", "trigger", "mode", "progress", "issues_critical",
                     "error_code", "created_at"]
     list_filter = ["status", "trigger", "mode", "error_code", "created_at"]
@@ -73,17 +94,14 @@ class AuditAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
-    # After the admin's transaction commits: inside it no batch of the purge would commit on its own.
-    def delete_model(self, request, obj):
-        transaction.on_commit(partial(purge_audit, obj))
+    purge = staticmethod(purge_audit)
+    related = (Page, Issue, Notification)
 
-    def delete_queryset(self, request, queryset):
-        for audit in queryset:
-            transaction.on_commit(partial(purge_audit, audit))
+    def delete_counts(self, objs):
+        return {"pages": sum(audit.pages_crawled for audit in objs)}
 
-    def get_deleted_objects(self, objs, request):
-        return summarised_delete(self, objs, request, related=(Page, Issue, Notification), protected=in_use(objs),
-                                 pages=sum(audit.pages_crawled for audit in objs))
+    def delete_protected(self, objs):
+        return in_use(objs)
 
     @admin.display(description="Progress")
     def progress(self, audit):
@@ -231,7 +249,7 @@ class SiteAdminForm(CrawlSettingsForm, SiteScheduleForm):
 
 
 @admin.register(Site)
-class SiteAdmin(admin.ModelAdmin):
+class SiteAdmin(PurgedDelete, admin.ModelAdmin):
     form = SiteAdminForm
     readonly_fields = SITE_FIXED
     list_display = ["start_url", "owner", "cadence", "paused", "time_zone", "created_at"]
@@ -249,16 +267,11 @@ class SiteAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         schedules.sync(obj)
 
-    def delete_model(self, request, obj):
-        transaction.on_commit(partial(purge_site, obj))
+    purge = staticmethod(purge_site)
+    related = (Audit, Page, Issue, Notification)
 
-    def delete_queryset(self, request, queryset):
-        for site in queryset:
-            transaction.on_commit(partial(purge_site, site))
-
-    def get_deleted_objects(self, objs, request):
-        return summarised_delete(self, objs, request, related=(Audit, Page, Issue, Notification),
-                                 audits=Audit.objects.filter(site__in=objs).count())
+    def delete_counts(self, objs):
+        return {"audits": Audit.objects.filter(site__in=objs).count()}
 
     @admin.action(description="Pause the schedules of the selected sites")
     def pause_schedules(self, request, queryset):

@@ -111,7 +111,7 @@ def _page_changes(request, audit, filters):
 
 
 # Counting links for the rows shown scans the audit's edges (no index by target
-# while it runs): some tenths of a second at this many pages, seconds at 50,000.
+# while it runs), a cost that grows with the audit: past this many pages, not done.
 LIVE_INLINKS_MAX_PAGES = 2_000
 
 

@@ -90,8 +90,8 @@ def section_counts(queryset: QuerySet, origin: str, field: str = "url", limit: i
     total = queryset.count()
     if not origin or not total:
         return {"sections": [], "other": total, "total": total}
-    # Rows off the origin filtered by their prefix, not by the section being NULL:
-    # that would evaluate the section's expression twice a row (1.6x slower on SQLite).
+    # Rows off the origin filtered by their prefix, not by the section being NULL,
+    # so the section's expression is worked out once a row, not twice.
     grouped = (
         with_section(queryset.filter(_starts_with(field, origin + "/")), origin, field)
         .values("section").annotate(count=Count("*")).order_by("-count", "section")[:limit]

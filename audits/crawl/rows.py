@@ -51,10 +51,11 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
     outlinks = carried.outlinks if carried else len(outcome.outlinks) if facts is not None else 0
     if judged:
         robots = set(header_robots_directives(result.headers.get("x-robots-tag")))
+    linked = canonical_from_link_header(result.headers.get("link")) if facts is not None else ()
     if facts is not None:
         robots |= facts.robots
         tags = [c.url for c in facts.canonicals]
-        raw = tags or list(canonical_from_link_header(result.headers.get("link")))
+        raw = tags or list(linked)
         if raw:
             # As the page checks resolve it: a tag against the document's base URL (<base href>),
             # the Link header against the page's own.
@@ -81,8 +82,8 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
         carried.body_hash if carried else body_hash(result.body if facts is not None else None),
         carried.since if carried else None,
         *_rendering(outcome, carried),
-        json.dumps(head_facts(facts, result.final_url or outcome.url, link_canonical=bool(
-            canonical_from_link_header(result.headers.get("link"))))) if facts is not None else None,
+        json.dumps(head_facts(facts, result.final_url or outcome.url, link_canonical=bool(linked)))
+        if facts is not None else None,
     )
 
 
