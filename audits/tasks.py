@@ -13,7 +13,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 
 from . import inlinks, notify, schedules
 from .crawl.chunk import run_chunk
-from .crawl.db_retry import close_connection
+from .crawl.db_retry import close_connection, storage_full
 from .crawl.resume import run_resume
 from .crawl.start import run_start
 from .finalize import run_finalize
@@ -22,14 +22,6 @@ from .services import enqueue
 from .watchdog import run_watchdog
 
 log = logging.getLogger(__name__)
-
-
-def _is_storage_full(exc: Exception) -> bool:
-    """SQLite's "database or disk is full", PostgreSQL's disk_full (SQLSTATE 53100)."""
-    cause = getattr(exc, "__cause__", None)
-    sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
-    text = str(exc).lower()
-    return sqlstate == "53100" or "database or disk is full" in text or "no space left on device" in text
 
 
 def _records_failures(phase: str):
@@ -52,7 +44,7 @@ def _records_failures(phase: str):
                 close_connection()
                 raise
             except (OperationalError, DatabaseError) as exc:
-                if _is_storage_full(exc):
+                if storage_full(exc):
                     # Not transient: retrying would fill the queue with the same
                     # failure. Record it (small UPDATEs still fit) and stop.
                     log.error("audit %s: storage full during %s: %s", audit_id, phase, exc)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sqlite3
 import time
 
 import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
-from .setup import knob
+from ..knobs import knob
 
 log = logging.getLogger(__name__)
 
@@ -36,28 +37,50 @@ DB_BACKOFF = (0.5, 1.0, 2.0, 4.0)
 # PostgreSQL's deadlock and serialization failures: the transaction was rolled
 # back for another's sake, and trying it again is the documented remedy.
 DEADLOCK_STATES = frozenset({"40P01", "40001"})
+# SQLite's primary result codes (sqlite.org/rescode.html) for another writer
+# holding the lock, and for a file that could not be read or opened this time.
+SQLITE_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOCOL})
+SQLITE_RECONNECT_CODES = frozenset({sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN})
+
+
+def _driver_error(exc: BaseException) -> BaseException:
+    """The driver's exception behind Django's wrapper (its ``__cause__``), or ``exc`` itself."""
+    if isinstance(exc, DatabaseError | InterfaceError) and exc.__cause__ is not None:
+        return exc.__cause__
+    return exc
+
+
+def _sqlite_code(exc: BaseException) -> int | None:
+    """The SQLite primary result code of a sqlite3 error, or None for any other error."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(exc, sqlite3.Error) and code is not None else None
+
+
+def storage_full(exc: BaseException) -> bool:
+    """SQLite's SQLITE_FULL or PostgreSQL's disk_full (SQLSTATE 53100): no retry will fit the rows."""
+    cause = _driver_error(exc)
+    return _sqlite_code(cause) == sqlite3.SQLITE_FULL or getattr(cause, "sqlstate", None) == "53100"
 
 
 def db_fault(exc: BaseException) -> str | None:
     """"busy" (SQLite locked, a deadlock), "connection" (worth a reconnect and a retry), or None (not transient).
 
-    Django wraps the driver's errors; a raw psycopg error (COPY runs on the
-    driver's cursor) is judged the same way. A full disk is not transient.
+    Judged by the driver's error code behind Django's wrapper, never its text;
+    a raw psycopg error (COPY runs on the driver's cursor) is judged the same
+    way. A full disk is not transient, nor is a SQLite statement that failed in
+    itself (SQLITE_ERROR: a SQL function of Django's raised, or Ctrl-C came in one).
     """
     if not isinstance(exc, (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)):
         return None
-    text = str(exc).lower()
-    cause = exc.__cause__ if isinstance(exc, DatabaseError | InterfaceError) else exc
-    if getattr(cause, "sqlstate", None) == "53100" or "database or disk is full" in text \
-            or "no space left on device" in text:
+    if storage_full(exc):
         return None
-    # A SQL function of Django's raised (or was interrupted by Ctrl-C): trying again would repeat it.
-    if "user-defined function raised exception" in text:
-        return None
+    cause = _driver_error(exc)
+    code = _sqlite_code(cause)
+    if code is not None:
+        if code in SQLITE_BUSY_CODES:
+            return "busy"
+        return "connection" if code in SQLITE_RECONNECT_CODES else None
     if getattr(cause, "sqlstate", None) in DEADLOCK_STATES:
-        return "busy"
-    if connection.vendor == "sqlite" and ("database is locked" in text or "database is busy" in text
-                                          or "database table is locked" in text):
         return "busy"
     return "connection"
 

@@ -24,6 +24,7 @@ from audits.dispatch import InlineDispatcher
 from audits.inline import run_audit_inline
 from audits.models import Audit, ChunkLease, FrontierURL, Page
 from audits.models.lease import ChunkLease as LeaseModel
+from tests import driver_errors
 from tests.factories import make_audit
 
 from .grid_site import GridSite
@@ -290,7 +291,7 @@ def test_a_database_unreachable_past_the_bound_fails_the_audit_as_database_unava
     def unreachable(*args):
         raise DatabaseDown("connection refused")
 
-    monkeypatch.setattr(chunk, "_run_chunk", unreachable)
+    monkeypatch.setattr(chunk, "claim", unreachable)
     assert run_chunk(audit.pk, 1) == "db-unavailable"
     clock.now += 30
     assert run_chunk(audit.pk, 1) == "db-unavailable"
@@ -306,6 +307,16 @@ def test_a_database_unreachable_past_the_bound_fails_the_audit_as_database_unava
 def test_a_sql_function_that_raised_is_no_transient_fault_to_try_again():
     # A SQL function of Django's raised in Python, or was interrupted by Ctrl-C: a retry would repeat it,
     # or swallow the interrupt and crawl on.
-    assert db_fault(DjangoOperationalError("user-defined function raised exception")) is None
-    assert db_fault(DjangoOperationalError("database is locked")) == ("busy" if connection.vendor == "sqlite"
-                                                                      else "connection")
+    assert db_fault(driver_errors.sqlite_function_raised()) is None
+
+
+def test_database_faults_are_told_apart_by_the_drivers_error_code_not_the_message():
+    assert db_fault(driver_errors.sqlite_locked()) == "busy"
+    assert db_fault(driver_errors.postgres_deadlock()) == "busy"
+    assert db_fault(driver_errors.sqlite_full()) is None
+    assert db_fault(driver_errors.postgres_disk_full()) is None
+    # The same words without the driver's code decide nothing: a lost connection, as any unknown fault.
+    assert db_fault(DjangoOperationalError("database is locked")) == "connection"
+    assert db_fault(DjangoOperationalError("database or disk is full")) == "connection"
+    assert db_fault(DjangoOperationalError("server closed the connection unexpectedly")) == "connection"
+    assert db_fault(ValueError("database is locked")) is None

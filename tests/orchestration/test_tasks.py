@@ -4,6 +4,7 @@ import pytest
 from django.db import OperationalError
 
 from audits import tasks
+from tests import driver_errors
 from tests.factories import make_audit
 
 pytestmark = pytest.mark.django_db
@@ -35,15 +36,12 @@ def test_a_database_outage_is_raised_for_a_retry_not_recorded_as_a_failure(owner
     assert audit.status == "running" and audit.error_code == ""
 
 
-@pytest.mark.parametrize("message", [
-    "database or disk is full",  # SQLite's SQLITE_FULL
-    "could not extend file \"base/16384/16412\": No space left on device",  # PostgreSQL's disk_full
-])
-def test_a_full_database_fails_the_audit_as_storage_full_instead_of_retrying(owner, monkeypatch, message):
+@pytest.mark.parametrize("full", [driver_errors.sqlite_full, driver_errors.postgres_disk_full])
+def test_a_full_database_fails_the_audit_as_storage_full_instead_of_retrying(owner, monkeypatch, full):
     audit = make_audit(owner, start_url="http://127.0.0.1/", status="running", phase="crawling")
 
     def disk_full(audit_id, number):
-        raise OperationalError(message)
+        raise full()
 
     monkeypatch.setattr(tasks, "run_chunk", disk_full)
     assert tasks.crawl_chunk(audit.pk, 1) == "failed"
