@@ -204,7 +204,7 @@ def record(audit: Audit) -> dict | None:
     if base is None:
         issues.exclude(change=Issue.Change.NONE).update(change=Issue.Change.NONE)
         IgnoreRule.objects.apply_to(audit)
-        Audit.objects.filter(pk=audit.pk).update(baseline=None, change_counts=None)
+        audit.set_baseline(None, None)
         return None
     same_key = in_audit(base.pk)
     issues.update(change=Case(When(same_issue(base.pk), then=Value(Issue.Change.PERSISTING)),
@@ -223,8 +223,7 @@ def record(audit: Audit) -> dict | None:
             f"INSERT INTO audits_pagechange (audit_id, {_PAGE_COLUMNS}) "
             f"SELECT %(audit)s, {_PAGE_COLUMNS} FROM ({PAGE_CHANGES_SQL}) AS p", params)
     counts = stored_counts(audit)
-    Audit.objects.filter(pk=audit.pk).update(baseline=base, change_counts=counts)
-    audit.baseline, audit.change_counts = base, counts
+    audit.set_baseline(base, counts)
     return counts
 
 

@@ -42,21 +42,21 @@ def purge_audit(audit: Audit) -> None:
         raise AuditInUse(f"Audit {audit.pk} cannot be deleted while audit {busy[0]}, which reuses its results, "
                          f"is running: wait for it to end or cancel it first.")
     # Nothing to index: the watchdog would otherwise build its link index while its edges go.
-    Audit.objects.filter(pk=audit.pk).update(links_indexed=True)
+    audit.mark_links_indexed()
     if audit.is_active:
         audit.cancel()
     quote = connection.ops.quote_name
     for model in BY_ID:
         table = quote(model._meta.db_table)
-        _delete_batches(f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE audit_id = %s LIMIT %s)",
+        delete_batches(f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE audit_id = %s LIMIT %s)",
                         audit.pk)
     # A page an issue of a late sub-batch names is left to the cascade, not a foreign key failure.
     pages, issues = quote(Page._meta.db_table), quote(Issue._meta.db_table)
-    _delete_batches(f"DELETE FROM {pages} WHERE id IN (SELECT p.id FROM {pages} p WHERE p.audit_id = %s AND NOT "
+    delete_batches(f"DELETE FROM {pages} WHERE id IN (SELECT p.id FROM {pages} p WHERE p.audit_id = %s AND NOT "
                     f"EXISTS (SELECT 1 FROM {issues} i WHERE i.page_id = p.id) LIMIT %s)", audit.pk)
     # Inlink's key is (audit, target, tag, edge): no id to batch by.
     table = quote(Inlink._meta.db_table)
-    _delete_batches(f"DELETE FROM {table} WHERE (audit_id, target_hash, tag, edge_id) IN "
+    delete_batches(f"DELETE FROM {table} WHERE (audit_id, target_hash, tag, edge_id) IN "
                     f"(SELECT audit_id, target_hash, tag, edge_id FROM {table} WHERE audit_id = %s LIMIT %s)",
                     audit.pk)
     audit.delete()
@@ -79,7 +79,8 @@ def purge_site(site: Site) -> None:
     site.delete()
 
 
-def _delete_batches(sql: str, audit_id: int) -> None:
+def delete_batches(sql: str, audit_id: int) -> None:
+    """Run one table's batch DELETE of ``audit_id``'s rows until none are left, committing each batch."""
     while True:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(sql, [audit_id, BATCH])

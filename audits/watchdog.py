@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.db.models.functions import Now
 from django_q.models import OrmQ
 
@@ -36,21 +36,6 @@ NOTIFY_PER_TICK = 20
 def queued_task_names() -> set[str]:
     """Names of tasks waiting in (or taken from, not yet acknowledged by) the ORM broker."""
     return {row.name() for row in OrmQ.objects.all() if row.name()}
-
-
-def _unchanged(field: str, read) -> Q:
-    """``field`` still holds the time we read: no one stamped it since (stamps only move forward)."""
-    # "No newer than read", not "equal": SQLite keeps Now() as text to the millisecond
-    # ('...:20.000'), which the same instant sent back from Python ('...:20') does not equal.
-    if read is None:
-        return Q(**{f"{field}__isnull": True})
-    return Q(**{f"{field}__lt": read + timedelta(microseconds=1)})
-
-
-def _claim_audit(audit: Audit) -> bool:
-    """Bump the heartbeat (database clock) only if nobody else did since we read it: one watchdog acts."""
-    return Audit.objects.filter(_unchanged("heartbeat_at", audit.heartbeat_at), pk=audit.pk,
-                                status=audit.status).update(heartbeat_at=Now()) == 1
 
 
 def run_watchdog(now=None) -> str:
@@ -82,13 +67,13 @@ def run_watchdog(now=None) -> str:
         # Queued, starting or finalizing with no task to carry it on: enqueue it again.
         if audit.status == Audit.Status.QUEUED or audit.phase == Audit.Phase.STARTING:
             kind = "resume" if audit.origin else "start"
-            if not ({f"audit-{audit.pk}-start", f"audit-{audit.pk}-resume"} & names) and _claim_audit(audit):
+            if not ({f"audit-{audit.pk}-start", f"audit-{audit.pk}-resume"} & names) and audit.claim_for_watchdog():
                 with transaction.atomic():
                     enqueue(f"audits.tasks.{kind}", audit.pk, name=f"audit-{audit.pk}-{kind}",
                             queue=crawl_queue(audit))
                 actions.append(f"re-enqueued {kind} of {audit.pk}")
         elif audit.status == Audit.Status.FINALIZING:
-            if f"audit-{audit.pk}-finalize" not in names and _claim_audit(audit):
+            if f"audit-{audit.pk}-finalize" not in names and audit.claim_for_watchdog():
                 with transaction.atomic():
                     dispatcher.finalize(audit.pk)
                 actions.append(f"re-enqueued finalize of {audit.pk}")
@@ -161,10 +146,7 @@ def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dis
                 actions.append(f"abandoned chunk {lease.number} of {audit.pk} after {lease.attempts} attempts")
             continue
         with transaction.atomic():
-            reopened = ChunkLease.objects.filter(
-                pk=lease.pk, state=ChunkLease.State.LEASED, leased_until__lt=Now(), attempts=lease.attempts
-            ).update(state=ChunkLease.State.QUEUED, created_at=now)
-            if reopened:
+            if lease.reopen(now):
                 dispatcher.chunk(audit.pk, lease.number, crawl_queue(audit))
                 actions.append(f"re-enqueued chunk {lease.number} of {audit.pk} (attempt {lease.attempts + 1})")
     # 2. Chunks queued long ago whose task vanished (bad signature, lost enqueue).
@@ -172,8 +154,7 @@ def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dis
         if f"audit-{audit.pk}-chunk-{lease.number}" in names:
             continue
         with transaction.atomic():
-            if ChunkLease.objects.filter(_unchanged("created_at", lease.created_at), pk=lease.pk,
-                                         state=ChunkLease.State.QUEUED).update(created_at=now):
+            if lease.requeue(now):
                 dispatcher.chunk(audit.pk, lease.number, crawl_queue(audit))
                 actions.append(f"re-enqueued lost chunk {lease.number} of {audit.pk}")
     # 3. Every chunk finished but nothing scheduled the next step: advance now.
@@ -186,7 +167,7 @@ def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dis
     if wait is not None and wait > 0 and not has_work(audit):
         return actions  # still waiting as the site asked
     last_beat = audit.heartbeat_at or audit.created_at
-    if (wait is not None or now - last_beat > grace) and _claim_audit(audit):
+    if (wait is not None or now - last_beat > grace) and audit.claim_for_watchdog():
         last = audit.chunks.aggregate(n=Max("number"))["n"] or 0
         with transaction.atomic():
             advance(audit, last, dispatcher)

@@ -258,7 +258,7 @@ def _upgrade(audit: Audit, rows: list[tuple]) -> int:
         return 0
     hashes = [row[1] for row in rows]
     resources = FrontierURL.objects.filter(audit=audit, url_hash__in=hashes, kind=Page.Kind.RESOURCE, skip_reason="")
-    resources.filter(state=FrontierURL.State.DONE).update(state=FrontierURL.State.PENDING, chunk=None, tries=0)
+    resources.filter(state=FrontierURL.State.DONE).release(forget_tries=True)
     upgraded = 0
     for depth in {row[4] for row in rows}:
         group = [row for row in rows if row[4] == depth]

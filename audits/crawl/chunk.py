@@ -21,13 +21,14 @@ from crawler.types import Link
 from crawler.window import WindowPolicy, fetch_health, run_window
 
 from ..dispatch import Dispatcher
+from ..knobs import knob
 from ..models import Audit, ChunkLease, FrontierURL, Issue, Page
 from .bridge import run_with_db_here
 from .db_retry import DatabaseBusy, DatabaseDown, close_connection, db_fault, with_db_retry
 from .progress import abandon_chunk, advance, page_budget
 from .rendering import browser, render_if_needed
 from .session import SessionKeeper, SessionLost
-from .setup import CrawlSetup, crawl_setup, internal_test, knob
+from .setup import CrawlSetup, crawl_setup, internal_test
 from .writer import AuditStopped, ChunkWriter, ClusterStopping, Item, LeaseLost, items_of
 
 log = logging.getLogger(__name__)
@@ -120,8 +121,7 @@ def _run_chunk(audit_id: int, number: int, dispatcher: Dispatcher,
     what = f"audit {audit_id} chunk {number}"
     audit = with_db_retry(lambda: Audit.objects.get(pk=audit_id), what=f"{what} read")
     if audit.status != Audit.Status.RUNNING or audit.phase != Audit.Phase.CRAWLING:
-        with_db_retry(lambda: ChunkLease.objects.filter(audit=audit, number=number).exclude(
-            state=ChunkLease.State.DONE).update(state=ChunkLease.State.ABANDONED), what=f"{what} close")
+        with_db_retry(lambda: ChunkLease.objects.filter(audit=audit, number=number).void(), what=f"{what} close")
         return "audit-not-running"
     lease = with_db_retry(claim, audit_id, number, what=f"{what} claim")
     if lease is None:
@@ -223,7 +223,7 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
             # A serial retry says nothing about the site's load: the next chunk
             # keeps the last real window.
             if not serial:
-                Audit.objects.filter(pk=audit_id).update(current_window=report.final)
+                audit.keep_window(report.final)
             audit.beat(chunks_done=1)
             advance(audit, number, dispatcher)
         return True
@@ -257,7 +257,7 @@ def lease_items(audit: Audit, lease: ChunkLease) -> list[Item]:
         if not held.exists():
             FrontierURL.objects.lease_next(lease, knob("CHUNK_SIZE"), budget=page_budget(audit))
         items = items_of(held)
-        ChunkLease.objects.filter(pk=lease.pk, token=lease.token).update(url_count=len(items))
+        lease.count_urls(len(items))
     return items
 
 

@@ -14,9 +14,9 @@ from django.db.models.functions import Now
 from crawler.types import FetchError
 
 from ..dispatch import Dispatcher
+from ..knobs import knob
 from ..models import Audit, ChunkLease, FrontierURL, Page
 from ..services import crawl_queue
-from .setup import knob
 
 WORKER_LOST_DETAIL = "The worker crawling this URL died on every try"
 
@@ -64,9 +64,8 @@ def fill_slots(audit: Audit, dispatcher: Dispatcher) -> int:
     size = knob("CHUNK_SIZE")
     pending = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING)[:(slots - running) * size]
     wanted = min(slots - running, -(-pending.count() // size))
-    if running + wanted > 1 and not audit.out_of_order:
-        Audit.objects.filter(pk=audit.pk).update(out_of_order=True)
-        audit.out_of_order = True
+    if running + wanted > 1:
+        audit.mark_out_of_order()
     first = (ChunkLease.objects.filter(audit=audit).aggregate(n=Max("number"))["n"] or 0) + 1
     for number in range(first, first + wanted):
         schedule_chunk(audit, number, dispatcher)
@@ -148,5 +147,5 @@ def record_lost(audit: Audit, rows: list[FrontierURL]) -> None:
              in_sitemap=row.in_sitemap)
         for row in rows
     ], ignore_conflicts=True)
-    FrontierURL.objects.filter(id__in=[row.id for row in rows]).update(state=FrontierURL.State.DONE)
+    FrontierURL.objects.filter(id__in=[row.id for row in rows]).mark_done()
     audit.beat(pages_failed=sum(1 for row in rows if row.kind == Page.Kind.PAGE))

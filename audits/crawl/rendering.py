@@ -24,7 +24,8 @@ from crawler.render_rules import needs_render
 from crawler.rendered_page import rendered_outcome
 from crawler.urls import origin_of
 
-from .setup import CrawlSetup, knob
+from ..knobs import knob
+from .setup import CrawlSetup
 
 # Requests the browser's fetcher has in flight for one chunk (all its pages together).
 BROWSER_FETCHES = 8

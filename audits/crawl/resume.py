@@ -24,9 +24,7 @@ def run_resume(audit_id: int, dispatcher: Dispatcher | None = None) -> None:
         if not audit.resume_crawl():
             return
         # The dead run's leases are void; their URLs go back to the frontier.
-        ChunkLease.objects.filter(audit=audit).exclude(state=ChunkLease.State.DONE).update(
-            state=ChunkLease.State.ABANDONED, token=None)
-        FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.LEASED).update(
-            state=FrontierURL.State.PENDING, chunk=None)
+        ChunkLease.objects.filter(audit=audit).void()
+        FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.LEASED).release()
         last = ChunkLease.objects.filter(audit=audit).aggregate(n=Max("number"))["n"] or 0
         advance(audit, last, dispatcher)

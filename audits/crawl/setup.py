@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.conf import settings
-
 from crawler.checks import CheckSettings
 from crawler.credentials import Credentials, LoginForm
 from crawler.fetch import FetchPolicy
@@ -16,7 +14,9 @@ from crawler.urls import InvalidURL, Scope, compile_patterns, origin_of
 from crawler.window import WindowPolicy
 
 from ..dispatch import RETRY_AFTER_RESCHEDULE_CAP
+from ..knobs import knob
 from ..models import Audit
+from ..services import private_targets_allowed
 from .session import credentials_for, login_form, site_access
 
 # Retry-After on a 429 or 503 (RELIABILITY #24): a wait up to RETRY_AFTER_IN_TASK
@@ -25,11 +25,6 @@ from .session import credentials_for, login_form, site_access
 RETRY_AFTER_IN_TASK = 3.0
 # A URL goes back to the frontier at most this many times, then is stored rate_limited.
 MAX_RESCHEDULES = 3
-
-
-def knob(name: str):
-    """A SITEWARD setting, read when used (never at import time)."""
-    return settings.SITEWARD[name]
 
 
 def may_reach_private(audit: Audit) -> bool:
@@ -44,7 +39,7 @@ def may_reach_private(audit: Audit) -> bool:
     """
     if audit.trigger == Audit.Trigger.COMMAND:
         return audit.allow_private
-    return audit.allow_private and bool(knob("ALLOW_PRIVATE_TARGETS"))
+    return audit.allow_private and private_targets_allowed(audit)
 
 
 @dataclass(frozen=True)

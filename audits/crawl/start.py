@@ -95,10 +95,7 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
                                     phase=Audit.Phase.STARTING).exists():
             return
         robots = outcome.robots
-        Audit.objects.filter(pk=audit.pk).update(
-            robots_status=robots.status, robots_http_status=robots.http_status, robots_body=robots.body,
-            sitemap_found=outcome.sitemap_found,
-        )
+        audit.record_robots(robots.status, robots.http_status, robots.body, outcome.sitemap_found)
         access = site_access(audit)
         audit.begin_crawl(outcome.origin, access.identity() if access is not None else "")
         scope = Scope(outcome.origin, *crawl_patterns(audit, access))
@@ -132,9 +129,7 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
                               template_key=template_digest(url)) for url in typed]
         FrontierURL.objects.bulk_create(seeds, ignore_conflicts=True, batch_size=1000)
         # The start page goes through the ordinary fenced writer as "chunk 0".
-        FrontierURL.objects.filter(
-            audit=audit, url_hash__in=[url_hash(o.url) for o in outcome.pages]
-        ).update(depth=0, linked=True, state=FrontierURL.State.LEASED, chunk=0)
+        FrontierURL.objects.filter(audit=audit, url_hash__in=[url_hash(o.url) for o in outcome.pages]).hold_for_start()
         discovered = FrontierURL.objects.filter(audit=audit, kind=Page.Kind.PAGE, skip_reason="").count()
         audit.beat(pages_discovered=discovered)
         ChunkLease.objects.get_or_create(audit=audit, number=0, defaults={"created_at": Now()})

@@ -7,7 +7,6 @@ import logging
 import math
 
 from django.db import connection, transaction
-from django.db.models import F
 
 from crawler.page import PageOutcome
 from crawler.revalidate import Validators
@@ -16,13 +15,14 @@ from crawler.urls import compile_patterns, url_hash
 
 from .. import planner_stats
 from ..issue_rows import insert_issues, issue_for
+from ..knobs import knob
 from ..models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge, Page
 from ..sql import insert_rows
 from . import admission, reuse
 from .db_retry import DatabaseBusy, DatabaseDown, with_db_retry
 from .progress import fill_slots, lock_running, page_budget, record_lost
 from .rows import PAGE_COLUMNS, PAGE_UPDATE_FIELDS, clean, page_values
-from .setup import MAX_RESCHEDULES, CrawlSetup, knob
+from .setup import MAX_RESCHEDULES, CrawlSetup
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ class ChunkWriter:
             if not ids:
                 return []
             items = items_of(FrontierURL.objects.held_by(self.lease).filter(id__in=ids))
-            ChunkLease.objects.filter(pk=self.lease.pk).update(url_count=F("url_count") + len(items))
+            self.lease.count_urls(len(items), more=True)
         self.hold(items)
         return items
 
@@ -193,7 +193,7 @@ class ChunkWriter:
     def _mark_try(self, item: Item) -> None:
         with transaction.atomic():
             self._fence()
-            FrontierURL.objects.filter(id=item.id).update(tries=F("tries") + 1)
+            FrontierURL.objects.filter(id=item.id).mark_tried()
 
     def _fence(self) -> None:
         if not self.lease.fence(knob("LEASE_SECONDS")):
@@ -241,7 +241,7 @@ class ChunkWriter:
             if resources:
                 # A link made it a page while we checked it (admission): it stays ours, to hand back.
                 done = done.exclude(kind=Page.Kind.PAGE, url_hash__in=resources)
-            if done.update(state=FrontierURL.State.DONE) < len(hashes) and resources:
+            if done.mark_done() < len(hashes) and resources:
                 self._hand_back_pages(resources)
             page_results = [o for o in outcomes if pages[url_hash(o.url)][1] == Page.Kind.PAGE]
             severities = [issue.severity for issue in issues]
@@ -263,7 +263,7 @@ class ChunkWriter:
         """
         held = FrontierURL.objects.held_by(self.lease).filter(url_hash__in=resources, kind=Page.Kind.PAGE)
         Page.objects.filter(audit=self.audit, url_hash__in=held.values("url_hash")).delete()
-        held.update(state=FrontierURL.State.PENDING, chunk=None)
+        held.release()
 
     def _reschedule_rate_limited(self, outcomes: list[PageOutcome]) -> list[PageOutcome]:
         """Put URLs the site asked us to come back to later back in the frontier; return the rest.

@@ -7,6 +7,8 @@ sees ``False`` and does nothing.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Count, F, Q
@@ -19,6 +21,15 @@ from crawler.types import Severity as CrawlSeverity
 # How an audit treats JavaScript (crawler.render_rules): read the HTML only,
 # render every page, or render the pages whose HTML looks like an app shell.
 RENDER_CHOICES = [("none", "HTML only"), ("all", "Render every page"), ("auto", "Render app shells")]
+
+
+def not_stamped_since(field: str, read) -> Q:
+    """``field`` still holds the time we read: no one stamped it since (stamps only move forward)."""
+    # "No newer than read", not "equal": SQLite keeps Now() as text to the millisecond
+    # ('...:20.000'), which the same instant sent back from Python ('...:20') does not equal.
+    if read is None:
+        return Q(**{f"{field}__isnull": True})
+    return Q(**{f"{field}__lt": read + timedelta(microseconds=1)})
 
 
 class Severity(models.TextChoices):
@@ -299,19 +310,58 @@ class Audit(models.Model):
         changes = {name: F(name) + value for name, value in counters.items() if value}
         Audit.objects.filter(pk=self.pk).update(heartbeat_at=Now(), **changes)
 
+    def record_robots(self, status: str, http_status: int | None, body: str, sitemap_found: bool | None) -> None:
+        """What the start step learnt of robots.txt and the sitemaps, for every chunk to decide alike."""
+        changes = {"robots_status": status, "robots_http_status": http_status, "robots_body": body,
+                   "sitemap_found": sitemap_found}
+        Audit.objects.filter(pk=self.pk).update(**changes)
+        for name, value in changes.items():
+            setattr(self, name, value)
+
+    def keep_window(self, window: int) -> None:
+        """The concurrency a chunk ended at: where the next chunk's window starts."""
+        Audit.objects.filter(pk=self.pk).update(current_window=window)
+        self.current_window = window
+
+    def mark_out_of_order(self) -> None:
+        """Chunks run side by side from now on, so finalize settles the pages' depths (audits.depths)."""
+        if not self.out_of_order:
+            Audit.objects.filter(pk=self.pk).update(out_of_order=True)
+            self.out_of_order = True
+
+    def mark_links_indexed(self) -> None:
+        """Nothing left for the link index to build (the audit is being deleted): the watchdog skips it."""
+        Audit.objects.filter(pk=self.pk).update(links_indexed=True)
+        self.links_indexed = True
+
+    def set_baseline(self, baseline: Audit | None, counts: dict | None) -> None:
+        """The audit this one is compared with, and the counts of what changed since (audits.diff)."""
+        Audit.objects.filter(pk=self.pk).update(baseline=baseline, change_counts=counts)
+        self.baseline, self.change_counts = baseline, counts
+
+    def claim_for_watchdog(self) -> bool:
+        """Stamp the heartbeat only if nobody did since this row was read: of two watchdogs, one acts."""
+        return Audit.objects.filter(not_stamped_since("heartbeat_at", self.heartbeat_at), pk=self.pk,
+                                    status=self.status).update(heartbeat_at=Now()) == 1
+
     def recount(self) -> None:
         """Set the counters exactly from the rows (a retried chunk's increments can double count)."""
-        by_severity = dict(self.issues.values("severity").annotate(n=Count("id")).values_list("severity", "n"))
         page = self.pages.model.Kind.PAGE  # Page lives in results.py, which imports this module
         pages = self.pages.filter(kind=page)
         crawled = pages.count()
         queued = self.frontier.filter(kind=page, skip_reason="").count()
-        Audit.objects.filter(pk=self.pk).update(
-            pages_discovered=max(crawled, queued), pages_crawled=crawled,
-            pages_failed=pages.exclude(fetch_error="").count(),
-            issues_critical=by_severity.get("critical", 0), issues_warning=by_severity.get("warning", 0),
-            issues_notice=by_severity.get("notice", 0),
-        )
+        changes = {"pages_discovered": max(crawled, queued), "pages_crawled": crawled,
+                   "pages_failed": pages.exclude(fetch_error="").count(), **self._issue_counts()}
+        Audit.objects.filter(pk=self.pk).update(**changes)
+        for name, value in changes.items():
+            setattr(self, name, value)
+
+    def _issue_counts(self) -> dict[str, int]:
+        """issues_critical, issues_warning and issues_notice from the rows, leaving out what a person ignored."""
+        ignored = self.issues.model.Review.IGNORED
+        by_severity = dict(self.issues.exclude(review=ignored).values_list("severity")
+                           .annotate(n=Count("id")).order_by())
+        return {f"issues_{severity}": by_severity.get(severity, 0) for severity in Severity.values}
 
     def rescore(self) -> None:
         """Issue counters without ignored issues, and the health score (audits.score).
@@ -326,12 +376,9 @@ class Audit(models.Model):
         # Imported here: audits.score reads pages and issues, whose module imports this one.
         from audits.score import compute
 
-        ignored = self.issues.model.Review.IGNORED
-        by_severity = dict(self.issues.exclude(review=ignored).values_list("severity")
-                           .annotate(n=Count("id")).order_by())
         # A validation's pages are the few it re-checked, not the site: no score.
         finished = self.status in (self.Status.FINALIZING, self.Status.COMPLETED) and self.mode != self.Mode.VALIDATE
-        changes = {f"issues_{severity}": by_severity.get(severity, 0) for severity in Severity.values}
+        changes = self._issue_counts()
         changes["score"] = compute(self) if finished else None
         Audit.objects.filter(pk=self.pk).update(**changes)
         for name, value in changes.items():

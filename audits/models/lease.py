@@ -15,7 +15,7 @@ from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from .audit import Audit
+from .audit import Audit, not_stamped_since
 from .results import Page
 
 # Set by the qcluster command for its workers: the cluster's id on the leases they hold.
@@ -121,6 +121,25 @@ class FrontierQuerySet(models.QuerySet):
             linked=False, in_sitemap=True, reschedules=0, skip_reason="")
         return waiting[:reserve].count()
 
+    def release(self, *, forget_tries: bool = False) -> int:
+        """Hand these rows back: pending, held by no chunk. ``forget_tries`` clears the serial-mode
+        marks too, for URLs that killed no worker (a chunk given back, a check that must run again)."""
+        changes = {"tries": 0} if forget_tries else {}
+        return self.update(state=FrontierURL.State.PENDING, chunk=None, **changes)
+
+    def mark_tried(self) -> int:
+        """Count a try of these rows before they are fetched (a serial retry): one still
+        marked on the next try is the URL that killed its worker."""
+        return self.update(tries=F("tries") + 1)
+
+    def mark_done(self) -> int:
+        """These rows were fetched and written (or given up): no chunk leases them again."""
+        return self.update(state=FrontierURL.State.DONE)
+
+    def hold_for_start(self) -> int:
+        """The start page and typed URLs, leased to "chunk 0", the start step's own fenced write."""
+        return self.update(depth=0, linked=True, state=FrontierURL.State.LEASED, chunk=0)
+
     def pages_counted(self, audit: Audit) -> int:
         """Pages that used up the page budget: fetched, being fetched, or rescheduled after a Retry-After."""
         return self.filter(audit=audit, kind=Page.Kind.PAGE).exclude(
@@ -219,6 +238,11 @@ class ChunkLeaseQuerySet(models.QuerySet):
         """The audit's chunks queued or running: the slots ``CHUNKS_PER_AUDIT`` counts."""
         return self.filter(audit_id=audit_id, state__in=[ChunkLease.State.QUEUED, ChunkLease.State.LEASED])
 
+    def void(self) -> int:
+        """End these chunks unfinished: abandoned, their owner tokens void, so a worker still
+        running one can write nothing more (its fence fails). Done chunks stay done."""
+        return self.exclude(state=ChunkLease.State.DONE).update(state=ChunkLease.State.ABANDONED, token=None)
+
     def request_stop(self, cluster: str) -> int:
         """Ask the chunks ``cluster`` is running to hand their URLs back at their next write (it is stopping)."""
         if not cluster:
@@ -315,7 +339,7 @@ class ChunkLease(models.Model):
             rows = FrontierURL.objects.held_by(self)
             if ids is not None:
                 rows = rows.filter(id__in=ids)
-            rows.update(state=FrontierURL.State.PENDING, chunk=None)
+            rows.release()
 
     def finish(self) -> bool:
         """Mark the chunk done and release every URL it still holds; False if we no longer own it.
@@ -329,7 +353,7 @@ class ChunkLease(models.Model):
                 state=self.State.DONE, finished_at=Now())
             if not done:
                 return False
-            FrontierURL.objects.held_by(self).update(state=FrontierURL.State.PENDING, chunk=None)
+            FrontierURL.objects.held_by(self).release()
         self.state = self.State.DONE
         return True
 
@@ -347,7 +371,7 @@ class ChunkLease(models.Model):
                 created_at=Now())
             if not given:
                 return False
-            FrontierURL.objects.held_by(self).update(state=FrontierURL.State.PENDING, chunk=None, tries=0)
+            FrontierURL.objects.held_by(self).release(forget_tries=True)
         self.state = self.State.QUEUED
         return True
 
@@ -355,6 +379,22 @@ class ChunkLease(models.Model):
         """Give up a chunk whose lease expired with its attempts spent; False if someone else did."""
         return ChunkLease.objects.filter(pk=self.pk, state=self.State.LEASED, leased_until__lt=Now()).update(
             state=self.State.ABANDONED, token=None, finished_at=Now()) == 1
+
+    def count_urls(self, count: int, *, more: bool = False) -> None:
+        """Record how many URLs this chunk holds (``more``: that many more, from a top-up)."""
+        ChunkLease.objects.filter(pk=self.pk, token=self.token).update(
+            url_count=F("url_count") + count if more else count)
+
+    def reopen(self, now) -> bool:
+        """Queue again a chunk whose lease expired (its worker died); False if another watchdog did first."""
+        return ChunkLease.objects.filter(pk=self.pk, state=self.State.LEASED, leased_until__lt=Now(),
+                                         attempts=self.attempts).update(state=self.State.QUEUED,
+                                                                        created_at=now) == 1
+
+    def requeue(self, now) -> bool:
+        """Restart the grace of a queued chunk whose task vanished; False if another watchdog did first."""
+        return ChunkLease.objects.filter(not_stamped_since("created_at", self.created_at), pk=self.pk,
+                                         state=self.State.QUEUED).update(created_at=now) == 1
 
     def expired(self) -> bool:
         """Whether the lease has run out, by the database clock."""

@@ -138,13 +138,13 @@ def test_the_admin_delete_action_purges_the_selected_audits(superuser_client, ow
 
 def _watch_batches(monkeypatch, before):
     """Call ``before(sql)`` ahead of each batch statement of the purge."""
-    real = purge._delete_batches
+    real = purge.delete_batches
 
     def watched(sql, audit_id):
         before(sql)
         return real(sql, audit_id)
 
-    monkeypatch.setattr(purge, "_delete_batches", watched)
+    monkeypatch.setattr(purge, "delete_batches", watched)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -181,18 +181,18 @@ def test_deleting_a_site_cancels_its_running_audit_before_deleting_the_others(ow
     older = _fill(make_finished_audit(owner))
     running = make_finished_audit(owner, status=Audit.Status.RUNNING)
     seen = []
-    real = purge._delete_batches
+    real = purge.delete_batches
 
     def first(sql, audit_id):
         if not seen:
             seen.append(Audit.objects.get(pk=running.pk).status)
         return real(sql, audit_id)
 
-    purge._delete_batches = first
+    purge.delete_batches = first
     try:
         owner_client.post(reverse("site-delete", args=[older.site_id]))
     finally:
-        purge._delete_batches = real
+        purge.delete_batches = real
     assert seen == [Audit.Status.CANCELLED]
     assert not Audit.objects.filter(pk__in=[older.pk, running.pk]).exists()
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from audits.models import Audit, ChunkLease
-from audits.watchdog import _claim_audit, queued_task_names, run_watchdog
+from audits.watchdog import queued_task_names, run_watchdog
 from tests.factories import make_audit
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -123,7 +123,7 @@ def test_a_heartbeat_stamped_by_the_database_clock_is_claimed_by_one_watchdog(ow
     assert audit.start() and audit.begin_crawl("https://shop.example") and audit.begin_finalize()
     first, second = Audit.objects.get(pk=audit.pk), Audit.objects.get(pk=audit.pk)  # two watchdogs read it
     time.sleep(0.01)  # the claim's stamp falls in a later millisecond than the one read
-    assert _claim_audit(first) and not _claim_audit(second)
+    assert first.claim_for_watchdog() and not second.claim_for_watchdog()
     assert run_watchdog(now=db_now() + timedelta(seconds=30)) == f"re-enqueued finalize of {audit.pk}"
     assert queued_task_names() == {f"audit-{audit.pk}-finalize"}
 

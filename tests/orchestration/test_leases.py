@@ -7,6 +7,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from audits.crawl import admission
 from audits.crawl.chunk import claim, lease_items, run_chunk
 from audits.crawl.resume import run_resume
 from audits.crawl.setup import crawl_setup
@@ -115,15 +116,15 @@ def test_cancel_mid_chunk_stops_within_a_batch_and_resume_finishes_the_crawl(
     run_chunk(audit.pk, 1, dispatcher)
     dispatcher.steps.clear()
     cancelled = []
-    write_links = ChunkWriter._write_links
+    admit = admission.admit
 
-    def cancel_during_first_batch(self, outcomes, *args):
+    def cancel_during_first_batch(*args):
         # The dashboard's cancel lands while the chunk's first sub-batch is being written.
         if not cancelled:
             cancelled.append(cancel_audit(Audit.objects.get(pk=audit.pk)))
-        return write_links(self, outcomes, *args)
+        return admit(*args)
 
-    monkeypatch.setattr(ChunkWriter, "_write_links", cancel_during_first_batch)
+    monkeypatch.setattr(admission, "admit", cancel_during_first_batch)
     assert run_chunk(audit.pk, 2, dispatcher) == "stopped"
     audit.refresh_from_db()
     assert audit.status == Audit.Status.CANCELLED and audit.error_code == "cancelled"
