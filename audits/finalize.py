@@ -19,19 +19,18 @@ from django.db import connection, transaction
 from django.db.models import CharField, F, Value
 from django.db.models.functions import Concat
 
-from crawler.catalogue import UNVERIFIED_STATUSES, finding
-from crawler.types import FetchError
+from crawler.catalogue import finding
+from crawler.types import NOT_SITE_FAULTS, FetchError, is_unverified
 from crawler.urls import InvalidURL, normalize, url_hash
 
 from . import depths, diff, notices
 from .issue_rows import insert_issues, issue_for, issue_key
 from .models import Audit, FrontierURL, Issue, Page, Severity
+from .sql import placeholders
 
 log = logging.getLogger(__name__)
 
 DEEP_PAGE_DEPTH = 4
-# Our own failures say nothing about the site, so they never make a link "broken".
-NOT_SITE_FAULTS = (FetchError.WORKER_LOST.value, FetchError.SSRF_BLOCKED.value)
 BATCH = 1000
 
 
@@ -48,7 +47,7 @@ BATCH = 1000
 # that answers. hreflang alternates and form actions are not links a visitor
 # follows (a broken hreflang target is an hreflang_error: hreflang_targets); a
 # redirect's edge to where it landed is judged on the redirect's row (redirects_to_broken).
-LINK_TARGETS_SQL = """
+LINK_TARGETS_SQL = f"""
     SELECT e.source_url, s.id, e.target_url, e.tag, e.anchor_text, e.internal,
            t.status_code, t.fetch_error, t.redirect_count, t.final_url
     FROM audits_linkedge e
@@ -56,7 +55,7 @@ LINK_TARGETS_SQL = """
     LEFT JOIN audits_page s ON s.audit_id = e.audit_id AND s.url_hash = e.source_hash
     WHERE e.audit_id = %s AND t.audit_id = e.audit_id AND t.url_hash = e.target_hash
       AND e.tag NOT IN ('form', 'hreflang', 'redirect')
-      AND (t.status_code >= 400 OR (t.fetch_error <> '' AND t.fetch_error NOT IN (%s, %s))
+      AND (t.status_code >= 400 OR (t.fetch_error <> '' AND t.fetch_error NOT IN ({placeholders(len(NOT_SITE_FAULTS))}))
            OR (t.redirect_count > 0 AND t.fetch_error = '' AND t.status_code < 400
                AND e.internal AND e.tag IN ('a', 'area')))
 """
@@ -181,7 +180,7 @@ def _update_page_columns(audit: Audit) -> None:
             "(SELECT url_hash FROM audits_frontierurl WHERE audit_id = %s AND in_sitemap)",
             [audit.pk, audit.pk],
         )
-        if not _has_update_from():
+        if not has_update_from():
             _count_inlinks_here(cursor, audit.pk)
         else:
             cursor.execute(INLINKS_SQL, [audit.pk, audit.pk])
@@ -227,7 +226,8 @@ def escalate_linked_noindex(audit: Audit) -> int:
     return sum(len(ids) for ids in by_count.values())
 
 
-def _has_update_from() -> bool:
+def has_update_from() -> bool:
+    """Whether the database takes UPDATE ... FROM (SQLite from 3.33; Django supports 3.31)."""
     return connection.vendor != "sqlite" or connection.Database.sqlite_version_info >= (3, 33)
 
 
@@ -269,7 +269,7 @@ def link_targets(audit_id: int) -> Iterator[Issue]:
     crawler was offline (``notices``), other sites' targets it could not reach
     are left to the one site-level notice.
     """
-    params = [audit_id, *NOT_SITE_FAULTS]
+    params = [audit_id, *sorted(NOT_SITE_FAULTS)]
     offline = notices.external_reach(audit_id).offline
     for source, source_id, target, tag, anchor, internal, status, error, redirects, final in _rows(
             LINK_TARGETS_SQL, params):
@@ -284,21 +284,13 @@ def link_targets(audit_id: int) -> Iterator[Issue]:
             if internal:
                 f = finding("broken_link_internal", f"Link “{anchor or target}” {why}", target)
             else:
-                if _unverified(status, error):
+                if is_unverified(status, error):
                     continue  # recorded on the external URL's row as unverified, not reported broken
                 f = finding("broken_link_external", f"External link “{anchor or target}” {why}", target)
         else:
             f = finding("broken_resource", f"{tag} resource {why}", target)
         # One row per (source, target, anchor text): the anchor is part of the key.
         yield issue_for(audit_id, source_id, source, f, key=issue_key(f.code, source, target, anchor))
-
-
-def _unverified(status: int | None, error: str) -> bool:
-    """An answer that says the other site refuses crawlers, not that the page is gone (CHECKS.md #5).
-
-    A 429 the fetcher gave up retrying still answered 429: it is stored as rate limited, and still unverified.
-    """
-    return status in UNVERIFIED_STATUSES and error in ("", FetchError.RATE_LIMITED.value)
 
 
 # A chain that loops or runs past the hop limit never ends at a page: it is a
@@ -369,7 +361,7 @@ def hreflang_targets(audit_id: int) -> Iterator[Issue]:
             reasons = ["is blocked by robots.txt"]
         elif error in NOT_SITE_FAULTS:
             continue  # our failure, not the site's
-        elif kind == "external" and _unverified(status, error):
+        elif kind == "external" and is_unverified(status, error):
             continue  # the other site refuses robots: no evidence either way
         elif error or status is None or status >= 400:
             reasons = [_why_broken(status, error)]

@@ -11,10 +11,6 @@ from dataclasses import dataclass
 
 from .types import Finding, Severity
 
-# Statuses that say "you may not look", not "this is gone": an external link
-# answering one is reported as unverified rather than broken (CHECKS.md #5).
-UNVERIFIED_STATUSES = frozenset({401, 403, 429, 999})
-
 C, W, N = Severity.CRITICAL, Severity.WARNING, Severity.NOTICE
 
 

@@ -34,14 +34,13 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from urllib.parse import urlsplit
 
-from crawler.catalogue import UNVERIFIED_STATUSES
 from crawler.checks import CheckSettings, PageContext
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.net import AddressGuard
 from crawler.page import PAGE_TAGS, REDIRECT_TAG, PageOutcome, build_outcome, process_page
 from crawler.robots import Robots, disallowed_on, load_robots, refused_landing
 from crawler.sitemap import SitemapReport, discover_sitemaps
-from crawler.types import FetchResult
+from crawler.types import FetchResult, is_unverified
 from crawler.urls import (
     TRAP_VARIANTS,
     InvalidURL,
@@ -388,10 +387,10 @@ async def crawl_site(
     broken = tuple(
         url
         for url, result in external.items()
-        if result.broken and result.status not in UNVERIFIED_STATUSES
+        if result.broken and not is_unverified(result.status, result.error)
     )
     unverified = tuple(
-        url for url, result in external.items() if result.status in UNVERIFIED_STATUSES
+        url for url, result in external.items() if is_unverified(result.status, result.error)
     )
     return CrawlReport(
         pages=pages,

@@ -66,6 +66,26 @@ _FETCH_ERROR_LABELS = {
     FetchError.UNKNOWN: "Unexpected error",
 }
 
+# Our own failures (the worker died, the address guard refused) say nothing
+# about the site: they never make a link broken.
+NOT_SITE_FAULTS = frozenset({FetchError.WORKER_LOST, FetchError.SSRF_BLOCKED})
+# Statuses that say "you may not look", not "this is gone": an external link
+# answering one is reported as unverified rather than broken (CHECKS.md #5).
+UNVERIFIED_STATUSES = frozenset({401, 403, 429, 999})
+
+
+def is_broken(status: int | None, error: str | None) -> bool:
+    """A final answer that a link to it is reported for: 4xx, 5xx, or a failure of the site's."""
+    return (bool(error) and error not in NOT_SITE_FAULTS) or (status is not None and status >= 400)
+
+
+def is_unverified(status: int | None, error: str | None) -> bool:
+    """An answer that says the other site refuses crawlers, not that the page is gone (CHECKS.md #5).
+
+    A 429 the fetcher gave up retrying still answered 429: it is stored as rate limited, and still unverified.
+    """
+    return status in UNVERIFIED_STATUSES and error in (None, "", FetchError.RATE_LIMITED)
+
 
 class Severity(enum.StrEnum):
     CRITICAL = "critical"
@@ -124,7 +144,7 @@ class FetchResult:
     @property
     def broken(self) -> bool:
         """A final result that a link to it should be reported for."""
-        return self.error is not None or (self.status is not None and self.status >= 400)
+        return is_broken(self.status, self.error)
 
 
 @dataclass(frozen=True, slots=True)

@@ -231,7 +231,7 @@ def test_finalize_counts_each_pages_inlinks_from_links_alone_and_clears_stale_co
     if sqlite_before_3_33:
         # Django supports SQLite from 3.31; UPDATE ... FROM came in 3.33. The
         # fallback is plain SQL and Python, so it runs on either database here.
-        monkeypatch.setattr(finalize, "_has_update_from", lambda: False)
+        monkeypatch.setattr(finalize, "has_update_from", lambda: False)
     audit = make_audit(owner, status=Audit.Status.FINALIZING)
     other = make_audit(owner)  # the same URLs in another audit keep their own counts
     make_page(other, f"{SITE}/about", inlinks=4)
