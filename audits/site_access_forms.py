@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django import forms
 
-from crawler.credentials import MAX_HEADERS, basic_header, login_page_problem, parse_header
+from crawler.credentials import basic_header, headers_problem, login_page_problem
 from crawler.urls import compile_patterns
 
 from .models.site_access import SiteAccess
@@ -79,13 +79,8 @@ class SiteAccessForm(forms.Form):
 
     def clean_headers(self) -> list[str]:
         lines = [line.strip() for line in self.cleaned_data["headers"].splitlines() if line.strip()]
-        if len(lines) > MAX_HEADERS:
-            raise forms.ValidationError(f"At most {MAX_HEADERS} headers.", code="count")
-        for line in lines:
-            try:
-                parse_header(line)
-            except ValueError as exc:
-                raise forms.ValidationError(str(exc), code="header") from None
+        if problem := headers_problem(lines):
+            raise forms.ValidationError(problem, code="header")
         return lines
 
     def _pattern(self, name: str) -> str:
@@ -110,11 +105,9 @@ class SiteAccessForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        basic = (data.get("basic_user") or self.access.has_basic) and not data.get("clear_basic")
-        header_names = [line.partition(":")[0].strip().lower() for line in data.get("headers") or []]
-        if basic and "authorization" in header_names:
-            self.add_error("headers", forms.ValidationError(
-                "Use either basic auth or an Authorization header, not both.", code="authorization"))
+        basic = bool(data.get("basic_user") or self.access.has_basic) and not data.get("clear_basic")
+        if basic and (problem := headers_problem(data.get("headers") or [], basic=True)):
+            self.add_error("headers", forms.ValidationError(problem, code="authorization"))
         if data.get("basic_password") and not data.get("basic_user"):
             self.add_error("basic_user", forms.ValidationError("A password needs a user name.", code="required"))
         if (data.get("basic_user") and not data.get("basic_password") and not data.get("clear_basic")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from urllib.parse import urljoin
 
@@ -55,6 +55,21 @@ def parse_header(line: str) -> tuple[str, str]:
     if len(name) + len(value) > MAX_HEADER_BYTES:
         raise ValueError(f"The value of {name} is longer than {MAX_HEADER_BYTES} characters.")
     return name, value
+
+
+def headers_problem(lines: Sequence[str], *, basic: bool = False) -> str | None:
+    """Why these extra header lines cannot be sent, or None: too many, one malformed, or an
+    Authorization header beside basic auth (``basic``), which would send two."""
+    if len(lines) > MAX_HEADERS:
+        return f"At most {MAX_HEADERS} extra headers."
+    for line in lines:
+        try:
+            name, _ = parse_header(line)
+        except ValueError as exc:
+            return str(exc)
+        if basic and name.lower() == "authorization":
+            return "Use either basic auth or an Authorization header, not both."
+    return None
 
 
 def basic_header(user: str, password: str) -> str:

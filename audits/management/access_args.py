@@ -12,10 +12,11 @@ import os
 
 from django.core.management.base import CommandError
 
-from crawler.credentials import LOGOUT_DEFAULT, basic_header, login_page_problem, parse_header
+from crawler.credentials import LOGOUT_DEFAULT, basic_header, headers_problem, login_page_problem
 from crawler.urls import compile_patterns
 
 from ..models import Site, SiteAccess
+from ..site_access_forms import SiteAccessForm
 
 
 def add_access_arguments(parser) -> None:
@@ -47,11 +48,21 @@ def _pair(text: str, option: str) -> tuple[str, str]:
     return name.strip(), value
 
 
+def _within(text: str, field: str, option: str) -> str:
+    """``text``, once it is within the access form's bound for ``field``: the screen and the command take the same."""
+    limit = SiteAccessForm.base_fields[field].max_length
+    if len(text) > limit:
+        raise CommandError(f"{option}: at most {limit} characters.", returncode=2)
+    return text
+
+
 def access_from_options(opts: dict, start_url: str) -> dict | None:
     """The access the options describe (checked, secrets read), or None when they describe none."""
     access: dict = {}
     if opts.get("auth_basic_env"):
         user, sep, password = _env(opts["auth_basic_env"], "--auth-basic-env").partition(":")
+        _within(user, "basic_user", "--auth-basic-env (user)")
+        _within(password, "basic_password", "--auth-basic-env (password)")
         try:
             basic_header(user, password)
         except ValueError as exc:
@@ -61,12 +72,12 @@ def access_from_options(opts: dict, start_url: str) -> dict | None:
         access["basic"] = (user, password)
     lines = []
     for name in opts.get("header_env") or []:
-        line = _env(name, "--header-env")
-        try:
-            parse_header(line)
-        except ValueError as exc:  # the message names the header, never its value
-            raise CommandError(f"--header-env {name}: {exc}", returncode=2) from None
+        line = _env(name, "--header-env").strip()
+        if problem := headers_problem([line]):  # the message names the header, never its value
+            raise CommandError(f"--header-env {name}: {problem}", returncode=2)
         lines.append(line)
+    if problem := headers_problem(lines, basic="basic" in access):
+        raise CommandError(f"--header-env: {problem}", returncode=2)
     if lines:
         access["headers"] = lines
     if opts.get("login_url"):
@@ -77,26 +88,39 @@ def access_from_options(opts: dict, start_url: str) -> dict | None:
 
 
 def _login(opts: dict, start_url: str) -> dict:
-    url = opts["login_url"]
+    url = _within(opts["login_url"], "login_url", "--login-url")
     if problem := login_page_problem(url, start_url):
         raise CommandError(f"--login-url: {problem}", returncode=2)
     if not opts.get("login_success"):
         raise CommandError("--login-url needs --login-success, a pattern the page after logging in matches.",
                            returncode=2)
+    _within(opts["login_success"], "login_success", "--login-success")
+    _within(opts.get("logout_pattern") or "", "logout_pattern", "--logout-pattern")
     try:
         compile_patterns([opts["login_success"], opts.get("logout_pattern") or ""])
     except ValueError as exc:
         raise CommandError(f"--login-success / --logout-pattern: {exc}", returncode=2) from None
-    fields = dict(_pair(text, "--login-field") for text in opts.get("login_field") or [])
-    secrets = {name: _env(var, "--login-secret-field")
+    fields = {_within(name, "login_user_field", "--login-field (name)"): _within(value, "login_user", "--login-field")
+              for name, value in (_pair(text, "--login-field") for text in opts.get("login_field") or [])}
+    secrets = {_within(name, "login_password_field", "--login-secret-field (name)"):
+               _within(_env(var, "--login-secret-field"), "login_password", f"--login-secret-field {var}")
                for name, var in (_pair(text, "--login-secret-field") for text in opts.get("login_secret_field") or [])}
     return {"url": url, "fields": fields, "secrets": secrets, "success": opts["login_success"],
             "logout": opts.get("logout_pattern") or ""}
 
 
 def save_access(site: Site, access: dict) -> SiteAccess:
-    """Store ``access`` as the site's (sealed), replacing what the options cover."""
+    """Store ``access`` as the site's (sealed), replacing what the options cover.
+
+    CommandError when what is kept and what is new would send two Authorization
+    headers: basic auth stored and an Authorization header given, or the reverse.
+    """
     row = SiteAccess.objects.filter(site=site).first() or SiteAccess(site=site)
+    basic = "basic" in access or row.has_basic
+    names = [line.partition(":")[0] for line in access["headers"]] if "headers" in access else row.header_names
+    if basic and any(name.strip().lower() == "authorization" for name in names):
+        raise CommandError("The site would get basic auth and an Authorization header: use one "
+                           "(the access screen removes the stored one).", returncode=2)
     if "basic" in access:
         row.set_basic(*access["basic"])
     if "headers" in access:

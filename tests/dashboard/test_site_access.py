@@ -65,6 +65,7 @@ def test_a_login_page_on_another_origin_is_refused_with_the_reason(owner_client,
 @pytest.mark.parametrize("headers, message", [
     ("Host: evil.example", "set by the crawler"),
     ("no colon", "Name: value"),
+    ("\n".join(f"X-Extra-{n}: v" for n in range(21)), "At most 20 extra headers"),
 ])
 def test_a_bad_header_is_refused_next_to_its_field(owner_client, site, headers, message):
     response = save(owner_client, site, headers=headers)

@@ -79,3 +79,36 @@ def test_a_header_variable_without_a_colon_is_refused_without_printing_what_it_h
     assert "SITE_TOKEN" in printed.err and "no ':' found" in printed.err
     assert "s3cr3t" not in printed.err + printed.out
     assert not Audit.objects.exists()
+
+
+@pytest.mark.parametrize("env, args, message", [
+    ({"STAGING_AUTH": "ann:pw", "SITE_AUTH": "Authorization: Bearer t"},
+     ["--auth-basic-env", "STAGING_AUTH", "--header-env", "SITE_AUTH"], "not both"),
+    ({**{f"H{n}": f"X-Extra-{n}: v" for n in range(21)}},
+     [arg for n in range(21) for arg in ("--header-env", f"H{n}")], "At most 20 extra headers"),
+    ({"STAGING_AUTH": "a" * 201 + ":pw"}, ["--auth-basic-env", "STAGING_AUTH"], "at most 200 characters"),
+    ({"SITE_PASSWORD": "p" * 1001},
+     ["--login-url", "http://127.0.0.1:9/login", "--login-success", "x", "--login-secret-field",
+      "password=SITE_PASSWORD"], "at most 1000 characters"),
+])
+def test_the_command_takes_the_access_screens_bounds(env, args, message, monkeypatch, capsys, fast_settings):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert run_audit("http://127.0.0.1:9/", "--allow-private", *args) == 2
+    printed = capsys.readouterr()
+    assert message in printed.err
+    assert "Bearer t" not in printed.err + printed.out
+    assert not Audit.objects.exists()
+
+
+def test_an_authorization_header_beside_stored_basic_auth_is_refused_and_leaves_no_audit(
+        monkeypatch, capsys, fast_settings):
+    # Sent together they would be two Authorization headers on every request.
+    monkeypatch.setenv("STAGING_AUTH", "ann:pw")
+    monkeypatch.setenv("SITE_AUTH", "Authorization: Bearer t")
+    start = "http://127.0.0.1:9/"
+    assert run_audit(start, "--allow-private", "--enqueue", "--auth-basic-env", "STAGING_AUTH") == 0
+    assert SiteAccess.objects.get().has_basic
+    assert run_audit(start, "--allow-private", "--no-external", "--header-env", "SITE_AUTH") == 2
+    assert "basic auth and an Authorization header" in capsys.readouterr().err
+    assert Audit.objects.count() == 1 and SiteAccess.objects.get().header_names == []

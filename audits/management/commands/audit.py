@@ -204,10 +204,11 @@ class Command(BaseCommand):
             return
         out = self._open_out(opts.get("out"))
         console = self.stderr if out is sys.stdout else self.stdout
-        audit = new_audit(owner, trigger=Audit.Trigger.COMMAND, **limits)
-        apply_mode(audit, opts, source)
-        if access:
-            save_access(audit.site, access)
+        with transaction.atomic():  # access the site cannot take leaves no audit behind
+            audit = new_audit(owner, trigger=Audit.Trigger.COMMAND, **limits)
+            apply_mode(audit, opts, source)
+            if access:
+                save_access(audit.site, access)
         console.write(f"Audit {audit.pk}: crawling {audit.start_url}" + (
             f" ({audit.get_mode_display().lower()}, from audit {source.pk})" if source else ""))
         if compare_to:
