@@ -26,7 +26,9 @@ CHUNK_SIZE = 2000
 
 # A spreadsheet treats a cell starting with one of these as a formula, so a
 # crawled title like =HYPERLINK(...) would run on the reader's machine (OWASP
-# "CSV Injection"). Prefixing a quote makes it plain text.
+# "CSV Injection"). Prefixing a quote makes it plain text. Every text cell is
+# also quoted: a spreadsheet set to split on ";" would otherwise start a new
+# cell inside "a;=cmd()", after the check above.
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -56,7 +58,7 @@ BOM = "\ufeff"
 
 
 def _stream(header: list[str], rows: Iterable[Iterable]) -> Iterator[str]:
-    writer = csv.writer(Echo())
+    writer = csv.writer(Echo(), quoting=csv.QUOTE_NONNUMERIC)
     yield BOM + writer.writerow(header)
     for row in rows:
         yield writer.writerow([neutralise(cell) for cell in row])

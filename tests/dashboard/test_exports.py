@@ -120,6 +120,22 @@ def test_the_export_reads_rows_in_chunks_with_a_constant_number_of_queries(
     assert len(rows) == 1 + 7 + 300
 
 
+def test_text_cells_are_quoted_so_a_semicolon_cannot_start_a_formula_cell(owner_client, owner):
+    # A spreadsheet whose list separator is ";" splits unquoted text there: the
+    # "=cmd()" after it would begin a cell of its own, past the leading-quote check.
+    audit = make_finished_audit(owner)
+    make_page(audit, f"{SITE}/semi", title='Sale;=HYPERLINK("http://x")')
+    body = b"".join(owner_client.get(reverse("export-pages", args=[audit.pk])).streaming_content)
+    line = next(row for row in body.decode("utf-8-sig").splitlines() if "/semi" in row)
+    assert '"Sale;=HYPERLINK(""http://x"")"' in line
+    assert line.startswith(f'"{SITE}/semi"')
+    # Numbers stay numbers for the reader.
+    rows = list(csv.reader(io.StringIO(body.decode("utf-8-sig"), newline=""), quoting=csv.QUOTE_NONNUMERIC))
+    header = rows[0]
+    status = header.index("status_code")
+    assert all(isinstance(row[status], float) or row[status] == "" for row in rows[1:])
+
+
 def test_neutralise_leaves_numbers_and_plain_text_alone():
     assert exports.neutralise(-1) == -1 and exports.neutralise(404) == 404
     assert exports.neutralise(None) == "" and exports.neutralise(True) == 1
