@@ -10,8 +10,10 @@ server, and chosen ids count only if they are issues of this audit.
 
 from __future__ import annotations
 
+import copy
+
 from django.contrib import messages
-from django.http import HttpResponseBadRequest
+from django.http import HttpResponseBadRequest, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
@@ -86,6 +88,11 @@ def issue_ignore_rule(request, audit):
     """A site rule made from the issues table: it applies to this audit now and to every later one."""
     rule = IgnoreRule(site_id=audit.site_id, created_by=request.user)
     form = IgnoreRuleForm(request.POST, instance=rule, codes=codes_present(audit))
+    # The table's current query: the action's is the page's first one, older
+    # than any filter htmx applied since.
+    if "list_query" in request.POST:
+        request = copy.copy(request)
+        request.GET = QueryDict(request.POST["list_query"])
     if not form.is_valid():
         return list_page(request, audit, rule_form=form, status=400)
     rule = form.save()

@@ -103,3 +103,19 @@ def test_a_rule_added_on_the_site_page_and_one_offered_from_the_table(page, owne
     assert IgnoreRule.objects.filter(site=audit.site).count() == 2
     assert set(Issue.objects.filter(audit=audit, review="ignored").values_list("code", flat=True)) == {
         "broken_link_internal", "title_length"}
+
+
+def test_a_rule_added_after_an_htmx_filter_change_returns_to_the_new_filters(page, owner):
+    audit = make_finished_audit(owner)
+    log_in(page)
+    page.goto(f"/audits/{audit.pk}/issues/?severity=warning")
+    page.select_option("#f-severity", "notice")
+    expect(page).to_have_url(re.compile(r"severity=notice"))
+    page.click("#ignore-rule summary")
+    page.select_option("#ignore-rule-form select[name=code]", "title_length")
+    page.fill("#ignore-rule-form input[name=pattern]", "/about$")
+    page.click("#add-ignore-rule")
+    expect(page.locator(".messages")).to_contain_text("Rule added for the site")
+    # The list as htmx last showed it (its filter form's whole query), not as the page first opened.
+    expect(page).to_have_url(re.compile(r"[?&]severity=notice(&|$)"))
+    expect(page.locator("#f-severity")).to_have_value("notice")

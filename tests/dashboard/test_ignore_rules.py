@@ -113,6 +113,24 @@ def test_a_rule_offered_from_the_issues_table_applies_to_that_audit_and_returns_
     assert audit.issues_notice == 0
 
 
+def test_a_rule_returns_to_the_filters_the_table_shows_now_not_those_the_page_opened_with(owner_client, audit):
+    # htmx swaps the table (and its list_query input, tied to the rule form) on
+    # every filter change; the rule form's action keeps the first query.
+    table = owner_client.get(reverse("issue-list", args=[audit.pk]), {"severity": "critical", "page": "1"},
+                             HTTP_HX_REQUEST="true").content.decode()
+    assert '<input type="hidden" name="list_query" value="severity=critical&amp;page=1" form="ignore-rule-form">' \
+        in table
+    url = reverse("issue-ignore-rule", args=[audit.pk]) + "?severity=notice"
+    response = owner_client.post(url, {"code": "title_length", "pattern": r"^https://shop\.example/",
+                                       "list_query": "severity=critical&page=1&rule_code=title_length"})
+    assert response["Location"] == reverse("issue-list", args=[audit.pk]) + "?severity=critical&page=1"
+    # A refused rule is shown beside the table as it was filtered.
+    refused = owner_client.post(url, {"code": "title_length", "pattern": "(a)\\1", "list_query": "severity=warning"})
+    body = refused.content.decode()
+    assert refused.status_code == 400 and '<option value="warning" selected>' in body
+    assert 'value="severity=warning" form="ignore-rule-form"' in body
+
+
 def test_a_bad_pattern_from_the_issues_table_is_shown_in_the_open_form(owner_client, audit):
     response = owner_client.post(reverse("issue-ignore-rule", args=[audit.pk]), {"code": "title_length",
                                                                                  "pattern": "(a)\\1"})
