@@ -179,7 +179,7 @@ class Fetcher:
         self._sleep = sleep
         self._retry = RetryPlanner(policy, clock, random.Random())
         concurrency = max(1, concurrency)
-        ssl_context = verify if isinstance(verify, ssl.SSLContext) else _ssl_context(verify)
+        ssl_context = verify if isinstance(verify, ssl.SSLContext) else default_ssl_context(verify)
         backend = GuardedBackend(guard, network_backend)
         # Redirects, retries, credentials and headers are all handled here, so
         # the pools only send one request at a time on a connection. Together
@@ -550,8 +550,8 @@ class Fetcher:
 
 
 @functools.lru_cache(maxsize=2)
-def _ssl_context(verify: bool) -> ssl.SSLContext:
-    """One context per process: loading the CA bundle costs ~25 ms, and the
+def default_ssl_context(verify: bool) -> ssl.SSLContext:
+    """The process's TLS context: built once, since loading the CA bundle is slow and the
     orchestrator makes a Fetcher per chunk. A context is safe to share once built."""
     return httpx.create_ssl_context(verify=verify, trust_env=False)
 

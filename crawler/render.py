@@ -85,6 +85,8 @@ class Renderer:
 
     async def __aenter__(self) -> Renderer:
         try:
+            # Imported here: Playwright adds tens of megabytes and a tenth of a second to
+            # every crawl process, and only a rendered audit starts a browser.
             from playwright.async_api import async_playwright
 
             self._playwright = await async_playwright().start()

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpcore
-import httpx
 
 from .errors import CrawlError, DnsFailure, UnsafeAddress
+from .fetch import default_ssl_context
 from .net import AddressGuard, GuardedBackend
 from .request_url import basic_auth, parse_url, strip
 
@@ -108,7 +108,7 @@ async def _post(
         },
     )
     pool = httpcore.AsyncConnectionPool(
-        ssl_context=_ssl_context(),
+        ssl_context=default_ssl_context(True),
         max_connections=1,
         max_keepalive_connections=0,
         http1=True,
@@ -163,12 +163,6 @@ def _header(response: httpcore.Response, name: bytes) -> str:
         if key.lower() == name:
             return value.decode("latin-1")
     return ""
-
-
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    # Loading the CA bundle costs ~25 ms; a built context is safe to share.
-    return httpx.create_ssl_context(trust_env=False)
 
 
 def _short(text: str) -> str:

@@ -485,7 +485,7 @@ async def run_window(
             if not running and not waiting and not (lane is not None and lane.queued) and refilling is None:
                 while batch:
                     if not flush(True):
-                        await _wait(wake, consumer)
+                        await wait_for_wake(wake, consumer)
                         if consumer.done():
                             break
                 if not batch:
@@ -503,14 +503,14 @@ async def run_window(
             if batch and max_batch_wait is not None and not queue.full():
                 timers.append(batch_started + max_batch_wait)
             wake_at = min((t for t in timers if t is not None), default=None)
-            await _wait(wake, consumer, alarm, wake_at)
+            await wait_for_wake(wake, consumer, alarm, wake_at)
 
         if failure is not None:
             # A bug in work: keep the results that did complete, then raise.
             await cancel_running()
             while batch and not consumer.done():
                 if not flush(True):
-                    await _wait(wake, consumer)
+                    await wait_for_wake(wake, consumer)
             await _finish(queue, consumer, wake)
             raise failure
 
@@ -573,8 +573,8 @@ class _Alarm:
         self.wake.set()
 
 
-async def _wait(wake: asyncio.Event, consumer: asyncio.Task, alarm: _Alarm | None = None,
-                wake_at: float | None = None) -> None:
+async def wait_for_wake(wake: asyncio.Event, consumer: asyncio.Task, alarm: _Alarm | None = None,
+                        wake_at: float | None = None) -> None:
     """Wait for the wake event; with the scheduler's ``alarm``, at most until
     ``wake_at`` (monotonic seconds), its timer left armed for the next wait."""
     if wake.is_set() or consumer.done():
@@ -594,5 +594,5 @@ async def _finish(queue: asyncio.Queue, consumer: asyncio.Task, wake: asyncio.Ev
         if not queue.full():
             queue.put_nowait(_DONE)
             break
-        await _wait(wake, consumer)
+        await wait_for_wake(wake, consumer)
     await consumer

@@ -458,14 +458,14 @@ def _fetch_tls(url: str, port: int, *, verify, resolver=None):
 def test_the_default_tls_context_is_built_once_per_process_not_per_fetcher(ca):
     """Loading the CA bundle costs tens of milliseconds, and the orchestrator
     makes a Fetcher for every chunk of every audit."""
-    fetch_module._ssl_context.cache_clear()
+    fetch_module.default_ssl_context.cache_clear()
     with HostileServer() as plain:
         result = _fetch_tls(plain.url("/ok"), plain.port, verify=True)
     assert result.status == 200
     with _tls_server(ca, "127.0.0.1") as tls:
         result = _fetch_tls(tls.url("/ok"), tls.port, verify=True)
     assert result.error is FetchError.TLS_ERROR  # the default context does not trust the test CA
-    assert fetch_module._ssl_context.cache_info().misses == 1
+    assert fetch_module.default_ssl_context.cache_info().misses == 1
 
 
 def test_a_certificate_from_an_unknown_ca_is_a_tls_error(ca):

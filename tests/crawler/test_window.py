@@ -299,14 +299,14 @@ def test_an_old_partial_batch_waits_for_room_in_the_sink_queue_without_spinning(
     import crawler.window as window_module
 
     waits = 0
-    real_wait = window_module._wait
+    real_wait = window_module.wait_for_wake
 
     async def counting_wait(*args):
         nonlocal waits
         waits += 1
         await real_wait(*args)
 
-    monkeypatch.setattr(window_module, "_wait", counting_wait)
+    monkeypatch.setattr(window_module, "wait_for_wake", counting_wait)
     probe = Probe()
     sink = Sink(delay=0.3)
     # Seven quick results fill the queue (two batches of 2) and leave more behind
