@@ -267,6 +267,9 @@ SITEWARD = {
     "DB_RETRY_SECONDS": env_float("SITEWARD_DB_RETRY_SECONDS", 30.0, minimum=1.0),
     "DB_UNAVAILABLE_SECONDS": env_float("SITEWARD_DB_UNAVAILABLE_SECONDS", 300.0, minimum=1.0),
     "FETCH_DEADLINE": env_float("SITEWARD_FETCH_DEADLINE", 30.0, minimum=1.0),
+    # Pauses (seconds) before robots.txt is asked again after a 5xx or 429 answer, at the start of
+    # an audit; once they are spent (or the start step's time), the audit fails as robots_unreachable.
+    "ROBOTS_RETRY_SECONDS": (15.0, 45.0),
     "USER_AGENT": env_str("SITEWARD_USER_AGENT", "SitewardBot/0.1 (+self-hosted site audit)"),
     # Schedules: a cron expression may not run more often than this, and a person
     # may keep at most this many scheduled sites.

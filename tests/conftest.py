@@ -82,7 +82,7 @@ def fast_settings(settings):
     settings.SITEWARD = {
         **settings.SITEWARD, "CHUNK_SIZE": 10, "CHUNK_SOFT_DEADLINE": 5.0, "LEASE_SECONDS": 4,
         "MAX_CHUNK_ATTEMPTS": 3, "FETCH_DEADLINE": 5.0, "WATCHDOG_GRACE_SECONDS": 2, "STALL_SECONDS": 900,
-        "ALLOW_PRIVATE_TARGETS": True,
+        "ALLOW_PRIVATE_TARGETS": True, "ROBOTS_RETRY_SECONDS": (0.1,),
     }
     return settings
 

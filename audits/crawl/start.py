@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -25,6 +26,7 @@ from crawler.fetch import Fetcher, FetchPolicy
 from crawler.http_probe import PROBE_SECONDS, probe_http_form
 from crawler.login import is_login_redirect
 from crawler.page import PageOutcome, build_outcome
+from crawler.retry import parse_retry_after
 from crawler.robots import MAX_ROBOTS_BYTES, Robots, disallowed_on, load_robots, robots_from_result
 from crawler.sitemap import MAX_SECONDS as SITEMAP_SECONDS
 from crawler.sitemap import discover_sitemaps
@@ -34,6 +36,7 @@ from crawler.urls import InvalidURL, Scope, normalize, origin_of, trap_reason, u
 from .. import validation
 from ..dispatch import Dispatcher
 from ..issue_rows import insert_issues, issue_for
+from ..knobs import knob
 from ..models import Audit, ChunkLease, FrontierURL, Page
 from .admission import template_digest
 from .chunk import claim, internal_test
@@ -50,6 +53,11 @@ START_RETRY_AFTER_CAP = FetchPolicy.retry_after_cap
 # own budget, but a login, robots.txt twice, the start page, the sitemaps and the
 # http probe in a row could outlast the task, and django-q2 would kill its worker.
 START_SHARE = 0.8
+# robots.txt answering 5xx or 429 is asked again after each pause of the
+# ROBOTS_RETRY_SECONDS knob, or after its Retry-After when that is longer (up to
+# this): RFC 9309 2.3.1.4 lets a crawler retry before it disallows everything, and
+# a deploy's minute of 503s must not fail a nightly audit.
+ROBOTS_RETRY_AFTER_CAP = 120.0
 # A robots.txt fetch that failed for these never reached an HTTP server.
 _HOST_FAULTS = frozenset({FetchError.SSRF_BLOCKED, FetchError.DNS_FAILURE, FetchError.INVALID_URL,
                           FetchError.CONNECT_FAILED, FetchError.CONNECT_TIMEOUT, FetchError.TLS_ERROR})
@@ -201,7 +209,7 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: floa
                        avoid=setup.avoid) as fetcher:
         try:
             async with asyncio.timeout_at(ends):
-                found = await _front_door(audit, start_url, setup, fetcher)
+                found = await _front_door(audit, start_url, setup, fetcher, ends)
         except TimeoutError:
             return StartOutcome(
                 error_code=Audit.ErrorCode.TIMEOUT,
@@ -212,8 +220,8 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: floa
         return await _read_site(start_url, setup, fetcher, *found, ends)
 
 
-async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup,
-                      fetcher: Fetcher) -> StartOutcome | tuple[FetchResult, str, Robots, dict | None]:
+async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: Fetcher,
+                      ends: float) -> StartOutcome | tuple[FetchResult, str, Robots, dict | None]:
     """The login, robots.txt and the start page: (the start page's answer, where it landed, robots, cookies),
     or the failure that ends the audit."""
     cookies = None
@@ -231,11 +239,11 @@ async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup,
     # start page's fetch, whose outcome names it (start_url_unresolvable, ssrf_blocked...).
     typed_origin, typed_robots, read_at = origin_of(start_url), None, set()
     if audit.respect_robots:
-        fetched = await fetcher.fetch(f"{typed_origin}/robots.txt", keep_body=True, max_bytes=MAX_ROBOTS_BYTES)
+        fetched, asked = await _read_robots(fetcher, typed_origin, ends)
         typed_robots = robots_from_result(fetched)
         read_at = _robots_read_at(fetched, typed_origin)
         if typed_robots.status == "unavailable" and not (fetched.status is None and fetched.error in _HOST_FAULTS):
-            return _robots_unreachable(typed_origin, typed_robots)
+            return _robots_unreachable(typed_origin, typed_robots, asked)
         # (An unavailable file here is a host fault: the start page's fetch names it.)
         if typed_robots.status != "unavailable" and not typed_robots.allowed(start_url, setup.user_agent):
             return _start_blocked(start_url, setup.user_agent)
@@ -333,10 +341,28 @@ def _robots_read_at(fetched: FetchResult, typed_origin: str) -> set[str]:
     return {typed_origin, landed}
 
 
-def _robots_unreachable(origin: str, robots: Robots) -> StartOutcome:
+async def _read_robots(fetcher: Fetcher, origin: str, ends: float) -> tuple[FetchResult, int]:
+    """The origin's robots.txt and how many times it was asked: again after a 5xx or 429 answer
+    (a timeout is not asked again: the next try would hang as long), while the start's time allows."""
+    loop = asyncio.get_running_loop()
+    pauses = tuple(knob("ROBOTS_RETRY_SECONDS"))
+    for asked, pause in enumerate((*pauses, None), start=1):
+        fetched = await fetcher.fetch(f"{origin}/robots.txt", keep_body=True, max_bytes=MAX_ROBOTS_BYTES)
+        if pause is None or fetched.status is None or not (fetched.status == 429 or fetched.status >= 500):
+            return fetched, asked
+        asked_for = parse_retry_after(fetched.headers.get("retry-after"), time.time(), fetched.headers.get("date"))
+        pause = max(pause, min(asked_for or 0.0, ROBOTS_RETRY_AFTER_CAP))
+        if loop.time() + pause + fetcher.policy.deadline > ends:
+            return fetched, asked
+        await asyncio.sleep(pause)
+    raise AssertionError("unreachable: the last pass returns")
+
+
+def _robots_unreachable(origin: str, robots: Robots, asked: int = 1) -> StartOutcome:
+    tries = f" (asked {asked} times)" if asked > 1 else ""
     return StartOutcome(
         error_code=Audit.ErrorCode.ROBOTS_UNREACHABLE,
-        error_detail=f"{origin}/robots.txt: {robots.detail} Search engines treat this as "
+        error_detail=f"{origin}/robots.txt: {robots.detail}{tries} Search engines treat this as "
                      "'disallow everything', so Siteward crawls nothing (RFC 9309). Fix robots.txt "
                      "or untick 'respect robots.txt' to audit a site you own.",
     )

@@ -30,6 +30,37 @@ def test_a_503_robots_txt_fails_the_audit_as_robots_unreachable_before_any_page_
     assert audit.pages.count() == 0
 
 
+def test_a_robots_txt_that_answers_503_for_a_moment_is_asked_again_and_the_audit_runs(
+        owner, fast_settings, httpserver):
+    # A deploy's minute of 503s, longer than one fetch's own retries: the next ask finds the
+    # file, and the crawl goes on as it says.
+    for _ in range(3):
+        httpserver.expect_oneshot_request("/robots.txt").respond_with_data(
+            "<h1>503 Service Unavailable</h1>", status=503, content_type="text/html")
+    httpserver.expect_request("/robots.txt").respond_with_data("User-agent: *\nDisallow: /private\n")
+    httpserver.expect_request("/").respond_with_data(
+        "<a href='/a'>a</a><a href='/private/x'>p</a>", content_type="text/html")
+    httpserver.expect_request("/a").respond_with_data("<p>a</p>", content_type="text/html")
+    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert audit.status == "completed", audit.error_detail
+    assert len(requests_for(httpserver, "/robots.txt")) == 4
+    assert requests_for(httpserver, "/a") and not requests_for(httpserver, "/private/x")
+
+
+def test_a_robots_txt_still_answering_503_after_the_pauses_says_how_often_it_was_asked(
+        owner, fast_settings, httpserver):
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "ROBOTS_RETRY_SECONDS": (0.1, 0.1)}
+    httpserver.expect_request("/robots.txt").respond_with_data("busy", status=503)
+    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert (audit.status, audit.error_code) == ("failed", "robots_unreachable")
+    # Asked three times (each fetch retrying a 503 on its own as well), then given up on.
+    assert len(requests_for(httpserver, "/robots.txt")) >= 3 and "(asked 3 times)" in audit.error_detail
+
+
 def test_a_robots_txt_that_hangs_fails_the_audit_at_the_fetch_deadline_before_any_page_is_requested(
         owner, fast_settings):
     fast_settings.SITEWARD = {**fast_settings.SITEWARD, "FETCH_DEADLINE": 1.5}  # the hang costs the suite this
