@@ -318,9 +318,10 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
 
 
 def robots_landing(outcome: PageOutcome, setup: CrawlSetup) -> PageOutcome:
-    """A page whose redirect was not followed because robots.txt disallows where it points (``setup.avoid``),
-    with that URL as its one edge (tag ``redirect``): admission records it as blocked by robots, as a link's."""
-    where = refused_landing(outcome.result, setup.robots_refuse)
+    """A page whose redirect was not followed because robots.txt disallows where it points, or because it
+    leaves the site while other sites are not contacted (``setup.avoid``), with that URL as its one edge
+    (tag ``redirect``): admission records the first as blocked by robots, as a link's, and leaves the second."""
+    where = refused_landing(outcome.result, lambda url: setup.robots_refuse(url) or setup.off_site(url))
     return outcome if where is None else replace(outcome, outlinks=(Link(where, REDIRECT_TAG),))
 
 

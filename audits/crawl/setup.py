@@ -64,6 +64,8 @@ class CrawlSetup:
     # A private site's logout pattern, compiled: never requested, as a page, a
     # resource (an <img> or <iframe> of a logout URL) or a rendered page's request.
     logout: tuple = ()
+    # External links go unchecked: the crawl contacts no other site, by a redirect neither.
+    stay_on_origin: bool = False
 
     def is_logout(self, url: str) -> bool:
         return any(pattern.search(url) for pattern in self.logout)
@@ -73,16 +75,32 @@ class CrawlSetup:
         return (self.respect_robots and self.scope is not None
                 and disallowed_on(self.robots, (self.scope.origin,), self.user_agent, url))
 
+    def off_site(self, url: str) -> bool:
+        """Whether ``url`` is off the audited origin while other sites are not to be contacted."""
+        if not self.stay_on_origin or self.scope is None:
+            return False
+        try:
+            return origin_of(url) != self.scope.origin
+        except InvalidURL:
+            return True
+
     @property
     def avoid(self) -> Callable[[str], bool]:
-        """What a fetch's redirects may not lead to (``Fetcher``'s ``avoid``): the logout, if there is one,
-        and what robots.txt disallows on the audited origin, as admission refuses a link there.
+        """What a fetch's redirects may not lead to (``Fetcher``'s ``avoid``): the logout, if there is one;
+        what robots.txt disallows on the audited origin, as admission refuses a link there; and, when
+        external links go unchecked, any other site (the redirect itself is then the stored answer).
 
-        Only the site's own fetchers take it: an external link's check is no page of the crawl.
+        Only the site's own fetchers take it: an external link's check is no page of the crawl. Before the
+        start page has settled the origin (no scope yet), a redirect to another host is followed.
         """
-        if not self.logout:
+        refusals = [self.robots_refuse]
+        if self.logout:
+            refusals.append(self.is_logout)
+        if self.stay_on_origin:
+            refusals.append(self.off_site)
+        if len(refusals) == 1:
             return self.robots_refuse
-        return lambda url: self.is_logout(url) or self.robots_refuse(url)
+        return lambda url: any(refuse(url) for refuse in refusals)
 
 
 def crawl_patterns(audit: Audit, access=None) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -115,7 +133,8 @@ def crawl_setup(audit: Audit) -> CrawlSetup:
     return CrawlSetup(AddressGuard(allow_private=allow_private), policy, scope, robots, window,
                       CheckSettings(), user_agent, include, exclude,
                       credentials_for(audit, access), login_form(audit, access), audit.render, audit.respect_robots,
-                      compile_patterns([access.logout_pattern]) if access is not None else ())
+                      compile_patterns([access.logout_pattern]) if access is not None else (),
+                      stay_on_origin=not audit.check_external)
 
 def internal_test(scope: Scope | None) -> Callable[[str], bool]:
     """Whether a URL is on the crawl's origin, as the page checks ask."""
