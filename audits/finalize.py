@@ -524,7 +524,7 @@ def deep_pages(audit_id: int) -> Iterator[Issue]:
 CHECKS = [
     link_targets, redirects_to_broken, bad_canonicals, hreflang_targets,
     hreflang_return_links, sitemap_problems, duplicate_titles, duplicate_descriptions, duplicate_content,
-    deep_pages, notices.external_links_unchecked, notices.links_to_sibling_origin,
+    deep_pages, notices.external_links_unchecked, notices.links_to_sibling_origin, notices.crawl_traps_skipped,
 ]
 # A validation fetched only some URLs: the checks of links between them run
 # again, the site-wide ones cannot (their issues end unknown: audits.diff).

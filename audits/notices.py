@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from django.db.models import Count, Q
 
 from crawler.catalogue import finding
+from crawler.html_rules import clip
 from crawler.types import FetchError
 
 from .issue_rows import issue_for
-from .models import Audit, Issue, LinkEdge, Page
+from .models import Audit, FrontierURL, Issue, LinkEdge, Page
 
 # Failures that mean a check never reached a server. A TLS error or a timeout
 # after connecting came from a server, so it still says something about the link.
@@ -108,3 +109,27 @@ def links_to_sibling_origin(audit_id: int) -> Iterator[Issue]:
         "links_to_sibling_origin",
         f"{n:,} links on the crawled pages point at {sibling}, against {counts['own']:,} to {origin}: this audit "
         f"treats {sibling} as another site and did not crawl it. To audit those pages, start from {sibling}/."))
+
+
+# The trap notice names this many of the URLs it counts, each cut to this length.
+TRAP_EXAMPLES = 3
+TRAP_EXAMPLE_LENGTH = 200
+
+
+def crawl_traps_skipped(audit_id: int) -> Iterator[Issue]:
+    """One notice when linked URLs were left uncrawled as likely crawler traps (admission records them).
+
+    Without it an endless calendar ends as a completed audit of 50 of its pages,
+    and nothing says the crawl was cut there.
+    """
+    skipped = FrontierURL.objects.filter(audit_id=audit_id, skip_reason=FetchError.TRAP_SUSPECTED.value)
+    count = skipped.count()
+    if not count:
+        return
+    examples = [clip(url, TRAP_EXAMPLE_LENGTH) for url in
+                skipped.order_by("depth", "id").values_list("url", flat=True)[:TRAP_EXAMPLES]]
+    start_url = Audit.objects.filter(pk=audit_id).values_list("start_url", flat=True).get()
+    yield issue_for(audit_id, None, start_url, finding(
+        "crawl_traps_skipped",
+        f"{count:,} linked URL{'s' if count != 1 else ''} not crawled: they look like a crawler trap (endless "
+        f"variants of one page, or paths that repeat or run very long or deep). For example: {', '.join(examples)}"))

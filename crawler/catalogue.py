@@ -58,6 +58,13 @@ _ROWS: dict[str, list[tuple[str, Severity, str, str, str]]] = {
          "only checked as external links, so this audit covers a few pages.",
          "Audit the version the links point at; and make the site's links, canonical and redirects agree on one "
          "version, redirecting the other to it."),
+        # Recorded once by finalize (audits.notices) when URLs were left uncrawled as likely crawler traps.
+        ("crawl_traps_skipped", N, "URLs skipped as likely crawler traps",
+         "Some linked URLs look like a crawler trap: endless calendar or filter pages, paths that repeat, "
+         "very long or deep URLs. The audit did not crawl them, so it covers less than the links reach; "
+         "search engines waste their crawl budget on the same URLs.",
+         "Check the URLs named: link such pages with rel=\"nofollow\", keep them out with robots.txt or "
+         "an exclude pattern, or stop generating endless variants."),
         ("broken_resource", W, "Broken image, script or stylesheet",
          "A missing resource breaks how the page looks or works.",
          "Fix the resource's URL or restore the file on the server."),
@@ -290,7 +297,8 @@ LINK_CODES = frozenset({"broken_link_internal", "broken_link_external", "broken_
 SITE_WIDE_CODES = frozenset({"title_duplicate", "meta_description_duplicate", "duplicate_content",
                              "orphan_page", "deep_page", "hreflang_error", "sitemap_bad_url",
                              "canonical_bad_target", "blocked_by_robots"})
-CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES | {"external_links_unchecked", "links_to_sibling_origin"}
+CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES | {"external_links_unchecked", "links_to_sibling_origin",
+                                                    "crawl_traps_skipped"}
 # About the URL's own answer (its status, its redirects, its speed): judged
 # whenever the URL answered at all. Every other page-level code is about an
 # HTML page's content, judged only on a page that answered 2xx.

@@ -108,7 +108,7 @@ def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], craw
         FrontierURL.objects.filter(audit=audit, url_hash__in=hashes).update(linked=True, depth=depth)
         Page.objects.filter(audit=audit, url_hash__in=hashes).update(depth=depth)
     rows = list(_within_trap_budget(audit, [(h, c) for h, c in candidates.items() if h not in known] + upgrades))
-    upgraded = _upgrade(audit, [row for row in rows if row[1] in known])
+    upgraded = _upgrade(audit, [row for row in rows if row[1] in known and not row[11]])
     rows = [row for row in rows if row[1] not in known]
     rows += [
         _frontier_row(audit.pk, h, c.url, Page.Kind.PAGE, 0, c.found_on, "", linked=c.linked,
@@ -271,12 +271,14 @@ def _upgrade(audit: Audit, rows: list[tuple]) -> int:
 
 
 def _within_trap_budget(audit: Audit, fresh: list[tuple[str, Candidate]]) -> Iterator[tuple]:
-    """New frontier rows for ``fresh``, minus trap-like URLs and templates out of room."""
+    """New frontier rows for ``fresh``; a trap-like URL, or one of a template out of room, comes as a row
+    done and never fetched (skip_reason trap_suspected), which finalize's notice counts."""
     keyed = []
     for digest, c in fresh:
         key = ""
         if c.kind == Page.Kind.PAGE:
             if trap_reason(c.url):
+                yield _trap_row(audit.pk, digest, c)
                 continue
             key = template_digest(c.url)
         keyed.append((digest, c, key))
@@ -293,10 +295,16 @@ def _within_trap_budget(audit: Audit, fresh: list[tuple[str, Candidate]]) -> Ite
         if key:
             seen, shallowest = stats.setdefault(key, [0, c.depth])
             if not template_has_room(seen, shallowest, c.depth):
+                yield _trap_row(audit.pk, digest, c)
                 continue
             stats[key] = [seen + 1, min(shallowest, c.depth)]
         yield _frontier_row(audit.pk, digest, c.url, c.kind, c.depth, c.found_on, key,
                             linked=c.linked and c.kind == Page.Kind.PAGE)
+
+
+def _trap_row(audit_id: int, digest: str, c: Candidate) -> tuple:
+    return _frontier_row(audit_id, digest, c.url, c.kind, c.depth, c.found_on, "", linked=c.linked,
+                         state=FrontierURL.State.DONE, skip_reason=FetchError.TRAP_SUSPECTED.value)
 
 
 def _in_batches(query, keys: list[str]) -> Iterator[tuple]:
