@@ -201,6 +201,31 @@ def follow_up_fields(source: Audit, mode: str) -> dict:
     return fields
 
 
+def make_follow_up(audit: Audit, source: Audit, mode: str) -> None:
+    """Make the new ``audit`` a validation or delta run of ``source``: the ``audit`` command's way, whose
+    audit exists before its mode is applied, so a validation's page budget is not saved as the site's."""
+    fields = follow_up_fields(source, mode)
+    Audit.objects.filter(pk=audit.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(audit, name, value)
+
+
+def command_owner(username: str | None):
+    """Who owns the ``audit`` command's audits: the named user (None if there is none), else "admin",
+    else a "cli" user made once, with no password to log in with."""
+    User = get_user_model()
+    if username:
+        return User.objects.filter(username=username).first()
+    with transaction.atomic():
+        user = User.objects.filter(username="admin").first()
+        if user is None:
+            user, created = User.objects.get_or_create(username="cli")
+            if created:
+                user.set_unusable_password()
+                user.save(update_fields=["password"])
+    return user
+
+
 def follow_up(source: Audit, mode: str) -> Audit:
     """A manual validation or delta crawl of ``source``'s site, with its settings (``admit`` applies).
 

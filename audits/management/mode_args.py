@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import CommandError
 
 from ..models import Audit
-from ..services import follow_up_fields
+from ..services import make_follow_up
 
 PREVIOUS = "previous"
 
@@ -63,14 +63,6 @@ def earlier_audit(flag: str, given: str, owner, start_url: str, use: str) -> Aud
 
 
 def apply_mode(audit: Audit, opts, source: Audit | None) -> None:
-    """Make the new ``audit`` a validation or delta run of ``source``.
-
-    Set on the audit after it is made, so a validation's page budget is not
-    saved as the site's own.
-    """
-    if source is None:
-        return
-    fields = follow_up_fields(source, opts["mode"])
-    for name, value in fields.items():
-        setattr(audit, name, value)
-    audit.save(update_fields=list(fields))
+    """Make the new ``audit`` a validation or delta run of ``source``, when the options named one."""
+    if source is not None:
+        make_follow_up(audit, source, opts["mode"])

@@ -334,6 +334,11 @@ class Audit(models.Model):
         Audit.objects.filter(pk=self.pk).update(links_indexed=True)
         self.links_indexed = True
 
+    def compare_with(self, baseline: Audit) -> None:
+        """Pin the audit finalize's diff compares this one with (audits.diff.baseline_for reads it)."""
+        Audit.objects.filter(pk=self.pk).update(baseline=baseline)
+        self.baseline = baseline
+
     def set_baseline(self, baseline: Audit | None, counts: dict | None) -> None:
         """The audit this one is compared with, and the counts of what changed since (audits.diff)."""
         Audit.objects.filter(pk=self.pk).update(baseline=baseline, change_counts=counts)

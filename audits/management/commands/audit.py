@@ -26,7 +26,6 @@ import threading
 import time
 from collections import Counter
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, SystemCheckError
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Max
@@ -40,7 +39,7 @@ from ...finalize import ESCALATED_CODE, run_finalize
 from ...forms import AuditForm
 from ...inline import run_audit_inline
 from ...models import Audit, GoneIssue, Issue, Page, Severity
-from ...services import create_audit, new_audit
+from ...services import command_owner, create_audit, new_audit
 from ...summary import severity_counts
 from ...system_checks import CLUSTER_CHECKS
 from ..access_args import access_from_options, add_access_arguments, save_access
@@ -303,8 +302,7 @@ class Command(BaseCommand):
                 console.write("Nothing to compare with: no earlier completed audit of this site "
                               "(no change records; no issue counts as new).")
                 return
-        audit.baseline = baseline
-        audit.save(update_fields=["baseline"])
+        audit.compare_with(baseline)
         console.write(f"Comparing with audit {baseline.pk}")
 
     # --- input ------------------------------------------------------------------
@@ -334,19 +332,9 @@ class Command(BaseCommand):
         return earlier_audit("--compare-to", compare_to, owner, start_url, "compared with")
 
     def _owner(self, username: str | None):
-        User = get_user_model()
-        if username:
-            user = User.objects.filter(username=username).first()
-            if user is None:
-                raise CommandError(f"No user named {username!r}", returncode=2)
-            return user
-        with transaction.atomic():
-            user = User.objects.filter(username="admin").first()
-            if user is None:
-                user, created = User.objects.get_or_create(username="cli")
-                if created:
-                    user.set_unusable_password()
-                    user.save(update_fields=["password"])
+        user = command_owner(username)
+        if user is None:
+            raise CommandError(f"No user named {username!r}", returncode=2)
         return user
 
     def _open_out(self, path: str | None):
