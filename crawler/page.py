@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from itertools import chain
 from typing import TYPE_CHECKING
 
@@ -63,22 +62,8 @@ class PageOutcome:
     raw_facts: PageFacts | None = None
 
 
-# Links repeat across a site (navigation, footers), and the parser already hands
-# them over absolute; normalize is pure, so caching it is safe. A few thousand
-# entries keep those hot links; more only held each page's one-off links, about
-# 16 MB at 10,000 pages for no CPU saved (benchmarks/RESULTS.md).
-@lru_cache(maxsize=4_096)
-def _normalize_absolute(url: str) -> str:
-    normalized = normalize(url)
-    # Most links are already normal: keep one string for key and value, not
-    # two equal copies.
-    return url if normalized == url else normalized
-
-
 def normalize_link(url: str, base: str) -> str:
-    """``normalize(url, base)``, cached for the absolute URLs the parser emits."""
-    if url.startswith(("http://", "https://")):
-        return _normalize_absolute(url)
+    """A link's URL as the crawl keys it: ``normalize`` against the page's base URL."""
     return normalize(url, base)
 
 

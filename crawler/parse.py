@@ -51,7 +51,6 @@ from .html_rules import (
     TextBuffer,
     clip,
     image_url,
-    make_link,
     rel_tokens,
     resolve_url,
     settle_chunk,
@@ -388,7 +387,7 @@ class _Collector:
                 else:
                     text = anchor_text(text)
             rel = record[3]
-            links.append(make_link(url, tag, text, rel, "nofollow" in rel))
+            links.append(Link(url, tag, text, rel, "nofollow" in rel))
 
         images: list[Image] = []
         seen_images: set[tuple[str, str | None]] = set()

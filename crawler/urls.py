@@ -150,21 +150,7 @@ def origin_of(url: str) -> str:
 
 def url_hash(url: str) -> str:
     """A stable 32-hex-character key for ``url`` (pass it a normalised URL)."""
-    if len(url) <= _MEMO_URL_MAX:
-        return memo_hash(url)
-    return _hash(url)
-
-
-def _hash(url: str) -> str:
     return hashlib.blake2b(url.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-
-
-# A bounded memo: a sub-batch hashes each result's URL in several places, and a
-# site's navigation links point at the same few hundred URLs from every page.
-# Only URLs of ordinary length are kept, so its size stays a few megabytes even
-# on a site whose links are all kilobytes long (links may be up to 32 KB).
-_MEMO_URL_MAX = 512
-memo_hash = lru_cache(maxsize=16_384)(_hash)
 
 
 # Identifiers that differ between variants of one page template. Digit runs that
