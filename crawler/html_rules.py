@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 # Field caps: crawled text ends up in database columns and HTML views, so every
 # string a hostile page controls is bounded here, once.
@@ -104,12 +104,30 @@ _HAS_SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.\-]*:")
 
 
 class Resolver:
-    """Resolves attribute values against one base URL, as browsers do (``urljoin``, after the cleanup below)."""
+    """Resolves attribute values against one base URL, as browsers do.
 
-    __slots__ = ("base",)
+    The shapes that make up nearly every real page (absolute, scheme-relative,
+    root-relative, plain relative, ``?query``, ``#fragment``) are joined by
+    string concatenation, as RFC 3986 5.2 and browsers do: ``urljoin`` keeps the
+    base's query for an empty one and drops empty path segments. Anything with a
+    dot segment, a scheme or an odd base goes through ``urljoin``.
+    """
+
+    __slots__ = ("base", "scheme", "origin", "directory", "no_query", "no_fragment")
 
     def __init__(self, base: str):
         self.base = base
+        parts = urlsplit(base) if base.startswith(("http://", "https://")) else None
+        if parts is None or not parts.netloc or "/." in parts.path:
+            # Dot segments (or no usable base) in the base itself: urljoin always.
+            self.scheme = None
+            return
+        self.scheme = parts.scheme
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        path = parts.path or "/"
+        self.directory = self.origin + path[: path.rfind("/") + 1]
+        self.no_query = self.origin + path
+        self.no_fragment = base.split("#", 1)[0]
 
     def __call__(self, raw: str) -> str | None:
         """Absolute http(s) URL for an attribute value, or None if it is not one.
@@ -124,20 +142,37 @@ class Resolver:
             return None
         if "\t" in value or "\n" in value or "\r" in value:
             value = value.translate(_URL_NOISE)
-        if scheme := _HAS_SCHEME.match(value):
+        first = value[0]
+        if first in "/?#" or first == ".":
+            # Cannot carry a scheme.
+            if self.scheme is None or first == "." or "/." in value:
+                url = self._join(value)
+            elif first == "/":
+                url = (self.scheme + ":" + value) if value[1:2] == "/" else self.origin + value
+            elif first == "?":
+                url = self.no_query + value
+            else:
+                url = self.no_fragment + value
+        elif value.startswith(("http://", "https://")):
+            url = value
+        elif scheme := _HAS_SCHEME.match(value):
             # Schemes are case-insensitive; urljoin only lower-cases them when
             # it recognises the base's scheme, so do it first.
             value = value[: scheme.end()].lower() + value[scheme.end():]
-        if value.startswith(("http://", "https://")):
-            url = value  # already absolute: normalize judges it (an invalid one is counted there)
+            url = value if value.startswith(("http://", "https://")) else self._join(value)
+        elif self.scheme is None or "/." in value:
+            url = self._join(value)
         else:
-            try:
-                url = urljoin(self.base, value)
-            except ValueError:  # e.g. an unbalanced IPv6 bracket
-                return None
-        if not url.startswith(("http://", "https://")):
+            url = self.directory + value
+        if url is None or not url.startswith(("http://", "https://")):
             return None
         return url if len(url) <= URL_MAX else None
+
+    def _join(self, value: str) -> str | None:
+        try:
+            return urljoin(self.base, value)
+        except ValueError:  # e.g. an unbalanced IPv6 bracket
+            return None
 
 
 def resolve_url(base: str, raw: str) -> str | None:

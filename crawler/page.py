@@ -63,7 +63,10 @@ class PageOutcome:
 
 
 def normalize_link(url: str, base: str) -> str:
-    """A link's URL as the crawl keys it: ``normalize`` against the page's base URL."""
+    """A link's URL as the crawl keys it: an absolute one as it stands (a host-less ``https:///x`` is
+    invalid, not a path of the page's site), a relative one against the page's base URL."""
+    if url.startswith(("http://", "https://")):
+        return normalize(url)
     return normalize(url, base)
 
 

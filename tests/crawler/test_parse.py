@@ -413,8 +413,12 @@ def test_fast_resolver_agrees_with_urljoin(href):
 @pytest.mark.parametrize(
     ("base", "href", "expected"),
     [
-        ("https://example.com", "?q=1", "https://example.com?q=1"),  # normalize adds the "/" (urljoin does not)
+        ("https://example.com", "?q=1", "https://example.com/?q=1"),
         ("https://example.com", "x", "https://example.com/x"),
+        # As browsers resolve them (RFC 3986 5.2), where urljoin does not: an empty query
+        # replaces the page's, and empty path segments stay.
+        ("https://example.com/list?page=2", "?", "https://example.com/list?"),
+        ("https://example.com/a/", "x//y", "https://example.com/a/x//y"),
         ("https://example.com/a/", "HTTP://UPPER.example/P", "http://UPPER.example/P"),
         ("https://example.com/a/", "Https://x.example/./p", "https://x.example/./p"),
         ("https://example.com/a/", "http://[::1", "http://[::1"),
