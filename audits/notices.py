@@ -119,8 +119,8 @@ TRAP_EXAMPLE_LENGTH = 200
 def crawl_traps_skipped(audit_id: int) -> Iterator[Issue]:
     """One notice when linked URLs were left uncrawled as likely crawler traps (admission records them).
 
-    Without it an endless calendar ends as a completed audit of 50 of its pages,
-    and nothing says the crawl was cut there.
+    Without it a relative link that keeps adding itself (/a/b/a/b/...) ends as a
+    completed audit that never says it left those URLs out.
     """
     skipped = FrontierURL.objects.filter(audit_id=audit_id, skip_reason=FetchError.TRAP_SUSPECTED.value)
     count = skipped.count()
@@ -131,5 +131,5 @@ def crawl_traps_skipped(audit_id: int) -> Iterator[Issue]:
     start_url = Audit.objects.filter(pk=audit_id).values_list("start_url", flat=True).get()
     yield issue_for(audit_id, None, start_url, finding(
         "crawl_traps_skipped",
-        f"{count:,} linked URL{'s' if count != 1 else ''} not crawled: they look like a crawler trap (endless "
-        f"variants of one page, or paths that repeat or run very long or deep). For example: {', '.join(examples)}"))
+        f"{count:,} linked URL{'s' if count != 1 else ''} not crawled: they look like a crawler trap (paths that "
+        f"repeat, or run very long or deep, or very many parameters). For example: {', '.join(examples)}"))

@@ -60,9 +60,9 @@ _ROWS: dict[str, list[tuple[str, Severity, str, str, str]]] = {
          "version, redirecting the other to it."),
         # Recorded once by finalize (audits.notices) when URLs were left uncrawled as likely crawler traps.
         ("crawl_traps_skipped", N, "URLs skipped as likely crawler traps",
-         "Some linked URLs look like a crawler trap: endless calendar or filter pages, paths that repeat, "
-         "very long or deep URLs. The audit did not crawl them, so it covers less than the links reach; "
-         "search engines waste their crawl budget on the same URLs.",
+         "Some linked URLs look like a crawler trap: paths that repeat (a relative link that keeps adding "
+         "itself), or URLs very long, very deep or with very many parameters. The audit did not crawl them, so "
+         "it covers less than the links reach; search engines waste their crawl budget on the same URLs.",
          "Check the URLs named: link such pages with rel=\"nofollow\", keep them out with robots.txt or "
          "an exclude pattern, or stop generating endless variants."),
         ("broken_resource", W, "Broken image, script or stylesheet",

@@ -271,8 +271,9 @@ def _upgrade(audit: Audit, rows: list[tuple]) -> int:
 
 
 def _within_trap_budget(audit: Audit, fresh: list[tuple[str, Candidate]]) -> Iterator[tuple]:
-    """New frontier rows for ``fresh``; a trap-like URL, or one of a template out of room, comes as a row
-    done and never fetched (skip_reason trap_suspected), which finalize's notice counts."""
+    """New frontier rows for ``fresh``, minus templates out of room; a trap-shaped URL comes as a row done and
+    never fetched (skip_reason trap_suspected), which finalize's notice counts. A template's room depends on
+    the depth a URL is offered at, and a shorter path may offer it again later: nothing of it is kept."""
     keyed = []
     for digest, c in fresh:
         key = ""
@@ -295,7 +296,6 @@ def _within_trap_budget(audit: Audit, fresh: list[tuple[str, Candidate]]) -> Ite
         if key:
             seen, shallowest = stats.setdefault(key, [0, c.depth])
             if not template_has_room(seen, shallowest, c.depth):
-                yield _trap_row(audit.pk, digest, c)
                 continue
             stats[key] = [seen + 1, min(shallowest, c.depth)]
         yield _frontier_row(audit.pk, digest, c.url, c.kind, c.depth, c.found_on, key,

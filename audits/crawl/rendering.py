@@ -11,6 +11,7 @@ runs in, even on an audit that allows a private target.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
@@ -38,8 +39,11 @@ async def browser(setup: CrawlSetup) -> AsyncIterator[Renderer | None]:
         yield None
         return
     guard = await browser_guard(setup.guard, setup.scope.origin)
+    # The page's own requests go to third parties too (scripts, embeds): their redirects elsewhere are
+    # followed, as the browser would, whether or not the audit checks external links.
+    avoid = dataclasses.replace(setup, stay_on_origin=False).avoid
     async with (Fetcher(setup.policy, guard, concurrency=BROWSER_FETCHES, credentials=setup.credentials,
-                        avoid=setup.avoid) as fetcher,
+                        avoid=avoid) as fetcher,
                 Renderer(fetcher, executable=knob("CHROMIUM"), deadline=knob("RENDER_DEADLINE"),
                          slots=knob("RENDER_PAGES"), may_request=_robots_rule(setup),
                          user_agent=setup.user_agent) as renderer):

