@@ -12,6 +12,26 @@ from tests.factories import make_audit
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture
+def other():
+    """A second loopback server: another origin the start URL may land on."""
+    server = HTTPServer(host="127.0.0.1")
+    server.start()
+    yield server
+    server.clear()
+    server.stop()
+
+
+def audit_landing_on(owner, httpserver, other):
+    """An audit of ``httpserver``'s start URL, which redirects to ``other``'s home page, run to the end."""
+    httpserver.expect_request("/").respond_with_data("", status=301, headers={"Location": other.url_for("/")})
+    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, max_pages=20)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert audit.status == "completed", audit.error_detail
+    return audit
+
+
 def requests_for(httpserver, path):
     return [r for r, _ in httpserver.log if r.path == path]
 
@@ -78,72 +98,44 @@ def test_a_robots_txt_that_hangs_fails_the_audit_at_the_fetch_deadline_before_an
     assert took < fast_settings.SITEWARD["FETCH_DEADLINE"] + 3
 
 
-def test_a_start_url_redirecting_to_another_origin_obeys_that_origins_robots_txt(owner, fast_settings, httpserver):
+def test_a_start_url_redirecting_to_another_origin_obeys_that_origins_robots_txt(
+        owner, fast_settings, httpserver, other):
     """The typed origin's robots.txt is read first; the origin the start URL lands on gets its own."""
-    other = HTTPServer(host="127.0.0.1")
-    other.start()
-    try:
-        other.expect_request("/robots.txt").respond_with_data("User-agent: *\nDisallow: /private\n")
-        other.expect_request("/").respond_with_data(
-            "<a href='/private/x'>p</a><a href='/open'>o</a>", content_type="text/html")
-        other.expect_request("/open").respond_with_data("<p>open</p>", content_type="text/html")
-        other.expect_request("/private/x").respond_with_data("<p>secret</p>", content_type="text/html")
-        httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
-        httpserver.expect_request("/").respond_with_data("", status=301, headers={"Location": other.url_for("/")})
-        audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, max_pages=20)
-        run_audit_inline(audit.pk)
-        audit.refresh_from_db()
-        assert audit.status == "completed", audit.error_detail
-        assert audit.origin.rstrip("/") == other.url_for("/").rstrip("/")
-        assert requests_for(other, "/robots.txt") and requests_for(other, "/open")
-        assert requests_for(other, "/private/x") == []
-    finally:
-        other.clear()
-        other.stop()
+    other.expect_request("/robots.txt").respond_with_data("User-agent: *\nDisallow: /private\n")
+    other.expect_request("/").respond_with_data(
+        "<a href='/private/x'>p</a><a href='/open'>o</a>", content_type="text/html")
+    other.expect_request("/open").respond_with_data("<p>open</p>", content_type="text/html")
+    other.expect_request("/private/x").respond_with_data("<p>secret</p>", content_type="text/html")
+    httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
+    audit = audit_landing_on(owner, httpserver, other)
+    assert audit.origin.rstrip("/") == other.url_for("/").rstrip("/")
+    assert requests_for(other, "/robots.txt") and requests_for(other, "/open")
+    assert requests_for(other, "/private/x") == []
 
 
 def test_the_landing_origins_robots_txt_answering_503_for_a_moment_is_asked_again_too(
-        owner, fast_settings, httpserver):
-    other = HTTPServer(host="127.0.0.1")
-    other.start()
-    try:
-        for _ in range(3):  # longer than one fetch's own retries
-            other.expect_oneshot_request("/robots.txt").respond_with_data("busy", status=503)
-        other.expect_request("/robots.txt").respond_with_data("User-agent: *\nAllow: /\n")
-        other.expect_request("/").respond_with_data("<p>home</p>", content_type="text/html")
-        httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
-        httpserver.expect_request("/").respond_with_data("", status=301, headers={"Location": other.url_for("/")})
-        audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, max_pages=5)
-        run_audit_inline(audit.pk)
-        audit.refresh_from_db()
-        assert audit.status == "completed", audit.error_detail
-        assert len(requests_for(other, "/robots.txt")) == 4
-    finally:
-        other.clear()
-        other.stop()
+        owner, fast_settings, httpserver, other):
+    for _ in range(3):  # longer than one fetch's own retries
+        other.expect_oneshot_request("/robots.txt").respond_with_data("busy", status=503)
+    other.expect_request("/robots.txt").respond_with_data("User-agent: *\nAllow: /\n")
+    other.expect_request("/").respond_with_data("<p>home</p>", content_type="text/html")
+    httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
+    audit_landing_on(owner, httpserver, other)
+    assert len(requests_for(other, "/robots.txt")) == 4
 
 
 @pytest.mark.parametrize("lands_on", ["/robots.txt", "/"], ids=["its-robots-txt", "its-homepage"])
-def test_a_robots_txt_redirected_to_the_landing_origin_is_read_there_once(owner, fast_settings, httpserver, lands_on):
+def test_a_robots_txt_redirected_to_the_landing_origin_is_read_there_once(
+        owner, fast_settings, httpserver, other, lands_on):
     """http -> https and apex -> www redirect robots.txt too: the file read before the start page is the landing
     origin's. Sent to its homepage instead (nginx's ``return 301 https://www.example.com;``), that page is not
     its robots.txt (it would read as "allow all"): the origin's own file is read, once, and obeyed."""
-    other = HTTPServer(host="127.0.0.1")
-    other.start()
-    try:
-        other.expect_request("/robots.txt").respond_with_data("User-agent: *\nDisallow: /private\n")
-        other.expect_request("/").respond_with_data("<a href='/private/x'>p</a>", content_type="text/html")
-        other.expect_request("/private/x").respond_with_data("<p>secret</p>", content_type="text/html")
-        httpserver.expect_request("/robots.txt").respond_with_data(
-            "", status=301, headers={"Location": other.url_for(lands_on)})
-        httpserver.expect_request("/").respond_with_data("", status=301, headers={"Location": other.url_for("/")})
-        audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, max_pages=20)
-        run_audit_inline(audit.pk)
-        audit.refresh_from_db()
-        assert audit.status == "completed", audit.error_detail
-        assert len(requests_for(other, "/robots.txt")) == 1
-        assert requests_for(other, "/private/x") == []
-        assert "Disallow: /private" in audit.robots_body
-    finally:
-        other.clear()
-        other.stop()
+    other.expect_request("/robots.txt").respond_with_data("User-agent: *\nDisallow: /private\n")
+    other.expect_request("/").respond_with_data("<a href='/private/x'>p</a>", content_type="text/html")
+    other.expect_request("/private/x").respond_with_data("<p>secret</p>", content_type="text/html")
+    httpserver.expect_request("/robots.txt").respond_with_data(
+        "", status=301, headers={"Location": other.url_for(lands_on)})
+    audit = audit_landing_on(owner, httpserver, other)
+    assert len(requests_for(other, "/robots.txt")) == 1
+    assert requests_for(other, "/private/x") == []
+    assert "Disallow: /private" in audit.robots_body
