@@ -58,16 +58,21 @@ def external_reach(audit_id: int) -> ExternalReach:
     return ExternalReach(counts["attempted"], counts["unreachable"])
 
 
+def site_notice(audit_id: int, code: str, message: str) -> Issue:
+    """A notice about the audit as a whole, filed on its start URL with no page."""
+    url = Audit.objects.filter(pk=audit_id).values_list("start_url", flat=True).get()
+    return issue_for(audit_id, None, url, finding(code, message))
+
+
 def external_links_unchecked(audit_id: int) -> Iterator[Issue]:
     """The one site-level notice, when the audit's external checks say the crawler was offline."""
     reach = external_reach(audit_id)
     if not reach.offline:
         return
-    url = Audit.objects.filter(pk=audit_id).values_list("start_url", flat=True).get()
-    yield issue_for(audit_id, None, url, finding(
-        "external_links_unchecked",
+    yield site_notice(
+        audit_id, "external_links_unchecked",
         f"The crawler could not reach the internet; external links unchecked ({reach.unreachable:,} of "
-        f"{reach.attempted:,} external checks failed at DNS or connect)."))
+        f"{reach.attempted:,} external checks failed at DNS or connect).")
 
 
 # A crawl that stored more pages than this found its way around the site: links
@@ -128,8 +133,7 @@ def crawl_traps_skipped(audit_id: int) -> Iterator[Issue]:
         return
     examples = [clip(url, TRAP_EXAMPLE_LENGTH) for url in
                 skipped.order_by("depth", "id").values_list("url", flat=True)[:TRAP_EXAMPLES]]
-    start_url = Audit.objects.filter(pk=audit_id).values_list("start_url", flat=True).get()
-    yield issue_for(audit_id, None, start_url, finding(
-        "crawl_traps_skipped",
+    yield site_notice(
+        audit_id, "crawl_traps_skipped",
         f"{count:,} linked URL{'s' if count != 1 else ''} not crawled: they look like a crawler trap (paths that "
-        f"repeat, or run very long or deep, or very many parameters). For example: {', '.join(examples)}"))
+        f"repeat, or run very long or deep, or very many parameters). For example: {', '.join(examples)}")

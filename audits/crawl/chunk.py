@@ -289,7 +289,7 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
                 previous = writer.previous.get(item.url_hash)
                 outcome = await session.fetch(lambda: process_page(fetcher, item.url, item.depth, ctx,
                                                                    previous=previous))
-                return await render_if_needed(renderer, robots_landing(outcome, setup), setup, ctx)
+                return await render_if_needed(renderer, refused_redirect_edge(outcome, setup), setup, ctx)
             if item.kind == Page.Kind.RESOURCE:
                 # Resources are internal; a stylesheet is read one level below the
                 # deepest page, so @import chains end with the crawl's depth.
@@ -317,7 +317,7 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
         )
 
 
-def robots_landing(outcome: PageOutcome, setup: CrawlSetup) -> PageOutcome:
+def refused_redirect_edge(outcome: PageOutcome, setup: CrawlSetup) -> PageOutcome:
     """A page whose redirect was not followed because robots.txt disallows where it points, or because it
     leaves the site while other sites are not contacted (``setup.avoid``), with that URL as its one edge
     (tag ``redirect``): admission records the first as blocked by robots, as a link's, and leaves the second."""

@@ -77,12 +77,7 @@ class CrawlSetup:
 
     def off_site(self, url: str) -> bool:
         """Whether ``url`` is off the audited origin while other sites are not to be contacted."""
-        if not self.stay_on_origin or self.scope is None:
-            return False
-        try:
-            return origin_of(url) != self.scope.origin
-        except InvalidURL:
-            return True
+        return self.stay_on_origin and self.scope is not None and not internal_test(self.scope)(url)
 
     @property
     def avoid(self) -> Callable[[str], bool]:

@@ -312,37 +312,35 @@ class Audit(models.Model):
 
     def record_robots(self, status: str, http_status: int | None, body: str, sitemap_found: bool | None) -> None:
         """What the start step learnt of robots.txt and the sitemaps, for every chunk to decide alike."""
-        changes = {"robots_status": status, "robots_http_status": http_status, "robots_body": body,
-                   "sitemap_found": sitemap_found}
-        Audit.objects.filter(pk=self.pk).update(**changes)
-        for name, value in changes.items():
-            setattr(self, name, value)
+        self._store(robots_status=status, robots_http_status=http_status, robots_body=body,
+                    sitemap_found=sitemap_found)
 
     def keep_window(self, window: int) -> None:
         """The concurrency a chunk ended at: where the next chunk's window starts."""
-        Audit.objects.filter(pk=self.pk).update(current_window=window)
-        self.current_window = window
+        self._store(current_window=window)
 
     def mark_out_of_order(self) -> None:
         """Chunks run side by side from now on, so finalize settles the pages' depths (audits.depths)."""
         if not self.out_of_order:
-            Audit.objects.filter(pk=self.pk).update(out_of_order=True)
-            self.out_of_order = True
+            self._store(out_of_order=True)
 
     def mark_links_indexed(self) -> None:
         """Nothing left for the link index to build (the audit is being deleted): the watchdog skips it."""
-        Audit.objects.filter(pk=self.pk).update(links_indexed=True)
-        self.links_indexed = True
+        self._store(links_indexed=True)
 
     def compare_with(self, baseline: Audit) -> None:
         """Pin the audit finalize's diff compares this one with (audits.diff.baseline_for reads it)."""
-        Audit.objects.filter(pk=self.pk).update(baseline=baseline)
-        self.baseline = baseline
+        self._store(baseline=baseline)
 
     def set_baseline(self, baseline: Audit | None, counts: dict | None) -> None:
         """The audit this one is compared with, and the counts of what changed since (audits.diff)."""
-        Audit.objects.filter(pk=self.pk).update(baseline=baseline, change_counts=counts)
-        self.baseline, self.change_counts = baseline, counts
+        self._store(baseline=baseline, change_counts=counts)
+
+    def _store(self, **changes) -> None:
+        """Write ``changes`` to this audit's row alone (no save(): other fields may be changing) and to self."""
+        Audit.objects.filter(pk=self.pk).update(**changes)
+        for name, value in changes.items():
+            setattr(self, name, value)
 
     def claim_for_watchdog(self) -> bool:
         """Stamp the heartbeat only if nobody did since this row was read: of two watchdogs, one acts."""
@@ -355,11 +353,8 @@ class Audit(models.Model):
         pages = self.pages.filter(kind=page)
         crawled = pages.count()
         queued = self.frontier.filter(kind=page, skip_reason="").count()
-        changes = {"pages_discovered": max(crawled, queued), "pages_crawled": crawled,
-                   "pages_failed": pages.exclude(fetch_error="").count(), **self._issue_counts()}
-        Audit.objects.filter(pk=self.pk).update(**changes)
-        for name, value in changes.items():
-            setattr(self, name, value)
+        self._store(pages_discovered=max(crawled, queued), pages_crawled=crawled,
+                    pages_failed=pages.exclude(fetch_error="").count(), **self._issue_counts())
 
     def _issue_counts(self) -> dict[str, int]:
         """issues_critical, issues_warning and issues_notice from the rows, leaving out what a person ignored."""
@@ -385,9 +380,7 @@ class Audit(models.Model):
         finished = self.status in (self.Status.FINALIZING, self.Status.COMPLETED) and self.mode != self.Mode.VALIDATE
         changes = self._issue_counts()
         changes["score"] = compute(self) if finished else None
-        Audit.objects.filter(pk=self.pk).update(**changes)
-        for name, value in changes.items():
-            setattr(self, name, value)
+        self._store(**changes)
 
     def set_review(self, issues, review: str) -> int:
         """Mark ``issues`` (a queryset; only this audit's count) reviewed, ignored or open; returns how many changed.
