@@ -183,3 +183,23 @@ def utf8_source(body: bytes, http_charset: str | None) -> bytes | None:
         except UnicodeDecodeError:
             return None
     return raw.translate(None, _CONTROL_BYTES)
+
+
+# ---------------------------------------------------------------- binary sniffing
+
+# The WHATWG MIME Sniffing Standard's resource header (1,445 bytes) and its
+# "binary data bytes": control bytes no text encoding of HTML uses.
+SNIFF_BYTES = 1445
+_BINARY_BYTES = frozenset((*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)))
+_WIDE_BOMS = (codecs.BOM_UTF16_BE, codecs.BOM_UTF16_LE)
+
+
+def looks_binary(prefix: bytes, http_charset: str | None) -> bool:
+    """Whether a body served as HTML is binary data (a PDF, an image, an archive) by its first bytes.
+
+    UTF-16 text is full of NUL bytes, so a UTF-16 BOM or a declared UTF-16
+    charset makes it text, as the standard's sniffing rules do.
+    """
+    if prefix.startswith(_WIDE_BOMS) or "16" in (http_charset or "") or "32" in (http_charset or ""):
+        return False
+    return not _BINARY_BYTES.isdisjoint(prefix[:SNIFF_BYTES])

@@ -505,6 +505,12 @@ def large_unread_html(result: FetchResult, ctx: PageContext) -> Finding:
                                  f"keep pages under {limit / 1e6:.1f} MB")
 
 
+def binary_html(result: FetchResult) -> Finding:
+    """binary_html for a 2xx answer served as HTML whose first bytes are binary data (crawler.fetch)."""
+    return finding("binary_html", f"Served as {result.content_type or 'HTML'}, but the body is binary data "
+                                  "(its first bytes are control bytes no HTML has); it was not read")
+
+
 @page_check
 def html_lang_missing(result, facts, ctx):
     if not facts.lang:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 import httpcore
 import httpx
 
+from .charset import SNIFF_BYTES, looks_binary
 from .credentials import Credentials
 from .errors import (
     BodyTooLarge,
@@ -130,6 +131,7 @@ class _Response:
     size: int = 0
     error: CrawlError | None = None
     detail: str = ""
+    binary: bool = False
     set_cookies: tuple[str, ...] = ()
 
 
@@ -448,7 +450,9 @@ class Fetcher:
                     return response
                 try:
                     async with asyncio.timeout_at(loop_deadline):
-                        await self._read_body(raw, response, max_bytes, partial=keep_body is True)
+                        await self._read_body(
+                            raw, response, max_bytes, partial=keep_body is True, sniff=keep_body is None
+                        )
                 except TimeoutError:
                     response.error = _deadline_cut(deadline)
                     response.body = None
@@ -460,9 +464,14 @@ class Fetcher:
                 await raw.aclose()
 
     async def _read_body(
-        self, raw: httpcore.Response, response: _Response, max_bytes: int | None, *, partial: bool
+        self, raw: httpcore.Response, response: _Response, max_bytes: int | None, *, partial: bool,
+        sniff: bool = False,
     ) -> None:
-        """Fill ``response.body`` within the wire and decoded caps, or set ``response.error``."""
+        """Fill ``response.body`` within the wire and decoded caps, or set ``response.error``.
+
+        With ``sniff`` (a body read because its type said HTML) the reading
+        stops at the first bytes if they are binary data (``response.binary``).
+        """
         wire_cap = max_bytes if max_bytes is not None else self.policy.max_body_bytes
         decoded_cap = max_bytes if max_bytes is not None else self.policy.max_decoded_bytes
         declared = content_length(response.headers)
@@ -492,6 +501,10 @@ class Fetcher:
                 response.size = max(delivered, stream.bytes_read - received_before)
                 for piece in decoder.feed(chunk if len(chunk) <= room else chunk[:room]):
                     body += piece
+                    if sniff and len(body) >= SNIFF_BYTES:
+                        sniff = False
+                        if self._binary(response, body):
+                            return
                 if response.size > wire_cap:
                     response.error = BodyTooLarge(f"Body is larger than the {wire_cap}-byte cap")
                     break
@@ -500,6 +513,8 @@ class Fetcher:
             else:
                 for piece in decoder.flush():
                     body += piece
+                if sniff and self._binary(response, body):
+                    return
                 await drop_if_overrun(stream, response.headers)
         except HTTPCORE_ERRORS as exc:
             response.error = translate(exc, in_body=True, at_eof=stream.at_eof)
@@ -510,6 +525,15 @@ class Fetcher:
         cut_at_cap = isinstance(response.error, (BodyTooLarge, DecompressionLimit))
         if response.error is None or (partial and cut_at_cap):
             response.body = bytes(body)
+
+    @staticmethod
+    def _binary(response: _Response, body: bytearray) -> bool:
+        """Mark a body served as HTML whose first bytes are binary data; it is not read further."""
+        if not looks_binary(bytes(body[:SNIFF_BYTES]), response.charset):
+            return False
+        response.binary = True
+        response.detail = f"served as {response.content_type}, but its first bytes are binary data; not read"
+        return True
 
     def _finished(
         self, trail: _Trail, response: _Response, error: CrawlError | None = None
@@ -533,6 +557,7 @@ class Fetcher:
             method=trail.method,
             retry_after=response.plan.retry_after if isinstance(error, RateLimited) else None,
             set_cookies=response.set_cookies,
+            binary=response.binary,
         )
 
     def _failed(self, trail: _Trail, url: str, error: CrawlError) -> FetchResult:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from itertools import chain
 from typing import TYPE_CHECKING
 
-from crawler.checks import PageContext, large_unread_html, run_page_checks
+from crawler.checks import PageContext, binary_html, large_unread_html, run_page_checks
 from crawler.css import CSS_TYPE, MAX_CSS_LINKS, css_links, decode_css
 from crawler.parse import parse_html
 from crawler.revalidate import Validators, unchanged
@@ -155,6 +155,8 @@ def build_outcome(
             logger.exception("parsing %s failed", result.final_url)
             problem = f"parser failed: {type(exc).__name__}: {exc}"[:300]
     findings, failed = guarded_checks(run_page_checks, result, facts, ctx)
+    if result.binary and result.ok:
+        findings = (*findings, binary_html(result))
     problem = problem or failed
     outlinks: tuple[Link, ...] = ()
     invalid = 0

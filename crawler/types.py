@@ -132,6 +132,8 @@ class FetchResult:
     retry_after: float | None = None
     # Each Set-Cookie header of the last response, as sent (a login reads them).
     set_cookies: tuple[str, ...] = ()
+    # Served as HTML, but its first bytes were binary data: not read, not parsed.
+    binary: bool = False
 
     @property
     def ok(self) -> bool:

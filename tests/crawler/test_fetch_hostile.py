@@ -82,10 +82,10 @@ def traced_fetch(server: HostileServer, path: str, *, policy: FetchPolicy = POLI
     return asyncio.run(run())
 
 
-def _zeros_compressed(size: int, wbits: int) -> bytes:
+def _zeros_compressed(size: int, wbits: int, fill: bytes = b"\0") -> bytes:
     # Built in 1 MiB steps so the test itself never holds the expanded bomb.
     compressor = zlib.compressobj(1, zlib.DEFLATED, wbits)
-    block = bytes(MiB)
+    block = fill * MiB
     parts = [compressor.compress(block) for _ in range(size // MiB)]
     parts.append(compressor.flush())
     return b"".join(parts)
@@ -93,10 +93,12 @@ def _zeros_compressed(size: int, wbits: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def bombs() -> dict[str, bytes]:
-    gzip_200 = _zeros_compressed(200 * MiB, 31)
+    """Bombs of spaces, which read as text: a bomb of NUL bytes served as HTML
+    stops at its first bytes, as binary data, before any cap."""
+    gzip_200 = _zeros_compressed(200 * MiB, 31, b" ")
     return {
-        "gzip": _zeros_compressed(64 * MiB, 31),
-        "deflate": _zeros_compressed(64 * MiB, 15),
+        "gzip": _zeros_compressed(64 * MiB, 31, b" "),
+        "deflate": _zeros_compressed(64 * MiB, 15, b" "),
         "gzip, gzip": _gzip(gzip_200),
     }
 
@@ -269,6 +271,13 @@ def test_a_compression_bomb_is_stopped_at_the_decoded_cap_in_bounded_memory(serv
     assert result.size < policy.max_body_bytes
 
 
+def test_a_bomb_of_nul_bytes_served_as_html_stops_at_its_first_bytes(server):
+    server.route("/zeros", static(_zeros_compressed(64 * MiB, 31), headers={"Content-Encoding": "gzip"}))
+    result, peak = traced_fetch(server, "/zeros")
+    assert result.binary and result.error is None and result.body is None
+    assert result.size < 256 * 1024 and peak < MiB
+
+
 def test_a_bomb_fetched_for_its_prefix_keeps_only_the_cap(server, bombs):
     server.route(
         "/bomb.txt",
@@ -277,7 +286,7 @@ def test_a_bomb_fetched_for_its_prefix_keeps_only_the_cap(server, bombs):
     cap = 2 * MiB
     result, peak = traced_fetch(server, "/bomb.txt", keep_body=True, max_bytes=cap)
     assert result.error is FetchError.DECOMPRESSION_LIMIT
-    assert result.body == bytes(cap)
+    assert result.body == b" " * cap
     # The kept prefix (a bytearray over-allocates by up to an eighth), its one
     # copy into immutable bytes, and the fixed socket, parser and inflate
     # buffers: never a second copy of the expansion, never the 64 MiB bomb.
