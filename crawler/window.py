@@ -47,19 +47,11 @@ _SINK_QUEUE_BATCHES = 2
 # Fetch outcomes that say something about the server's load or reachability.
 # Refusals decided on our side (robots, SSRF, traps, bad URLs) say nothing
 # about how the server copes, so they count as clean for the window.
-_LOAD_ERRORS = frozenset(
-    {
-        FetchError.DNS_FAILURE,
-        FetchError.CONNECT_FAILED,
-        FetchError.CONNECT_TIMEOUT,
-        FetchError.READ_TIMEOUT,
-        FetchError.DEADLINE_EXCEEDED,
-        FetchError.TLS_ERROR,
-        FetchError.PROTOCOL_ERROR,
-        FetchError.INCOMPLETE_BODY,
-        FetchError.UNKNOWN,
-    }
-)
+_LOAD_ERRORS = frozenset({
+    FetchError.DNS_FAILURE, FetchError.CONNECT_FAILED, FetchError.CONNECT_TIMEOUT, FetchError.READ_TIMEOUT,
+    FetchError.DEADLINE_EXCEEDED, FetchError.TLS_ERROR, FetchError.PROTOCOL_ERROR, FetchError.INCOMPLETE_BODY,
+    FetchError.UNKNOWN,
+})
 
 
 @dataclass(frozen=True)
@@ -72,6 +64,8 @@ class WindowPolicy:
     per_host: int = 8
     rate: float | None = None  # requests per second per host
     crawl_delay: float = 0.0  # seconds between starts on one host
+    # The first start on a host waits a spacing too (a chunk follows requests it did not time).
+    spaced_from_start: bool = False
     slow_seconds: float = 2.0
     large_bytes: int = 2_000_000
     # Consecutive clean results needed before the window grows by one.
@@ -287,6 +281,9 @@ async def run_window(
     started_at_ask = 0
     host_running: dict[str, int] = {}
     host_next_start: dict[str, float] = {}
+    opening = time.monotonic() + policy.spacing * (max(1, share.parts) if share is not None else 1)
+    if not policy.spaced_from_start or (soft_deadline is not None and opening >= soft_deadline):
+        opening = 0.0  # a chunk too short to wait a spacing does not, so it still starts something
 
     wake = asyncio.Event()
     alarm = _Alarm(wake)
@@ -458,7 +455,7 @@ async def run_window(
                     while queued and in_window < size:
                         if host_running.get(host, 0) >= policy.per_host:
                             break
-                        not_before = host_next_start.get(host, 0.0)
+                        not_before = host_next_start.get(host, opening)
                         if not_before > now:
                             next_timer = (
                                 not_before if next_timer is None else min(next_timer, not_before)

@@ -18,7 +18,7 @@ from crawler.robots import refused_landing
 from crawler.share import Share
 from crawler.side_lane import SideLane
 from crawler.types import Link
-from crawler.window import WindowPolicy, fetch_health, run_window
+from crawler.window import fetch_health, run_window
 
 from ..dispatch import Dispatcher
 from ..knobs import knob
@@ -269,8 +269,7 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
     window = setup.window
     css_depth = writer.audit.max_depth + 1
     if serial:
-        window = WindowPolicy(floor=1, start=1, cap=1, per_host=1, rate=window.rate,
-                              crawl_delay=window.crawl_delay)
+        window = replace(window, floor=1, start=1, cap=1, per_host=1)
 
     async with (Fetcher(setup.policy, setup.guard, concurrency=window.cap, credentials=setup.credentials,
                         avoid=setup.avoid) as fetcher,

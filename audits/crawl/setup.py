@@ -120,7 +120,8 @@ def crawl_setup(audit: Audit) -> CrawlSetup:
     # of large files would otherwise leave every later chunk at one URL at a time.
     start = min(max(audit.current_window or 4, 2), cap)
     window = WindowPolicy(
-        floor=1, start=start, cap=cap, per_host=cap, rate=audit.rate, crawl_delay=delay or 0.0
+        floor=1, start=start, cap=cap, per_host=cap, rate=audit.rate, crawl_delay=delay or 0.0,
+        spaced_from_start=True,
     )
     access = site_access(audit)
     include, exclude = crawl_patterns(audit, access)

@@ -591,3 +591,22 @@ def test_sub_batches_fill_by_weight_when_results_weigh_differently():
     assert sink.received == list(range(40))
     assert [sum(weight[name] for name in batch) for batch in sink.batches] == [10, 10, 10, 10, 10, 10]
     assert [len(batch) for batch in sink.batches] == [5, 5, 5, 5, 10, 10]
+
+
+def test_spaced_from_start_holds_each_hosts_first_start_a_spacing():
+    # An audit's chunk follows the previous chunk's requests to the same host.
+    probe, sink = Probe(), Sink()
+    began = time.monotonic()
+    run([Job(0), Job(1, host="b")], probe, sink, WindowPolicy(crawl_delay=0.15, spaced_from_start=True))
+    assert all(at - began >= 0.14 for at, _, _ in probe.starts)
+    probe = Probe()
+    began = time.monotonic()
+    run([Job(0)], probe, sink, WindowPolicy(crawl_delay=0.15))
+    assert probe.starts[0][0] - began < 0.1
+
+
+def test_a_chunk_shorter_than_the_spacing_still_starts_one_item():
+    probe, sink = Probe(), Sink()
+    report = run([Job(0), Job(1)], probe, sink, WindowPolicy(crawl_delay=5.0, spaced_from_start=True),
+                 soft_deadline=time.monotonic() + 0.3)
+    assert [job.name for _, job, _ in probe.starts] == [0] and len(report.unfinished) == 1
