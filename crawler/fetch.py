@@ -15,7 +15,7 @@ back as ``FetchResult(error=FetchError.X, error_detail="...")``. The pieces:
 * httpcore's read timeout is per socket read, so a server dripping a byte at
   a time never trips it; each exchange runs under ``asyncio.timeout``.
 * Bodies are read raw (httpcore undoes the chunking, not the
-  Content-Encoding) and inflated here, in steps, with
+  Content-Encoding) and inflated by ``body``, in steps, with
   ``decompressobj().decompress(data, max_length)``, as Scrapy does since
   CVE-2025-6176: inflating a whole chunk in one call, as httpx does, turns a
   200 KB gzip bomb into one 67 MB chunk. Only gzip and deflate are advertised.
@@ -39,28 +39,26 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from typing import BinaryIO
 
 import httpcore
 import httpx
 
-from .charset import SNIFF_BYTES, looks_binary
+from .body import HEADERS_ONLY, BodyPlan, read_body
 from .credentials import Credentials
 from .errors import (
-    BodyTooLarge,
     CrawlError,
     DeadlineExceeded,
-    DecompressionLimit,
     InvalidURLError,
     RateLimited,
     RedirectBlockedScheme,
     RedirectLoop,
     TooManyRedirects,
 )
-from .inflate import Decoder, UnsupportedCoding
-from .net import AddressGuard, CountingStream, GuardedBackend
-from .overrun import drain, drop_if_overrun
+from .net import AddressGuard, GuardedBackend
+from .overrun import drain
 from .request_url import basic_auth, origin, parse_url, scheme_of, strip
-from .response_head import content_length, header_text, parse_content_type
+from .response_head import header_text, parse_content_type
 from .retry import FINAL, Plan, RetryPlanner
 from .transport_errors import HTTPCORE_ERRORS, translate
 from .types import FetchError, FetchResult, Hop
@@ -227,7 +225,7 @@ class Fetcher:
 
     async def fetch(
         self, url: str, *, keep_body: bool | None = None, max_bytes: int | None = None,
-        headers: list[tuple[bytes, bytes]] = (),
+        headers: list[tuple[bytes, bytes]] = (), into: BinaryIO | None = None,
     ) -> FetchResult:
         """GET ``url`` following redirects hop by hop; never raises for site faults.
 
@@ -235,16 +233,19 @@ class Fetcher:
         at a cap is kept as a prefix beside BODY_TOO_LARGE / DECOMPRESSION_LIMIT,
         which robots.txt needs), ``False`` never. ``max_bytes`` replaces both
         caps. ``headers`` go on the first hop only: a conditional request's
-        validators are ``url``'s, not its redirect target's.
+        validators are ``url``'s, not its redirect target's. ``into``: the body, any
+        type, is written to this file (emptied first, and again if a retry reads it
+        anew) instead of ``body``, so a 50 MiB sitemap is never held in memory.
         """
-        return await self._guarded("GET", url, keep_body, max_bytes, headers)
+        body = BodyPlan(True if into is not None else keep_body, max_bytes, into)
+        return await self._guarded("GET", url, body, headers)
 
     async def check(self, url: str) -> FetchResult:
         """Check an external link: HEAD, then GET (body not read) when HEAD is refused; one budget for both."""
         started = time.monotonic()
-        head = await self._guarded("HEAD", url, False, None, started=started)
+        head = await self._guarded("HEAD", url, HEADERS_ONLY, started=started)
         if head.status in (405, 501) or head.error is FetchError.PROTOCOL_ERROR:
-            get = await self._guarded("GET", url, False, None, started=started)
+            get = await self._guarded("GET", url, HEADERS_ONLY, started=started)
             return replace(get, attempts=head.attempts + get.attempts)
         return head
 
@@ -263,17 +264,17 @@ class Fetcher:
             if form is not None:
                 extra += [(b"Content-Type", b"application/x-www-form-urlencoded"),
                           (b"Content-Length", str(len(form)).encode())]
-            response = await self._exchange(method, target, extra, None, None, self.policy.deadline,
+            response = await self._exchange(method, target, extra, BodyPlan(), self.policy.deadline,
                                             lambda status, head: FINAL, content=form)
         except CrawlError as exc:
             return self._failed(trail, url, exc)
         return self._finished(trail, response)
 
-    async def _guarded(self, method: str, url: str, keep_body: bool | None, max_bytes: int | None,
+    async def _guarded(self, method: str, url: str, body: BodyPlan,
                        first_hop: list[tuple[bytes, bytes]] = (), started: float | None = None) -> FetchResult:
         trail = _Trail(url=url, method=method, started=time.monotonic() if started is None else started)
         try:
-            return await self._run(trail, keep_body, max_bytes, first_hop)
+            return await self._run(trail, body, first_hop)
         except CrawlError as exc:
             return self._failed(trail, url, exc)
         except Exception as exc:  # noqa: BLE001 - the promise is "never raises"
@@ -282,8 +283,7 @@ class Fetcher:
             detail = f"{type(exc).__name__}: {exc}"
             return self._failed(trail, url, CrawlError(detail))
 
-    async def _run(self, trail: _Trail, keep_body: bool | None, max_bytes: int | None,
-                   first_hop: list[tuple[bytes, bytes]] = ()) -> FetchResult:
+    async def _run(self, trail: _Trail, body: BodyPlan, first_hop: list[tuple[bytes, bytes]] = ()) -> FetchResult:
         policy = self.policy
         budget_end = trail.started + policy.total_budget
         target = parse_url(trail.url)
@@ -301,7 +301,7 @@ class Fetcher:
             if hop == 0:
                 headers += first_hop
             response = await self._with_retries(
-                method, target, headers, keep_body, max_bytes, budget_end, trail
+                method, target, headers, body, budget_end, trail
             )
             location = response.headers.get("location") if response.status in REDIRECT_STATUSES else None
             if location is None or response.error is not None:
@@ -343,8 +343,7 @@ class Fetcher:
         method: str,
         url: httpx.URL,
         headers: list[tuple[bytes, bytes]],
-        keep_body: bool | None,
-        max_bytes: int | None,
+        body: BodyPlan,
         budget_end: float,
         trail: _Trail,
     ) -> _Response:
@@ -367,8 +366,7 @@ class Fetcher:
                     method,
                     url,
                     headers,
-                    keep_body,
-                    max_bytes,
+                    body,
                     min(policy.deadline, remaining),
                     plan,
                 )
@@ -407,8 +405,7 @@ class Fetcher:
         method: str,
         url: httpx.URL,
         headers: list[tuple[bytes, bytes]],
-        keep_body: bool | None,
-        max_bytes: int | None,
+        body: BodyPlan,
         deadline: float,
         plan: Callable[[int, dict[str, str]], Plan],
         content: bytes | None = None,
@@ -439,10 +436,11 @@ class Fetcher:
                 redirect = response.status in REDIRECT_STATUSES and "location" in response.headers
                 # A 204 or 304 has no body by the protocol: drained, its connection stays.
                 bodiless = method == "HEAD" or response.status in (204, 304)
-                want = keep_body if keep_body is not None else response.content_type in HTML_TYPES
+                want = body.keep if body.keep is not None else response.content_type in HTML_TYPES
                 if response.plan.action != "final" or bodiless or redirect:
                     await drain(raw, method, response, loop_deadline)
-                    if bodiless and want and method != "HEAD" and response.plan.action == "final":
+                    if bodiless and want and method != "HEAD" and response.plan.action == "final" \
+                            and body.into is None:
                         response.body = b""
                     return response
                 if not want:
@@ -450,9 +448,7 @@ class Fetcher:
                     return response
                 try:
                     async with asyncio.timeout_at(loop_deadline):
-                        await self._read_body(
-                            raw, response, max_bytes, partial=keep_body is True, sniff=keep_body is None
-                        )
+                        await read_body(raw, response, body, self.policy)
                 except TimeoutError:
                     response.error = _deadline_cut(deadline)
                     response.body = None
@@ -462,78 +458,6 @@ class Fetcher:
                 # its end; any other connection is closed, so no late body can be
                 # read as the next request's answer.
                 await raw.aclose()
-
-    async def _read_body(
-        self, raw: httpcore.Response, response: _Response, max_bytes: int | None, *, partial: bool,
-        sniff: bool = False,
-    ) -> None:
-        """Fill ``response.body`` within the wire and decoded caps, or set ``response.error``.
-
-        With ``sniff`` (a body read because its type said HTML) the reading
-        stops at the first bytes if they are binary data (``response.binary``).
-        """
-        wire_cap = max_bytes if max_bytes is not None else self.policy.max_body_bytes
-        decoded_cap = max_bytes if max_bytes is not None else self.policy.max_decoded_bytes
-        declared = content_length(response.headers)
-        if declared is not None and declared > wire_cap and not partial:
-            response.error = BodyTooLarge(
-                f"Content-Length is {declared} bytes, more than the {wire_cap}-byte cap"
-            )
-            return
-        try:
-            decoder = Decoder(response.headers.get("content-encoding", ""), decoded_cap)
-        except UnsupportedCoding as exc:
-            # A coding we never asked for (br, zstd): the page exists and works
-            # in browsers, so this is not a failure of the URL, but we cannot
-            # read it; say so and leave the body out.
-            response.detail = str(exc)
-            return
-        stream: CountingStream = raw.extensions["network_stream"]
-        # The count starts after the read that completed the head, so the body
-        # bytes delivered are counted too: whichever is larger is the wire size.
-        received_before = stream.bytes_read
-        delivered = 0
-        body = bytearray()
-        try:
-            async for chunk in raw.aiter_stream():
-                room = wire_cap - delivered
-                delivered += len(chunk)
-                response.size = max(delivered, stream.bytes_read - received_before)
-                for piece in decoder.feed(chunk if len(chunk) <= room else chunk[:room]):
-                    body += piece
-                    if sniff and len(body) >= SNIFF_BYTES:
-                        sniff = False
-                        if self._binary(response, body):
-                            return
-                if response.size > wire_cap:
-                    response.error = BodyTooLarge(f"Body is larger than the {wire_cap}-byte cap")
-                    break
-                if decoder.exceeded:
-                    break
-            else:
-                for piece in decoder.flush():
-                    body += piece
-                if sniff and self._binary(response, body):
-                    return
-                await drop_if_overrun(stream, response.headers)
-        except HTTPCORE_ERRORS as exc:
-            response.error = translate(exc, in_body=True, at_eof=stream.at_eof)
-        except CrawlError as exc:  # a corrupt compressed stream
-            response.error = exc
-        if decoder.exceeded and response.error is None:
-            response.error = DecompressionLimit(f"Body expands past the {decoded_cap}-byte cap")
-        cut_at_cap = isinstance(response.error, (BodyTooLarge, DecompressionLimit))
-        if response.error is None or (partial and cut_at_cap):
-            response.body = bytes(body)
-
-    @staticmethod
-    def _binary(response: _Response, body: bytearray) -> bool:
-        """Mark a body served as HTML whose first bytes are binary data; it is not read further."""
-        if not looks_binary(bytes(body[:SNIFF_BYTES]), response.charset):
-            return False
-        response.binary = True
-        response.detail = f"served as {response.content_type}, but its first bytes are binary data; not read"
-        return True
 
     def _finished(
         self, trail: _Trail, response: _Response, error: CrawlError | None = None

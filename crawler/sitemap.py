@@ -10,13 +10,15 @@ stops at the byte cap, and a broken file is reported, never fatal.
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import re
+import tempfile
 import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from lxml import etree
 
@@ -45,6 +47,9 @@ MAX_FAILURES_IN_A_ROW = 3
 # Entries with no usable <loc> cost parsing but give nothing, so a file of
 # them is abandoned instead of read to the byte cap.
 MAX_EMPTY_ENTRIES = 10_000
+
+# A sitemap file is read into memory up to this, and spills to a temporary file past it.
+SPOOL_BYTES = 1024 * 1024
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 64 * 1024
@@ -98,9 +103,9 @@ def _inflate_problem(exc: Exception, max_bytes: int) -> str:
 
 
 def parse_sitemap(
-    data: bytes, *, max_bytes: int = MAX_BYTES, max_urls: int = MAX_URLS
+    data: bytes | BinaryIO, *, max_bytes: int = MAX_BYTES, max_urls: int = MAX_URLS
 ) -> tuple[str, list[str], str]:
-    """Read one sitemap file: ``(kind, locs, problem)``.
+    """Read one sitemap file, its bytes or a binary file of them: ``(kind, locs, problem)``.
 
     ``kind`` is ``urlset`` (page URLs), ``index`` (child sitemap URLs) or
     ``invalid``. gzip is recognised by its magic bytes whatever the file is
@@ -108,10 +113,14 @@ def parse_sitemap(
     are the ``<loc>`` texts as written, at most ``max_urls`` of them; a malformed
     file keeps the locs read before the error and says what went wrong.
     """
-    gzipped = data[:2] == _GZIP_MAGIC
-    if not gzipped and len(data) > max_bytes:
+    file = io.BytesIO(data) if isinstance(data, bytes | bytearray) else data
+    file.seek(0)
+    gzipped = file.read(2) == _GZIP_MAGIC
+    size = file.seek(0, io.SEEK_END)
+    file.seek(0)
+    if not gzipped and size > max_bytes:
         return "invalid", [], f"larger than {max_bytes} bytes"
-    chunks = _inflate(data, max_bytes) if gzipped else _slices(data)
+    chunks = _inflate(file, max_bytes) if gzipped else _slices(file)
     # Look at the first non-blank byte to tell XML from a list of URLs.
     head = b""
     try:
@@ -129,20 +138,19 @@ def parse_sitemap(
     return _parse_xml(itertools.chain((head,), chunks), max_urls, max_bytes)
 
 
-def _slices(data: bytes) -> Iterator[bytes]:
+def _slices(file: BinaryIO) -> Iterator[bytes]:
     # Feeding the parser in slices lets entries be dropped as they are read,
     # instead of lxml building the tree of a 50 MiB file first.
-    for offset in range(0, len(data), _CHUNK):
-        yield data[offset : offset + _CHUNK]
+    while chunk := file.read(_CHUNK):
+        yield chunk
 
 
-def _inflate(data: bytes, max_bytes: int) -> Iterator[bytes]:
-    """gzip-decode ``data`` in chunks, never holding more than ``max_bytes`` + 1
+def _inflate(file: BinaryIO, max_bytes: int) -> Iterator[bytes]:
+    """gzip-decode ``file`` in chunks, never holding more than ``max_bytes`` + 1
     decoded bytes in total; raises _TooLarge past the cap."""
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     produced = 0
-    for offset in range(0, len(data), _CHUNK):
-        pending = data[offset : offset + _CHUNK]
+    for pending in _slices(file):
         while pending and not inflater.eof:
             out = inflater.decompress(pending, min(_CHUNK, max_bytes + 1 - produced))
             produced += len(out)
@@ -441,13 +449,16 @@ class _Walk:
                 return
             url, depth, fallback = self.queue.popleft()
             self.reading = url
-            result = await fetcher.fetch(url, keep_body=True, max_bytes=self.max_bytes)
-            self.reading = ""
-            failed = result.error is not None and result.error not in _SIZE_ERRORS
-            failures = failures + 1 if failed else 0
-            self._record(url, depth, fallback, result)
+            # The body goes to a file that stays in memory up to SPOOL_BYTES:
+            # a sitemap may be 50 MiB, more than the crawl's whole memory budget.
+            with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as body:
+                result = await fetcher.fetch(url, max_bytes=self.max_bytes, into=body)
+                self.reading = ""
+                failed = result.error is not None and result.error not in _SIZE_ERRORS
+                failures = failures + 1 if failed else 0
+                self._record(url, depth, fallback, result, body)
 
-    def _record(self, url: str, depth: int, fallback: bool, result: FetchResult) -> None:
+    def _record(self, url: str, depth: int, fallback: bool, result: FetchResult, body: BinaryIO) -> None:
         status = result.status
         max_bytes, max_urls = self.max_bytes, self.max_urls
         if result.error in _SIZE_ERRORS:
@@ -462,9 +473,7 @@ class _Walk:
                 return
             self.files.append(SitemapFile(url, status, "unreachable", 0, f"answered {status}"))
             return
-        kind, locs, problem = parse_sitemap(
-            result.body or b"", max_bytes=max_bytes, max_urls=max_urls
-        )
+        kind, locs, problem = parse_sitemap(body, max_bytes=max_bytes, max_urls=max_urls)
         if fallback and kind == "invalid" and result.is_html:
             # Many sites answer unknown paths with their home page.
             return

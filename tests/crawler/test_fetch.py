@@ -8,6 +8,7 @@ import asyncio
 import datetime
 import email.utils
 import gzip
+import io
 import ssl
 import time
 import zlib
@@ -111,6 +112,17 @@ def test_compressed_bodies_are_decoded_and_size_counts_wire_bytes(server, coding
     assert result.error is None, result.error_detail
     assert result.body == PAGE
     assert result.size == len(wire)
+
+
+def test_a_body_fetched_into_a_file_is_decoded_there_and_replaces_what_the_file_held(server):
+    text = b"User-agent: *\n" + b"Disallow: /a\n" * 5000
+    server.route("/s.txt", static(gzip.compress(text), headers={"Content-Encoding": "gzip", "Content-Type": "text/plain"}))
+    into = io.BytesIO(b"an earlier answer " * 10_000)
+    result = fetch(server, "/s.txt", into=into)
+    assert result.error is None and result.body is None
+    assert into.getvalue() == text
+    capped = fetch(server, "/s.txt", into=into, max_bytes=1000)
+    assert capped.error is FetchError.DECOMPRESSION_LIMIT and into.getvalue() == text[:1000]
 
 
 def test_concatenated_gzip_members_are_all_decoded(server):

@@ -1,0 +1,120 @@
+"""Reading an answer's body within the wire and decoded caps, into memory or a file.
+
+httpcore hands the raw stream (chunking undone, Content-Encoding not); it is
+inflated here in bounded steps (``inflate.Decoder``), counted on the wire
+(``net.CountingStream``) so chunk framing cannot pass the cap unseen, and a
+body served as HTML is sniffed so binary data is not read as a page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, BinaryIO
+
+import httpcore
+
+from .charset import SNIFF_BYTES, looks_binary
+from .errors import BodyTooLarge, CrawlError, DecompressionLimit
+from .inflate import Decoder, UnsupportedCoding
+from .net import CountingStream
+from .overrun import drop_if_overrun
+from .response_head import content_length
+from .transport_errors import HTTPCORE_ERRORS, translate
+
+if TYPE_CHECKING:
+    from .fetch import FetchPolicy, _Response
+
+
+@dataclass(frozen=True, slots=True)
+class BodyPlan:
+    """What to do with a final answer's body: ``keep`` as ``Fetcher.fetch`` takes it,
+    ``max_bytes`` the caps' override, ``into`` a file that takes it instead of memory."""
+
+    keep: bool | None = None
+    max_bytes: int | None = None
+    into: BinaryIO | None = None
+
+
+HEADERS_ONLY = BodyPlan(keep=False)
+
+
+async def read_body(raw: httpcore.Response, response: _Response, plan: BodyPlan, policy: FetchPolicy) -> None:
+    """Fill ``response.body`` (or ``plan.into``) within the wire and decoded caps, or set ``response.error``.
+
+    A body read because its type said HTML is sniffed: the reading stops at
+    the first bytes if they are binary data (``response.binary``).
+    """
+    max_bytes, partial, sniff, into = plan.max_bytes, plan.keep is True, plan.keep is None, plan.into
+    wire_cap = max_bytes if max_bytes is not None else policy.max_body_bytes
+    decoded_cap = max_bytes if max_bytes is not None else policy.max_decoded_bytes
+    declared = content_length(response.headers)
+    if declared is not None and declared > wire_cap and not partial:
+        response.error = BodyTooLarge(
+            f"Content-Length is {declared} bytes, more than the {wire_cap}-byte cap"
+        )
+        return
+    try:
+        decoder = Decoder(response.headers.get("content-encoding", ""), decoded_cap)
+    except UnsupportedCoding as exc:
+        # A coding we never asked for (br, zstd): the page exists and works
+        # in browsers, so this is not a failure of the URL, but we cannot
+        # read it; say so and leave the body out.
+        response.detail = str(exc)
+        return
+    stream: CountingStream = raw.extensions["network_stream"]
+    # The count starts after the read that completed the head, so the body
+    # bytes delivered are counted too: whichever is larger is the wire size.
+    received_before = stream.bytes_read
+    delivered = 0
+    body = bytearray()
+    if into is not None:
+        # Emptied for each read: a retried answer replaces the one before. The
+        # writes go to a spooled file, in memory until it rolls over to disk.
+        into.seek(0)
+        into.truncate()
+    try:
+        async for chunk in raw.aiter_stream():
+            room = wire_cap - delivered
+            delivered += len(chunk)
+            response.size = max(delivered, stream.bytes_read - received_before)
+            for piece in decoder.feed(chunk if len(chunk) <= room else chunk[:room]):
+                if into is not None:
+                    into.write(piece)
+                    continue
+                body += piece
+                if sniff and len(body) >= SNIFF_BYTES:
+                    sniff = False
+                    if _binary(response, body):
+                        return
+            if response.size > wire_cap:
+                response.error = BodyTooLarge(f"Body is larger than the {wire_cap}-byte cap")
+                break
+            if decoder.exceeded:
+                break
+        else:
+            for piece in decoder.flush():
+                if into is not None:
+                    into.write(piece)
+                else:
+                    body += piece
+            if sniff and _binary(response, body):
+                return
+            await drop_if_overrun(stream, response.headers)
+    except HTTPCORE_ERRORS as exc:
+        response.error = translate(exc, in_body=True, at_eof=stream.at_eof)
+    except CrawlError as exc:  # a corrupt compressed stream
+        response.error = exc
+    if decoder.exceeded and response.error is None:
+        response.error = DecompressionLimit(f"Body expands past the {decoded_cap}-byte cap")
+    cut_at_cap = isinstance(response.error, (BodyTooLarge, DecompressionLimit))
+    if into is None and (response.error is None or (partial and cut_at_cap)):
+        response.body = bytes(body)
+
+
+def _binary(response: _Response, body: bytearray) -> bool:
+    """Mark a body served as HTML whose first bytes are binary data; it is not read further."""
+    if not looks_binary(bytes(body[:SNIFF_BYTES]), response.charset):
+        return False
+    response.binary = True
+    response.detail = f"served as {response.content_type}, but its first bytes are binary data; not read"
+    return True
