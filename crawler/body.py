@@ -45,6 +45,11 @@ async def read_body(raw: httpcore.Response, response: _Response, plan: BodyPlan,
     the first bytes if they are binary data (``response.binary``).
     """
     max_bytes, partial, sniff, into = plan.max_bytes, plan.keep is True, plan.keep is None, plan.into
+    if into is not None:
+        # Emptied for each read: a retried answer replaces the one before. The
+        # writes go to a spooled file, in memory until it rolls over to disk.
+        into.seek(0)
+        into.truncate()
     wire_cap = max_bytes if max_bytes is not None else policy.max_body_bytes
     decoded_cap = max_bytes if max_bytes is not None else policy.max_decoded_bytes
     declared = content_length(response.headers)
@@ -67,11 +72,6 @@ async def read_body(raw: httpcore.Response, response: _Response, plan: BodyPlan,
     received_before = stream.bytes_read
     delivered = 0
     body = bytearray()
-    if into is not None:
-        # Emptied for each read: a retried answer replaces the one before. The
-        # writes go to a spooled file, in memory until it rolls over to disk.
-        into.seek(0)
-        into.truncate()
     try:
         async for chunk in raw.aiter_stream():
             room = wire_cap - delivered
@@ -97,9 +97,9 @@ async def read_body(raw: httpcore.Response, response: _Response, plan: BodyPlan,
                     into.write(piece)
                 else:
                     body += piece
+            await drop_if_overrun(stream, response.headers)
             if sniff and _binary(response, body):
                 return
-            await drop_if_overrun(stream, response.headers)
     except HTTPCORE_ERRORS as exc:
         response.error = translate(exc, in_body=True, at_eof=stream.at_eof)
     except CrawlError as exc:  # a corrupt compressed stream

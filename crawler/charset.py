@@ -187,19 +187,34 @@ def utf8_source(body: bytes, http_charset: str | None) -> bytes | None:
 
 # ---------------------------------------------------------------- binary sniffing
 
-# The WHATWG MIME Sniffing Standard's resource header (1,445 bytes) and its
-# "binary data bytes": control bytes no text encoding of HTML uses.
+# How much of a body is sniffed: the WHATWG MIME Sniffing Standard's resource header.
 SNIFF_BYTES = 1445
-_BINARY_BYTES = frozenset((*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)))
-_WIDE_BOMS = (codecs.BOM_UTF16_BE, codecs.BOM_UTF16_LE)
+# The standard's "binary data bytes": control bytes that text in a web encoding
+# other than UTF-16 does not use, though a page may carry a stray one (a
+# vertical tab pasted from a word processor, a NUL in a title).
+_BINARY_BYTES = bytes((*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)))
+# A prefix with at least this share of them is data, not a page with strays:
+# random or compressed bytes have about one in ten, text next to none.
+_BINARY_SHARE = 0.05
+# Files commonly served with the wrong type, by their first bytes (the standard's
+# image, audio, video and archive patterns, and PDF, whose header is text).
+_SIGNATURES = (b"%PDF-", b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"\xff\xd8\xff", b"PK\x03\x04",
+               b"\x1f\x8b\x08", b"Rar!\x1a\x07", b"7z\xbc\xaf\x27\x1c", b"OggS\x00", b"ID3", b"\x00asm",
+               b"\x7fELF", b"%!PS-Adobe-")
 
 
 def looks_binary(prefix: bytes, http_charset: str | None) -> bool:
-    """Whether a body served as HTML is binary data (a PDF, an image, an archive) by its first bytes.
+    """Whether a body served as HTML is really a file of another kind (a PDF, an image, an archive).
 
-    UTF-16 text is full of NUL bytes, so a UTF-16 BOM or a declared UTF-16
-    charset makes it text, as the standard's sniffing rules do.
+    Told by a known file signature, or by binary data bytes making up a
+    twentieth of the first SNIFF_BYTES. UTF-16 text is full of NUL bytes, so a
+    UTF-16 BOM or a UTF-16 charset label makes a body text, as the standard's rules do.
     """
-    if prefix.startswith(_WIDE_BOMS) or "16" in (http_charset or "") or "32" in (http_charset or ""):
+    head = prefix[:SNIFF_BYTES]
+    if head.startswith(_SIGNATURES):
+        return True
+    if head.startswith((codecs.BOM_UTF16_BE, codecs.BOM_UTF16_LE)) or \
+            (_codec(http_charset) or "").startswith("utf-16"):
         return False
-    return not _BINARY_BYTES.isdisjoint(prefix[:SNIFF_BYTES])
+    controls = len(head) - len(head.translate(None, _BINARY_BYTES))
+    return bool(head) and controls >= _BINARY_SHARE * len(head)

@@ -506,9 +506,9 @@ def large_unread_html(result: FetchResult, ctx: PageContext) -> Finding:
 
 
 def binary_html(result: FetchResult) -> Finding:
-    """binary_html for a 2xx answer served as HTML whose first bytes are binary data (crawler.fetch)."""
+    """binary_html for a 2xx answer served as HTML whose first bytes are another kind of file (crawler.body)."""
     return finding("binary_html", f"Served as {result.content_type or 'HTML'}, but the body is binary data "
-                                  "(its first bytes are control bytes no HTML has); it was not read")
+                                  "(a file signature or control bytes in its first bytes); it was not read")
 
 
 @page_check

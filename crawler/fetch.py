@@ -225,7 +225,7 @@ class Fetcher:
 
     async def fetch(
         self, url: str, *, keep_body: bool | None = None, max_bytes: int | None = None,
-        headers: list[tuple[bytes, bytes]] = (), into: BinaryIO | None = None,
+        headers: list[tuple[bytes, bytes]] = (), into: BinaryIO | None = None, max_redirects: int | None = None,
     ) -> FetchResult:
         """GET ``url`` following redirects hop by hop; never raises for site faults.
 
@@ -233,12 +233,14 @@ class Fetcher:
         at a cap is kept as a prefix beside BODY_TOO_LARGE / DECOMPRESSION_LIMIT,
         which robots.txt needs), ``False`` never. ``max_bytes`` replaces both
         caps. ``headers`` go on the first hop only: a conditional request's
-        validators are ``url``'s, not its redirect target's. ``into``: the body, any
-        type, is written to this file (emptied first, and again if a retry reads it
-        anew) instead of ``body``, so a 50 MiB sitemap is never held in memory.
+        validators are ``url``'s, not its redirect target's. ``into``: the final
+        answer's body, any type, is written to this file (emptied as each read of
+        it starts) instead of ``body``, so a 50 MiB sitemap is not held in memory;
+        what the file holds otherwise is undefined, so read it only on a 2xx.
+        ``max_redirects`` lowers the policy's (robots.txt follows five).
         """
         body = BodyPlan(True if into is not None else keep_body, max_bytes, into)
-        return await self._guarded("GET", url, body, headers)
+        return await self._guarded("GET", url, body, headers, max_redirects=max_redirects)
 
     async def check(self, url: str) -> FetchResult:
         """Check an external link: HEAD, then GET (body not read) when HEAD is refused; one budget for both."""
@@ -271,10 +273,11 @@ class Fetcher:
         return self._finished(trail, response)
 
     async def _guarded(self, method: str, url: str, body: BodyPlan,
-                       first_hop: list[tuple[bytes, bytes]] = (), started: float | None = None) -> FetchResult:
+                       first_hop: list[tuple[bytes, bytes]] = (), started: float | None = None,
+                       max_redirects: int | None = None) -> FetchResult:
         trail = _Trail(url=url, method=method, started=time.monotonic() if started is None else started)
         try:
-            return await self._run(trail, body, first_hop)
+            return await self._run(trail, body, first_hop, max_redirects)
         except CrawlError as exc:
             return self._failed(trail, url, exc)
         except Exception as exc:  # noqa: BLE001 - the promise is "never raises"
@@ -283,8 +286,11 @@ class Fetcher:
             detail = f"{type(exc).__name__}: {exc}"
             return self._failed(trail, url, CrawlError(detail))
 
-    async def _run(self, trail: _Trail, body: BodyPlan, first_hop: list[tuple[bytes, bytes]] = ()) -> FetchResult:
+    async def _run(self, trail: _Trail, body: BodyPlan, first_hop: list[tuple[bytes, bytes]] = (),
+                   max_redirects: int | None = None) -> FetchResult:
         policy = self.policy
+        if max_redirects is None or max_redirects > policy.max_redirects:
+            max_redirects = policy.max_redirects
         budget_end = trail.started + policy.total_budget
         target = parse_url(trail.url)
         credentials = basic_auth(target)
@@ -292,7 +298,7 @@ class Fetcher:
         target = strip(target)
         method = trail.method
         seen = {str(target)}
-        for hop in range(policy.max_redirects + 1):
+        for hop in range(max_redirects + 1):
             # Credentials from the start URL go only to the origin they came with.
             home = credentials and origin(target) == cred_origin
             headers = [(b"Authorization", credentials.encode())] if home else []
@@ -330,9 +336,9 @@ class Fetcher:
                 return self._finished(
                     trail, response, RedirectLoop(f"Redirect loop back to {next_url}")
                 )
-            if hop == policy.max_redirects:
+            if hop == max_redirects:
                 return self._finished(
-                    trail, response, TooManyRedirects(f"More than {policy.max_redirects} redirects")
+                    trail, response, TooManyRedirects(f"More than {max_redirects} redirects")
                 )
             seen.add(str(next_url))
             target = next_url
@@ -439,9 +445,12 @@ class Fetcher:
                 want = body.keep if body.keep is not None else response.content_type in HTML_TYPES
                 if response.plan.action != "final" or bodiless or redirect:
                     await drain(raw, method, response, loop_deadline)
-                    if bodiless and want and method != "HEAD" and response.plan.action == "final" \
-                            and body.into is None:
-                        response.body = b""
+                    if bodiless and want and method != "HEAD" and response.plan.action == "final":
+                        if body.into is None:
+                            response.body = b""
+                        else:
+                            body.into.seek(0)
+                            body.into.truncate()
                     return response
                 if not want:
                     # Headers are all we need; closing now spares reading a PDF or video.

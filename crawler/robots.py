@@ -187,7 +187,7 @@ async def load_robots(fetcher: Fetcher, origin: str, *, ignore: bool = False) ->
     the result allows everything; ``detail`` says what the file would have said.
     """
     url = origin_of(origin) + "/robots.txt"
-    result = await fetcher.fetch(url, keep_body=True, max_bytes=MAX_ROBOTS_BYTES)
+    result = await fetcher.fetch(url, keep_body=True, max_bytes=MAX_ROBOTS_BYTES, max_redirects=MAX_REDIRECTS)
     robots = robots_from_result(result)
     if ignore:
         return Robots(

@@ -216,8 +216,10 @@ async def run_window(
     """Run ``work`` over ``items`` through the window and feed results to ``sink``.
 
     1. Items queue per host, in input order. A start needs a free window slot,
-       a free per-host slot, the host's spacing elapsed, no back-pressure from
-       the sink and the soft deadline (a ``time.monotonic()`` value) not passed.
+       a free per-host slot, the host's spacing elapsed (for its first start too
+       with ``spaced_from_start``, up to nine tenths of the time to the soft
+       deadline), no back-pressure from the sink and the soft deadline (a
+       ``time.monotonic()`` value) not passed.
     2. Each settled item feeds the window's health and joins the pending
        batch; a batch goes to the sink when it holds ``batch_size`` results
        (or results whose ``weight_of`` adds up to it: a costly result can
@@ -281,9 +283,11 @@ async def run_window(
     started_at_ask = 0
     host_running: dict[str, int] = {}
     host_next_start: dict[str, float] = {}
-    opening = time.monotonic() + policy.spacing * (max(1, share.parts) if share is not None else 1)
-    if not policy.spaced_from_start or (soft_deadline is not None and opening >= soft_deadline):
-        opening = 0.0  # a chunk too short to wait a spacing does not, so it still starts something
+    began = time.monotonic()
+    opening = began + policy.spacing * (max(1, share.parts) if share is not None else 1) \
+        if policy.spaced_from_start else 0.0
+    if opening and soft_deadline is not None:  # a chunk shorter than a spacing still starts one item
+        opening = min(opening, began + 0.9 * (soft_deadline - began))
 
     wake = asyncio.Event()
     alarm = _Alarm(wake)

@@ -123,6 +123,11 @@ def test_a_body_fetched_into_a_file_is_decoded_there_and_replaces_what_the_file_
     assert into.getvalue() == text
     capped = fetch(server, "/s.txt", into=into, max_bytes=1000)
     assert capped.error is FetchError.DECOMPRESSION_LIMIT and into.getvalue() == text[:1000]
+    server.route("/none", static(b"", status=204))
+    assert fetch(server, "/none", into=into).status == 204 and into.getvalue() == b""
+    server.route("/br", static(b"\x8bjunk", headers={"Content-Encoding": "br"}))
+    into.write(b"left over")
+    assert fetch(server, "/br", into=into).status == 200 and into.getvalue() == b""
 
 
 def test_concatenated_gzip_members_are_all_decoded(server):

@@ -88,3 +88,12 @@ def test_an_answer_of_exactly_its_content_length_keeps_its_connection(server):
     first, second = first_then_keep_alive(server, "/keep-alive")
     assert first.body == second.body == OK_HTML
     assert server.connections == 1
+
+
+def test_a_short_binary_body_served_as_html_that_overruns_closes_its_connection(server):
+    # Read to its end, then found to be a PDF: the surplus check still runs.
+    server.route("/report", overrun(200, b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n\x00\x01"))
+    first, second = first_then_keep_alive(server, "/report")
+    assert first.binary and first.body is None
+    assert (second.status, second.body) == (200, OK_HTML)
+    assert server.connections == 2

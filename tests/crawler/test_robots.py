@@ -473,6 +473,9 @@ def test_loopback_robots_behind_six_redirects_is_treated_as_absent(server):
     robots = load(origin)
     assert robots.status == "missing"
     assert robots.allowed(origin + "/anything", UA)
+    # The sixth hop is never requested, let alone the file behind it.
+    asked = [request.path for request, _ in server.log]
+    assert asked == ["/robots.txt", "/r1", "/r2", "/r3", "/r4", "/r5"]
 
 
 def test_loopback_robots_that_hangs_allows_nothing(server):

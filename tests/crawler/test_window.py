@@ -605,8 +605,10 @@ def test_spaced_from_start_holds_each_hosts_first_start_a_spacing():
     assert probe.starts[0][0] - began < 0.1
 
 
-def test_a_chunk_shorter_than_the_spacing_still_starts_one_item():
+def test_a_chunk_shorter_than_the_spacing_waits_most_of_it_and_still_starts_one_item():
     probe, sink = Probe(), Sink()
+    began = time.monotonic()
     report = run([Job(0), Job(1)], probe, sink, WindowPolicy(crawl_delay=5.0, spaced_from_start=True),
-                 soft_deadline=time.monotonic() + 0.3)
+                 soft_deadline=began + 0.4)
     assert [job.name for _, job, _ in probe.starts] == [0] and len(report.unfinished) == 1
+    assert 0.3 <= probe.starts[0][0] - began < 0.4
