@@ -124,8 +124,9 @@ TRAP_EXAMPLE_LENGTH = 200
 def crawl_traps_skipped(audit_id: int) -> Iterator[Issue]:
     """One notice when linked URLs were left uncrawled as likely crawler traps (admission records them).
 
-    Without it a relative link that keeps adding itself (/a/b/a/b/...) ends as a
-    completed audit that never says it left those URLs out.
+    Without it a relative link that keeps adding itself (/a/b/a/b/...), or a
+    calendar's endless "next month", ends as a completed audit that never says
+    it left those URLs out.
     """
     skipped = FrontierURL.objects.filter(audit_id=audit_id, skip_reason=FetchError.TRAP_SUSPECTED.value)
     count = skipped.count()
@@ -136,4 +137,5 @@ def crawl_traps_skipped(audit_id: int) -> Iterator[Issue]:
     yield site_notice(
         audit_id, "crawl_traps_skipped",
         f"{count:,} linked URL{'s' if count != 1 else ''} not crawled: they look like a crawler trap (paths that "
-        f"repeat, or run very long or deep, or very many parameters). For example: {', '.join(examples)}")
+        f"repeat, or run very long or deep, or very many parameters, or a URL pattern that kept giving new pages "
+        f"ever deeper, as an endless calendar does). For example: {', '.join(examples)}")

@@ -34,6 +34,7 @@ from .setup import CrawlSetup
 
 # Hashes per IN (...) lookup, well under every SQLite build's variable limit.
 LOOKUP_BATCH = 500
+TRAP = FetchError.TRAP_SUSPECTED.value
 
 
 class Candidate(NamedTuple):
@@ -68,13 +69,16 @@ def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], craw
     _shorten(audit, {h: c.depth for h, c in offers.items() if h in known and known[h].linked
                      and c.depth < known[h].depth})
     robots = setup.robots if audit.respect_robots else None
+    # A URL its template's budget cut at one depth may have room where a shorter path offers it.
+    recut = {h for h, c in offers.items() if h in known and known[h].skip == TRAP and c.kind == Page.Kind.PAGE
+             and known[h].kind == Page.Kind.PAGE and c.depth < known[h].depth}
     # A resource row a page links as a page is crawled as one (_upgrade), as a new page would be.
     upgrades = [(h, c) for h, c in offers.items() if h in known and known[h].kind == Page.Kind.RESOURCE
                 and c.kind == Page.Kind.PAGE and c.depth <= audit.max_depth and crawlable(c.url)
                 and (robots is None or robots.allowed(c.url, setup.user_agent))]
     # Linked already, or present and not a page (a resource, a checked external
     # link): nothing to do. A present, unlinked page is a sitemap-only one.
-    offers = {h: c for h, c in offers.items() if h not in known
+    offers = {h: c for h, c in offers.items() if h not in known or h in recut
               or (not known[h].linked and known[h].kind == Page.Kind.PAGE and c.kind == Page.Kind.PAGE)}
     # Canonical targets are judged only if fetched (finalize.bad_canonicals), so one the frontier
     # lacks waits unlinked at max_depth like a sitemap URL: a page of the budget, its links not followed.
@@ -107,8 +111,10 @@ def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], craw
         hashes = [h for h in relink if candidates[h].depth == depth]
         FrontierURL.objects.filter(audit=audit, url_hash__in=hashes).update(linked=True, depth=depth)
         Page.objects.filter(audit=audit, url_hash__in=hashes).update(depth=depth)
-    rows = list(_within_trap_budget(audit, [(h, c) for h, c in candidates.items() if h not in known] + upgrades))
-    upgraded = _upgrade(audit, [row for row in rows if row[1] in known and not row[11]])
+    fresh = [(h, c) for h, c in candidates.items() if h not in known or h in recut]
+    rows = list(_within_trap_budget(audit, fresh + upgrades))
+    upgraded = _upgrade(audit, [row for row in rows if row[1] in known and not row[11] and row[1] not in recut])
+    upgraded += _requeue_cut(audit, [row for row in rows if row[1] in recut and not row[11]])
     rows = [row for row in rows if row[1] not in known]
     rows += [
         _frontier_row(audit.pk, h, c.url, Page.Kind.PAGE, 0, c.found_on, "", linked=c.linked,
@@ -200,11 +206,12 @@ def _linked_sources(audit_id: int, deep: dict[str, Candidate]) -> dict[str, Cand
 
 
 class Known(NamedTuple):
-    """A target the frontier holds: whether a link reached it, at what depth, and as what kind."""
+    """A target the frontier holds: whether a link reached it, at what depth, as what kind, and why it was skipped."""
 
     linked: bool
     depth: int
     kind: str
+    skip: str = ""
 
 
 def _shorten(audit: Audit, depths: dict[str, int]) -> None:
@@ -231,9 +238,10 @@ def known_targets(audit_id: int, hashes: list[str]) -> dict[str, Known]:
     with connection.cursor() as cursor:
         for start in range(0, len(hashes), LOOKUP_BATCH):
             part = hashes[start:start + LOOKUP_BATCH]
-            cursor.execute(f"SELECT url_hash, linked, depth, kind FROM {table} WHERE audit_id = %s AND url_hash IN "
-                           f"({placeholders(len(part))})", [audit_id, *part])
-            found.update((digest, Known(bool(linked), depth, kind)) for digest, linked, depth, kind in cursor.fetchall())
+            cursor.execute(f"SELECT url_hash, linked, depth, kind, skip_reason FROM {table} WHERE audit_id = %s "
+                           f"AND url_hash IN ({placeholders(len(part))})", [audit_id, *part])
+            found.update((digest, Known(bool(linked), depth, kind, skip))
+                         for digest, linked, depth, kind, skip in cursor.fetchall())
     return found
 
 
@@ -271,9 +279,10 @@ def _upgrade(audit: Audit, rows: list[tuple]) -> int:
 
 
 def _within_trap_budget(audit: Audit, fresh: list[tuple[str, Candidate]]) -> Iterator[tuple]:
-    """New frontier rows for ``fresh``, minus templates out of room; a trap-shaped URL comes as a row done and
-    never fetched (skip_reason trap_suspected), which finalize's notice counts. A template's room depends on
-    the depth a URL is offered at, and a shorter path may offer it again later: nothing of it is kept."""
+    """New frontier rows for ``fresh``. A trap-shaped URL, or one whose template is out of room, comes as a
+    row done and never fetched (skip_reason trap_suspected), which finalize's notice counts. A template's
+    room depends on the depth a URL is offered at, so a cut row is judged again if a shorter path offers it
+    (``_requeue_cut``); it has no template key, so it never counts against its template."""
     keyed = []
     for digest, c in fresh:
         key = ""
@@ -296,6 +305,7 @@ def _within_trap_budget(audit: Audit, fresh: list[tuple[str, Candidate]]) -> Ite
         if key:
             seen, shallowest = stats.setdefault(key, [0, c.depth])
             if not template_has_room(seen, shallowest, c.depth):
+                yield _trap_row(audit.pk, digest, c)
                 continue
             stats[key] = [seen + 1, min(shallowest, c.depth)]
         yield _frontier_row(audit.pk, digest, c.url, c.kind, c.depth, c.found_on, key,
@@ -304,7 +314,21 @@ def _within_trap_budget(audit: Audit, fresh: list[tuple[str, Candidate]]) -> Ite
 
 def _trap_row(audit_id: int, digest: str, c: Candidate) -> tuple:
     return _frontier_row(audit_id, digest, c.url, c.kind, c.depth, c.found_on, "", linked=c.linked,
-                         state=FrontierURL.State.DONE, skip_reason=FetchError.TRAP_SUSPECTED.value)
+                         state=FrontierURL.State.DONE, skip_reason=TRAP)
+
+
+def _requeue_cut(audit: Audit, rows: list[tuple]) -> int:
+    """URLs cut by their template's budget that a shorter path now admits (``rows``: their new frontier
+    rows), queued to be crawled at that depth; how many."""
+    requeued = 0
+    for depth in {row[4] for row in rows}:
+        group = [row for row in rows if row[4] == depth]
+        cut = FrontierURL.objects.filter(audit=audit, url_hash__in=[row[1] for row in group], skip_reason=TRAP,
+                                         state=FrontierURL.State.DONE)
+        requeued += cut.update(
+            state=FrontierURL.State.PENDING, skip_reason="", depth=depth, linked=True,
+            template_key=Case(*(When(url_hash=row[1], then=Value(row[6])) for row in group)))
+    return requeued
 
 
 def _in_batches(query, keys: list[str]) -> Iterator[tuple]:

@@ -41,6 +41,11 @@ def test_an_endless_calendar_is_cut_once_its_variants_keep_getting_deeper(owner,
     assert audit.status == "completed"
     calendar = audit.pages.filter(url__contains="/cal/").count()
     assert TRAP_VARIANTS <= calendar <= TRAP_VARIANTS + TRAP_DEPTH_SPREAD + 1
+    # The month it stopped at is recorded, never fetched, and the audit says so.
+    cut = site.url_for(f"/cal/{calendar + 1}")
+    assert not audit.pages.filter(url=cut).exists()
+    (notice,) = audit.issues.filter(code="crawl_traps_skipped")
+    assert notice.message.startswith("1 linked URL not crawled") and cut in notice.message
 
 
 def test_a_trap_shaped_url_is_recorded_and_reported_not_fetched(owner, site, fast_settings):
