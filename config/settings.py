@@ -270,6 +270,8 @@ SITEWARD = {
     # Pauses (seconds) before robots.txt is asked again after a 5xx or 429 answer, at the start of
     # an audit; once they are spent (or the start step's time), the audit fails as robots_unreachable.
     "ROBOTS_RETRY_SECONDS": (15.0, 45.0),
+    # RFC 9309 section 2.4: a crawler should not use a robots.txt read more than a day ago.
+    "ROBOTS_MAX_AGE": env_int("SITEWARD_ROBOTS_MAX_AGE", 86400, minimum=1),
     "USER_AGENT": env_str("SITEWARD_USER_AGENT", "SitewardBot/0.1 (+self-hosted site audit)"),
     # Schedules: a cron expression may not run more often than this, and a person
     # may keep at most this many scheduled sites.

@@ -53,6 +53,7 @@ class Migration(migrations.Migration):
                 ('robots_status', models.CharField(blank=True, max_length=16)),
                 ('robots_http_status', models.PositiveSmallIntegerField(blank=True, null=True)),
                 ('robots_body', models.TextField(blank=True)),
+                ('robots_fetched_at', models.DateTimeField(blank=True, null=True)),
                 ('sitemap_found', models.BooleanField(null=True)),
                 ('links_indexed', models.BooleanField(default=False)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),

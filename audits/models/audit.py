@@ -149,6 +149,8 @@ class Audit(models.Model):
     robots_status = models.CharField(max_length=16, blank=True)
     robots_http_status = models.PositiveSmallIntegerField(null=True, blank=True)
     robots_body = models.TextField(blank=True)
+    # When robots.txt was read: a chunk reads it again once it is a day old (audits.crawl.robots_refresh).
+    robots_fetched_at = models.DateTimeField(null=True, blank=True)
     sitemap_found = models.BooleanField(null=True)
     # Whether the audit's link edges are in Inlink (built after the audit ends; a resume clears it).
     links_indexed = models.BooleanField(default=False)
@@ -311,9 +313,10 @@ class Audit(models.Model):
         Audit.objects.filter(pk=self.pk).update(heartbeat_at=Now(), **changes)
 
     def record_robots(self, status: str, http_status: int | None, body: str, sitemap_found: bool | None) -> None:
-        """What the start step learnt of robots.txt and the sitemaps, for every chunk to decide alike."""
+        """What the start step (or a chunk, a day later) learnt of robots.txt and the sitemaps, for every
+        chunk to decide alike."""
         self._store(robots_status=status, robots_http_status=http_status, robots_body=body,
-                    sitemap_found=sitemap_found)
+                    sitemap_found=sitemap_found, robots_fetched_at=timezone.now())
 
     def keep_window(self, window: int) -> None:
         """The concurrency a chunk ended at: where the next chunk's window starts."""
