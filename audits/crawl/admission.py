@@ -111,7 +111,7 @@ def admit(audit: Audit, setup: CrawlSetup, outcomes: Iterable[PageOutcome], craw
         hashes = [h for h in relink if candidates[h].depth == depth]
         FrontierURL.objects.filter(audit=audit, url_hash__in=hashes).update(linked=True, depth=depth)
         Page.objects.filter(audit=audit, url_hash__in=hashes).update(depth=depth)
-    fresh = [(h, c) for h, c in candidates.items() if h not in known or h in recut]
+    fresh = [(h, c) for h, c in candidates.items() if h not in known or (h in recut and h not in blocked)]
     rows = list(_within_trap_budget(audit, fresh + upgrades))
     upgraded = _upgrade(audit, [row for row in rows if row[1] in known and not row[11] and row[1] not in recut])
     upgraded += _requeue_cut(audit, [row for row in rows if row[1] in recut and not row[11]])
@@ -325,8 +325,9 @@ def _requeue_cut(audit: Audit, rows: list[tuple]) -> int:
         group = [row for row in rows if row[4] == depth]
         cut = FrontierURL.objects.filter(audit=audit, url_hash__in=[row[1] for row in group], skip_reason=TRAP,
                                          state=FrontierURL.State.DONE)
+        # Whether a link reached it was set above (relink), as for any known target.
         requeued += cut.update(
-            state=FrontierURL.State.PENDING, skip_reason="", depth=depth, linked=True,
+            state=FrontierURL.State.PENDING, skip_reason="", depth=depth,
             template_key=Case(*(When(url_hash=row[1], then=Value(row[6])) for row in group)))
     return requeued
 

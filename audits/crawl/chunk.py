@@ -27,7 +27,7 @@ from .bridge import run_with_db_here
 from .db_retry import DatabaseBusy, DatabaseDown, close_connection, db_fault, with_db_retry
 from .progress import abandon_chunk, advance, page_budget
 from .rendering import browser, render_if_needed
-from .robots_refresh import refresh_robots, stale
+from .robots_refresh import refresh_robots, refuse_disallowed, stale
 from .session import SessionKeeper, SessionLost
 from .setup import CrawlSetup, crawl_setup, internal_test
 from .writer import AuditStopped, ChunkWriter, ClusterStopping, Item, LeaseLost, items_of
@@ -124,6 +124,8 @@ def _run_chunk(audit_id: int, number: int, dispatcher: Dispatcher,
     if audit.status != Audit.Status.RUNNING or audit.phase != Audit.Phase.CRAWLING:
         with_db_retry(lambda: ChunkLease.objects.filter(audit=audit, number=number).void(), what=f"{what} close")
         return "audit-not-running"
+    if stale(audit):  # read before the claim: a slow robots.txt costs no lease
+        refresh_robots(audit)
     lease = with_db_retry(claim, audit_id, number, what=f"{what} claim")
     if lease is None:
         lease = ChunkLease.objects.filter(audit=audit, number=number).first()
@@ -146,14 +148,13 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
     # A retry after a worker death runs one URL at a time, each marked first,
     # so a URL that kills its worker is found and recorded as lost.
     serial = lease.attempts > 1
+    items = with_db_retry(lease_items, audit, lease, what=f"{what} lease")
     try:
         setup = crawl_setup(audit)
-        # Before the lease: queued URLs the new rules refuse are taken out of the frontier.
-        if stale(audit) and refresh_robots(audit, setup):
-            setup = crawl_setup(audit)
     except SessionLost as exc:
         return _session_lost(audit, lease, exc, what)
-    items = with_db_retry(lease_items, audit, lease, what=f"{what} lease")
+    items = with_db_retry(refuse_disallowed, audit, setup.robots, setup.user_agent, lease, items,
+                          what=f"{what} robots.txt")
     # Chunks running beside others share the audit's concurrency and rate.
     parallel = dispatcher.chunks_per_audit() > 1
     share = Share(limit=0) if parallel else None

@@ -21,6 +21,7 @@ from ..sql import insert_rows
 from . import admission, reuse
 from .db_retry import DatabaseBusy, DatabaseDown, with_db_retry
 from .progress import fill_slots, lock_running, page_budget, record_lost
+from .robots_refresh import refuse_disallowed
 from .rows import PAGE_COLUMNS, PAGE_UPDATE_FIELDS, clean, page_values
 from .setup import MAX_RESCHEDULES, CrawlSetup
 
@@ -170,6 +171,7 @@ class ChunkWriter:
             if not ids:
                 return []
             items = items_of(FrontierURL.objects.held_by(self.lease).filter(id__in=ids))
+            items = refuse_disallowed(self.audit, self.setup.robots, self.setup.user_agent, self.lease, items)
             self.lease.count_urls(len(items), more=True)
         self.hold(items)
         return items

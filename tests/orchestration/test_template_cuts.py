@@ -56,3 +56,18 @@ def test_a_trap_shaped_url_stays_cut_whatever_path_offers_it(owner):
     assert admission.admit(audit, setup, [page_at(0, "/", looping)], lambda url: True) == 0
     row = FrontierURL.objects.get(audit=audit, url=f"{SITE}{looping}")
     assert (row.state, row.skip_reason) == ("done", "trap_suspected")
+
+
+def test_a_cut_url_robots_txt_now_refuses_is_not_queued_again(owner):
+    audit = make_audit(owner, max_depth=50)
+    Audit.objects.filter(pk=audit.pk).update(origin=SITE)
+    audit.refresh_from_db()
+    setup = crawl_setup(audit)
+    siblings = [f"/day/{n}" for n in range(TRAP_VARIANTS)]
+    admission.admit(audit, setup, [page_at(0, "/", *siblings)], lambda url: True)
+    admission.admit(audit, setup, [page_at(2 + TRAP_DEPTH_SPREAD, "/far", "/day/999")], lambda url: True)
+    # robots.txt read again during the crawl now refuses it.
+    audit.record_robots("ok", 200, "User-agent: *\nDisallow: /day/999\n", None)
+    assert admission.admit(audit, crawl_setup(audit), [page_at(0, "/", "/day/999")], lambda url: True) == 0
+    row = FrontierURL.objects.get(audit=audit, url=f"{SITE}/day/999")
+    assert row.state == "done" and row.skip_reason == "trap_suspected"
