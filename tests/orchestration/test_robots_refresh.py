@@ -9,7 +9,9 @@ from werkzeug.wrappers import Response
 
 from audits.crawl.robots_refresh import stale
 from audits.inline import run_audit_inline
+from audits.models import SiteAccess
 from tests.factories import make_audit
+from tests.login_site import PASSWORD, USER, LoginSite
 
 pytestmark = pytest.mark.django_db
 
@@ -60,3 +62,34 @@ def test_rules_are_stale_only_past_the_max_age_and_only_when_robots_txt_is_obeye
     assert stale(audit)
     audit.respect_robots = False
     assert not stale(audit)
+
+
+class LoginRobotsSite(LoginSite):
+    """robots.txt refuses /account/3/ when the audit starts; later it is behind the login, as an
+    expired session would see it: a redirect to the login form, an HTML page with no rules."""
+
+    def handle(self, request):
+        if request.path == "/robots.txt":
+            with self._lock:
+                self.log.append((request.method, request.path, dict(request.headers)))
+                first = sum(1 for _, path, _ in self.log if path == "/robots.txt") == 1
+            if first:
+                return Response("User-agent: *\nDisallow: /account/3/\n", content_type="text/plain")
+            return Response("", status=302, headers={"Location": "/login/?next=/robots.txt"})
+        return super().handle(request)
+
+
+def test_a_robots_txt_sent_to_the_login_page_when_read_again_leaves_the_rules_read_before(owner, fast_settings):
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "ROBOTS_MAX_AGE": 0}
+    with LoginRobotsSite(pages=6) as site:
+        audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=30, max_depth=3)
+        access = SiteAccess.objects.filter(site=audit.site).first() or SiteAccess(site=audit.site)
+        access.set_login(site.url("/login/"), {"username": USER}, {"password": PASSWORD}, r"Members")
+        access.save()
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        asked = [path for _, path, _ in site.log]
+    assert asked.count("/robots.txt") >= 2  # read again, and sent to the login page
+    assert "/account/3/" not in asked and "/account/2/" in asked
+    assert "Disallow: /account/3/" in audit.robots_body
