@@ -9,7 +9,9 @@ to a second worker while the first is still crawling it.
 import os
 
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import Error, Warning, register
+
+from crawler.fetch import FetchPolicy
 
 # The tag of the checks the `audit` command runs for --enqueue (it skips the rest).
 CLUSTER_CHECKS = "siteward_cluster"
@@ -39,6 +41,17 @@ def check_q_cluster_timing(app_configs=None, **kwargs):
             "or every long chunk is killed instead of ending cleanly.",
             hint="Lower SITEWARD_CHUNK_SECONDS or raise Q_TIMEOUT.",
             id="siteward.E003",
+        )]
+    # After its soft deadline a chunk waits for the requests in flight, each up to a fetch's whole
+    # budget, and it may first have read robots.txt again, which takes as long.
+    longest = deadline + 2 * FetchPolicy().total_budget
+    if longest >= timeout:
+        return [Warning(
+            f"A chunk may run {longest:g}s (its {deadline:g}s soft deadline, then a robots.txt read and the last "
+            f"requests, each up to {FetchPolicy().total_budget:g}s), not less than Q_CLUSTER timeout ({timeout}s): "
+            "a chunk whose last requests hang is killed, and retried, instead of ending cleanly.",
+            hint="Raise Q_TIMEOUT (and Q_RETRY above it) or lower SITEWARD_CHUNK_SECONDS.",
+            id="siteward.W005",
         )]
     return []
 

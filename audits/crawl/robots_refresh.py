@@ -17,6 +17,7 @@ from django.utils import timezone
 from crawler import loop as crawl_loop
 from crawler.catalogue import finding
 from crawler.fetch import Fetcher
+from crawler.login import is_login_redirect
 from crawler.robots import MAX_REDIRECTS, MAX_ROBOTS_BYTES, Robots, robots_from_result
 from crawler.types import FetchError
 from crawler.urls import origin_of
@@ -49,8 +50,8 @@ def refresh_robots(audit: Audit) -> bool:
     """Read the audit's robots.txt again and keep it if it was reached; whether the rules were replaced.
 
     A file that could not be fetched leaves the rules read before in force (RFC 9309 section 2.4),
-    and the next chunk asks again. So does an answer that redirected on a site with a login form:
-    an expired session sends robots.txt to the login page, whose HTML holds no rules.
+    and the next chunk asks again. So does an answer that landed on a private site's login page:
+    an expired session sends robots.txt there, and the form's HTML holds no rules.
     """
     try:
         setup = crawl_setup(audit)
@@ -64,7 +65,8 @@ def refresh_robots(audit: Audit) -> bool:
 
     result = crawl_loop.run(read())
     robots = robots_from_result(result)
-    if robots.status not in ("ok", "missing") or (setup.login is not None and result.redirects):
+    if robots.status not in ("ok", "missing") or (setup.login is not None
+                                                    and is_login_redirect(result, setup.login.url)):
         log.warning("audit %s: robots.txt was not read again (%s); the rules read before stay",
                     audit.pk, robots.detail or f"redirected to {result.final_url}")
         return False

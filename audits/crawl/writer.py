@@ -32,6 +32,8 @@ EDGE_COLUMNS = ["audit_id", "source_hash", "source_url", "target_hash", "target_
 # A top-up may lease this many URLs per page it may lease, the rest checks: a
 # HEAD check costs a small part of a page's fetch, parse and rows.
 TOP_UP_URLS_PER_PAGE = 4
+# Top-up leases in a row that robots.txt rules read during the crawl may refuse whole.
+REFUSED_LEASES = 3
 # A page depth cap no page meets: a top-up of checks only.
 NO_PAGES = -1
 # Where a page row holds its canonical: admission checks the target the row names, resolved once (rows).
@@ -164,14 +166,18 @@ class ChunkWriter:
             if not Audit.objects.filter(pk=self.audit.pk, status=Audit.Status.RUNNING).exists():
                 raise AuditStopped()
             size = knob("CHUNK_SIZE")
-            ids = FrontierURL.objects.lease_next(
-                self.lease, size, budget=page_budget(self.audit), page_depth_cap=self.depth_cap,
-                url_limit=size * TOP_UP_URLS_PER_PAGE,
-            )
-            if not ids:
-                return []
-            items = items_of(FrontierURL.objects.held_by(self.lease).filter(id__in=ids))
-            items = refuse_disallowed(self.audit, self.setup.robots, self.setup.user_agent, self.lease, items)
+            # A lease robots.txt, read again, refused whole is no end of the work: lease again (a few times).
+            for _ in range(REFUSED_LEASES):
+                ids = FrontierURL.objects.lease_next(
+                    self.lease, size, budget=page_budget(self.audit), page_depth_cap=self.depth_cap,
+                    url_limit=size * TOP_UP_URLS_PER_PAGE,
+                )
+                if not ids:
+                    return []
+                items = items_of(FrontierURL.objects.held_by(self.lease).filter(id__in=ids))
+                items = refuse_disallowed(self.audit, self.setup.robots, self.setup.user_agent, self.lease, items)
+                if items:
+                    break
             self.lease.count_urls(len(items), more=True)
         self.hold(items)
         return items

@@ -1,3 +1,5 @@
+from django.core import checks
+
 from audits.system_checks import check_q_cluster_timing
 
 
@@ -23,6 +25,13 @@ def test_soft_deadline_above_timeout_is_refused(settings):
     settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 60, "retry": 90}
     settings.SITEWARD = {**settings.SITEWARD, "CHUNK_SOFT_DEADLINE": 120}
     assert _ids(settings) == ["siteward.E003"]
+
+
+def test_a_timeout_that_leaves_no_room_for_the_last_requests_is_warned_of(settings):
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 150, "retry": 200}
+    settings.SITEWARD = {**settings.SITEWARD, "CHUNK_SOFT_DEADLINE": 120}
+    (warning,) = check_q_cluster_timing()
+    assert warning.id == "siteward.W005" and warning.level == checks.WARNING
 
 
 def test_manage_py_check_fails_on_a_bad_config(tmp_path):

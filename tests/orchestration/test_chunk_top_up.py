@@ -219,3 +219,24 @@ def test_a_first_lease_spreads_its_checks_between_its_pages_too(owner, grid_site
     items = lease_items(audit, claim(audit.pk, 1))
     shape = "".join("P" if item.kind == Page.Kind.PAGE else "c" for item in items)
     assert shape == "PccPccPcc"  # in lease order the six checks came first
+
+
+def test_a_top_up_that_robots_txt_read_again_refuses_whole_leases_again(owner, grid_site, fast_settings):
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "ROBOTS_MAX_AGE": 0}  # the rules count as read again
+    audit, _ = started(owner, grid_site)
+    held = claim(audit.pk, 1)
+    audit.record_robots("ok", 200, "User-agent: *\nDisallow: /gone/\n", audit.sitemap_found)
+    writer = ChunkWriter(audit, held, crawl_setup(audit))
+    writer.hold(lease_items(audit, held))
+    FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).delete()
+    size, depth = fast_settings.SITEWARD["CHUNK_SIZE"], writer.depth_cap
+    FrontierURL.objects.bulk_create(
+        [FrontierURL(audit=audit, url=grid_site.url(f"/gone/{i}"), url_hash=f"g{i}", kind=Page.Kind.PAGE,
+                     depth=depth, linked=True) for i in range(2 * size)]
+        + [FrontierURL(audit=audit, url=grid_site.url(f"/open/{i}"), url_hash=f"o{i}", kind=Page.Kind.PAGE,
+                       depth=depth, linked=True) for i in range(size)])
+    more = writer.top_up()
+    assert [item.url for item in more] == [grid_site.url(f"/open/{i}") for i in range(size)]
+    gone = FrontierURL.objects.filter(audit=audit, url__contains="/gone/")
+    assert set(gone.values_list("state", "skip_reason")) == {("done", "blocked_by_robots")}
+    assert audit.issues.filter(code="blocked_by_robots").count() == 2 * size
