@@ -42,13 +42,14 @@ def check_q_cluster_timing(app_configs=None, **kwargs):
             hint="Lower SITEWARD_CHUNK_SECONDS or raise Q_TIMEOUT.",
             id="siteward.E003",
         )]
-    # After its soft deadline a chunk waits for the requests in flight, each up to a fetch's whole
-    # budget, and it may first have read robots.txt again, which takes as long.
+    # Besides its soft deadline a chunk's task may read robots.txt again before it starts, and waits
+    # for the requests in flight after it, each up to a fetch's whole budget.
     longest = deadline + 2 * FetchPolicy().total_budget
     if longest >= timeout:
         return [Warning(
-            f"A chunk may run {longest:g}s (its {deadline:g}s soft deadline, then a robots.txt read and the last "
-            f"requests, each up to {FetchPolicy().total_budget:g}s), not less than Q_CLUSTER timeout ({timeout}s): "
+            f"A chunk's task may run {longest:g}s (a robots.txt read before it, its {deadline:g}s soft deadline, "
+            f"and its last requests after it, each up to {FetchPolicy().total_budget:g}s), not less than "
+            f"Q_CLUSTER timeout ({timeout}s): "
             "a chunk whose last requests hang is killed, and retried, instead of ending cleanly.",
             hint="Raise Q_TIMEOUT (and Q_RETRY above it) or lower SITEWARD_CHUNK_SECONDS.",
             id="siteward.W005",
