@@ -44,11 +44,12 @@ def check_q_cluster_timing(app_configs=None, **kwargs):
         )]
     # Besides its soft deadline a chunk's task may read robots.txt again before it starts, and waits
     # for the requests in flight after it, each up to a fetch's whole budget.
-    longest = deadline + 2 * FetchPolicy().total_budget
+    budget = FetchPolicy().total_budget
+    longest = deadline + 2 * budget
     if longest >= timeout:
         return [Warning(
             f"A chunk's task may run {longest:g}s (a robots.txt read before it, its {deadline:g}s soft deadline, "
-            f"and its last requests after it, each up to {FetchPolicy().total_budget:g}s), not less than "
+            f"and its last requests after it, each up to {budget:g}s), not less than "
             f"Q_CLUSTER timeout ({timeout}s): "
             "a chunk whose last requests hang is killed, and retried, instead of ending cleanly.",
             hint="Raise Q_TIMEOUT (and Q_RETRY above it) or lower SITEWARD_CHUNK_SECONDS.",

@@ -113,7 +113,7 @@ async def read_body(raw: httpcore.Response, response: _Response, plan: BodyPlan,
 
 def _binary(response: _Response, body: bytearray) -> bool:
     """Mark a body served as HTML whose first bytes are binary data; it is not read further."""
-    if not looks_binary(bytes(body[:SNIFF_BYTES]), response.charset):
+    if not looks_binary(body, response.charset):
         return False
     response.binary = True
     response.detail = f"served as {response.content_type}, but its first bytes are binary data; not read"

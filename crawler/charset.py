@@ -203,7 +203,7 @@ _SIGNATURES = (b"%PDF-", b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"\xff\xd8\
                b"\x7fELF", b"%!PS-Adobe-")
 
 
-def looks_binary(prefix: bytes, http_charset: str | None) -> bool:
+def looks_binary(prefix: bytes | bytearray, http_charset: str | None) -> bool:
     """Whether a body served as HTML is really a file of another kind (a PDF, an image, an archive).
 
     Told by a known file signature, or by binary data bytes making up a

@@ -44,6 +44,7 @@ __all__ = [
     "MAX_ROBOTS_BYTES",
     "Robots",
     "disallowed_on",
+    "fetch_robots",
     "load_robots",
     "refused_landing",
     "robots_from_result",
@@ -180,15 +181,19 @@ def decode_robots(raw: bytes, *, truncated: bool = False) -> str:
     return data.decode("utf-8-sig", errors="replace").replace("\x00", "\ufffd")
 
 
+async def fetch_robots(fetcher: Fetcher, origin: str) -> FetchResult:
+    """One GET of ``origin``'s robots.txt within RFC 9309's caps: 512,000 bytes and five redirects."""
+    return await fetcher.fetch(origin_of(origin) + "/robots.txt", keep_body=True, max_bytes=MAX_ROBOTS_BYTES,
+                               max_redirects=MAX_REDIRECTS)
+
+
 async def load_robots(fetcher: Fetcher, origin: str, *, ignore: bool = False) -> Robots:
     """Fetch ``origin``'s robots.txt once and decide.
 
     With ``ignore`` the file is still fetched (its Sitemap lines are useful) but
     the result allows everything; ``detail`` says what the file would have said.
     """
-    url = origin_of(origin) + "/robots.txt"
-    result = await fetcher.fetch(url, keep_body=True, max_bytes=MAX_ROBOTS_BYTES, max_redirects=MAX_REDIRECTS)
-    robots = robots_from_result(result)
+    robots = robots_from_result(await fetch_robots(fetcher, origin))
     if ignore:
         return Robots(
             "ignored",

@@ -268,14 +268,19 @@ def _upgrade(audit: Audit, rows: list[tuple]) -> int:
     resources = FrontierURL.objects.filter(audit=audit, url_hash__in=hashes, kind=Page.Kind.RESOURCE, skip_reason="")
     resources.filter(state=FrontierURL.State.DONE).release(forget_tries=True)
     upgraded = 0
-    for depth in {row[4] for row in rows}:
-        group = [row for row in rows if row[4] == depth]
-        digests = [row[1] for row in group]
+    for depth, digests, keys in _per_depth(rows):
         upgraded += resources.filter(url_hash__in=digests).update(
-            kind=Page.Kind.PAGE, linked=True, depth=depth, reschedules=0,
-            template_key=Case(*(When(url_hash=row[1], then=Value(row[6])) for row in group)))
+            kind=Page.Kind.PAGE, linked=True, depth=depth, reschedules=0, template_key=keys)
         Page.objects.filter(audit=audit, url_hash__in=digests).update(depth=depth)
     return upgraded
+
+
+def _per_depth(rows: list[tuple]) -> Iterator[tuple[int, list[str], Case]]:
+    """New frontier ``rows`` for known URLs, by depth: each depth's hashes, and their template keys as an update
+    expression (one UPDATE a depth, whatever the number of templates)."""
+    for depth in {row[4] for row in rows}:
+        group = [row for row in rows if row[4] == depth]
+        yield depth, [row[1] for row in group], Case(*(When(url_hash=row[1], then=Value(row[6])) for row in group))
 
 
 def _within_trap_budget(audit: Audit, fresh: list[tuple[str, Candidate]]) -> Iterator[tuple]:
@@ -321,14 +326,11 @@ def _requeue_cut(audit: Audit, rows: list[tuple]) -> int:
     """URLs cut by their template's budget that a shorter path now admits (``rows``: their new frontier
     rows), queued to be crawled at that depth; how many."""
     requeued = 0
-    for depth in {row[4] for row in rows}:
-        group = [row for row in rows if row[4] == depth]
-        cut = FrontierURL.objects.filter(audit=audit, url_hash__in=[row[1] for row in group], skip_reason=TRAP,
+    for depth, digests, keys in _per_depth(rows):
+        cut = FrontierURL.objects.filter(audit=audit, url_hash__in=digests, skip_reason=TRAP,
                                          state=FrontierURL.State.DONE)
         # Whether a link reached it was set above (relink), as for any known target.
-        requeued += cut.update(
-            state=FrontierURL.State.PENDING, skip_reason="", depth=depth,
-            template_key=Case(*(When(url_hash=row[1], then=Value(row[6])) for row in group)))
+        requeued += cut.update(state=FrontierURL.State.PENDING, skip_reason="", depth=depth, template_key=keys)
     return requeued
 
 

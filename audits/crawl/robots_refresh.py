@@ -18,9 +18,8 @@ from crawler import loop as crawl_loop
 from crawler.catalogue import finding
 from crawler.fetch import Fetcher
 from crawler.login import is_login_redirect
-from crawler.robots import MAX_REDIRECTS, MAX_ROBOTS_BYTES, Robots, robots_from_result
+from crawler.robots import Robots, fetch_robots, robots_from_result
 from crawler.types import FetchError
-from crawler.urls import origin_of
 
 from ..issue_rows import insert_issues, issue_for
 from ..knobs import knob
@@ -60,8 +59,7 @@ def refresh_robots(audit: Audit) -> bool:
 
     async def read():
         async with Fetcher(setup.policy, setup.guard, concurrency=1, credentials=setup.credentials) as fetcher:
-            return await fetcher.fetch(origin_of(audit.origin) + "/robots.txt", keep_body=True,
-                                       max_bytes=MAX_ROBOTS_BYTES, max_redirects=MAX_REDIRECTS)
+            return await fetch_robots(fetcher, audit.origin)
 
     result = crawl_loop.run(read())
     robots = robots_from_result(result)

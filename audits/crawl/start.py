@@ -27,14 +27,7 @@ from crawler.http_probe import PROBE_SECONDS, probe_http_form
 from crawler.login import is_login_redirect
 from crawler.page import PageOutcome, build_outcome
 from crawler.retry import parse_retry_after
-from crawler.robots import (
-    MAX_REDIRECTS,
-    MAX_ROBOTS_BYTES,
-    Robots,
-    disallowed_on,
-    load_robots,
-    robots_from_result,
-)
+from crawler.robots import Robots, disallowed_on, fetch_robots, load_robots, robots_from_result
 from crawler.sitemap import MAX_SECONDS as SITEMAP_SECONDS
 from crawler.sitemap import discover_sitemaps
 from crawler.types import FetchError, FetchResult, Finding
@@ -358,8 +351,7 @@ async def _read_robots(fetcher: Fetcher, origin: str, ends: float) -> tuple[Fetc
     loop = asyncio.get_running_loop()
     pauses = tuple(knob("ROBOTS_RETRY_SECONDS"))
     for asked, pause in enumerate((*pauses, None), start=1):
-        fetched = await fetcher.fetch(f"{origin}/robots.txt", keep_body=True, max_bytes=MAX_ROBOTS_BYTES,
-                                      max_redirects=MAX_REDIRECTS)
+        fetched = await fetch_robots(fetcher, origin)
         if pause is None or fetched.status is None or not (fetched.status == 429 or fetched.status >= 500):
             return fetched, asked
         asked_for = parse_retry_after(fetched.headers.get("retry-after"), time.time(), fetched.headers.get("date"))
