@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import httpcore
 
 from .charset import SNIFF_BYTES, looks_binary
-from .errors import BodyTooLarge, CrawlError, DecompressionLimit
+from .errors import BodyTooLarge, CrawlError, DecompressionLimit, ProtocolFailure
 from .inflate import Decoder, UnsupportedCoding
 from .net import CountingStream
 from .overrun import drop_if_overrun
@@ -97,8 +97,13 @@ async def read_body(raw: httpcore.Response, response: _Response, plan: BodyPlan,
                     into.write(piece)
                 else:
                     body += piece
-            await drop_if_overrun(stream, response.headers)
-            if sniff and _binary(response, body):
+            surplus = await drop_if_overrun(stream, response.headers)
+            if surplus:
+                # A Content-Length too small for what the server sent: the body read may be cut short,
+                # and the rest is not an answer. RELIABILITY row 20 names it a malformed response.
+                response.error = ProtocolFailure(f"Malformed HTTP response: {surplus} more bytes arrived after "
+                                                 f"the {declared}-byte body its Content-Length declared")
+            elif sniff and _binary(response, body):
                 return
     except HTTPCORE_ERRORS as exc:
         response.error = translate(exc, in_body=True, at_eof=stream.at_eof)

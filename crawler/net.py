@@ -451,6 +451,7 @@ def _readable(sock: socket.socket | None) -> bool:
 # window are not looked for (h11 refuses them well before 64 KiB anyway).
 _HEAD_END = re.compile(rb"\n\r?\n")
 _HEAD_WINDOW = 64 * 1024
+_INTERIM = re.compile(rb"HTTP/\d(?:\.\d)? 1\d\d")
 
 
 class CountingStream(httpcore.AsyncNetworkStream):
@@ -478,6 +479,21 @@ class CountingStream(httpcore.AsyncNetworkStream):
         # ends: h11 does not say how many bytes the head took.
         self._request_start = 0
         self._head = bytearray()
+
+    def surplus(self, body_length: int) -> int:
+        """Bytes that arrived after a final answer's head and its
+        ``body_length`` bytes of body: what a Content-Length too small for its
+        body leaves. 0 when none, or when that cannot be told (the head past
+        the window, or behind an interim 1xx head). A stray line break after
+        a body, which some servers send, is not counted."""
+        end = _HEAD_END.search(self._head)
+        if end is None or _INTERIM.match(self._head):
+            return 0
+        extra = self.bytes_read - self._request_start - end.end() - body_length
+        tail = bytes(self._head[end.end() + body_length:])
+        if extra <= 0 or (len(tail) == extra and not tail.strip(b"\r\n")):
+            return 0
+        return extra
 
     def overran(self, body_length: int) -> bool:
         """Whether more than the head and ``body_length`` bytes arrived since

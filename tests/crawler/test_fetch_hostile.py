@@ -413,7 +413,7 @@ def test_malformed_http_is_a_protocol_error_without_a_hang(server, path):
     assert server.requests[path] == 1  # a broken server is not asked again
 
 
-def test_a_content_length_shorter_than_the_body_keeps_only_the_declared_bytes(server):
+def test_a_content_length_shorter_than_the_body_is_a_protocol_error(server):
     async def overlong(request: Request, reader, writer, server) -> None:
         writer.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5\r\n\r\nhello, and more"
@@ -422,4 +422,8 @@ def test_a_content_length_shorter_than_the_body_keeps_only_the_declared_bytes(se
 
     server.route("/overlong", overlong)
     result = fetch(server, "/overlong")
-    assert result.error is None and result.body == b"hello" and result.size == 5
+    assert result.error is FetchError.PROTOCOL_ERROR and result.body is None
+    assert result.error_detail == (
+        "Malformed HTTP response: 10 more bytes arrived after the 5-byte body its Content-Length declared"
+    )
+    assert server.requests["/overlong"] == 1  # a lying server is not asked again

@@ -11,6 +11,7 @@ import pytest
 
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.net import AddressGuard
+from crawler.types import FetchError
 from tests.crawler.hostile_server import (
     OK_HTML,
     POISON_HTML,
@@ -58,20 +59,19 @@ def first_then_keep_alive(server: HostileServer, path: str, method: str = "GET")
 def test_a_body_longer_than_its_content_length_is_never_read_as_the_next_answer(server):
     server.route("/overlong", overrun(200, b"hello"))
     first, second = first_then_keep_alive(server, "/overlong")
-    assert (first.status, first.body, first.error) == (200, b"hello", None)
+    assert (first.status, first.body, first.error) == (200, None, FetchError.PROTOCOL_ERROR)
     assert (second.status, second.body) == (200, OK_HTML)
     assert server.requests["/keep-alive"] == 1
     assert server.connections == 2
 
 
 def test_a_redirect_whose_drained_body_overruns_closes_its_connection(server):
-    server.route("/moved", overrun(302, b"moved", {"Location": "/ok-here"}))
-    server.route("/ok-here", overrun(200, OK_HTML))
+    server.route("/moved", overrun(302, b"moved", {"Location": "/keep-alive"}))
     first, second = first_then_keep_alive(server, "/moved")
-    assert first.status == 200 and first.body == OK_HTML
+    assert first.status == 200 and first.body == OK_HTML and first.error is None
     assert len(first.redirects) == 1
     assert (second.status, second.body) == (200, OK_HTML)
-    assert server.connections == 3
+    assert server.connections == 2
 
 
 @pytest.mark.parametrize("code", [200, 204])
@@ -91,9 +91,37 @@ def test_an_answer_of_exactly_its_content_length_keeps_its_connection(server):
 
 
 def test_a_short_binary_body_served_as_html_that_overruns_closes_its_connection(server):
-    # Read to its end, then found to be a PDF: the surplus check still runs.
+    # Read to its end before the sniff: the surplus check still runs, and names the lie.
     server.route("/report", overrun(200, b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n\x00\x01"))
     first, second = first_then_keep_alive(server, "/report")
-    assert first.binary and first.body is None
+    assert first.error is FetchError.PROTOCOL_ERROR and first.body is None
     assert (second.status, second.body) == (200, OK_HTML)
     assert server.connections == 2
+
+
+def trailing(after: bytes, before: bytes = b""):
+    """An answer of exactly its Content-Length, with ``before`` sent ahead of its head and ``after`` behind its body."""
+
+    async def handler(request, reader, writer, server) -> bool:
+        head = head_bytes(200, {"Content-Type": "text/html", "Content-Length": str(len(OK_HTML)),
+                                "Connection": "keep-alive"})
+        await send(writer, server, request.path, before + head + OK_HTML + after)
+        return True
+
+    return handler
+
+
+def test_a_stray_line_break_after_a_body_is_not_an_error_but_the_connection_closes(server):
+    server.route("/crlf", trailing(b"\r\n"))
+    first, second = first_then_keep_alive(server, "/crlf")
+    assert (first.status, first.body, first.error) == (200, OK_HTML, None)
+    assert (second.status, second.body) == (200, OK_HTML)
+    assert server.connections == 2
+
+
+def test_an_early_hints_answer_before_the_page_is_not_a_surplus(server):
+    # A 103's head comes before the final one: the page's own length is kept, and the connection closes.
+    server.route("/hints", trailing(b"", before=b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n"))
+    first, second = first_then_keep_alive(server, "/hints")
+    assert (first.status, first.body, first.error) == (200, OK_HTML, None)
+    assert (second.status, second.body) == (200, OK_HTML)
