@@ -87,6 +87,9 @@ class Robots:
     http_status: int | None
     body: str = ""
     detail: str = ""
+    # What the file itself is (ok, missing or unavailable) when ``status`` is
+    # ``ignored``: the site's problems with it are still reported.
+    found: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -200,6 +203,7 @@ async def load_robots(fetcher: Fetcher, origin: str, *, ignore: bool = False) ->
             robots.http_status,
             robots.body,
             f"robots.txt is ignored for this audit ({robots.detail})",
+            found=robots.status,
         )
     return robots
 

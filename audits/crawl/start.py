@@ -95,6 +95,8 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
     if outcome.cookies is not None and not outcome.error_code:
         record_login(audit, outcome.cookies)
     if outcome.error_code:
+        if outcome.robots is not None:  # robots.txt unreachable: the failure is the site's issue too
+            _write_site_issues(audit, outcome)
         audit.fail(outcome.error_code, outcome.error_detail, Audit.Phase.STARTING)
         return
 
@@ -366,6 +368,7 @@ async def _read_robots(fetcher: Fetcher, origin: str, ends: float) -> tuple[Fetc
 def _robots_unreachable(origin: str, robots: Robots, asked: int = 1) -> StartOutcome:
     tries = f" (asked {asked} times)" if asked > 1 else ""
     return StartOutcome(
+        origin=origin, robots=robots,
         error_code=Audit.ErrorCode.ROBOTS_UNREACHABLE,
         error_detail=f"{origin}/robots.txt: {robots.detail}{tries} Search engines treat this as "
                      "'disallow everything', so Siteward crawls nothing (RFC 9309). Fix robots.txt "
@@ -385,10 +388,17 @@ def _write_site_issues(audit: Audit, outcome: StartOutcome) -> None:
     """Site-level findings from start: robots.txt and sitemap problems."""
     robots_url = f"{outcome.origin}/robots.txt"
     found: list[tuple[str, Finding]] = []
-    if outcome.robots.status == "missing":
+    robots = outcome.robots
+    # An audit that ignores robots.txt still reports what search engines make of the file.
+    status = robots.found or robots.status
+    if status == "missing":
         found.append((robots_url, finding(
-            "robots_txt_missing", f"robots.txt answered {outcome.robots.http_status}; crawlers may fetch everything.")))
-    if not outcome.sitemap_found:
+            "robots_txt_missing", f"robots.txt answered {robots.http_status}; crawlers may fetch everything.")))
+    elif status == "unavailable":
+        answer = f"answered {robots.http_status}" if robots.http_status is not None else "could not be fetched"
+        found.append((robots_url, finding(
+            "robots_txt_unavailable", f"robots.txt {answer}; search engines treat that as 'disallow everything'.")))
+    if outcome.sitemap_found is False:  # None: never looked for (robots.txt ended the start)
         found.append((f"{outcome.origin}/sitemap.xml", finding(
             "sitemap_missing", "No Sitemap: line in robots.txt and nothing at /sitemap.xml.")))
     for url, problem in outcome.sitemap_problems:

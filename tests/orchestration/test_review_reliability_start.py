@@ -48,6 +48,26 @@ def test_a_503_robots_txt_fails_the_audit_as_robots_unreachable_before_any_page_
     assert requests_for(httpserver, "/robots.txt")  # asked, and retried within its cap
     assert requests_for(httpserver, "/") == []  # RFC 9309 2.3.1.4: complete disallow, the start page too
     assert audit.pages.count() == 0
+    # The failure is the site's issue too, with why it matters and how to fix it; no sitemap was looked for.
+    assert list(audit.issues.values_list("code", "url", "message")) == [
+        ("robots_txt_unavailable", httpserver.url_for("/robots.txt"),
+         "robots.txt answered 503; search engines treat that as 'disallow everything'.")]
+
+
+@pytest.mark.parametrize(("status", "code"), [(503, "robots_txt_unavailable"), (404, "robots_txt_missing")])
+def test_an_audit_that_ignores_robots_txt_still_reports_what_is_wrong_with_it(
+        owner, fast_settings, httpserver, status, code):
+    httpserver.expect_request("/robots.txt").respond_with_data("busy", status=status)
+    httpserver.expect_request("/").respond_with_data("<a href='/a'>a</a>", content_type="text/html")
+    httpserver.expect_request("/a").respond_with_data("<p>a</p>", content_type="text/html")
+    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, respect_robots=False)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert audit.status == "completed", audit.error_detail
+    assert audit.pages.count() == 2
+    robots = audit.issues.filter(url=httpserver.url_for("/robots.txt"))
+    assert list(robots.values_list("code", flat=True)) == [code]
+    assert f"answered {status}" in robots.get().message
 
 
 def test_a_robots_txt_that_answers_503_for_a_moment_is_asked_again_and_the_audit_runs(
