@@ -451,6 +451,7 @@ def _readable(sock: socket.socket | None) -> bool:
 # window are not looked for (h11 refuses them well before 64 KiB anyway).
 _HEAD_END = re.compile(rb"\n\r?\n")
 _HEAD_WINDOW = 64 * 1024
+_LAST_BYTES = 8
 _INTERIM = re.compile(rb"HTTP/\d(?:\.\d)? 1\d\d")
 
 
@@ -479,6 +480,7 @@ class CountingStream(httpcore.AsyncNetworkStream):
         # ends: h11 does not say how many bytes the head took.
         self._request_start = 0
         self._head = bytearray()
+        self._last = b""  # the last bytes received, to tell a stray line break after a body
 
     def surplus(self, body_length: int) -> int:
         """Bytes that arrived after a final answer's head and its
@@ -490,8 +492,7 @@ class CountingStream(httpcore.AsyncNetworkStream):
         if end is None or _INTERIM.match(self._head):
             return 0
         extra = self.bytes_read - self._request_start - end.end() - body_length
-        tail = bytes(self._head[end.end() + body_length:])
-        if extra <= 0 or (len(tail) == extra and not tail.strip(b"\r\n")):
+        if extra <= 0 or (extra <= len(self._last) and not self._last[-extra:].strip(b"\r\n")):
             return 0
         return extra
 
@@ -513,6 +514,7 @@ class CountingStream(httpcore.AsyncNetworkStream):
             self._awaiting_answer = False
             if len(self._head) < _HEAD_WINDOW:
                 self._head += data[: _HEAD_WINDOW - len(self._head)]
+            self._last = (self._last + data[-_LAST_BYTES:])[-_LAST_BYTES:]
         else:
             self.at_eof = True
             if self._awaiting_answer:

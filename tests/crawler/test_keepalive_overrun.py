@@ -99,22 +99,27 @@ def test_a_short_binary_body_served_as_html_that_overruns_closes_its_connection(
     assert server.connections == 2
 
 
-def trailing(after: bytes, before: bytes = b""):
+def trailing(after: bytes, before: bytes = b"", body: bytes = OK_HTML):
     """An answer of exactly its Content-Length, with ``before`` sent ahead of its head and ``after`` behind its body."""
 
     async def handler(request, reader, writer, server) -> bool:
-        head = head_bytes(200, {"Content-Type": "text/html", "Content-Length": str(len(OK_HTML)),
+        head = head_bytes(200, {"Content-Type": "text/html", "Content-Length": str(len(body)),
                                 "Connection": "keep-alive"})
-        await send(writer, server, request.path, before + head + OK_HTML + after)
+        await send(writer, server, request.path, before + head + body + after)
         return True
 
     return handler
 
 
-def test_a_stray_line_break_after_a_body_is_not_an_error_but_the_connection_closes(server):
-    server.route("/crlf", trailing(b"\r\n"))
+# Past the first 64 KiB of an answer, where its head is looked for.
+LONG_HTML = OK_HTML.replace(b"<p>ok</p>", b"<p>" + b"ok " * 40_000 + b"</p>")
+
+
+@pytest.mark.parametrize("body", [OK_HTML, LONG_HTML], ids=["short", "long"])
+def test_a_stray_line_break_after_a_body_is_not_an_error_but_the_connection_closes(server, body):
+    server.route("/crlf", trailing(b"\r\n", body=body))
     first, second = first_then_keep_alive(server, "/crlf")
-    assert (first.status, first.body, first.error) == (200, OK_HTML, None)
+    assert (first.status, first.body, first.error) == (200, body, None)
     assert (second.status, second.body) == (200, OK_HTML)
     assert server.connections == 2
 
@@ -124,4 +129,11 @@ def test_an_early_hints_answer_before_the_page_is_not_a_surplus(server):
     server.route("/hints", trailing(b"", before=b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n"))
     first, second = first_then_keep_alive(server, "/hints")
     assert (first.status, first.body, first.error) == (200, OK_HTML, None)
+    assert (second.status, second.body) == (200, OK_HTML)
+
+
+def test_a_long_body_longer_than_its_content_length_is_a_protocol_error_too(server):
+    server.route("/overlong", overrun(200, LONG_HTML))
+    first, second = first_then_keep_alive(server, "/overlong")
+    assert (first.status, first.body, first.error) == (200, None, FetchError.PROTOCOL_ERROR)
     assert (second.status, second.body) == (200, OK_HTML)
