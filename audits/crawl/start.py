@@ -219,7 +219,8 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: floa
                              f"{budget:.0f} s to answer, the start step's share of the task time limit (Q_TIMEOUT).")
         if isinstance(found, StartOutcome):
             return found
-        return await _read_site(start_url, setup, fetcher, *found, ends)
+        return await _read_site(start_url, setup, fetcher, *found, ends,
+                                judge_listing=audit.mode != Audit.Mode.VALIDATE)
 
 
 async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: Fetcher,
@@ -302,8 +303,12 @@ async def _start_page(fetcher: Fetcher, start_url: str, robots: Robots | None, r
 
 
 async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first: FetchResult, final: str,
-                     robots: Robots, cookies: dict | None, ends: float) -> StartOutcome:
-    """The sitemaps and the http probe, in the time left before ``ends``; then the start page's outcome."""
+                     robots: Robots, cookies: dict | None, ends: float, *, judge_listing: bool) -> StartOutcome:
+    """The sitemaps and the http probe, in the time left before ``ends``; then the start page's outcome.
+
+    ``judge_listing``: the start page's checks know whether the sitemap lists it, as
+    any page's do (a validation does not judge listings).
+    """
     origin = origin_of(final)
     left = max(0.0, ends - asyncio.get_running_loop().time())
     report = await discover_sitemaps(fetcher, origin, robots.sitemaps, budget=min(SITEMAP_SECONDS, left))
@@ -319,7 +324,8 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
     if final != start_url:
         pages.append(build_outcome(first, start_url, 0, ctx))  # a redirect: its one edge is to ``final``
         first = dataclasses.replace(first, url=final, redirects=())
-    pages.append(build_outcome(first, final, 0, ctx))
+    listed = judge_listing and final in frozenset(report.urls)
+    pages.append(build_outcome(first, final, 0, dataclasses.replace(ctx, in_sitemap=listed)))
     if plain_http is not None:  # stored on the start page's row by the ordinary chunk writer
         pages[-1] = dataclasses.replace(pages[-1], findings=(*pages[-1].findings, plain_http))
     if setup.render != "none":

@@ -35,3 +35,7 @@ def test_a_start_page_the_sitemap_lists_is_in_the_sitemap_and_judged_as_a_listin
     assert set(audit.pages.filter(in_sitemap=True).values_list("url", flat=True)) == {site.url("/"), site.url("/listed")}
     assert set(Issue.objects.filter(audit=audit, code="sitemap_bad_url").values_list("url", flat=True)) == {site.url("/")}
     assert not Issue.objects.filter(audit=audit, code="orphan_page").exists()
+    # Its noindex is judged knowing the listing, as any listed page's is (CHECKS #17: escalated).
+    noindex = Issue.objects.get(audit=audit, code="noindex")
+    assert (noindex.url, noindex.severity) == (site.url("/"), "critical")
+    assert noindex.message.endswith("but listed in the sitemap")
