@@ -10,6 +10,8 @@ the whole crawl and run at finalize time.
 
 from __future__ import annotations
 
+import math
+
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -210,11 +212,10 @@ def redirect_temporary(result, facts, ctx):
 def slow_response(result, facts, ctx):
     if result.status is None:
         return
-    ms = round(result.ttfb * 1000)
-    if ms > ctx.settings.slow_ms:
+    if result.ttfb * 1000 > ctx.settings.slow_ms:  # over the limit by any amount, not once rounded
         yield finding(
             "slow_response",
-            f"Server took {ms:,} ms to start answering (limit {ctx.settings.slow_ms:,} ms); "
+            f"Server took {math.ceil(result.ttfb * 1000):,} ms to start answering (limit {ctx.settings.slow_ms:,} ms); "
             f"{result.elapsed:.1f} s and {result.size:,} bytes in all",
         )
 

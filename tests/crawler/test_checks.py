@@ -257,6 +257,12 @@ def test_temporary_redirect_names_the_hop():
     assert hit.message == f"https://example.com/old answers 307 (temporary) to {PAGE}"
 
 
+def test_slow_response_fires_just_over_the_limit_and_not_at_it():
+    [hit] = of("slow_response", page(ttfb=0.8004))
+    assert hit.message.startswith("Server took 801 ms")
+    assert of("slow_response", page(ttfb=0.8)) == []
+
+
 def test_slow_response_threshold_is_a_setting():
     assert of("slow_response", page(ttfb=1.0), context(slow_ms=1500)) == []
     [hit] = of("slow_response", page(ttfb=1.0))
