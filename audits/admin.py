@@ -245,7 +245,18 @@ class SiteAdminForm(CrawlSettingsForm, SiteScheduleForm):
 
     class Meta(SiteScheduleForm.Meta):
         fields = "__all__"
-        exclude = SITE_FIXED
+        exclude = (*SITE_FIXED, "thresholds")  # edited as one field each, below
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name, value in (self.instance.thresholds or {}).items():
+            if name in self.fields:
+                self.initial[name] = value
+
+    def clean(self):
+        data = super().clean()
+        self.instance.thresholds = self.thresholds()
+        return data
 
 
 @admin.register(Site)

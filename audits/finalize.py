@@ -30,7 +30,6 @@ from .sql import placeholders
 
 log = logging.getLogger(__name__)
 
-DEEP_PAGE_DEPTH = 4
 BATCH = 1000
 
 
@@ -511,14 +510,15 @@ def duplicate_content(audit_id: int) -> Iterator[Issue]:
 
 
 def deep_pages(audit_id: int) -> Iterator[Issue]:
+    deepest = Audit.objects.get(pk=audit_id).check_settings().deep_depth
     sql = """
         SELECT p.id, p.url, p.depth FROM audits_page p
         JOIN audits_frontierurl f ON f.audit_id = p.audit_id AND f.url_hash = p.url_hash
         WHERE p.audit_id = %s AND p.kind = 'page' AND f.linked AND p.depth > %s
     """
-    for page_id, url, depth in _rows(sql, [audit_id, DEEP_PAGE_DEPTH]):
+    for page_id, url, depth in _rows(sql, [audit_id, deepest]):
         yield issue_for(audit_id, page_id, url, finding(
-            "deep_page", f"{depth} clicks from the start page (more than {DEEP_PAGE_DEPTH})"))
+            "deep_page", f"{depth} clicks from the start page (more than {deepest})"))
 
 
 CHECKS = [

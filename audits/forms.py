@@ -25,6 +25,7 @@ from .models import IgnoreRule, IssueCode, Site
 from .models.audit import RENDER_CHOICES
 from .models.site import WebhookURLValidator, time_zone_choices
 from .schedules import scheduled_sites_left as schedules_left
+from .thresholds import BY_NAME, RANGES, THRESHOLDS, Threshold, overrides_of
 
 # Bounds on what one audit may ask for. They keep a typo (max pages 10000000)
 # from turning into a week-long crawl and match what the crawler is sized for.
@@ -91,7 +92,19 @@ def _check_address(url: str, *, allow_private: bool, refusal: str = _AUDIT_REFUS
         ) from None
 
 
-class CrawlSettingsForm(forms.Form):
+def _threshold_field(threshold: Threshold) -> forms.IntegerField:
+    return forms.IntegerField(
+        label=f"{threshold.label} ({threshold.unit})", required=False, initial=threshold.default,
+        min_value=threshold.minimum, max_value=threshold.maximum,
+        help_text=f"Default {threshold.default:,}; leave empty for the default.",
+    )
+
+
+# One optional field per check threshold, named for it (audits.thresholds).
+ThresholdFields = type("ThresholdFields", (forms.Form,), {t.name: _threshold_field(t) for t in THRESHOLDS})
+
+
+class CrawlSettingsForm(ThresholdFields):
     """The crawl settings and their bounds: the new-audit form's, and the admin's for a saved site.
 
     One set of fields and checks, so a site edited in the admin cannot be given
@@ -154,6 +167,19 @@ class CrawlSettingsForm(forms.Form):
         # Optional in the form (an older client sends none); the model's column is never empty.
         return self.cleaned_data.get("render") or "none"
 
+    def clean(self):
+        data = super().clean()
+        for shorter, longer in RANGES:
+            low, high = (data.get(name) or BY_NAME[name].default for name in (shorter, longer))
+            if shorter not in self.errors and longer not in self.errors and low > high:
+                self.add_error(longer, forms.ValidationError(
+                    f"Must be at least the {BY_NAME[shorter].label.lower()} ({low:,}).", code="range"))
+        return data
+
+    def thresholds(self) -> dict[str, int]:
+        """The thresholds to store: the ones given that differ from the defaults."""
+        return overrides_of(self.cleaned_data)
+
 
 class AuditForm(CrawlSettingsForm):
     start_url = forms.CharField(
@@ -208,6 +234,7 @@ class AuditForm(CrawlSettingsForm):
             "user_agent": data["user_agent"],
             "allow_private": self.allow_private,
             "render": data["render"],
+            "thresholds": self.thresholds(),
         }
 
 

@@ -194,6 +194,8 @@ def follow_up_fields(source: Audit, mode: str) -> dict:
     """
     fields = {"mode": mode, "source": source}
     if mode == Audit.Mode.VALIDATE:
+        # Judged by the source's thresholds: a verdict says whether its issue is still there.
+        fields["thresholds"] = source.thresholds
         # Plus the start step's rows: two when the start URL redirects (the typed
         # URL and where it lands). A validation queues only its seeds, so a spare
         # row is never spent on anything else.

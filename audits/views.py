@@ -43,6 +43,7 @@ from .services import (
 )
 from .summary import issue_summary
 from .tables import audit_view, wants_partial, window
+from .thresholds import BY_NAME as THRESHOLD_NAMES
 
 # A validation's checklist rows shown on its page (still there and unknown first).
 CHECKLIST_ROWS = 500
@@ -79,7 +80,8 @@ def audit_new(request):
             status = 400
     else:
         form = AuditForm()
-    response = render(request, "audits/audit_form.html", {"form": form}, status=status)
+    response = render(request, "audits/audit_form.html", {"form": form, "threshold_names": THRESHOLD_NAMES},
+                      status=status)
     if retry_after:
         response["Retry-After"] = str(retry_after)
     return response

@@ -11,7 +11,6 @@ the whole crawl and run at finalize time.
 from __future__ import annotations
 
 import math
-
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ class CheckSettings:
     large_html_bytes: int = 2_000_000
     thin_words: int = 200
     max_redirect_hops: int = 10
+    deep_depth: int = 4  # deep_page, judged by finalize on the settled click depths
 
 
 @dataclass(frozen=True)

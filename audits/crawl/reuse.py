@@ -26,6 +26,7 @@ from crawler.urls import url_hash
 from ..models import Audit, FrontierURL, Issue, Page
 from ..secrets import SecretUnreadable
 from ..sql import placeholders
+from ..thresholds import check_settings
 from . import admission
 from .admission import LOOKUP_BATCH
 from .session import site_access
@@ -51,6 +52,7 @@ def source_of(audit: Audit) -> int | None:
     as someone else (logged in now, anonymous then), whose pages differ though a
     server may answer 304 by a page's date alone; and, from then on, one whose
     site access changed after its start (every chunk reads the access again).
+    So is one whose checks judged by other thresholds: its page issues would be wrong here.
     """
     if audit.mode != Audit.Mode.DELTA or audit.source_id is None:
         return None
@@ -61,8 +63,9 @@ def source_of(audit: Audit) -> int | None:
         return None
     if now != audit.access_identity:
         return None
-    same = Audit.objects.filter(pk=audit.source_id, origin=audit.origin,
-                                access_identity=audit.access_identity).exists()
+    found = list(Audit.objects.filter(pk=audit.source_id, origin=audit.origin, access_identity=audit.access_identity)
+                 .values_list("thresholds", flat=True))
+    same = bool(found) and check_settings(found[0]) == audit.check_settings()
     return audit.source_id if same else None
 
 

@@ -127,7 +127,7 @@ def crawl_setup(audit: Audit) -> CrawlSetup:
     include, exclude = crawl_patterns(audit, access)
     scope = Scope(audit.origin, include, exclude) if audit.origin else None
     return CrawlSetup(AddressGuard(allow_private=allow_private), policy, scope, robots, window,
-                      CheckSettings(), user_agent, include, exclude,
+                      audit.check_settings(), user_agent, include, exclude,
                       credentials_for(audit, access), login_form(audit, access), audit.render, audit.respect_robots,
                       compile_patterns([access.logout_pattern]) if access is not None else (),
                       stay_on_origin=not audit.check_external)

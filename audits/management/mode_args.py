@@ -32,6 +32,9 @@ def source_from_options(opts, owner, start_url: str) -> Audit | None:
         return None
     if not given:
         raise CommandError(f"--mode {mode} needs --from AUDIT_ID or --from {PREVIOUS}", returncode=2)
+    if opts.get("threshold") and mode == Audit.Mode.VALIDATE:
+        raise CommandError("--threshold cannot be given with --mode validate: a validation judges by the "
+                           "thresholds of the audit it re-checks", returncode=2)
     if given == PREVIOUS:
         source = (Audit.objects.filter(owner=owner, site__start_url=start_url, status=Audit.Status.COMPLETED)
                   .exclude(mode=Audit.Mode.VALIDATE).order_by("-pk").first())

@@ -16,7 +16,10 @@ from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
+from crawler.checks import CheckSettings
 from crawler.types import Severity as CrawlSeverity
+
+from ..thresholds import check_settings, described
 
 # How an audit treats JavaScript (crawler.render_rules): read the HTML only,
 # render every page, or render the pages whose HTML looks like an app shell.
@@ -124,6 +127,8 @@ class Audit(models.Model):
     allow_private = models.BooleanField(default=False, help_text="Allow private and loopback addresses")
     render = models.CharField(max_length=5, choices=RENDER_CHOICES, default="none",
                               help_text="Render pages in headless Chromium: none, all, or auto (app shells)")
+    thresholds = models.JSONField(default=dict, blank=True,
+                                  help_text="Check thresholds that differ from the defaults (audits.thresholds)")
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.QUEUED)
@@ -400,8 +405,16 @@ class Audit(models.Model):
         fields = [
             "start_url", "max_pages", "max_depth", "concurrency", "rate", "include_patterns",
             "exclude_patterns", "user_agent", "respect_robots", "check_external", "allow_private", "render",
+            "thresholds",
         ]
         return {name: getattr(self, name) for name in fields}
+
+    def check_settings(self) -> CheckSettings:
+        """The thresholds this audit's checks judge by: the defaults and what it changed."""
+        return check_settings(self.thresholds)
+
+    def thresholds_described(self) -> list[str]:
+        return described(self.thresholds)
 
     def previous_completed(self) -> Audit | None:
         """The site's last completed audit created before this one: what "since last time" means."""

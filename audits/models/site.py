@@ -21,12 +21,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
 
+from ..thresholds import described
 from .audit import RENDER_CHOICES, Severity
 
 # The crawl settings a site saves and every audit of it copies: the new-audit form's fields.
 CRAWL_SETTINGS = (
     "max_pages", "max_depth", "concurrency", "rate", "include_patterns", "exclude_patterns",
-    "user_agent", "respect_robots", "check_external", "allow_private", "render",
+    "user_agent", "respect_robots", "check_external", "allow_private", "render", "thresholds",
 )
 
 
@@ -104,6 +105,8 @@ class Site(models.Model):
     check_external = models.BooleanField(default=True)
     allow_private = models.BooleanField(default=False)
     render = models.CharField(max_length=5, choices=RENDER_CHOICES, default="none")
+    thresholds = models.JSONField(default=dict, blank=True,
+                                  help_text="Check thresholds that differ from the defaults (audits.thresholds)")
 
     # The schedule, in the owner's time zone. Hourly runs at `minute`; daily at
     # `hour`:`minute`; weekly on `weekday` at that time; cron by `cron`.
@@ -163,6 +166,9 @@ class Site(models.Model):
 
     def crawl_settings(self) -> dict:
         return {name: getattr(self, name) for name in CRAWL_SETTINGS}
+
+    def thresholds_described(self) -> list[str]:
+        return described(self.thresholds)
 
     def cron_expression(self) -> str:
         """The schedule as a five-field cron expression, read in the site's time zone."""

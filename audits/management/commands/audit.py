@@ -17,6 +17,7 @@ site's ignore rules) are left out of the summary's counts and of both gates unle
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import logging
@@ -42,6 +43,7 @@ from ...models import Audit, GoneIssue, Issue, Page, Severity
 from ...services import command_owner, create_audit, new_audit
 from ...summary import severity_counts
 from ...system_checks import CLUSTER_CHECKS
+from ...thresholds import BY_NAME, THRESHOLDS
 from ..access_args import access_from_options, add_access_arguments, save_access
 from ..mode_args import add_mode_arguments, apply_mode, earlier_audit, source_from_options
 
@@ -128,6 +130,10 @@ class Command(BaseCommand):
         parser.add_argument("--render", choices=["none", "all", "auto"], default="none",
                             help="Render pages in headless Chromium (SITEWARD_CHROMIUM, default /usr/bin/chromium): "
                                  "all of them, or auto: those whose HTML looks like an app shell")
+        parser.add_argument(
+            "--threshold", action="append", default=[], metavar="NAME=VALUE",
+            help="Change a check's threshold (repeatable): " + ", ".join(
+                f"{t.name} ({t.unit}, default {t.default})" for t in THRESHOLDS))
         parser.add_argument("--out", help="Write a JSON Lines report here ('-' for standard output)")
         parser.add_argument(
             "--fail-on", choices=list(SEVERITY_RANK), default=None,
@@ -315,6 +321,7 @@ class Command(BaseCommand):
             "include_patterns": "\n".join(opts["include"]), "exclude_patterns": "\n".join(opts["exclude"]),
             "user_agent": opts["user_agent"], "respect_robots": not opts["ignore_robots"],
             "check_external": not opts["no_external"], "render": opts["render"],
+            **_thresholds(opts["threshold"]),
         }, allow_private=opts["allow_private"])
         if form.is_valid():
             return form.audit_fields()
@@ -396,7 +403,20 @@ OPTION_NAMES = {
     "start_url": "url", "max_pages": "--max-pages", "max_depth": "--max-depth", "concurrency": "--concurrency",
     "rate": "--rate", "include_patterns": "--include", "exclude_patterns": "--exclude",
     "user_agent": "--user-agent", "__all__": "options",
+    **{t.name: f"--threshold {t.name}" for t in THRESHOLDS},
 }
+
+
+def _thresholds(given: list[str]) -> dict[str, str]:
+    """--threshold NAME=VALUE options as form data; the form checks the values and their bounds."""
+    data = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        if not sep or name.strip() not in BY_NAME:
+            raise CommandError(f"--threshold {item!r}: expected NAME=VALUE with NAME one of "
+                               f"{', '.join(BY_NAME)}", returncode=2)
+        data[name.strip()] = value.strip()
+    return data
 
 # Issues the console lists of a validation's checklist (the report has them all).
 CHECKLIST_LINES = 40
@@ -532,6 +552,7 @@ class Report:
             record["baseline_id"] = audit.baseline_id if totals else None
             record["changes"] = {change: totals[change] for change in CHANGES} if totals else None
         record["mode"] = audit.mode
+        record["thresholds"] = dataclasses.asdict(audit.check_settings())  # what the checks judged by
         if audit.mode != Audit.Mode.FULL:
             record["from_audit_id"] = audit.source_id
         verdicts = validation.counts(audit)

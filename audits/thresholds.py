@@ -1,0 +1,60 @@
+"""The check thresholds an audit may change (CHECKS.md: "defaults that an audit's settings can change").
+
+An audit and a site store only the values that differ from the defaults, so a
+default changed in a later release reaches every audit that never set it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from crawler.checks import CheckSettings
+
+DEFAULTS = CheckSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    name: str  # a CheckSettings field
+    label: str
+    unit: str
+    minimum: int
+    maximum: int
+
+    @property
+    def default(self) -> int:
+        return getattr(DEFAULTS, self.name)
+
+
+THRESHOLDS = (
+    Threshold("title_min", "Shortest title", "characters", 1, 500),
+    Threshold("title_max", "Longest title", "characters", 1, 500),
+    Threshold("description_min", "Shortest meta description", "characters", 1, 1000),
+    Threshold("description_max", "Longest meta description", "characters", 1, 1000),
+    Threshold("thin_words", "Fewest words of text", "words", 1, 100_000),
+    Threshold("slow_ms", "Slowest first byte", "ms", 50, 60_000),
+    Threshold("large_html_bytes", "Largest HTML page", "bytes", 10_000, 1_000_000_000),
+    Threshold("deep_depth", "Deepest click depth", "clicks", 1, 100),
+)
+BY_NAME = {t.name: t for t in THRESHOLDS}
+# (shorter, longer) pairs a form refuses the wrong way round.
+RANGES = (("title_min", "title_max"), ("description_min", "description_max"))
+
+
+def check_settings(overrides: dict | None) -> CheckSettings:
+    """The defaults with ``overrides`` (a stored dict) applied; unknown names are ignored."""
+    return dataclasses.replace(DEFAULTS, **{name: int(value) for name, value in (overrides or {}).items()
+                                            if name in BY_NAME})
+
+
+def overrides_of(values: dict) -> dict[str, int]:
+    """What to store of ``values`` ({name: int or None}): the ones set and not the default."""
+    return {t.name: values[t.name] for t in THRESHOLDS
+            if values.get(t.name) is not None and values[t.name] != t.default}
+
+
+def described(overrides: dict | None) -> list[str]:
+    """Each changed threshold for people: "Longest title 70 characters (default 60)"."""
+    return [f"{BY_NAME[name].label} {value:,} {BY_NAME[name].unit} (default {BY_NAME[name].default:,})"
+            for name, value in (overrides or {}).items() if name in BY_NAME]
