@@ -119,6 +119,12 @@ _ROWS: dict[str, list[tuple[str, Severity, str, str, str]]] = {
         ("robots_txt_missing", N, "robots.txt missing",
          "Without robots.txt crawlers may waste time on unimportant URLs and cannot find your sitemap.",
          "Add a /robots.txt that lists your sitemap."),
+        ("crawl_delay_capped", N, "Crawl-delay too long",
+         "robots.txt asks crawlers to wait longer between requests than any crawler will: Siteward waits at "
+         "most 30 s, Bing slows to a crawl and Google ignores the line, so a big site is crawled slowly or "
+         "its changes are found late.",
+         "Lower or remove the Crawl-delay line in robots.txt; limit crawl rate in the search engines' own "
+         "webmaster tools instead."),
     ],
     "Sitemaps": [
         ("sitemap_missing", N, "No sitemap",
@@ -308,8 +314,8 @@ CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES | {"external_links_unchecked", "
 ANSWER_CODES = frozenset({"http_4xx", "http_5xx", "fetch_failed", "redirect_chain", "redirect_loop",
                           "redirect_temporary", "redirect_broken_target", "slow_response"})
 # Set at the start from robots.txt, the sitemaps and the start URL's http:// form.
-START_CODES = frozenset({"robots_txt_unavailable", "robots_txt_missing", "sitemap_missing", "sitemap_invalid",
-                         "http_not_redirected"})
+START_CODES = frozenset({"robots_txt_unavailable", "robots_txt_missing", "crawl_delay_capped", "sitemap_missing",
+                         "sitemap_invalid", "http_not_redirected"})
 
 
 def finding(

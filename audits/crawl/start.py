@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import math
 import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -27,7 +28,14 @@ from crawler.http_probe import PROBE_SECONDS, probe_http_form
 from crawler.login import is_login_redirect
 from crawler.page import PageOutcome, build_outcome
 from crawler.retry import parse_retry_after
-from crawler.robots import Robots, disallowed_on, fetch_robots, load_robots, robots_from_result
+from crawler.robots import (
+    CRAWL_DELAY_CAP,
+    Robots,
+    disallowed_on,
+    fetch_robots,
+    load_robots,
+    robots_from_result,
+)
 from crawler.sitemap import MAX_SECONDS as SITEMAP_SECONDS
 from crawler.sitemap import discover_sitemaps
 from crawler.types import FetchError, FetchResult, Finding
@@ -96,7 +104,7 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         record_login(audit, outcome.cookies)
     if outcome.error_code:
         if outcome.robots is not None:  # robots.txt unreachable: the failure is the site's issue too
-            _write_site_issues(audit, outcome)
+            _write_site_issues(audit, outcome, setup.user_agent)
         audit.fail(outcome.error_code, outcome.error_detail, Audit.Phase.STARTING)
         return
 
@@ -109,7 +117,7 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         access = site_access(audit)
         audit.begin_crawl(outcome.origin, access.identity() if access is not None else "")
         scope = Scope(outcome.origin, *crawl_patterns(audit, access))
-        _write_site_issues(audit, outcome)
+        _write_site_issues(audit, outcome, setup.user_agent)
         # Its row wins over the sitemap's below, so it carries the listing itself (sitemap_bad_url judges it).
         listed = audit.mode != Audit.Mode.VALIDATE and outcome.start_url in outcome.sitemap_urls
         seeds = [FrontierURL(audit=audit, url=outcome.start_url, url_hash=url_hash(outcome.start_url),
@@ -390,7 +398,7 @@ def _start_blocked(url: str, user_agent: str) -> StartOutcome:
     )
 
 
-def _write_site_issues(audit: Audit, outcome: StartOutcome) -> None:
+def _write_site_issues(audit: Audit, outcome: StartOutcome, user_agent: str) -> None:
     """Site-level findings from start: robots.txt and sitemap problems."""
     robots_url = f"{outcome.origin}/robots.txt"
     found: list[tuple[str, Finding]] = []
@@ -404,6 +412,11 @@ def _write_site_issues(audit: Audit, outcome: StartOutcome) -> None:
         answer = f"answered {robots.http_status}" if robots.http_status is not None else "could not be fetched"
         found.append((robots_url, finding(
             "robots_txt_unavailable", f"robots.txt {answer}; search engines treat that as 'disallow everything'.")))
+    asked = robots.crawl_delay(user_agent, cap=math.inf)
+    if audit.respect_robots and asked is not None and asked > CRAWL_DELAY_CAP:
+        found.append((robots_url, finding(
+            "crawl_delay_capped", f"robots.txt asks for a Crawl-delay of {asked:,g} s; this audit waited "
+                                  f"{CRAWL_DELAY_CAP:g} s between requests instead.")))
     if outcome.sitemap_found is False:  # None: never looked for (robots.txt ended the start)
         found.append((f"{outcome.origin}/sitemap.xml", finding(
             "sitemap_missing", "No Sitemap: line in robots.txt and nothing at /sitemap.xml.")))

@@ -38,3 +38,25 @@ def test_the_crawl_delay_spaces_requests_across_chunk_boundaries(owner, fast_set
     assert audit.chunks.count() >= 3
     gaps = [later - earlier for (earlier, _), (later, _) in zip(asked, asked[1:], strict=False)]
     assert min(gaps) >= DELAY - 0.02, gaps
+
+
+@pytest.mark.parametrize(("delay", "respect", "recorded"), [
+    ("86400", True, "robots.txt asks for a Crawl-delay of 86,400 s; this audit waited 30 s between requests instead."),
+    ("30", True, None),
+    ("86400", False, None),  # robots.txt ignored: its delay is not what the audit waited
+])
+def test_a_crawl_delay_past_the_cap_is_recorded_as_a_notice(owner, fast_settings, httpserver, delay, respect,
+                                                             recorded):
+    # One page, fetched by the start step: the audit ends at once whatever the delay.
+    httpserver.expect_request("/robots.txt").respond_with_data(f"User-agent: *\nCrawl-delay: {delay}\n",
+                                                               content_type="text/plain")
+    httpserver.expect_request("/").respond_with_data("<title>Home</title><p>Only page.</p>", content_type="text/html")
+    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, check_external=False,
+                       respect_robots=respect)
+    started = time.monotonic()
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert audit.status == "completed", audit.error_detail
+    assert time.monotonic() - started < 15
+    notes = list(audit.issues.filter(code="crawl_delay_capped").values_list("url", "severity", "message"))
+    assert notes == ([(httpserver.url_for("/robots.txt"), "notice", recorded)] if recorded else [])
