@@ -6,7 +6,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from audits.inline import run_audit_inline
-from tests.crawler.hostile_server import HostileServer, hang, ok
+from tests.crawler.hostile_server import HostileServer, StubResolver, hang, ok
 from tests.factories import make_audit
 
 pytestmark = pytest.mark.django_db
@@ -159,3 +159,15 @@ def test_a_robots_txt_redirected_to_the_landing_origin_is_read_there_once(
     assert len(requests_for(other, "/robots.txt")) == 1
     assert requests_for(other, "/private/x") == []
     assert "Disallow: /private" in audit.robots_body
+
+
+def test_a_start_url_whose_host_does_not_resolve_fails_as_start_url_unresolvable(owner, fast_settings, monkeypatch):
+    # RELIABILITY #28: NXDOMAIN is the audit-level start_url_unresolvable, said in words; no real DNS is asked.
+    dns = StubResolver({})
+    monkeypatch.setattr("crawler.net._system_resolver", dns)
+    audit = make_audit(owner, start_url="http://no-such-host.test/", allow_private=True)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert (audit.status, audit.error_code, audit.failed_phase) == ("failed", "start_url_unresolvable", "starting")
+    assert audit.error_detail == "Host name could not be resolved: no-such-host.test does not exist (NXDOMAIN)"
+    assert "no-such-host.test" in dns.calls and audit.pages.count() == 0
