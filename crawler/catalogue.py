@@ -130,6 +130,12 @@ _ROWS: dict[str, list[tuple[str, Severity, str, str, str]]] = {
         ("sitemap_missing", N, "No sitemap",
          "A sitemap helps search engines find every page, especially deep or poorly linked ones.",
          "Publish /sitemap.xml and reference it with a Sitemap: line in robots.txt."),
+        ("sitemaps_partly_read", N, "Sitemaps only partly read",
+         "The audit stopped reading the sitemaps early, at one of its own limits (50,000 URLs in all, 50 files, "
+         "a minute) or after several files in a row failed, so URLs listed only in the rest were not checked "
+         "as listings or for orphans.",
+         "Nothing is wrong with the site for that alone; to audit every listed URL, audit sections of the site "
+         "with include patterns, or keep the sitemaps to the URLs that matter."),
         ("sitemap_invalid", W, "Invalid sitemap",
          "Search engines ignore a sitemap they cannot read, so it does not help discovery.",
          "Serve well-formed XML within 50,000 URLs and 50 MB, listing only this host's URLs."),
@@ -315,7 +321,7 @@ ANSWER_CODES = frozenset({"http_4xx", "http_5xx", "fetch_failed", "redirect_chai
                           "redirect_temporary", "redirect_broken_target", "slow_response"})
 # Set at the start from robots.txt, the sitemaps and the start URL's http:// form.
 START_CODES = frozenset({"robots_txt_unavailable", "robots_txt_missing", "crawl_delay_capped", "sitemap_missing",
-                         "sitemap_invalid", "http_not_redirected"})
+                         "sitemaps_partly_read", "sitemap_invalid", "http_not_redirected"})
 
 
 def finding(

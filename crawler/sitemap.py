@@ -545,8 +545,7 @@ def _collect(
         problems.append(f"{invalid} invalid URLs")
     if foreign:
         problems.append(f"{foreign} URLs outside {origin} ignored")
-    if capped:
-        problems.append(f"URL cap of {max_urls} reached; the rest were ignored")
+    # The cap is the walk's, not this file's fault: the walk's notes say it (SitemapReport.problems).
     return capped, problems
 
 

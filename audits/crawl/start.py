@@ -200,6 +200,7 @@ class StartOutcome:
     sitemap_urls: tuple[str, ...] = ()
     sitemap_found: bool | None = None
     sitemap_problems: list[tuple[str, str]] = field(default_factory=list)  # (url, problem)
+    sitemap_notes: tuple[str, ...] = ()  # where the walk stopped at a limit of its own
     pages: list[PageOutcome] = field(default_factory=list)  # the start page, fetched once here
     cookies: dict[str, str] | None = None  # a login's session, for every chunk to use
     error_code: str = ""
@@ -345,7 +346,8 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
             pages[-1] = await render_if_needed(renderer, pages[-1], here, ctx)
     return StartOutcome(
         start_url=final, origin=origin, robots=robots, sitemap_urls=tuple(report.urls),
-        sitemap_found=report.found, sitemap_problems=problems, pages=pages, cookies=cookies,
+        sitemap_found=report.found, sitemap_problems=problems, sitemap_notes=report.problems, pages=pages,
+        cookies=cookies,
     )
 
 
@@ -420,6 +422,9 @@ def _write_site_issues(audit: Audit, outcome: StartOutcome, user_agent: str) -> 
     if outcome.sitemap_found is False:  # None: never looked for (robots.txt ended the start)
         found.append((f"{outcome.origin}/sitemap.xml", finding(
             "sitemap_missing", "No Sitemap: line in robots.txt and nothing at /sitemap.xml.")))
+    if outcome.sitemap_notes:
+        found.append((f"{outcome.origin}/sitemap.xml", finding(
+            "sitemaps_partly_read", "Sitemaps read in part: " + "; ".join(outcome.sitemap_notes) + ".")))
     for url, problem in outcome.sitemap_problems:
         found.append((url, finding("sitemap_invalid", problem)))
     insert_issues([issue_for(audit.pk, None, url, f) for url, f in found])
