@@ -20,6 +20,7 @@ from django.db.models import CharField, F, Value
 from django.db.models.functions import Concat
 
 from crawler.catalogue import finding
+from crawler.soft404 import says_not_found
 from crawler.types import NOT_SITE_FAULTS, FetchError, is_unverified
 from crawler.urls import InvalidURL, normalize, url_hash
 
@@ -521,10 +522,27 @@ def deep_pages(audit_id: int) -> Iterator[Issue]:
             "deep_page", f"{depth} clicks from the start page (more than {deepest})"))
 
 
+def soft_404s(audit_id: int) -> Iterator[Issue]:
+    """Pages that answered 200 with the site's "not found" page (the start step's probe), or whose title says so."""
+    probe = Audit.objects.filter(pk=audit_id).values_list("not_found_hash", flat=True).first() or ""
+    sql = """
+        SELECT id, url, title, content_hash FROM audits_page
+        WHERE audit_id = %s AND kind = 'page' AND status_code = 200 AND (content_hash = %s OR title != '')
+    """
+    for page_id, url, title, content in _rows(sql, [audit_id, probe or None]):
+        if probe and content == probe:
+            why = "Same text as the page this site answers, with 200, for a URL that does not exist"
+        elif says_not_found(title):
+            why = f"Answered 200, but its title says it was not found: “{title}”"
+        else:
+            continue
+        yield issue_for(audit_id, page_id, url, finding("soft_404", why))
+
+
 CHECKS = [
     link_targets, redirects_to_broken, bad_canonicals, hreflang_targets,
     hreflang_return_links, sitemap_problems, duplicate_titles, duplicate_descriptions, duplicate_content,
-    deep_pages, notices.external_links_unchecked, notices.links_to_sibling_origin, notices.crawl_traps_skipped,
+    deep_pages, soft_404s, notices.external_links_unchecked, notices.links_to_sibling_origin, notices.crawl_traps_skipped,
 ]
 # A validation fetched only some URLs: the checks of links between them run
 # again, the site-wide ones cannot (their issues end unknown: audits.diff).

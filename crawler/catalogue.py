@@ -250,9 +250,12 @@ _ROWS: dict[str, list[tuple[str, Severity, str, str, str]]] = {
          "Look for scripts that loop or keep the main thread busy, and for requests that never finish."),
     ],
     "More checks": [
+        # Judged by finalize (audits.finalize.soft_404s), against the start step's probe (crawler.soft404).
         ("soft_404", W, "Soft 404",
-         "A 'not found' page that answers 200 gets indexed as real content.",
-         "Answer 404 or 410 for missing content."),
+         "A 'not found' page that answers 200 tells search engines and link checkers the URL is fine: it gets "
+         "indexed as real content, wastes crawl budget, and broken links to it go unnoticed.",
+         "Answer 404 (or 410 for content removed for good) for URLs that do not exist, keeping the helpful "
+         "page as the 404's body; redirect a moved page to where it went."),
         ("anchor_missing", N, "Link to a missing anchor",
          "The link jumps nowhere because the #fragment is not on the target page.",
          "Fix the fragment or add the matching id."),
@@ -311,7 +314,7 @@ LINK_CODES = frozenset({"broken_link_internal", "broken_link_external", "broken_
 # carries them as unknown.
 SITE_WIDE_CODES = frozenset({"title_duplicate", "meta_description_duplicate", "duplicate_content",
                              "orphan_page", "deep_page", "hreflang_error", "sitemap_bad_url",
-                             "canonical_bad_target", "blocked_by_robots"})
+                             "canonical_bad_target", "blocked_by_robots", "soft_404"})
 CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES | {"external_links_unchecked", "links_to_sibling_origin",
                                                     "crawl_traps_skipped"}
 # About the URL's own answer (its status, its redirects, its speed): judged

@@ -38,6 +38,8 @@ from crawler.robots import (
 )
 from crawler.sitemap import MAX_SECONDS as SITEMAP_SECONDS
 from crawler.sitemap import discover_sitemaps
+from crawler.soft404 import PROBE_SECONDS as NOT_FOUND_SECONDS
+from crawler.soft404 import probe_not_found, probe_url
 from crawler.types import FetchError, FetchResult, Finding
 from crawler.urls import InvalidURL, Scope, normalize, origin_of, trap_reason, url_hash
 
@@ -115,7 +117,7 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         robots = outcome.robots
         audit.record_robots(robots.status, robots.http_status, robots.body, outcome.sitemap_found)
         access = site_access(audit)
-        audit.begin_crawl(outcome.origin, access.identity() if access is not None else "")
+        audit.begin_crawl(outcome.origin, access.identity() if access is not None else "", outcome.not_found_hash)
         scope = Scope(outcome.origin, *crawl_patterns(audit, access))
         _write_site_issues(audit, outcome, setup.user_agent)
         # Its row wins over the sitemap's below, so it carries the listing itself (sitemap_bad_url judges it).
@@ -201,6 +203,7 @@ class StartOutcome:
     sitemap_found: bool | None = None
     sitemap_problems: list[tuple[str, str]] = field(default_factory=list)  # (url, problem)
     sitemap_notes: tuple[str, ...] = ()  # where the walk stopped at a limit of its own
+    not_found_hash: str = ""  # what the site answers a URL that cannot exist with (crawler.soft404)
     pages: list[PageOutcome] = field(default_factory=list)  # the start page, fetched once here
     cookies: dict[str, str] | None = None  # a login's session, for every chunk to use
     error_code: str = ""
@@ -229,7 +232,7 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: floa
         if isinstance(found, StartOutcome):
             return found
         return await _read_site(start_url, setup, fetcher, *found, ends,
-                                judge_listing=audit.mode != Audit.Mode.VALIDATE)
+                                whole_site=audit.mode != Audit.Mode.VALIDATE)
 
 
 async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: Fetcher,
@@ -312,11 +315,11 @@ async def _start_page(fetcher: Fetcher, start_url: str, robots: Robots | None, r
 
 
 async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first: FetchResult, final: str,
-                     robots: Robots, cookies: dict | None, ends: float, *, judge_listing: bool) -> StartOutcome:
-    """The sitemaps and the http probe, in the time left before ``ends``; then the start page's outcome.
+                     robots: Robots, cookies: dict | None, ends: float, *, whole_site: bool) -> StartOutcome:
+    """The sitemaps and the probes, in the time left before ``ends``; then the start page's outcome.
 
-    ``judge_listing``: the start page's checks know whether the sitemap lists it, as
-    any page's do (a validation does not judge listings).
+    ``whole_site`` (not a validation, which re-checks some URLs): the start page's checks
+    know whether the sitemap lists it, as any page's do, and the site's "not found" page is probed.
     """
     origin = origin_of(final)
     left = max(0.0, ends - asyncio.get_running_loop().time())
@@ -324,6 +327,10 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
     # http_not_redirected: does the http:// form of an https start page still serve it?
     left = max(0.0, ends - asyncio.get_running_loop().time())
     plain_http = await probe_http_form(fetcher, final, budget=min(PROBE_SECONDS, left)) if left else None
+    not_found, missing = "", probe_url(origin)
+    left = max(0.0, ends - asyncio.get_running_loop().time())
+    if whole_site and left and robots.allowed(missing, setup.user_agent):
+        not_found = await probe_not_found(fetcher, missing, budget=min(NOT_FOUND_SECONDS, left))
     problems = [(f.url, f.problem) for f in report.files if f.problem]
     # The start page was fetched above; record it instead of fetching it again.
     # A typed URL that redirects is its own row (with its chain), as any
@@ -333,7 +340,7 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
     if final != start_url:
         pages.append(build_outcome(first, start_url, 0, ctx))  # a redirect: its one edge is to ``final``
         first = dataclasses.replace(first, url=final, redirects=())
-    listed = judge_listing and final in frozenset(report.urls)
+    listed = whole_site and final in frozenset(report.urls)
     pages.append(build_outcome(first, final, 0, dataclasses.replace(ctx, in_sitemap=listed)))
     if plain_http is not None:  # stored on the start page's row by the ordinary chunk writer
         pages[-1] = dataclasses.replace(pages[-1], findings=(*pages[-1].findings, plain_http))
@@ -347,7 +354,7 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
     return StartOutcome(
         start_url=final, origin=origin, robots=robots, sitemap_urls=tuple(report.urls),
         sitemap_found=report.found, sitemap_problems=problems, sitemap_notes=report.problems, pages=pages,
-        cookies=cookies,
+        cookies=cookies, not_found_hash=not_found,
     )
 
 

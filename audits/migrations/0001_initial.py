@@ -51,6 +51,7 @@ class Migration(migrations.Migration):
                 ('out_of_order', models.BooleanField(default=False)),
                 ('start_attempts', models.PositiveSmallIntegerField(default=0)),
                 ('finalize_attempts', models.PositiveSmallIntegerField(default=0)),
+                ('not_found_hash', models.CharField(blank=True, max_length=32)),
                 ('robots_status', models.CharField(blank=True, max_length=16)),
                 ('robots_http_status', models.PositiveSmallIntegerField(blank=True, null=True)),
                 ('robots_body', models.TextField(blank=True)),

@@ -151,6 +151,9 @@ class Audit(models.Model):
     finalize_attempts = models.PositiveSmallIntegerField(default=0)
 
     # What start learnt, kept so every chunk (in any process) makes the same decisions.
+    # The body-text hash of the page the site answered a URL that cannot exist
+    # with (crawler.soft404): empty when it answered 404, as it should.
+    not_found_hash = models.CharField(max_length=32, blank=True)
     robots_status = models.CharField(max_length=16, blank=True)
     robots_http_status = models.PositiveSmallIntegerField(null=True, blank=True)
     robots_body = models.TextField(blank=True)
@@ -223,10 +226,10 @@ class Audit(models.Model):
             started_at=timezone.now(), heartbeat_at=Now(),
         )
 
-    def begin_crawl(self, origin: str, access_identity: str = "") -> bool:
+    def begin_crawl(self, origin: str, access_identity: str = "", not_found_hash: str = "") -> bool:
         return self._transition(
             [self.Status.RUNNING], phase=self.Phase.CRAWLING, origin=origin, access_identity=access_identity,
-            heartbeat_at=Now(),
+            not_found_hash=not_found_hash, heartbeat_at=Now(),
         )
 
     def resume_crawl(self) -> bool:

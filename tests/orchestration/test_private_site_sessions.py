@@ -133,7 +133,9 @@ class PublicHomeSite(LoginSite):
 def test_an_expired_session_is_renewed_even_when_the_start_page_is_public(owner, fast_settings):
     # A start page that opens logged out proves nothing about the session: only
     # the login's success pattern on it does, and a guest's home page lacks it.
-    with PublicHomeSite(pages=8, session_uses=6) as site:
+    # Seven pages a session: the start step's requests (the login's check, the start page, the sitemap and
+    # the soft-404 probe) and three account pages, then the renewal's check and the other five.
+    with PublicHomeSite(pages=8, session_uses=7) as site:
         audit = audit_of(owner, site)
         run_audit_inline(audit.pk)
         audit.refresh_from_db()

@@ -1,0 +1,57 @@
+"""Soft 404s: pages that say "not found" but answer 200 (check ``soft_404``).
+
+Two signs, as established auditors use them. The start step asks the origin
+for a URL that cannot exist: a site that answers it with a 200 page has shown
+its "not found" page, and a crawled page with the same body text is one. And
+a page whose title says it was not found is one, whatever the probe saw (a
+"not found" page that repeats the URL asked for has a text of its own each time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+from typing import TYPE_CHECKING
+
+from .parse import parse_html
+
+if TYPE_CHECKING:
+    from .fetch import Fetcher
+
+# The probe's whole budget, retries included: one page, at the audit's start.
+PROBE_SECONDS = 10.0
+# Titles of "not found" pages, in the words sites use: "404", "Page not found", "… does not exist".
+NOT_FOUND_TITLE = re.compile(
+    r"\b404\b|\bnot found\b|\b(?:page|file|url) (?:does not|doesn['’]t|no longer) exists?\b|\bno longer available\b",
+    re.IGNORECASE,
+)
+
+
+def says_not_found(title: str) -> bool:
+    return bool(NOT_FOUND_TITLE.search(title or ""))
+
+
+def probe_url(origin: str) -> str:
+    """A URL on ``origin`` no site has: a random path, fresh for each audit."""
+    return f"{origin}/siteward-{secrets.token_hex(8)}-does-not-exist"
+
+
+async def probe_not_found(fetcher: Fetcher, url: str, *, budget: float = PROBE_SECONDS) -> str:
+    """The body-text hash of the page ``url`` (one that cannot exist) answered with 200, else "".
+
+    Only a direct 200 HTML answer counts: a redirect (often to the home page)
+    would make that landing page look like the "not found" page.
+    """
+    try:
+        async with asyncio.timeout(budget):
+            result = await fetcher.fetch(url)
+    except TimeoutError:
+        return ""
+    if result.status != 200 or result.redirects or not result.ok or not result.is_html or not result.body:
+        return ""
+    try:
+        facts = parse_html(result.body, result.final_url or url, http_charset=result.charset)
+    except Exception:  # noqa: BLE001 - a page we cannot parse gives no fingerprint; the audit goes on
+        return ""
+    return facts.content_hash

@@ -1,0 +1,74 @@
+"""Soft 404s (CHECKS, stretch): a page that answers 200 with the site's "not found" page, found by
+asking the site for a URL that cannot exist, or whose title says it was not found."""
+
+import re
+
+import pytest
+from werkzeug.wrappers import Response
+
+from audits.inline import run_audit_inline
+from crawler.soft404 import says_not_found
+from tests.factories import make_audit
+
+pytestmark = pytest.mark.django_db
+
+NOT_FOUND = "<!doctype html><title>Example shop</title><h1>Sorry</h1><p>We looked everywhere for that.</p>"
+
+
+@pytest.mark.parametrize(("title", "says"), [
+    ("404 Not Found", True), ("Page not found – Example", True), ("Oops! That page doesn’t exist", True),
+    ("This offer is no longer available", True), ("Error 404", True),
+    ("Example shop", False), ("Found: the 4040 series", False), ("", False),
+])
+def test_a_title_that_says_not_found(title, says):
+    assert says_not_found(title) is says
+
+
+def site(httpserver, *, soft: bool) -> list[str]:
+    """A shop whose unknown URLs answer ``NOT_FOUND`` with 200 (``soft``) or 404; the paths asked, in order."""
+    asked = []
+    pages = {
+        "/": '<title>Home of the shop</title><a href="/shoes">shoes</a><a href="/gone">gone</a>'
+             '<a href="/old-offer">old offer</a>',
+        "/shoes": "<title>Shoes of the shop</title><p>Shoes.</p>",
+        "/old-offer": "<title>Page not found - Example shop</title><p>Try the home page.</p>",
+    }
+
+    def answer(request):
+        asked.append(request.path)
+        if request.path in pages:
+            return Response(pages[request.path], content_type="text/html")
+        return Response(NOT_FOUND, status=200 if soft else 404, content_type="text/html")
+
+    httpserver.expect_request(re.compile(".*")).respond_with_handler(answer)
+    return asked
+
+
+def test_pages_that_answer_with_the_sites_not_found_page_or_say_not_found_are_soft_404s(
+        owner, fast_settings, httpserver):
+    asked = site(httpserver, soft=True)
+    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, check_external=False)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert audit.status == "completed", audit.error_detail
+    found = dict(audit.issues.filter(code="soft_404").values_list("url", "message"))
+    assert found == {
+        httpserver.url_for("/gone"): "Same text as the page this site answers, with 200, for a URL that does not exist",
+        httpserver.url_for("/old-offer"): "Answered 200, but its title says it was not found: "
+                                          "“Page not found - Example shop”",
+    }
+    probes = [path for path in asked if path.startswith("/siteward-")]
+    assert len(probes) == 1 and probes[0].endswith("-does-not-exist")
+    assert not audit.pages.filter(url__contains="/siteward-").exists()  # asked, never stored as a page
+
+
+def test_a_site_that_answers_404_for_what_does_not_exist_has_only_the_pages_that_say_so(
+        owner, fast_settings, httpserver):
+    site(httpserver, soft=False)
+    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, check_external=False)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert audit.not_found_hash == ""
+    assert list(audit.issues.filter(code="soft_404").values_list("url", flat=True)) == [
+        httpserver.url_for("/old-offer")]
+    assert audit.issues.filter(code="http_4xx", url=httpserver.url_for("/gone")).exists()
