@@ -421,8 +421,7 @@ class _Walk:
 
     def out_of_time(self) -> None:
         self.notes.append(
-            f"the {self.budget:g} s sitemap time budget ran out; "
-            f"{len(self.queue)} files were not read"
+            f"the {self.budget:g} s sitemap time budget ran out; {_unread(len(self.queue))}"
         )
 
     async def run(self, fetcher: Fetcher, ends: float) -> None:
@@ -431,17 +430,16 @@ class _Walk:
         while self.queue:
             if len(self.urls) >= self.max_urls:
                 # Reading more files would only cost requests: nothing more is kept.
-                self.notes.append(f"{len(self.queue)} sitemap files were not read after the URL cap")
+                self.notes.append(f"after the URL cap, {_unread(len(self.queue))}")
                 return
             if len(self.files) >= self.max_files:
                 self.notes.append(
-                    f"only {self.max_files} sitemap files were read; {len(self.queue)} more were not"
+                    f"only {self.max_files} sitemap files were read; {_unread(len(self.queue))}"
                 )
                 return
             if failures >= MAX_FAILURES_IN_A_ROW:
                 self.notes.append(
-                    f"{failures} sitemap files in a row timed out or were unreachable; "
-                    f"{len(self.queue)} more were not read"
+                    f"{failures} sitemap files in a row timed out or were unreachable; {_unread(len(self.queue))}"
                 )
                 return
             if loop.time() >= ends:
@@ -547,6 +545,10 @@ def _collect(
         problems.append(f"{foreign} URLs outside {origin} ignored")
     # The cap is the walk's, not this file's fault: the walk's notes say it (SitemapReport.problems).
     return capped, problems
+
+
+def _unread(n: int) -> str:
+    return "1 more file was not read" if n == 1 else f"{n:,} more files were not read"
 
 
 def _on_origin(normal: str, origin: str) -> bool:

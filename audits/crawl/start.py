@@ -21,7 +21,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from crawler import loop as crawl_loop
-from crawler.catalogue import finding
+from crawler.catalogue import START_CODES, finding
 from crawler.checks import PageContext
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.http_probe import PROBE_SECONDS, probe_http_form
@@ -47,7 +47,7 @@ from .. import validation
 from ..dispatch import Dispatcher
 from ..issue_rows import insert_issues, issue_for
 from ..knobs import knob
-from ..models import Audit, ChunkLease, FrontierURL, Page
+from ..models import Audit, ChunkLease, FrontierURL, Issue, Page
 from .admission import template_digest
 from .chunk import claim, internal_test
 from .progress import advance
@@ -106,13 +106,15 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         record_login(audit, outcome.cookies)
     if outcome.error_code:
         if outcome.robots is not None:  # robots.txt unreachable: the failure is the site's issue too
-            _write_site_issues(audit, outcome, setup.user_agent)
+            with transaction.atomic():
+                if still_starting(audit):
+                    _write_site_issues(audit, outcome, setup.user_agent)
+                    audit.recount()
         audit.fail(outcome.error_code, outcome.error_detail, Audit.Phase.STARTING)
         return
 
     with transaction.atomic():
-        if not Audit.objects.filter(pk=audit.pk, status=Audit.Status.RUNNING,
-                                    phase=Audit.Phase.STARTING).exists():
+        if not still_starting(audit):
             return
         robots = outcome.robots
         audit.record_robots(robots.status, robots.http_status, robots.body, outcome.sitemap_found)
@@ -340,17 +342,17 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
     if final != start_url:
         pages.append(build_outcome(first, start_url, 0, ctx))  # a redirect: its one edge is to ``final``
         first = dataclasses.replace(first, url=final, redirects=())
-    listed = whole_site and final in frozenset(report.urls)
-    pages.append(build_outcome(first, final, 0, dataclasses.replace(ctx, in_sitemap=listed)))
-    if plain_http is not None:  # stored on the start page's row by the ordinary chunk writer
-        pages[-1] = dataclasses.replace(pages[-1], findings=(*pages[-1].findings, plain_http))
+    page_ctx = dataclasses.replace(ctx, in_sitemap=whole_site and final in frozenset(report.urls))
+    pages.append(build_outcome(first, final, 0, page_ctx))
     if setup.render != "none":
         # A rendered audit's start page too: an app shell's links exist only once it runs.
         # With the login's session, which the setup (made before the login) lacks.
         here = dataclasses.replace(setup, robots=robots, scope=Scope(origin, setup.include, setup.exclude),
                                    credentials=fetcher.credentials)
         async with browser(here) as renderer:
-            pages[-1] = await render_if_needed(renderer, pages[-1], here, ctx)
+            pages[-1] = await render_if_needed(renderer, pages[-1], here, page_ctx)
+    if plain_http is not None:  # after rendering, whose checks replace the page's findings
+        pages[-1] = dataclasses.replace(pages[-1], findings=(*pages[-1].findings, plain_http))
     return StartOutcome(
         start_url=final, origin=origin, robots=robots, sitemap_urls=tuple(report.urls),
         sitemap_found=report.found, sitemap_problems=problems, sitemap_notes=report.problems, pages=pages,
@@ -407,8 +409,17 @@ def _start_blocked(url: str, user_agent: str) -> StartOutcome:
     )
 
 
+def still_starting(audit: Audit) -> bool:
+    return Audit.objects.filter(pk=audit.pk, status=Audit.Status.RUNNING, phase=Audit.Phase.STARTING).exists()
+
+
 def _write_site_issues(audit: Audit, outcome: StartOutcome, user_agent: str) -> None:
-    """Site-level findings from start: robots.txt and sitemap problems."""
+    """Site-level findings from start: robots.txt and sitemap problems.
+
+    They replace those of a start that failed before (robots.txt unreachable,
+    then the audit resumed): the site may have mended since.
+    """
+    Issue.objects.filter(audit=audit, page__isnull=True, code__in=START_CODES).delete()
     robots_url = f"{outcome.origin}/robots.txt"
     found: list[tuple[str, Finding]] = []
     robots = outcome.robots

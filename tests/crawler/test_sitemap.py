@@ -324,6 +324,14 @@ def test_loopback_url_cap_stops_collecting_and_says_so(server):
     assert report.problems == ("the cap of 5 sitemap URLs was reached",)
 
 
+def test_loopback_url_cap_says_how_many_files_it_left_unread(server):
+    origin = server.url_for("/").rstrip("/")
+    serve(server, "/a.xml", urlset(*[f"{origin}/a{i}" for i in range(4)]))
+    serve(server, "/b.xml", urlset(f"{origin}/b"))
+    report = discover(origin, ["/a.xml", "/b.xml"], max_urls=4)
+    assert report.problems == ("after the URL cap, 1 more file was not read",)
+
+
 def test_loopback_nested_indexes_stop_at_depth_three_and_loops_are_read_once(server):
     origin = server.url_for("/").rstrip("/")
     serve(server, "/i1.xml", index(f"{origin}/i2.xml", f"{origin}/i1.xml"))

@@ -151,7 +151,7 @@ def test_sitemap_discovery_stops_at_its_time_budget_and_keeps_what_it_read():
     assert [(f.kind, f.url_count) for f in report.files] == [("index", 20), ("unreachable", 0)]
     assert "sitemap time budget" in report.files[1].problem
     assert report.files[1].url.startswith(server.url("/drip"))
-    assert report.problems == ("the 1 s sitemap time budget ran out; 19 files were not read",)
+    assert report.problems == ("the 1 s sitemap time budget ran out; 19 more files were not read",)
     assert server.requests["/drip"] == 1
 
 
@@ -162,7 +162,7 @@ def test_sitemap_discovery_gives_up_after_failures_in_a_row():
     assert server.requests["/drip"] == 3
     assert [f.kind for f in report.files] == ["index"] + ["unreachable"] * 3
     assert report.problems == (
-        "3 sitemap files in a row timed out or were unreachable; 17 more were not read",
+        "3 sitemap files in a row timed out or were unreachable; 17 more files were not read",
     )
     assert elapsed < 3.0
 

@@ -15,7 +15,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.browser]
 
 
 def audit_of(owner, site, **fields) -> Audit:
-    fields.setdefault("start_url", site.url())
+    if "start_url" not in fields:
+        fields["start_url"] = site.url()
     audit = make_audit(owner, allow_private=True, check_external=False, **fields)
     run_audit_inline(audit.pk)
     audit.refresh_from_db()
@@ -212,3 +213,18 @@ def test_a_rendered_private_sites_start_page_runs_logged_in(owner, fast_settings
     # The browser asked for the members' script with the session, so its links were found and crawled.
     assert {site.url(p) for p in site.paths()} <= set(
         Page.objects.filter(audit=audit, status_code=200).values_list("url", flat=True))
+
+
+def test_a_rendered_start_page_is_judged_knowing_the_sitemap_lists_it(owner, fast_settings, httpserver):
+    # The rendered page's checks run again on what the browser built: with the same listing.
+    home = ('<!doctype html><html lang="en"><head><title>Home of the listed site</title>'
+            '<meta name="robots" content="noindex"></head><body><h1>Home</h1><p>Words.</p></body></html>')
+    httpserver.expect_request("/robots.txt").respond_with_data(
+        f"User-agent: *\nSitemap: {httpserver.url_for('/sitemap.xml')}\n", content_type="text/plain")
+    httpserver.expect_request("/sitemap.xml").respond_with_data(
+        f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>{httpserver.url_for("/")}</loc>'
+        "</url></urlset>", content_type="application/xml")
+    httpserver.expect_request("/").respond_with_data(home, content_type="text/html")
+    audit = audit_of(owner, httpserver, start_url=httpserver.url_for("/"), render="all")
+    noindex = Issue.objects.get(audit=audit, code="noindex")
+    assert (noindex.severity, noindex.message.endswith("but listed in the sitemap")) == ("critical", True)

@@ -5,7 +5,9 @@ import time
 import pytest
 from pytest_httpserver import HTTPServer
 
-from audits.inline import run_audit_inline
+from audits.crawl.resume import run_resume
+from audits.dispatch import InlineDispatcher
+from audits.inline import run_audit_inline, run_steps
 from tests.crawler.hostile_server import HostileServer, StubResolver, hang, ok
 from tests.factories import make_audit
 
@@ -52,6 +54,28 @@ def test_a_503_robots_txt_fails_the_audit_as_robots_unreachable_before_any_page_
     assert list(audit.issues.values_list("code", "url", "message")) == [
         ("robots_txt_unavailable", httpserver.url_for("/robots.txt"),
          "robots.txt answered 503; search engines treat that as 'disallow everything'.")]
+
+
+def test_an_audit_resumed_once_robots_txt_answers_again_drops_the_unavailable_issue(
+        owner, fast_settings, httpserver):
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "ROBOTS_RETRY_SECONDS": (0.1, 0.1)}
+    httpserver.expect_request("/robots.txt").respond_with_data("busy", status=503)
+    httpserver.expect_request("/").respond_with_data("<title>Home</title><p>Home.</p>", content_type="text/html")
+    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, check_external=False)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert (audit.status, audit.issues_critical) == ("failed", 1)  # the counters count the issue shown
+
+    httpserver.clear()  # mended: robots.txt answers again
+    httpserver.expect_request("/robots.txt").respond_with_data("User-agent: *\nAllow: /\n")
+    httpserver.expect_request("/").respond_with_data("<title>Home</title><p>Home.</p>", content_type="text/html")
+    assert audit.reopen_for_resume()
+    dispatcher = InlineDispatcher()
+    run_resume(audit.pk, dispatcher)
+    run_steps(dispatcher)
+    audit.refresh_from_db()
+    assert audit.status == "completed", audit.error_detail
+    assert not audit.issues.filter(code="robots_txt_unavailable").exists()
 
 
 @pytest.mark.parametrize(("status", "code"), [(503, "robots_txt_unavailable"), (404, "robots_txt_missing")])

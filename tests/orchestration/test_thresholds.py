@@ -139,3 +139,17 @@ def test_the_command_refuses_bad_thresholds_with_exit_2(owner, fast_settings, ca
     assert run_audit("http://127.0.0.1:9/", "--allow-private", "--owner", "owner", *args) == 2
     assert says in capsys.readouterr().err
     assert not Audit.objects.exists()
+
+
+def test_a_follow_up_from_the_command_judges_by_its_sources_thresholds_and_the_site_keeps_them(
+        owner, fast_settings, chain, tmp_path):
+    base = [chain.url("/"), "--allow-private", "--no-external", "--owner", "owner"]
+    assert run_audit(*base, "--threshold", "title_max=70") == 0
+    full = Audit.objects.get()
+    for mode in ("delta", "validate"):
+        assert run_audit(*base, "--mode", mode, "--from", str(full.pk)) == 0
+        follow = Audit.objects.latest("pk")
+        assert (follow.mode, follow.thresholds, follow.site.thresholds) == (mode, {"title_max": 70},
+                                                                           {"title_max": 70})
+    delta = Audit.objects.get(mode="delta")
+    assert delta.pages.exclude(unchanged_since=None).exists()  # judged alike, so its pages were reused

@@ -192,6 +192,10 @@ class Command(BaseCommand):
             raise CommandError("--mode validate compares with its --from audit; --compare-to and "
                                "--fail-on-new do not apply", returncode=2)
         source = source_from_options(opts, owner, limits["start_url"])
+        if source is not None and not opts["threshold"]:
+            # A follow-up judges as its source did unless told otherwise: a delta then reuses its pages,
+            # and the site keeps the thresholds it had.
+            limits["thresholds"] = source.thresholds
         access = access_from_options(opts, limits["start_url"])
         if opts["enqueue"]:
             # call_command skips the system checks; the cluster's timing must be
