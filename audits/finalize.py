@@ -522,6 +522,19 @@ def deep_pages(audit_id: int) -> Iterator[Issue]:
             "deep_page", f"{depth} clicks from the start page (more than {deepest})"))
 
 
+def large_images(audit_id: int) -> Iterator[Issue]:
+    """Images whose answer declares more bytes than the audit allows (their bodies are never read)."""
+    largest = Audit.objects.get(pk=audit_id).check_settings().large_image_bytes
+    sql = """
+        SELECT id, url, size_bytes FROM audits_page
+        WHERE audit_id = %s AND kind = 'resource' AND status_code = 200 AND content_type LIKE 'image/%%'
+          AND size_bytes > %s
+    """
+    for page_id, url, size in _rows(sql, [audit_id, largest]):
+        yield issue_for(audit_id, page_id, url, finding(
+            "large_image", f"Image is {size / 1000:,.0f} KB (more than {largest / 1000:,.0f} KB)"))
+
+
 def soft_404s(audit_id: int) -> Iterator[Issue]:
     """Pages that answered 200 with the site's "not found" page (the start step's probe), or whose title says so."""
     probe = Audit.objects.filter(pk=audit_id).values_list("not_found_hash", flat=True).first() or ""
@@ -542,7 +555,7 @@ def soft_404s(audit_id: int) -> Iterator[Issue]:
 CHECKS = [
     link_targets, redirects_to_broken, bad_canonicals, hreflang_targets,
     hreflang_return_links, sitemap_problems, duplicate_titles, duplicate_descriptions, duplicate_content,
-    deep_pages, soft_404s, notices.external_links_unchecked, notices.links_to_sibling_origin, notices.crawl_traps_skipped,
+    deep_pages, soft_404s, large_images, notices.external_links_unchecked, notices.links_to_sibling_origin, notices.crawl_traps_skipped,
 ]
 # A validation fetched only some URLs: the checks of links between them run
 # again, the site-wide ones cannot (their issues end unknown: audits.diff).

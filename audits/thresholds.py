@@ -36,6 +36,7 @@ THRESHOLDS = (
     Threshold("slow_ms", "Slowest first byte", "ms", 50, 60_000),
     Threshold("large_html_bytes", "Largest HTML page", "bytes", 10_000, 1_000_000_000),
     Threshold("deep_depth", "Deepest click depth", "clicks", 1, 100),
+    Threshold("large_image_bytes", "Largest image", "bytes", 1_000, 1_000_000_000),
 )
 BY_NAME = {t.name: t for t in THRESHOLDS}
 # (shorter, longer) pairs a form refuses the wrong way round.

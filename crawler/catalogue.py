@@ -314,7 +314,7 @@ LINK_CODES = frozenset({"broken_link_internal", "broken_link_external", "broken_
 # carries them as unknown.
 SITE_WIDE_CODES = frozenset({"title_duplicate", "meta_description_duplicate", "duplicate_content",
                              "orphan_page", "deep_page", "hreflang_error", "sitemap_bad_url",
-                             "canonical_bad_target", "blocked_by_robots", "soft_404"})
+                             "canonical_bad_target", "blocked_by_robots", "soft_404", "large_image"})
 CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES | {"external_links_unchecked", "links_to_sibling_origin",
                                                     "crawl_traps_skipped"}
 # About the URL's own answer (its status, its redirects, its speed): judged

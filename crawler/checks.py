@@ -34,6 +34,7 @@ class CheckSettings:
     thin_words: int = 200
     max_redirect_hops: int = 10
     deep_depth: int = 4  # deep_page, judged by finalize on the settled click depths
+    large_image_bytes: int = 500_000  # large_image, judged by finalize on the checked images' declared sizes
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ from .errors import (
 from .net import AddressGuard, GuardedBackend
 from .overrun import drain
 from .request_url import basic_auth, origin, parse_url, scheme_of, strip
-from .response_head import header_text, parse_content_type
+from .response_head import content_length, header_text, parse_content_type
 from .retry import FINAL, Plan, RetryPlanner
 from .transport_errors import HTTPCORE_ERRORS, translate
 from .types import FetchError, FetchResult, Hop
@@ -248,8 +248,8 @@ class Fetcher:
         head = await self._guarded("HEAD", url, HEADERS_ONLY, started=started)
         if head.status in (405, 501) or head.error is FetchError.PROTOCOL_ERROR:
             get = await self._guarded("GET", url, HEADERS_ONLY, started=started)
-            return replace(get, attempts=head.attempts + get.attempts)
-        return head
+            return _declared_size(replace(get, attempts=head.attempts + get.attempts))
+        return _declared_size(head)
 
     async def send(
         self, method: str, url: str, *, headers: list[tuple[bytes, bytes]] = (), form: bytes | None = None
@@ -553,3 +553,9 @@ __all__ = [
     "Fetcher",
     "MiB",
 ]
+
+
+def _declared_size(result: FetchResult) -> FetchResult:
+    """A checked URL's size is the one its answer declares: its body is never read (large_image reads it)."""
+    declared = content_length(result.headers) if result.status is not None else None
+    return replace(result, size=declared) if declared and not result.size else result

@@ -87,7 +87,7 @@ def test_the_summary_line_closes_the_report_counting_what_is_not_ignored(owner):
         "pages": 7, "issues": {"critical": 1, "warning": 1, "notice": 1}, "ignored": 2, "mode": "full",
         "thresholds": {"title_min": 20, "title_max": 60, "description_min": 80, "description_max": 160,
                        "slow_ms": 800, "large_html_bytes": 2_000_000, "thin_words": 200, "max_redirect_hops": 10,
-                       "deep_depth": 4},
+                       "deep_depth": 4, "large_image_bytes": 500_000},
         "exit_code": 1}
     out = io.StringIO()
     Report(out).summary(audit, 1, include_ignored=True)
