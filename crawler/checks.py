@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from .catalogue import CATALOGUE, finding
 from .directives import canonical_from_link_header, header_robots_directives
 from .html_rules import Resolver, resolve_url
+from .structured_data import described
 from .types import FetchError, FetchResult, Finding, PageFacts, Severity
 from .urls import InvalidURL, normalize
 
@@ -495,16 +496,13 @@ def large_html(result, facts, ctx):
     size = max(result.size, len(result.body or b""))
     limit = ctx.settings.large_html_bytes
     if size > limit:
-        yield finding(
-            "large_html", f"HTML is {size / 1e6:.1f} MB; keep pages under {limit / 1e6:.1f} MB"
-        )
+        yield finding("large_html", f"HTML is {size / 1e6:.1f} MB; keep pages under {limit / 1e6:.1f} MB")
 
 
 def large_unread_html(result: FetchResult, ctx: PageContext) -> Finding:
     """large_html for a 2xx HTML page cut at a read cap (crawler.page), whose size is past what was read."""
-    limit = ctx.settings.large_html_bytes
-    return finding("large_html", f"HTML is too large to read ({result.error_detail}); "
-                                 f"keep pages under {limit / 1e6:.1f} MB")
+    limit = ctx.settings.large_html_bytes / 1e6
+    return finding("large_html", f"HTML is too large to read ({result.error_detail}); keep pages under {limit:.1f} MB")
 
 
 def binary_html(result: FetchResult) -> Finding:
@@ -525,6 +523,12 @@ def html_lang_missing(result, facts, ctx):
 def viewport_missing(result, facts, ctx):
     if not facts.viewport:
         yield finding("viewport_missing", "No <meta name=\"viewport\">, so phones render the desktop layout")
+
+
+@page_check
+def structured_data_invalid(result, facts, ctx):
+    if facts.structured_data:
+        yield finding("structured_data_invalid", described(facts.structured_data))
 
 
 @page_check

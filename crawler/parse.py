@@ -21,8 +21,6 @@ directives ``directives``'.
 
 from __future__ import annotations
 
-import threading
-
 from lxml import etree
 
 from .charset import decode_html, utf8_source
@@ -55,6 +53,8 @@ from .html_rules import (
     resolve_url,
     settle_chunk,
 )
+from .html_tree import build_tree
+from .structured_data import MAX_BLOCKS, is_jsonld, judged
 from .tree_text import AnchorText, has_ancestor, has_image_alt, joined_text, visible_text
 from .types import Canonical, Image, Link, PageFacts
 from .word_count import count_words
@@ -112,6 +112,8 @@ class _Collector:
         self.meta_refresh: str | None = None
         self.head_tags_in_body = False
         self.viewport = False
+        self.jsonld: list[str] = []  # JSON-LD blocks' text, in page order (structured_data caps them)
+        self.jsonld_buf: list[str] | None = None  # the event path's open JSON-LD <script>
 
     # -- events -------------------------------------------------------------
 
@@ -147,6 +149,8 @@ class _Collector:
             self.sep = False
         if not self.hidden:
             self.text.append(chunk)
+        elif self.jsonld_buf is not None:
+            self.jsonld_buf.append(chunk)
         self.fresh = None
         if self.groups and not self.groups[-1].buf.full:
             self.groups[-1].buf.add(settle_chunk(chunk, ANCHOR_MAX))
@@ -428,6 +432,7 @@ class _Collector:
             head_tags_in_body=self.head_tags_in_body,
             viewport=self.viewport,
             base_url=base,
+            structured_data=judged(self.jsonld),
         )
 
 
@@ -446,8 +451,24 @@ _START = {
     **dict.fromkeys(FOREIGN_TAGS, _Collector._foreign),
     **dict.fromkeys(HEADING_LEVELS, _Collector._heading),
 }
-# script is both a resource and hidden text: one handler each way.
-_START["script"] = lambda self, tag, attrib: (self._hide(tag, attrib), self._resource(tag, attrib))
+
+
+def _script(self: _Collector, tag, attrib) -> None:
+    # Both a resource and hidden text; a JSON-LD one's text is kept for structured_data.
+    self._hide(tag, attrib)
+    self._resource(tag, attrib)
+    if is_jsonld(attrib.get("type")) and len(self.jsonld) < MAX_BLOCKS:
+        self.jsonld_buf = []
+
+
+def _script_end(self: _Collector, tag) -> None:
+    self._hide_end(tag)
+    if self.jsonld_buf is not None:
+        self.jsonld.append("".join(self.jsonld_buf))
+        self.jsonld_buf = None
+
+
+_START["script"] = _script
 _END = {
     "a": _Collector._a_end,
     "head": _Collector._head_end,
@@ -455,6 +476,7 @@ _END = {
     "h1": _Collector._h1_end,
     **dict.fromkeys(HIDDEN_TEXT_TAGS - {"head", "title"}, _Collector._hide_end),
     **dict.fromkeys(FOREIGN_TAGS, _Collector._foreign_end),
+    "script": _script_end,
 }
 
 
@@ -466,39 +488,6 @@ _WANTED = tuple(
 )
 # All text below an element as one string; whether it is blank needs no separators.
 _STRING = etree.XPath("string()", smart_strings=False)
-_local = threading.local()
-
-
-def _parsers() -> tuple[etree.HTMLParser, etree.HTMLParser]:
-    # Per thread: creating a parser costs more than a small page's parse, and
-    # an lxml parser must not be used by two threads at once. The second one
-    # reads UTF-8 bytes and ignores the page's own charset declarations.
-    parsers = getattr(_local, "parsers", None)
-    if parsers is None:
-        parsers = _local.parsers = (
-            etree.HTMLParser(recover=True, no_network=True),
-            etree.HTMLParser(recover=True, no_network=True, encoding="utf-8"),
-        )
-    return parsers
-
-
-def build_tree(source: str | bytes):
-    """The page's first root element, or None when libxml2 stopped before the end.
-
-    libxml2's tree builder gives up at a nesting depth of 256 (raising the
-    limit needs huge_tree, which also lifts its size guards), and a few other
-    inputs end the parse early (text with an XML encoding declaration is
-    refused outright); the caller then uses the event path, which keeps no
-    stack in libxml2 and reads the page to its end.
-    """
-    parser = _parsers()[isinstance(source, bytes)]
-    try:
-        root = etree.fromstring(source, parser)
-    except (etree.LxmlError, ValueError):
-        return None
-    if root is None or parser.error_log.filter_from_fatals():
-        return None
-    return root
 
 
 def _tops(root) -> list:
@@ -540,6 +529,8 @@ def _walk_top(c: _Collector, top) -> None:
                 c._add_ref(src, "img")
         elif tag in RESOURCE_ATTRS:
             c._add_ref(el.get(RESOURCE_ATTRS[tag]), tag)
+            if tag == "script" and is_jsonld(el.get("type")) and len(c.jsonld) < MAX_BLOCKS:
+                c.jsonld.append(el.text or "")
         elif tag == "link":
             c._link(tag, el.attrib, el)
         elif tag == "meta":

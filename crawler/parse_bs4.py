@@ -42,6 +42,7 @@ from .html_rules import (
     rel_tokens,
     resolve_url,
 )
+from .structured_data import is_jsonld, judged
 from .types import Canonical, Image, Link, PageFacts
 from .word_count import count_words
 
@@ -210,4 +211,5 @@ def parse_html_bs4(
         head_tags_in_body=any(not _in_head(t) for t in titles + descriptions + robots_metas),
         viewport=any(_meta_name(m) == "viewport" for m in metas),
         base_url=base,
+        structured_data=judged([t.get_text() for t in soup.find_all("script") if is_jsonld(t.get("type"))]),
     )

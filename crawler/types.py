@@ -202,6 +202,7 @@ class PageFacts:
     head_tags_in_body: bool = False  # <title> or <meta name=description|robots> in <body>
     viewport: bool = False
     base_url: str = ""  # the URL links were resolved against (<base href> aware)
+    structured_data: tuple[str, ...] = ()  # each invalid JSON-LD block's problem (crawler.structured_data)
 
 
 @dataclass(frozen=True, slots=True)

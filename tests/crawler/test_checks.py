@@ -129,6 +129,9 @@ CASES = [
                             '<link rel="alternate" hreflang="x-default" href="/">'))),
     ("large_html", lambda: page(size=2_500_000), lambda: page(size=1_900_000)),
     ("html_lang_missing", lambda: page(html(lang="")), lambda: page(html(lang=' lang="pt-BR"'))),
+    ("structured_data_invalid", lambda: page(html(head='<script type="application/ld+json">{"@type": "X"}</script>')),
+     lambda: page(html(head='<script type="application/ld+json">'
+                            '{"@context": "https://schema.org", "@type": "X"}</script>'))),
     ("viewport_missing", lambda: page(html(viewport="")),
      lambda: page(html(viewport='<meta name="Viewport" content="width=device-width">'))),
     ("heading_order", lambda: page(html(body="<h2>a</h2><h4>b</h4>")),
