@@ -536,8 +536,16 @@ def large_images(audit_id: int) -> Iterator[Issue]:
 
 
 def soft_404s(audit_id: int) -> Iterator[Issue]:
-    """Pages that answered 200 with the site's "not found" page (the start step's probe), or whose title says so."""
+    """Pages that answered 200 with the site's "not found" page (the start step's probe), or whose title says so.
+
+    A site that answers a URL that cannot exist with its start page (an app's
+    shell, a catch-all rewrite) gives no "not found" page to compare with: its
+    copies of the start page are duplicate_content's, and only titles count.
+    """
     probe = Audit.objects.filter(pk=audit_id).values_list("not_found_hash", flat=True).first() or ""
+    if probe and Page.objects.filter(audit_id=audit_id, kind=Page.Kind.PAGE, depth=0, status_code=200,
+                                     content_hash=probe).exists():
+        probe = ""
     sql = """
         SELECT id, url, title, content_hash FROM audits_page
         WHERE audit_id = %s AND kind = 'page' AND status_code = 200 AND (content_hash = %s OR title != '')

@@ -72,3 +72,23 @@ def test_a_site_that_answers_404_for_what_does_not_exist_has_only_the_pages_that
     assert list(audit.issues.filter(code="soft_404").values_list("url", flat=True)) == [
         httpserver.url_for("/old-offer")]
     assert audit.issues.filter(code="http_4xx", url=httpserver.url_for("/gone")).exists()
+
+
+def test_a_site_that_answers_what_does_not_exist_with_its_home_page_flags_no_page_by_its_text(
+        owner, fast_settings, httpserver):
+    # A catch-all rewrite (an app's shell): the home page is no "not found" page, nor are its copies.
+    home = '<title>Home of the shop</title><p>Welcome.</p><a href="/shoes">shoes</a><a href="/copy">copy</a>'
+
+    def answer(request):
+        if request.path == "/shoes":
+            return Response("<title>Shoes of the shop</title><p>Shoes.</p>", content_type="text/html")
+        return Response(home, content_type="text/html")
+
+    httpserver.expect_request(re.compile(".*")).respond_with_handler(answer)
+    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, check_external=False)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert audit.status == "completed", audit.error_detail
+    assert audit.not_found_hash != ""  # the probe did see a 200 page
+    assert not audit.issues.filter(code="soft_404").exists()
+    assert audit.issues.filter(code="duplicate_content", url=httpserver.url_for("/copy")).exists()
