@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import CharField, F, Value
+from django.db.models import CharField, F, Q, Value
 from django.db.models.functions import Concat
 
 from crawler.catalogue import finding
@@ -542,10 +542,10 @@ def soft_404s(audit_id: int) -> Iterator[Issue]:
     shell, a catch-all rewrite) gives no "not found" page to compare with: its
     copies of the start page are duplicate_content's, and only titles count.
     """
-    probe = Audit.objects.filter(pk=audit_id).values_list("not_found_hash", flat=True).first() or ""
-    if probe and Page.objects.filter(audit_id=audit_id, kind=Page.Kind.PAGE, depth=0, status_code=200,
-                                     content_hash=probe).exists():
-        probe = ""
+    probe, origin = Audit.objects.filter(pk=audit_id).values_list("not_found_hash", "origin").first() or ("", "")
+    if probe and Page.objects.filter(Q(depth=0) | Q(url=origin + "/"), audit_id=audit_id, kind=Page.Kind.PAGE,
+                                     status_code=200, content_hash=probe).exists():
+        probe = ""  # the start page's, or the home page's below a start URL deeper in the site
     sql = """
         SELECT id, url, title, content_hash FROM audits_page
         WHERE audit_id = %s AND kind = 'page' AND status_code = 200 AND (content_hash = %s OR title != '')

@@ -556,6 +556,6 @@ __all__ = [
 
 
 def _declared_size(result: FetchResult) -> FetchResult:
-    """A checked URL's size is the one its answer declares: its body is never read (large_image reads it)."""
+    """A checked URL with the size its answer declares: its body is never read (large_image reads it)."""
     declared = content_length(result.headers) if result.status is not None else None
-    return replace(result, size=declared) if declared and not result.size else result
+    return replace(result, declared_size=declared) if declared else result

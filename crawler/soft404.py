@@ -21,15 +21,20 @@ if TYPE_CHECKING:
 
 # The probe's whole budget, retries included: one page, at the audit's start.
 PROBE_SECONDS = 10.0
-# Titles of "not found" pages, in the words sites use: "404", "Page not found", "… does not exist".
-NOT_FOUND_TITLE = re.compile(
-    r"\b404\b|\bnot found\b|\b(?:page|file|url) (?:does not|doesn['’]t|no longer) exists?\b|\bno longer available\b",
+# A title says "not found" when one of its parts (split at | – — : · and " - ")
+# opens with 404 or "not found", or says the page does not exist: "Page not
+# found | Shop", "Error 404", "Oops! That page doesn't exist". A title that only
+# mentions them ("How to fix 404 errors", "Room 404", "command not found in bash") does not.
+_TITLE_PARTS = re.compile(r"\s[-–—]\s|[|–—:·•]")
+_NOT_FOUND_PART = re.compile(
+    r"(?:error\s*)?404\b|(?:(?:page|file|url|document)\s+)?not\s+found\b"
+    r"|.*\b(?:page|file|url) (?:does not|doesn['’]t|no longer) exists?\b",
     re.IGNORECASE,
 )
 
 
 def says_not_found(title: str) -> bool:
-    return bool(NOT_FOUND_TITLE.search(title or ""))
+    return any(_NOT_FOUND_PART.match(part.strip(" \t!.")) for part in _TITLE_PARTS.split(title or ""))
 
 
 def probe_url(origin: str) -> str:

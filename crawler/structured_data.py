@@ -9,6 +9,7 @@ result rules) are the job of the search engines' own testing tools.
 from __future__ import annotations
 
 import json
+import re
 
 # What one page's blocks may cost: a page with more, or larger, is judged on these.
 MAX_BLOCKS = 20
@@ -19,25 +20,37 @@ def is_jsonld(type_attr: str | None) -> bool:
     return (type_attr or "").split(";")[0].strip().lower() == "application/ld+json"
 
 
+# What sites wrap their blocks in, which JSON-LD processors strip: an HTML
+# comment or a CDATA section (each line's // too), and a trailing semicolon.
+_WRAPPERS = re.compile(r"^\s*(?://\s*)?(?:<!--|<!\[CDATA\[)|(?://\s*)?(?:-->|\]\]>)\s*$")
+
+
 def problem(text: str) -> str | None:
-    """Why the JSON-LD block ``text`` is invalid, or None."""
+    """Why the JSON-LD block ``text`` is invalid, or None (a blank block is left alone)."""
     if len(text) > MAX_BLOCK_CHARS:
         return None  # not judged: parsing it would cost more than the page
+    text = _WRAPPERS.sub("", text.strip().lstrip("\ufeff")).strip().rstrip(";").strip()
+    if not text:
+        return None
     try:
         data = json.loads(text)
+    except RecursionError:
+        return "nests too deeply to read"
     except ValueError as exc:
         return f"does not parse as JSON ({getattr(exc, 'msg', exc)}, line {getattr(exc, 'lineno', '?')})"
     items = data if isinstance(data, list) else [data]
     for item in items:
         if not isinstance(item, dict):
             return "holds something other than JSON objects"
-        nodes = item.get("@graph") if isinstance(item.get("@graph"), list) else [item]
         if "@context" not in item:
             return "has no @context"
+        graph = item.get("@graph")
+        nodes = [graph] if isinstance(graph, dict) else graph if isinstance(graph, list) else [item]
         for node in nodes:
             if not isinstance(node, dict):
                 return "has a @graph entry that is not an object"
-            if "@type" not in node:
+            # A node that only names another ({"@id": ...}) is a reference, not a description.
+            if "@type" not in node and set(node) - {"@id", "@context"}:
                 return "has an object without @type"
     return None
 

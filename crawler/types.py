@@ -120,6 +120,8 @@ class FetchResult:
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes | None = None
     size: int = 0  # bytes received on the wire (before decompression)
+    # A checked URL's Content-Length (its body is never read): the size stored for it, not what the window paces by.
+    declared_size: int = 0
     ttfb: float = 0.0  # seconds until response headers of the final hop
     elapsed: float = 0.0  # seconds for the whole fetch, retries included
     error: FetchError | None = None

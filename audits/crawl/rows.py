@@ -72,7 +72,7 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
         audit_id, url_hash(outcome.url), outcome.url, kind, outcome.depth,
         False, 0,  # in_sitemap and inlinks: set by finalize, from the frontier and the edges
         clean(result.final_url, 8000), result.status, json.dumps(chain), len(chain),
-        clean(result.content_type, 100), min(result.size, 2**31 - 1), int(result.ttfb * 1000),
+        clean(result.content_type, 100), min(result.size or result.declared_size, 2**31 - 1), int(result.ttfb * 1000),
         int(result.elapsed * 1000), clean(title, 1000), clean(description, 2000), clean(canonical, 8000),
         url_hash(canonical) if canonical else "", min(h1, 32767), words, clean(",".join(sorted(robots)), 200),
         judged and result.status == 200 and not robots & {"noindex", "none"},

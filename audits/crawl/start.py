@@ -344,6 +344,8 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
         first = dataclasses.replace(first, url=final, redirects=())
     page_ctx = dataclasses.replace(ctx, in_sitemap=whole_site and final in frozenset(report.urls))
     pages.append(build_outcome(first, final, 0, page_ctx))
+    if pages[-1].facts is not None and pages[-1].facts.content_hash == not_found:
+        not_found = ""  # unknown URLs get the start page (a catch-all, an app's shell): no "not found" page to match
     if setup.render != "none":
         # A rendered audit's start page too: an app shell's links exist only once it runs.
         # With the login's session, which the setup (made before the login) lacks.

@@ -20,6 +20,14 @@ VALID = '{"@context": "https://schema.org", "@type": "Organization", "name": "Ex
     ('{"@context": "https://schema.org", "name": "x"}', "has an object without @type"),
     ('{"@context": "https://schema.org", "@graph": [{"@type": "A"}, {"name": "b"}]}', "has an object without @type"),
     ('["just a string"]', "holds something other than JSON objects"),
+    # What real sites wrap blocks in, and what JSON-LD allows, is not a fault.
+    (f"<!-- {VALID} -->", None), (f"//<![CDATA[\n{VALID}\n//]]>", None), (f"{VALID};", None),
+    (f"\ufeff{VALID}", None), ("", None), ("  \n ", None),
+    ('{"@context": "https://schema.org", "@graph": {"@type": "WebSite"}}', None),
+    ('{"@context": "https://schema.org", "@graph": [{"@id": "#site"}, {"@type": "WebPage"}]}', None),
+    ('{"@context": {"@vocab": "https://schema.org/"}, "@type": "Thing"}', None),
+    # A block nested past the JSON reader's stack is named, not a crash of the page's parse.
+    ("[" * 5000, "nests too deeply to read"),
 ])
 def test_a_block_is_judged_on_its_json_context_and_type(text, why):
     found = problem(text)
@@ -55,3 +63,10 @@ def test_a_page_with_many_blocks_is_judged_on_the_first_twenty():
     many = "".join('<script type="application/ld+json">{"@type": "Thing"}</script>' for _ in range(50))
     facts = READERS["tree"](page(many), None)
     assert len(facts.structured_data) == MAX_BLOCKS
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_block_nested_past_the_json_readers_stack_leaves_the_pages_facts_whole(reader):
+    facts = READERS[reader](page('<script type="application/ld+json">' + "[" * 5000 + "</script>"), None)
+    assert facts.title == "Structured data page"
+    assert facts.structured_data == ("block 1 nests too deeply to read",)

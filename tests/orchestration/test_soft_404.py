@@ -17,8 +17,11 @@ NOT_FOUND = "<!doctype html><title>Example shop</title><h1>Sorry</h1><p>We looke
 
 @pytest.mark.parametrize(("title", "says"), [
     ("404 Not Found", True), ("Page not found – Example", True), ("Oops! That page doesn’t exist", True),
-    ("This offer is no longer available", True), ("Error 404", True),
+    ("Error 404", True), ("Shop | Page Not Found", True), ("404 - Page not found", True),
     ("Example shop", False), ("Found: the 4040 series", False), ("", False),
+    # Titles that only mention a 404 or "not found" are about something else.
+    ("How to fix 404 errors in WordPress", False), ("Nike Air Max 404", False), ("Room 404 | Hotel", False),
+    ('Fixing "command not found" in bash', False),
 ])
 def test_a_title_that_says_not_found(title, says):
     assert says_not_found(title) is says
@@ -89,6 +92,26 @@ def test_a_site_that_answers_what_does_not_exist_with_its_home_page_flags_no_pag
     run_audit_inline(audit.pk)
     audit.refresh_from_db()
     assert audit.status == "completed", audit.error_detail
-    assert audit.not_found_hash != ""  # the probe did see a 200 page
+    assert audit.not_found_hash == ""  # the probe's 200 page was the start page: nothing to match
     assert not audit.issues.filter(code="soft_404").exists()
     assert audit.issues.filter(code="duplicate_content", url=httpserver.url_for("/copy")).exists()
+
+
+def test_below_a_start_url_deeper_in_the_site_the_home_page_a_catch_all_serves_is_no_soft_404(
+        owner, fast_settings, httpserver):
+    home = '<title>Home of the shop</title><p>Welcome.</p><a href="/blog/">blog</a>'
+
+    def answer(request):
+        if request.path == "/blog/":
+            return Response('<title>Blog of the shop</title><p>Posts.</p><a href="/">home</a>',
+                            content_type="text/html")
+        return Response(home, content_type="text/html")
+
+    httpserver.expect_request(re.compile(".*")).respond_with_handler(answer)
+    audit = make_audit(owner, start_url=httpserver.url_for("/blog/"), allow_private=True, check_external=False)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert audit.status == "completed", audit.error_detail
+    assert audit.not_found_hash != ""  # the probe got the home page, which is not the start page
+    assert audit.pages.filter(url=httpserver.url_for("/"), status_code=200).exists()
+    assert not audit.issues.filter(code="soft_404").exists()
