@@ -47,13 +47,24 @@ def site(httpserver, *, soft: bool) -> list[str]:
     return asked
 
 
-def test_pages_that_answer_with_the_sites_not_found_page_or_say_not_found_are_soft_404s(
-        owner, fast_settings, httpserver):
-    asked = site(httpserver, soft=True)
-    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, check_external=False)
+def catch_all(httpserver, home: str, pages: dict[str, str]):
+    """A site answering every path but ``pages`` with ``home`` (200): a catch-all rewrite, an app's shell."""
+    httpserver.expect_request(re.compile(".*")).respond_with_handler(
+        lambda request: Response(pages.get(request.path, home), content_type="text/html"))
+
+
+def crawled(owner, httpserver, start: str = "/"):
+    audit = make_audit(owner, start_url=httpserver.url_for(start), allow_private=True, check_external=False)
     run_audit_inline(audit.pk)
     audit.refresh_from_db()
     assert audit.status == "completed", audit.error_detail
+    return audit
+
+
+def test_pages_that_answer_with_the_sites_not_found_page_or_say_not_found_are_soft_404s(
+        owner, fast_settings, httpserver):
+    asked = site(httpserver, soft=True)
+    audit = crawled(owner, httpserver)
     found = dict(audit.issues.filter(code="soft_404").values_list("url", "message"))
     assert found == {
         httpserver.url_for("/gone"): "Same text as the page this site answers, with 200, for a URL that does not exist",
@@ -68,9 +79,7 @@ def test_pages_that_answer_with_the_sites_not_found_page_or_say_not_found_are_so
 def test_a_site_that_answers_404_for_what_does_not_exist_has_only_the_pages_that_say_so(
         owner, fast_settings, httpserver):
     site(httpserver, soft=False)
-    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, check_external=False)
-    run_audit_inline(audit.pk)
-    audit.refresh_from_db()
+    audit = crawled(owner, httpserver)
     assert audit.not_found_hash == ""
     assert list(audit.issues.filter(code="soft_404").values_list("url", flat=True)) == [
         httpserver.url_for("/old-offer")]
@@ -80,18 +89,9 @@ def test_a_site_that_answers_404_for_what_does_not_exist_has_only_the_pages_that
 def test_a_site_that_answers_what_does_not_exist_with_its_home_page_flags_no_page_by_its_text(
         owner, fast_settings, httpserver):
     # A catch-all rewrite (an app's shell): the home page is no "not found" page, nor are its copies.
-    home = '<title>Home of the shop</title><p>Welcome.</p><a href="/shoes">shoes</a><a href="/copy">copy</a>'
-
-    def answer(request):
-        if request.path == "/shoes":
-            return Response("<title>Shoes of the shop</title><p>Shoes.</p>", content_type="text/html")
-        return Response(home, content_type="text/html")
-
-    httpserver.expect_request(re.compile(".*")).respond_with_handler(answer)
-    audit = make_audit(owner, start_url=httpserver.url_for("/"), allow_private=True, check_external=False)
-    run_audit_inline(audit.pk)
-    audit.refresh_from_db()
-    assert audit.status == "completed", audit.error_detail
+    catch_all(httpserver, '<title>Home of the shop</title><p>Welcome.</p><a href="/shoes">shoes</a>'
+                          '<a href="/copy">copy</a>', {"/shoes": "<title>Shoes of the shop</title><p>Shoes.</p>"})
+    audit = crawled(owner, httpserver)
     assert audit.not_found_hash == ""  # the probe's 200 page was the start page: nothing to match
     assert not audit.issues.filter(code="soft_404").exists()
     assert audit.issues.filter(code="duplicate_content", url=httpserver.url_for("/copy")).exists()
@@ -99,19 +99,9 @@ def test_a_site_that_answers_what_does_not_exist_with_its_home_page_flags_no_pag
 
 def test_below_a_start_url_deeper_in_the_site_the_home_page_a_catch_all_serves_is_no_soft_404(
         owner, fast_settings, httpserver):
-    home = '<title>Home of the shop</title><p>Welcome.</p><a href="/blog/">blog</a>'
-
-    def answer(request):
-        if request.path == "/blog/":
-            return Response('<title>Blog of the shop</title><p>Posts.</p><a href="/">home</a>',
-                            content_type="text/html")
-        return Response(home, content_type="text/html")
-
-    httpserver.expect_request(re.compile(".*")).respond_with_handler(answer)
-    audit = make_audit(owner, start_url=httpserver.url_for("/blog/"), allow_private=True, check_external=False)
-    run_audit_inline(audit.pk)
-    audit.refresh_from_db()
-    assert audit.status == "completed", audit.error_detail
+    catch_all(httpserver, '<title>Home of the shop</title><p>Welcome.</p><a href="/blog/">blog</a>',
+              {"/blog/": '<title>Blog of the shop</title><p>Posts.</p><a href="/">home</a>'})
+    audit = crawled(owner, httpserver, "/blog/")
     assert audit.not_found_hash != ""  # the probe got the home page, which is not the start page
     assert audit.pages.filter(url=httpserver.url_for("/"), status_code=200).exists()
     assert not audit.issues.filter(code="soft_404").exists()
