@@ -563,7 +563,8 @@ def soft_404s(audit_id: int) -> Iterator[Issue]:
 CHECKS = [
     link_targets, redirects_to_broken, bad_canonicals, hreflang_targets,
     hreflang_return_links, sitemap_problems, duplicate_titles, duplicate_descriptions, duplicate_content,
-    deep_pages, soft_404s, large_images, notices.external_links_unchecked, notices.links_to_sibling_origin, notices.crawl_traps_skipped,
+    deep_pages, soft_404s, large_images, notices.external_links_unchecked, notices.links_to_sibling_origin,
+    notices.crawl_traps_skipped,
 ]
 # A validation fetched only some URLs: the checks of links between them run
 # again, the site-wide ones cannot (their issues end unknown: audits.diff).

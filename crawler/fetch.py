@@ -548,14 +548,14 @@ def _short(text: str) -> str:
     return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
 
 
+def _declared_size(result: FetchResult) -> FetchResult:
+    """A checked URL with the size its answer declares: its body is never read (large_image reads it)."""
+    declared = content_length(result.headers) if result.status is not None else None
+    return replace(result, declared_size=declared) if declared else result
+
+
 __all__ = [
     "FetchPolicy",
     "Fetcher",
     "MiB",
 ]
-
-
-def _declared_size(result: FetchResult) -> FetchResult:
-    """A checked URL with the size its answer declares: its body is never read (large_image reads it)."""
-    declared = content_length(result.headers) if result.status is not None else None
-    return replace(result, declared_size=declared) if declared else result

@@ -482,30 +482,27 @@ class CountingStream(httpcore.AsyncNetworkStream):
         self._head = bytearray()
         self._last = b""  # the last bytes received, to tell a stray line break after a body
 
-    def surplus(self, body_length: int) -> int:
-        """Bytes that arrived after a final answer's head and its
-        ``body_length`` bytes of body: what a Content-Length too small for its
-        body leaves. 0 when none, or when that cannot be told (the head past
-        the window, or behind an interim 1xx head). A stray line break after
-        a body, which some servers send, is not counted."""
-        end = _HEAD_END.search(self._head)
-        if end is None or _INTERIM.match(self._head):
-            return 0
-        extra = self.bytes_read - self._request_start - end.end() - body_length
-        if extra <= 0 or (extra <= len(self._last) and not self._last[-extra:].strip(b"\r\n")):
-            return 0
-        return extra
+    def overrun(self, body_length: int) -> tuple[bool, int]:
+        """After an answer of ``body_length`` body bytes: whether its connection
+        must close, and the surplus to report.
 
-    def overran(self, body_length: int) -> bool:
-        """Whether more than the head and ``body_length`` bytes arrived since
-        the request was written: the surplus would be read, on a reused
-        connection, as the next request's answer. An answer whose head is not
-        found (too long, or behind a 1xx) counts as overrun: closing a
-        connection only costs a connect."""
+        It closes when more than the head and the body arrived since the
+        request was written (on a reused connection the surplus would be read
+        as the next request's answer), or when the head is not found (too
+        long, or behind a 1xx): closing only costs a connect. The surplus is
+        what a Content-Length too small for its body leaves past a final
+        answer; 0 when none, behind a 1xx head, or only a stray line break,
+        which some servers send after a body.
+        """
         end = _HEAD_END.search(self._head)
         if end is None:
-            return True
-        return self.bytes_read - self._request_start > end.end() + body_length
+            return True, 0
+        extra = self.bytes_read - self._request_start - end.end() - body_length
+        if extra <= 0:
+            return False, 0
+        if _INTERIM.match(self._head) or (extra <= len(self._last) and not self._last[-extra:].strip(b"\r\n")):
+            return True, 0
+        return True, extra
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data = await self.inner.read(max_bytes, timeout)

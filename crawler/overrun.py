@@ -18,13 +18,14 @@ from .response_head import content_length
 async def drop_if_overrun(stream: CountingStream, headers: dict[str, str]) -> int:
     """Close ``stream`` when more than the head and the declared body arrived.
     A closed stream reads as readable, which makes httpcore's pool drop it.
-    Returns the surplus past a final answer's declared body (``surplus``), 0 when none is known."""
+    Returns the surplus past a final answer's declared body (``CountingStream.overrun``)."""
     declared = content_length(headers)
     if declared is None or "transfer-encoding" in headers:
         return 0
-    if stream.overran(declared):
+    close, surplus = stream.overrun(declared)
+    if close:
         await stream.aclose()
-    return stream.surplus(declared)
+    return surplus
 
 
 async def drain(raw: httpcore.Response, method: str, response, loop_deadline: float) -> None:
