@@ -10,6 +10,8 @@ from functools import partial
 from django.contrib import admin, messages
 from django.db import transaction
 
+from config.client_ip import client_address
+
 from . import schedules
 from .forms import CrawlSettingsForm, SiteScheduleForm
 from .models import Audit, Issue, Notification, Page, Site, SkippedRun
@@ -79,7 +81,7 @@ class AuditAdmin(PurgedDelete, admin.ModelAdmin):
     readonly_fields = ["status", "phase", "error_code", "error_detail", "failed_phase", "origin", "links_indexed",
                        "pages_crawled", "pages_discovered", "pages_failed", "issues_critical",
                        "issues_warning", "issues_notice", "current_window", "chunks_done",
-                       "created_at", "started_at", "finished_at", "heartbeat_at", "robots_status",
+                       "created_at", "created_from", "started_at", "finished_at", "heartbeat_at", "robots_status",
                        "robots_http_status", "sitemap_found", "trigger", "change_counts", "mode", "source"]
     exclude = ["robots_body"]
     actions = ["cancel_audits", "resume_audits", "rerun_audits"]
@@ -132,7 +134,7 @@ class AuditAdmin(PurgedDelete, admin.ModelAdmin):
         started, refused = 0, []
         for audit in queryset:
             try:
-                rerun_audit(audit)
+                rerun_audit(audit, address=client_address(request))
                 started += 1
             except PrivateTargetsRefused as exc:
                 refused.append(str(exc))

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -89,18 +89,21 @@ def new_audit(owner, *, trigger: str = Audit.Trigger.MANUAL, site: Site | None =
     return Audit.objects.create(owner=owner, site=site, trigger=trigger, **limits)
 
 
-def admit(owner, *, creating: str | None = None) -> None:
+def admit(owner, *, creating: str | None = None, address: str | None = None) -> None:
     """Whether ``owner`` may make one more audit active; raises QuotaExceeded (or RateLimited) if not.
 
     The one decision for every path that makes an audit active: ``create_audit``
     (the form, re-run, run now, a scheduled run, the admin's re-run) and
     ``resume_audit`` (the screens and the admin). Call it inside the transaction
     that then makes the audit active. ``creating`` is the new audit's trigger
-    (None for a resume); a manual one also counts against the hourly creation limit.
+    (None for a resume); a manual one also counts against the hourly creation
+    limits: the person's, and that of ``address``, the network address the
+    request came from, whoever is logged in there.
 
     It holds under concurrent requests: on PostgreSQL the owner's user row is
-    locked for the transaction; on SQLite, IMMEDIATE transactions already
-    serialise writers, so the counts and the write cannot interleave.
+    locked for the transaction, then the address (an advisory lock); on SQLite,
+    IMMEDIATE transactions already serialise writers, so the counts and the
+    write cannot interleave.
     """
     get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
     limit = settings.SITEWARD["MAX_RUNNING_AUDITS_PER_USER"]
@@ -108,34 +111,61 @@ def admit(owner, *, creating: str | None = None) -> None:
         raise QuotaExceeded(
             f"You already have {limit} audits queued or running; wait for one to finish or cancel one."
         )
-    if creating in RATE_LIMITED_TRIGGERS:
-        per_hour = settings.SITEWARD["MAX_AUDITS_PER_HOUR"]
-        since = timezone.now() - RATE_WINDOW
-        # Counts rows: a deleted audit no longer counts (a ledger would need its own table).
-        recent = Audit.objects.filter(owner=owner, trigger__in=RATE_LIMITED_TRIGGERS, created_at__gte=since)
-        created = list(recent.order_by("-created_at").values_list("created_at", flat=True)[:per_hour])
-        if len(created) >= per_hour:
-            wait = max(1, int((created[-1] + RATE_WINDOW - timezone.now()).total_seconds()) + 1)
-            raise RateLimited(
-                f"You have started {per_hour} audits in the last hour, the most allowed; "
-                f"try again in {math.ceil(wait / 60)} minute(s).", retry_after=wait,
-            )
+    if creating not in RATE_LIMITED_TRIGGERS:
+        return
+    recent = Audit.objects.filter(trigger__in=RATE_LIMITED_TRIGGERS, created_at__gte=timezone.now() - RATE_WINDOW)
+    _refuse_past_hourly(recent.filter(owner=owner), settings.SITEWARD["MAX_AUDITS_PER_HOUR"],
+                        "You have started {n} audits in the last hour, the most allowed")
+    if address:
+        _lock_address(address)
+        _refuse_past_hourly(recent.filter(created_from=address), settings.SITEWARD["MAX_AUDITS_PER_HOUR_PER_ADDRESS"],
+                            "{n} audits have been started from your network address in the last hour, "
+                            "the most allowed for one address")
+
+
+def _refuse_past_hourly(recent, per_hour: int, said: str) -> None:
+    """Raise RateLimited if ``recent`` (this hour's audits) holds ``per_hour`` already, saying when to try again.
+
+    Counts rows: a deleted audit no longer counts (a ledger would need its own table).
+    """
+    created = list(recent.order_by("-created_at").values_list("created_at", flat=True)[:per_hour])
+    if len(created) >= per_hour:
+        wait = max(1, int((created[-1] + RATE_WINDOW - timezone.now()).total_seconds()) + 1)
+        raise RateLimited(f"{said.format(n=per_hour)}; try again in {math.ceil(wait / 60)} minute(s).",
+                          retry_after=wait)
+
+
+# First key of the PostgreSQL advisory lock on a network address ("addr"); the
+# second is the address's hashtext. Taken after the owner's row, as admit does.
+ADDRESS_LOCK_SPACE = 0x61646472
+
+
+def _lock_address(address: str) -> None:
+    """Serialise, until the transaction ends, the admissions of audits started from ``address``.
+
+    People from one address lock different user rows, so their counts could
+    interleave on PostgreSQL; SQLite's IMMEDIATE transactions already serialise them.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [ADDRESS_LOCK_SPACE, address])
 
 
 def create_audit(owner, *, enforce_quota: bool = True, trigger: str = Audit.Trigger.MANUAL,
-                 site: Site | None = None, **limits) -> Audit:
+                 site: Site | None = None, address: str | None = None, **limits) -> Audit:
     """Create a queued audit and enqueue its start, if ``admit`` allows it.
 
     ``enforce_quota=False`` is the ``audit`` command's: its operator runs it on the server.
+    ``address``: where a person's request came from (``config.client_ip``), kept on the audit.
     A person's audit (the form, re-run, a follow-up, run now) raises SiteBusy
     while the site has one active; a scheduled run skips instead (``schedules``).
     """
     with transaction.atomic():
         if enforce_quota:
-            admit(owner, creating=trigger)
+            admit(owner, creating=trigger, address=address)
         if trigger == Audit.Trigger.MANUAL:
             refuse_busy_site(owner, site, limits["start_url"])
-        audit = new_audit(owner, trigger=trigger, site=site, **limits)
+        audit = new_audit(owner, trigger=trigger, site=site, created_from=address, **limits)
         enqueue("audits.tasks.start", audit.pk, name=f"audit-{audit.pk}-start", queue=crawl_queue(audit))
     return audit
 
@@ -172,7 +202,7 @@ def resume_audit(audit: Audit) -> bool:
     return True
 
 
-def rerun_audit(audit: Audit) -> Audit:
+def rerun_audit(audit: Audit, *, address: str | None = None) -> Audit:
     """A fresh manual audit with the same settings and owner (``admit`` applies).
 
     Raises PrivateTargetsRefused if private_targets_allowed says no.
@@ -183,7 +213,7 @@ def rerun_audit(audit: Audit) -> Audit:
         fields.update(follow_up_fields(audit.source, audit.mode))
     elif audit.mode == Audit.Mode.VALIDATE:
         fields["max_pages"] = audit.site.max_pages  # its source is gone: a full crawl with the site's limit
-    return create_audit(audit.owner, site=audit.site, **fields)
+    return create_audit(audit.owner, site=audit.site, address=address, **fields)
 
 
 def follow_up_fields(source: Audit, mode: str) -> dict:
@@ -228,13 +258,13 @@ def command_owner(username: str | None):
     return user
 
 
-def follow_up(source: Audit, mode: str) -> Audit:
+def follow_up(source: Audit, mode: str, *, address: str | None = None) -> Audit:
     """A manual validation or delta crawl of ``source``'s site, with its settings (``admit`` applies).
 
     Raises PrivateTargetsRefused if private_targets_allowed says no.
     """
     _refuse_private_targets(source)
-    return create_audit(source.owner, site=source.site,
+    return create_audit(source.owner, site=source.site, address=address,
                         **{**source.settings_copy(), **follow_up_fields(source, mode)})
 
 
@@ -272,14 +302,15 @@ def refuse_busy_site(owner, site: Site | None, start_url: str, *, besides: Audit
                        "wait for it to finish, or cancel it, before starting another.")
 
 
-def run_site_now(site: Site) -> Audit:
+def run_site_now(site: Site, *, address: str | None = None) -> Audit:
     """An audit of ``site`` with its saved settings, started by a person.
 
     Raises PrivateTargetsRefused, QuotaExceeded or SiteBusy (``create_audit``),
     before anything is written.
     """
     _refuse_private_targets(site)
-    return create_audit(site.owner, site=site, start_url=site.start_url, **site.crawl_settings())
+    return create_audit(site.owner, site=site, start_url=site.start_url, address=address,
+                        **site.crawl_settings())
 
 
 def running_count(owner) -> int:

@@ -14,6 +14,8 @@ from django.db.models.functions import Coalesce
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
+from config.client_ip import client_address
+
 from . import schedules
 from .access import site_for_user
 from .charts import Line, line_chart
@@ -162,7 +164,7 @@ def site_resume(request, site):
 @site_view("POST")
 def site_run(request, site):
     try:
-        audit = run_site_now(site)
+        audit = run_site_now(site, address=client_address(request))
     except (PrivateTargetsRefused, SiteBusy, QuotaExceeded) as exc:
         messages.error(request, str(exc))
         return redirect(site)

@@ -21,6 +21,8 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
+from config.client_ip import client_address
+
 from . import validation
 from .charts import Bar, bar_chart
 from .forms import AuditForm
@@ -65,7 +67,7 @@ def audit_new(request):
         form = AuditForm(request.POST)
         if form.is_valid():
             try:
-                audit = create_audit(request.user, **form.audit_fields())
+                audit = create_audit(request.user, address=client_address(request), **form.audit_fields())
             except QuotaExceeded as exc:
                 form.add_error(None, str(exc))
                 status = 429
@@ -260,7 +262,7 @@ def audit_resume(request, audit):
 @audit_view("POST")
 def audit_rerun(request, audit):
     try:
-        fresh = rerun_audit(audit)
+        fresh = rerun_audit(audit, address=client_address(request))
     except (PrivateTargetsRefused, QuotaExceeded, SiteBusy) as exc:
         messages.error(request, str(exc))
         return redirect(audit)
@@ -275,7 +277,7 @@ def audit_follow_up(request, audit, mode):
         messages.error(request, "Only a completed full or delta audit can be re-checked or re-crawled from.")
         return redirect(audit)
     try:
-        fresh = follow_up(audit, mode)
+        fresh = follow_up(audit, mode, address=client_address(request))
     except (PrivateTargetsRefused, QuotaExceeded, SiteBusy) as exc:
         messages.error(request, str(exc))
         return redirect(audit)

@@ -245,6 +245,7 @@ SITEWARD = {
     "ALLOW_PRIVATE_TARGETS": env_bool("SITEWARD_ALLOW_PRIVATE", False),
     "MAX_RUNNING_AUDITS_PER_USER": env_int("SITEWARD_MAX_RUNNING_AUDITS", 3, minimum=1),
     "MAX_AUDITS_PER_HOUR": env_int("SITEWARD_MAX_AUDITS_PER_HOUR", 30, minimum=1),
+    "MAX_AUDITS_PER_HOUR_PER_ADDRESS": env_int("SITEWARD_MAX_AUDITS_PER_HOUR_PER_ADDRESS", 100, minimum=1),
     "CHUNK_SIZE": env_int("SITEWARD_CHUNK_SIZE", 200, minimum=1, maximum=5000),
     "CHUNK_SOFT_DEADLINE": env_float("SITEWARD_CHUNK_SECONDS", 120.0, minimum=1.0),
     # A running chunk heartbeats every third of this: a dead worker's chunk is

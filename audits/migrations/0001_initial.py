@@ -59,6 +59,7 @@ class Migration(migrations.Migration):
                 ('sitemap_found', models.BooleanField(null=True)),
                 ('links_indexed', models.BooleanField(default=False)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('created_from', models.GenericIPAddressField(blank=True, editable=False, null=True)),
                 ('started_at', models.DateTimeField(blank=True, null=True)),
                 ('finished_at', models.DateTimeField(blank=True, null=True)),
                 ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
@@ -444,6 +445,10 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name='audit',
             index=models.Index(fields=['site', 'status', '-id'], name='audit_site_status'),
+        ),
+        migrations.AddIndex(
+            model_name='audit',
+            index=models.Index(fields=['created_from', '-created_at'], name='audit_address_created'),
         ),
         migrations.AddConstraint(
             model_name='audit',

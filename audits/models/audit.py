@@ -164,6 +164,9 @@ class Audit(models.Model):
     links_indexed = models.BooleanField(default=False)
 
     created_at = models.DateTimeField(auto_now_add=True)
+    # The network address a person's request to start it came from (config.client_ip):
+    # the per-address hourly limit counts these across people. Empty for schedules and the command.
+    created_from = models.GenericIPAddressField(null=True, blank=True, editable=False)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
@@ -182,6 +185,8 @@ class Audit(models.Model):
             models.Index(fields=["status", "heartbeat_at"], name="audit_status_heartbeat"),
             # A site's history, newest first, and its previous completed audit.
             models.Index(fields=["site", "status", "-id"], name="audit_site_status"),
+            # The per-address hourly limit: audits started from one address, newest first.
+            models.Index(fields=["created_from", "-created_at"], name="audit_address_created"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(max_pages__gte=1), name="audit_max_pages_positive"),

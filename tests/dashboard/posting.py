@@ -1,4 +1,4 @@
-"""Form posts that race: the same person submitting from many browsers at once."""
+"""Form posts that race: the same person submitting from many browsers at once, or many people from one address."""
 
 import threading
 
@@ -7,11 +7,15 @@ from django.test import Client
 
 
 def post_at_once(user, data: list[dict], url: str) -> list[int]:
-    """POST each of ``data`` to ``url`` as ``user``, all at once from threads of their own; the statuses, sorted."""
+    """POST each of ``data`` to ``url`` as ``user``, all at once from threads of their own; the statuses, sorted.
+
+    ``user``: one person for every post, or a list of people, one a post.
+    """
+    users = user if isinstance(user, list) else [user] * len(data)
     clients = []
-    for _ in data:
+    for person in users:
         client = Client()
-        client.force_login(user)
+        client.force_login(person)
         clients.append(client)
     barrier = threading.Barrier(len(data))
     statuses = []
