@@ -39,12 +39,16 @@ run: migrate
 serve: migrate
 	$(BIN)/python manage.py serve --host $(HOST) --port $(PORT)
 
+# Four workers on two cores: the cluster, browser and server tests spend most of
+# their time waiting on other processes, and two workers left both cores half idle.
+TEST_WORKERS ?= 4
+
 test: install-dev
 	@command -v chromium >/dev/null 2>&1 || ./.ci/ensure-chromium
-	$(BIN)/python -m pytest -n 2 --dist worksteal $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 test-fast: install-dev
-	$(BIN)/python -m pytest -n 2 --dist worksteal -m "not browser and not cluster" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not browser and not cluster" $(PYTEST_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check .

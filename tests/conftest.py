@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -160,6 +161,20 @@ def wait_for(predicate, timeout: float, interval: float = 0.2, message: str = "c
 
 def pytest_collection_modifyitems(config, items):
     """The tests that wait on real worker clusters (django-q2's scheduler looks every
-    30 s) run first, so that with ``-n 2`` they wait beside the rest of the suite
-    instead of after it. The sort is stable: every other test keeps its order."""
-    items.sort(key=lambda item: item.get_closest_marker("cluster") is None)
+    30 s) start first, shared between two xdist workers, so that they wait beside
+    the rest of the suite instead of after it, and no more than two clusters share
+    the cores at once. xdist's worksteal hands each worker a contiguous block of
+    about ``len(items) / workers`` tests, run from its front, so each share goes at
+    the front of one block. Every other test keeps its order."""
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    waiting = [item for item in items if item.get_closest_marker("cluster")]
+    rest = iter([item for item in items if not item.get_closest_marker("cluster")])
+    lanes = min(2, workers)
+    block = len(items) // workers
+    ordered = []
+    for lane in range(lanes):
+        ordered += waiting[lane::lanes]
+        if lane < lanes - 1:
+            ordered += itertools.islice(rest, max(0, (lane + 1) * block - len(ordered)))
+    ordered += rest
+    items[:] = ordered

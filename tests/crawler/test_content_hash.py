@@ -17,9 +17,9 @@ ODD = list("ΣσςİıßǅǈﬁЖжÉé©\xa0—’") + ["\U0001F600", "\U000104
 def _texts(seed: int):
     rng = random.Random(seed)
     for _ in range(3000):  # dense: non-ASCII anywhere
-        yield "".join(rng.choice(ODD + list("aAzZ 0")) for _ in range(rng.randint(0, 400)))
+        yield "".join(rng.choices(ODD + list("aAzZ 0"), k=rng.randint(0, 400)))
     for _ in range(3000):  # sparse: long ASCII text with a few characters beyond it, as most pages
-        chars = [rng.choice("aAzZ 0") for _ in range(rng.randint(0, 4000))]
+        chars = rng.choices("aAzZ 0", k=rng.randint(0, 4000))
         for _ in range(rng.randint(0, 4)):
             chars.insert(rng.randint(0, len(chars)), rng.choice(ODD))
         yield "".join(chars)
