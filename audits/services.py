@@ -7,6 +7,7 @@ is not there yet (and a rolled-back request enqueues nothing).
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from datetime import timedelta
 
@@ -97,8 +98,8 @@ def admit(owner, *, creating: str | None = None, address: str | None = None) -> 
     ``resume_audit`` (the screens and the admin). Call it inside the transaction
     that then makes the audit active. ``creating`` is the new audit's trigger
     (None for a resume); a manual one also counts against the hourly creation
-    limits: the person's, and that of ``address``, the network address the
-    request came from, whoever is logged in there.
+    limits: the person's, and that of ``address``, the network the request
+    came from (``network_of``), whoever is logged in there.
 
     It holds under concurrent requests: on PostgreSQL the owner's user row is
     locked for the transaction, then the address (an advisory lock); on SQLite,
@@ -135,6 +136,15 @@ def _refuse_past_hourly(recent, per_hour: int, said: str) -> None:
                           retry_after=wait)
 
 
+def network_of(address: str) -> str:
+    """What the per-address limit counts ``address`` as: itself (IPv4), or its /64 (IPv6),
+    since one IPv6 client is routinely given a whole /64 to pick addresses from."""
+    ip = ipaddress.ip_address(address)
+    if ip.version == 6:
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False).network_address)
+    return str(ip)
+
+
 # First key of the PostgreSQL advisory lock on a network address ("addr"); the
 # second is the address's hashtext. Taken after the owner's row, as admit does.
 ADDRESS_LOCK_SPACE = 0x61646472
@@ -156,10 +166,12 @@ def create_audit(owner, *, enforce_quota: bool = True, trigger: str = Audit.Trig
     """Create a queued audit and enqueue its start, if ``admit`` allows it.
 
     ``enforce_quota=False`` is the ``audit`` command's: its operator runs it on the server.
-    ``address``: where a person's request came from (``config.client_ip``), kept on the audit.
+    ``address``: where a person's request came from (``config.client_ip``), kept on the audit
+    as the limit counts it (``network_of``).
     A person's audit (the form, re-run, a follow-up, run now) raises SiteBusy
     while the site has one active; a scheduled run skips instead (``schedules``).
     """
+    address = network_of(address) if address else None
     with transaction.atomic():
         if enforce_quota:
             admit(owner, creating=trigger, address=address)

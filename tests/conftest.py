@@ -159,6 +159,7 @@ def wait_for(predicate, timeout: float, interval: float = 0.2, message: str = "c
     raise AssertionError(f"timed out after {timeout}s waiting for {message() if callable(message) else message}")
 
 
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected: blocks are of what runs
 def pytest_collection_modifyitems(config, items):
     """The tests that wait on real worker clusters (django-q2's scheduler looks every
     30 s) start first, shared between two xdist workers, so that they wait beside

@@ -59,7 +59,7 @@ class Migration(migrations.Migration):
                 ('sitemap_found', models.BooleanField(null=True)),
                 ('links_indexed', models.BooleanField(default=False)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('created_from', models.GenericIPAddressField(blank=True, editable=False, null=True)),
+                ('created_from', models.GenericIPAddressField(blank=True, editable=False, null=True, verbose_name='started from')),
                 ('started_at', models.DateTimeField(blank=True, null=True)),
                 ('finished_at', models.DateTimeField(blank=True, null=True)),
                 ('heartbeat_at', models.DateTimeField(blank=True, null=True)),

@@ -94,6 +94,24 @@ def test_rerun_follow_ups_and_run_now_count_against_the_address_too(three_an_add
     assert not Audit.objects.filter(owner=other, mode=Audit.Mode.VALIDATE).exists()
 
 
+def test_ipv6_clients_count_by_their_64_so_a_new_address_in_it_is_no_new_allowance(three_an_address):
+    crowd = people(5)
+    for n, address in enumerate(["2001:db8:aa:bb::1", "2001:db8:aa:bb::2", "2001:db8:aa:bb:abcd:ef01:2345:6789"]):
+        assert new_audit_from(client_of(crowd[n], address), n).status_code == 302
+    refused = new_audit_from(client_of(crowd[3], "2001:db8:aa:bb:ffff::9"), 3)
+    assert refused.status_code == 429 and ADDRESS_FULL in refused.content.decode()
+    assert new_audit_from(client_of(crowd[4], "2001:db8:aa:cc::1"), 4).status_code == 302  # another /64
+    assert set(Audit.objects.values_list("created_from", flat=True)) == {"2001:db8:aa:bb::", "2001:db8:aa:cc::"}
+
+
+def test_the_admins_rerun_counts_against_the_address_of_whoever_ran_it(three_an_address, superuser_client):
+    (owner,) = people(1)
+    done = [make_finished_audit(owner, start_url=f"https://www.example.com/{n}") for n in range(4)]
+    url = reverse("admin:audits_audit_changelist")
+    superuser_client.post(url, {"action": "rerun_audits", "_selected_action": [a.pk for a in done]}, follow=True)
+    assert Audit.objects.filter(created_from="127.0.0.1").count() == 3  # the fourth was refused
+
+
 def test_schedules_the_command_and_audits_made_before_count_for_no_address(three_an_address):
     (owner,) = people(1)
     for _ in range(3):

@@ -109,6 +109,10 @@ def test_behind_a_proxy_the_client_address_comes_from_x_forwarded_for(client, ow
     (2, "10.9.9.9, 203.0.113.7, 192.0.2.1", "203.0.113.7"),
     (1, None, "127.0.0.1"),  # a request that did not come through the proxy
     (2, "203.0.113.7", "127.0.0.1"),  # fewer hops than proxies: not through the chain
+    (1, "203.0.113.7:4711", "127.0.0.1"),  # not an address: the proxy's own counts
+    (1, "unknown", "127.0.0.1"),
+    (1, " 2001:DB8:0:0::1 ", "2001:db8::1"),  # one spelling of each address
+    (1, "::ffff:203.0.113.7", "203.0.113.7"),
 ])
 def test_client_address(settings, proxies, forwarded, expected):
     settings.TRUSTED_PROXY_COUNT = proxies

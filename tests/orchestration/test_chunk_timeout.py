@@ -20,10 +20,13 @@ from .grid_site import GridSite
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
-# Q_RETRY past the timeout plus the lease (3 s), so the task comes back once the lease is free.
-TIMEOUT, RETRY = 3, 9
+# At the timeout django-q2 raises in the worker, whose crawl thread stays stuck, so the
+# heartbeat stops and the lease (3 s) expires; its sentinel kills the worker 3 s later.
+# The task comes back after Q_RETRY, well past both. The chunks' own soft deadline
+# (2 s) keeps every other chunk far from the timeout.
+TIMEOUT, RETRY = 6, 15
 HANG_ON = "/p/6"
-HANG_SECONDS = 20  # far past the timeout: only a kill ends it sooner
+HANG_SECONDS = 30  # far past the retry: only a kill lets the chunk run again sooner
 
 
 def fetches(log) -> list[dict]:
@@ -46,7 +49,7 @@ def test_a_chunk_blocked_past_the_task_timeout_is_killed_and_run_again_once_neve
             audit.refresh_from_db()
             return audit.status in Audit.ENDED
 
-        wait_for(ended, 60, interval=0.5, message=lambda: f"the audit to end; log:\n{cluster.log()}")
+        wait_for(ended, 90, interval=0.5, message=lambda: f"the audit to end; log:\n{cluster.log()}")
         assert audit.status == "completed", (audit.error_code, audit.error_detail, cluster.log())
 
         urls = list(Page.objects.filter(audit=audit).values_list("url", flat=True))
@@ -56,14 +59,11 @@ def test_a_chunk_blocked_past_the_task_timeout_is_killed_and_run_again_once_neve
 
     events = fetches(log)
     (hang,) = [e for e in events if e["event"] == "hang"]
-    # The hung worker was killed inside its blocking call: it never woke, and never fetched again.
-    assert not [e for e in events if e["event"] == "woke"]
-    assert not [e for e in events if e["pid"] == hang["pid"] and e["at"] > hang["at"]]
-    # The same URL was fetched once more, by another process, after the timeout had
-    # killed the first and before its sleep would have ended: the kill, not the
-    # sleep, let the chunk go on.
-    (again,) = [e for e in events if e["url"] == hang["url"] and e["event"] == "fetch" and e["at"] > hang["at"]]
-    assert again["pid"] != hang["pid"]
+    # The same URL was fetched once more, by another process, after the timeout and
+    # before the sleep would have ended; and by then the hung worker was dead: the
+    # kill, not the sleep, let the chunk go on, and it never ran beside itself.
+    (again,) = [e for e in events if e["url"] == hang["url"] and e["event"] == "fetch"]
+    assert again["pid"] != hang["pid"] and again["hung_alive"] is False, again
     assert hang["at"] + TIMEOUT <= again["at"] < hang["at"] + HANG_SECONDS
     # One reincarnation: the chunk holding the URL was claimed twice, no chunk more often.
     attempts = Counter(ChunkLease.objects.filter(audit=audit, number__gt=0).values_list("attempts", flat=True))
