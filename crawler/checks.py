@@ -338,11 +338,10 @@ def canonical_conflict(result, facts, ctx):
             f"({_short(in_header[0], 80)}) disagree"
         )
     elif len(distinct) > 1:
-        more = "…" if len(distinct) > 3 else ""
-        reasons.append(
-            f"{len(distinct)} different canonicals: "
-            + ", ".join(_short(u, 80) for u in distinct[:3]) + more
-        )
+        listed = ", ".join(_short(u, 80) for u in distinct[:3]) + ("…" if len(distinct) > 3 else "")
+        reasons.append(f"{len(distinct)} different canonicals: {listed}")
+    elif len(facts.canonicals) > 1 and len(in_tags) == 1:
+        reasons.append(f"{len(facts.canonicals)} canonical tags, all for {_short(in_tags[0], 80)}; keep one")
     if any(not c.in_head for c in facts.canonicals):
         reasons.append("a canonical tag sits outside <head>, where search engines ignore it")
     if reasons:

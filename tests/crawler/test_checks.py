@@ -283,6 +283,15 @@ def test_canonical_conflict_says_which_sources_disagree():
     assert hit.message == f"2 different canonicals: {PAGE}, https://example.com/b"
 
 
+def test_canonical_conflict_reports_the_same_canonical_tag_twice_but_not_a_header_repeating_the_tag():
+    # CHECKS: more than one canonical. A template and a plugin each writing the tag is
+    # a bug to fix even when they agree; the Link header saying what the tag says is not.
+    twice = page(html(head=f'<link rel="canonical" href="{PAGE}">'))
+    [hit] = of("canonical_conflict", twice)
+    assert hit.message == f"2 canonical tags, all for {PAGE}; keep one"
+    assert of("canonical_conflict", page(headers={**GOOD_HEADERS, "link": f'<{PAGE}>; rel="canonical"'})) == []
+
+
 def test_thin_content_counts_words_in_the_message():
     [hit] = of("thin_content", page(html(h1="<h1>Audits</h1>", words="", links="")))
     assert hit.message == "Only 1 word of body text (fewer than 200)"
