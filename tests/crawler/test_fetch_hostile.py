@@ -116,7 +116,7 @@ def test_tarpit_is_cut_at_the_deadline(server):
     # total deadline stops it, and a tarpit is not worth a second attempt.
     result, took = timed_fetch(server, "/drip?interval=0.3&size=5000")
     assert result.error is FetchError.DEADLINE_EXCEEDED
-    assert POLICY.deadline - 1 <= took <= POLICY.deadline + 1
+    assert POLICY.deadline - 1 <= took < 2 * POLICY.deadline  # a second attempt would double it
     assert result.body is None
     assert server.requests["/drip"] == 1
 
@@ -141,7 +141,7 @@ def test_a_server_that_closes_without_answering_is_a_connect_failure_retried(ser
     assert result.error is FetchError.CONNECT_FAILED
     assert "without answering" in result.error_detail
     assert server.requests["/hang-up"] == 1 + POLICY.max_retries and len(sleeps.calls) == 2
-    assert took < 1.0
+    assert took < POLICY.deadline  # three quick failures, not one wait for the deadline
 
 
 def test_a_refused_connection_fails_quickly():
@@ -205,7 +205,7 @@ def test_a_declared_2gb_body_stops_right_after_the_headers(server):
     assert result.error is FetchError.BODY_TOO_LARGE
     assert "2147483648" in result.error_detail
     assert result.size == 0 and result.body is None
-    assert took < 1.0
+    assert took < POLICY.deadline  # cut at the head, not by the deadline
 
 
 def test_an_endless_chunked_body_stops_at_the_cap_in_bounded_memory(server):
@@ -252,7 +252,7 @@ def test_chunk_framing_counts_against_the_wire_cap(server, chunk):
     assert cap < result.size <= cap + 64 * KiB
     assert len(result.body) < (cap + 64 * KiB) // 5  # counting only the body, it would reach the cap
     assert server.bytes_sent["/framing"] < 16 * MiB
-    assert took < 2.0
+    assert took < policy.deadline - 1  # cut by the cap, well before the deadline
     assert server.requests["/framing"] == 1
 
 
@@ -393,7 +393,7 @@ def test_a_slow_redirect_chain_is_bounded_by_the_total_budget(server):
     policy = FetchPolicy(read_timeout=1.0, deadline=5.0, total_budget=1.0)
     result, took = timed_fetch(server, "/slow-hop", policy=policy)
     assert result.error is FetchError.DEADLINE_EXCEEDED
-    assert took < 2.0
+    assert took < policy.deadline - 1  # the 1 s budget across hops cut it, not a hop's 5 s deadline
     assert server.requests["/slow-hop"] <= 3
 
 
@@ -409,7 +409,7 @@ def test_malformed_http_is_a_protocol_error_without_a_hang(server, path):
     assert result.error_detail.startswith("Malformed HTTP response: ")
     assert "bytearray" not in result.error_detail
     assert result.body is None
-    assert took < 1.0
+    assert took < POLICY.deadline  # no hang until the deadline
     assert server.requests[path] == 1  # a broken server is not asked again
 
 

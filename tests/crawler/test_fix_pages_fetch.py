@@ -121,6 +121,6 @@ def test_a_head_refused_link_check_keeps_to_one_total_budget(server):
     result, took = asyncio.run(run())
     # HEAD took 0.6 s of the 1 s budget; the GET fallback had the 0.4 s left, not a budget of its own.
     assert result.error is FetchError.DEADLINE_EXCEEDED
-    assert took < 1.15
+    assert took < 1.4  # a fallback with a budget of its own would end at 1.6 s
     assert result.attempts == 2 and result.method == "GET"
     assert result.elapsed == pytest.approx(took, abs=0.1)

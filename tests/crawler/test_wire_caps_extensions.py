@@ -101,7 +101,7 @@ def test_90kb_chunk_extensions_around_1_byte_chunks_end_at_the_wire_cap(server, 
         assert result.body is None
     assert server.bytes_sent["/chunk-extensions"] < SERVER_SENT_BOUND
     assert server.requests["/chunk-extensions"] == 1
-    assert took < 2.0
+    assert took < POLICY.deadline / 2  # cut by a cap, far from the deadline
 
 
 @pytest.mark.parametrize(
@@ -123,7 +123,7 @@ def test_an_endless_framing_line_is_a_protocol_error_after_a_bounded_read(server
     assert result.body is None
     assert wire_bytes <= H11_EVENT_LIMIT + 2 * READ_SIZE + 4 * KiB
     assert server.bytes_sent["/framing"] < SERVER_SENT_BOUND
-    assert took < 2.0
+    assert took < POLICY.deadline / 2  # cut by a cap, far from the deadline
 
 
 def test_extensions_just_under_h11s_line_limit_still_end_at_the_wire_cap(server):
@@ -133,4 +133,4 @@ def test_extensions_just_under_h11s_line_limit_still_end_at_the_wire_cap(server)
     assert result.error is FetchError.BODY_TOO_LARGE
     assert CAP < result.size <= CAP + SLACK
     assert wire_bytes <= CAP + SLACK + 4 * KiB
-    assert took < 2.0
+    assert took < POLICY.deadline / 2  # cut by a cap, far from the deadline
