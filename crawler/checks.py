@@ -340,8 +340,9 @@ def canonical_conflict(result, facts, ctx):
     elif len(distinct) > 1:
         listed = ", ".join(_short(u, 80) for u in distinct[:3]) + ("…" if len(distinct) > 3 else "")
         reasons.append(f"{len(distinct)} different canonicals: {listed}")
-    elif len(facts.canonicals) > 1 and len(in_tags) == 1:
-        reasons.append(f"{len(facts.canonicals)} canonical tags, all for {_short(in_tags[0], 80)}; keep one")
+    head = [resolved for (_, resolved, _), tag in zip(canonicals, facts.canonicals, strict=False) if tag.in_head]
+    if len(distinct) == 1 and len(head) > 1 and set(head) == {distinct[0]}:  # every tag in <head>, one URL
+        reasons.append(f"{len(head)} canonical tags in <head> for the same URL ({_short(head[0], 80)}); keep one")
     if any(not c.in_head for c in facts.canonicals):
         reasons.append("a canonical tag sits outside <head>, where search engines ignore it")
     if reasons:

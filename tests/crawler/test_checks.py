@@ -288,8 +288,13 @@ def test_canonical_conflict_reports_the_same_canonical_tag_twice_but_not_a_heade
     # a bug to fix even when they agree; the Link header saying what the tag says is not.
     twice = page(html(head=f'<link rel="canonical" href="{PAGE}">'))
     [hit] = of("canonical_conflict", twice)
-    assert hit.message == f"2 canonical tags, all for {PAGE}; keep one"
+    assert hit.message == f"2 canonical tags in <head> for the same URL ({PAGE}); keep one"
     assert of("canonical_conflict", page(headers={**GOOD_HEADERS, "link": f'<{PAGE}>; rel="canonical"'})) == []
+    # A second tag that is no URL is another check's finding, not "the same URL".
+    assert of("canonical_conflict", page(html(head='<link rel="canonical" href="mailto:x@example.com">'))) == []
+    # The same URL again outside <head> is reported as misplaced only.
+    [hit] = of("canonical_conflict", page(html(body=f'<link rel="canonical" href="{PAGE}">')))
+    assert hit.message == "A canonical tag sits outside <head>, where search engines ignore it"
 
 
 def test_thin_content_counts_words_in_the_message():

@@ -114,9 +114,9 @@ def _gzip(data: bytes) -> bytes:
 def test_tarpit_is_cut_at_the_deadline(server):
     # One byte every 0.3 s never trips the 1 s read timeout; only the 2 s
     # total deadline stops it, and a tarpit is not worth a second attempt.
-    result, took = timed_fetch(server, "/drip?interval=0.3&size=5000")
+    result, _ = timed_fetch(server, "/drip?interval=0.3&size=5000")
     assert result.error is FetchError.DEADLINE_EXCEEDED
-    assert POLICY.deadline - 1 <= took < 2 * POLICY.deadline  # a second attempt would double it
+    assert POLICY.deadline - 1 <= result.elapsed <= POLICY.deadline + 1  # the fetch's own clock
     assert result.body is None
     assert server.requests["/drip"] == 1
 
@@ -404,12 +404,12 @@ def test_a_slow_redirect_chain_is_bounded_by_the_total_budget(server):
     "path", ["/bad-status-line", "/http09", "/huge-header", "/many-headers", "/bad-chunk"]
 )
 def test_malformed_http_is_a_protocol_error_without_a_hang(server, path):
-    result, took = timed_fetch(server, path)
+    result, _ = timed_fetch(server, path)
     assert result.error is FetchError.PROTOCOL_ERROR
     assert result.error_detail.startswith("Malformed HTTP response: ")
     assert "bytearray" not in result.error_detail
     assert result.body is None
-    assert took < POLICY.deadline  # no hang until the deadline
+    assert result.elapsed < POLICY.read_timeout  # no wait for more bytes
     assert server.requests[path] == 1  # a broken server is not asked again
 
 
