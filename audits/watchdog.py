@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 from django.db.models.functions import Now
+from django.utils import timezone
 from django_q.models import OrmQ
 
 from . import inlinks, notify, schedules
@@ -36,6 +37,24 @@ NOTIFY_PER_TICK = 20
 def queued_task_names() -> set[str]:
     """Names of tasks waiting in (or taken from, not yet acknowledged by) the ORM broker."""
     return {row.name() for row in OrmQ.objects.all() if row.name()}
+
+
+def taken_before(seconds: float) -> set[str]:
+    """Names of tasks a cluster took from the ORM broker over ``seconds`` ago and has not
+    acknowledged, with no copy of them waiting to be taken.
+
+    django-q2 stamps a taken task's lock at the take plus Q_RETRY, and hands it out
+    again only once that passes; both times are this machine's clock, as django-q2's are.
+    """
+    now = timezone.now()
+    taken_by = now + timedelta(seconds=settings.Q_CLUSTER["retry"] - seconds)
+    taken, waiting = set(), set()
+    for row in OrmQ.objects.all():
+        if row.lock is None or row.lock <= now:
+            waiting.add(row.name())
+        elif row.lock < taken_by:
+            taken.add(row.name())
+    return taken - waiting - {None}
 
 
 def run_watchdog(now=None) -> str:
@@ -149,9 +168,17 @@ def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dis
             if lease.reopen(now):
                 dispatcher.chunk(audit.pk, lease.number, crawl_queue(audit))
                 actions.append(f"re-enqueued chunk {lease.number} of {audit.pk} (attempt {lease.attempts + 1})")
-    # 2. Chunks queued long ago whose task vanished (bad signature, lost enqueue).
-    for lease in audit.chunks.filter(state=ChunkLease.State.QUEUED, created_at__lt=now - grace):
-        if f"audit-{audit.pk}-chunk-{lease.number}" in names:
+    # 2. Chunks queued long ago whose task vanished (bad signature, lost enqueue), and
+    #    chunks whose task a cluster took a lease's length ago without claiming them: a
+    #    worker claims its chunk as it starts, so that cluster died in between, and
+    #    django-q2 would hand the task out again only after Q_RETRY. A second task for
+    #    a chunk is harmless: the claim lets one run.
+    orphaned = taken_before(settings.SITEWARD["LEASE_SECONDS"])
+    for lease in audit.chunks.filter(state=ChunkLease.State.QUEUED):
+        name = f"audit-{audit.pk}-chunk-{lease.number}"
+        if name in orphaned:
+            pass
+        elif lease.created_at >= now - grace or name in names:
             continue
         with transaction.atomic():
             if lease.requeue(now):

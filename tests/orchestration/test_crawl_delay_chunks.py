@@ -37,7 +37,9 @@ def test_the_crawl_delay_spaces_requests_across_chunk_boundaries(owner, fast_set
     assert sorted(path for _, path in asked) == sorted(["/", *PAGES])
     assert audit.chunks.count() >= 3
     gaps = [later - earlier for (earlier, _), (later, _) in zip(asked, asked[1:], strict=False)]
-    assert min(gaps) >= DELAY - 0.02, gaps
+    # Arrival times at the server jitter by tens of milliseconds on a loaded machine; a
+    # delay lost at a chunk boundary would leave a gap of a few milliseconds there.
+    assert min(gaps) >= DELAY * 0.8, gaps
 
 
 @pytest.mark.parametrize(("delay", "respect", "recorded"), [

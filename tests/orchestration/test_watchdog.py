@@ -190,3 +190,27 @@ def test_an_audit_whose_next_task_waits_in_a_busy_queue_is_not_failed_as_stalled
     run_watchdog()
     audit.refresh_from_db()
     assert (audit.status, audit.error_code) == ("failed", "stalled")
+
+
+def taken(seconds_ago: float) -> None:
+    """Every task in the broker taken by a cluster ``seconds_ago``, as django-q2's ORM broker stamps it."""
+    from django.conf import settings
+    OrmQ.objects.update(lock=timezone.now() + timedelta(seconds=settings.Q_CLUSTER["retry"] - seconds_ago))
+
+
+def test_a_chunk_whose_task_a_dead_cluster_took_is_enqueued_again_without_waiting_for_q_retry(
+        owner, grid_site, fast_settings):
+    audit = crawling_audit(owner, grid_site)
+    assert ChunkLease.objects.get(audit=audit, number=1).state == ChunkLease.State.QUEUED
+    OrmQ.objects.all().delete()
+    with transaction.atomic():
+        Dispatcher().chunk(audit.pk, 1, None)
+    taken(seconds_ago=1)  # a live worker is about to claim it
+    assert run_watchdog() == "nothing to do"
+    taken(seconds_ago=fast_settings.SITEWARD["LEASE_SECONDS"] + 1)  # its cluster died before the claim
+    assert f"re-enqueued lost chunk 1 of {audit.pk}" in run_watchdog()
+    waiting = OrmQ.objects.filter(lock__lte=timezone.now())
+    assert [row.name() for row in waiting] == [f"audit-{audit.pk}-chunk-1"]
+    run_watchdog()  # a copy waits to be taken: no third one
+    assert OrmQ.objects.count() == 2
+    assert run_chunk(audit.pk, 1, InlineDispatcher()) == "done"
