@@ -36,25 +36,29 @@ NOTIFY_PER_TICK = 20
 
 def queued_task_names() -> set[str]:
     """Names of tasks waiting in (or taken from, not yet acknowledged by) the ORM broker."""
-    return {row.name() for row in OrmQ.objects.all() if row.name()}
+    return broker_tasks()[0]
 
 
-def taken_before(seconds: float) -> set[str]:
-    """Names of tasks a cluster took from the ORM broker over ``seconds`` ago and has not
-    acknowledged, with no copy of them waiting to be taken.
+def broker_tasks() -> tuple[set[str], set[str]]:
+    """One read of the ORM broker: the names of its tasks (waiting, or taken and not yet
+    acknowledged), and of those a cluster took over a lease's length ago with no copy waiting.
 
     django-q2 stamps a taken task's lock at the take plus Q_RETRY, and hands it out
     again only once that passes; both times are this machine's clock, as django-q2's are.
     """
     now = timezone.now()
-    taken_by = now + timedelta(seconds=settings.Q_CLUSTER["retry"] - seconds)
-    taken, waiting = set(), set()
+    taken_by = now + timedelta(seconds=settings.Q_CLUSTER["retry"] - settings.SITEWARD["LEASE_SECONDS"])
+    waiting, taken_long_ago, names = set(), set(), set()
     for row in OrmQ.objects.all():
+        name = row.name()
+        if not name:
+            continue
+        names.add(name)
         if row.lock is None or row.lock <= now:
-            waiting.add(row.name())
+            waiting.add(name)
         elif row.lock < taken_by:
-            taken.add(row.name())
-    return taken - waiting - {None}
+            taken_long_ago.add(name)
+    return names, taken_long_ago - waiting
 
 
 def run_watchdog(now=None) -> str:
@@ -66,7 +70,7 @@ def run_watchdog(now=None) -> str:
     conf = settings.SITEWARD
     stall = timedelta(seconds=conf["STALL_SECONDS"])
     grace = timedelta(seconds=conf["WATCHDOG_GRACE_SECONDS"])
-    names = queued_task_names()
+    names, orphaned = broker_tasks()
     dispatcher = Dispatcher()
     actions: list[str] = []
     for audit in Audit.objects.filter(status__in=Audit.ACTIVE).annotate(db_now=Now()).order_by("id"):
@@ -79,7 +83,7 @@ def run_watchdog(now=None) -> str:
                 actions.append(f"failed {audit.pk}: stalled")
             continue
         if audit.status == Audit.Status.RUNNING and audit.phase == Audit.Phase.CRAWLING:
-            actions.extend(_reconcile_chunks(audit, names, at, grace, dispatcher))
+            actions.extend(_reconcile_chunks(audit, names, orphaned, at, grace, dispatcher))
             continue
         if idle <= grace:
             continue
@@ -153,8 +157,12 @@ def _waiting_on_retry_after(audit: Audit) -> bool:
             and not ChunkLease.objects.open_for(audit.pk).exists() and retry_wait(audit) is not None)
 
 
-def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dispatcher) -> list[str]:
-    """Lost, dead and finished chunks of a crawling audit; ``now`` is this pass's time on the database clock."""
+def _reconcile_chunks(audit: Audit, names: set[str], orphaned: set[str], now, grace,
+                      dispatcher: Dispatcher) -> list[str]:
+    """Lost, dead and finished chunks of a crawling audit; ``now`` is this pass's time on the database clock.
+
+    ``names``: the broker's tasks; ``orphaned``: those a cluster took and died holding (``broker_tasks``).
+    """
     actions = []
     max_attempts = settings.SITEWARD["MAX_CHUNK_ATTEMPTS"]
     # 1. Expired leases: a worker died (or hung past its lease). Re-enqueue while
@@ -173,12 +181,9 @@ def _reconcile_chunks(audit: Audit, names: set[str], now, grace, dispatcher: Dis
     #    worker claims its chunk as it starts, so that cluster died in between, and
     #    django-q2 would hand the task out again only after Q_RETRY. A second task for
     #    a chunk is harmless: the claim lets one run.
-    orphaned = taken_before(settings.SITEWARD["LEASE_SECONDS"])
     for lease in audit.chunks.filter(state=ChunkLease.State.QUEUED):
         name = f"audit-{audit.pk}-chunk-{lease.number}"
-        if name in orphaned:
-            pass
-        elif lease.created_at >= now - grace or name in names:
+        if name not in orphaned and (lease.created_at >= now - grace or name in names):
             continue
         with transaction.atomic():
             if lease.requeue(now):
