@@ -21,6 +21,9 @@ class Validators:
     etag: str = ""
     last_modified: str = ""
     body_hash: str = ""
+    # What the bytes were served as: the same bytes as another type or charset read differently.
+    content_type: str = ""
+    charset: str = ""
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         """The conditional request's headers; a server that sent neither validator gets none."""
@@ -30,6 +33,11 @@ class Validators:
         if self.last_modified:
             headers.append((b"If-Modified-Since", self.last_modified.encode("latin-1", "replace")))
         return headers
+
+
+# Headers the page checks read (security_headers_missing) that a 304 need not repeat (RFC 9110 15.4.5):
+# a page reused on a 304 keeps the stored answer's, freshened by the 304's, as a cache does (RFC 9111 4.3.4).
+KEPT_HEADERS = ("strict-transport-security", "x-content-type-options", "content-security-policy", "x-frame-options")
 
 
 def body_hash(body: bytes | None) -> str:
@@ -43,11 +51,14 @@ def unchanged(result: FetchResult, previous: Validators) -> bool:
     """Whether ``result`` says the page is what ``previous`` described.
 
     A 304 only counts when it came for the URL itself (a redirect on the way
-    means the page moved), and a 200 only when its whole body was read.
+    means the page moved) and answered validators that were sent: to a request
+    without any, only a broken server says "not modified". A 200 only counts
+    when its whole body was read and came as the same type and charset.
     """
     if result.error is not None or result.redirects:
         return False
     if result.status == 304:
-        return True
+        return bool(previous.headers())
     return (result.status == 200 and result.body is not None and bool(previous.body_hash)
+            and (result.content_type, result.charset or "") == (previous.content_type, previous.charset)
             and body_hash(result.body) == previous.body_hash)

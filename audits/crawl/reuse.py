@@ -35,6 +35,8 @@ from .setup import CrawlSetup, internal_test
 # The issues a page's own checks reported, which an unchanged page keeps; the
 # cross-page ones are for this audit's finalize to judge again.
 NOT_CARRIED = CROSS_PAGE_CODES | START_CODES
+# Codes both: the page's own tags (no target), carried; about a target (its answer, its return link), judged again.
+PAGE_AND_CROSS = frozenset({"hreflang_error"})
 # The checks that read the answer or the context: judged on this fetch. Only
 # their findings about a link on the page (with a target) are the body's, and kept.
 REJUDGED = frozenset(RESPONSE_CODES)
@@ -53,6 +55,8 @@ def source_of(audit: Audit) -> int | None:
     server may answer 304 by a page's date alone; and, from then on, one whose
     site access changed after its start (every chunk reads the access again).
     So is one whose checks judged by other thresholds: its page issues would be wrong here.
+    So is one read another way: rendered or not (a reused page keeps whose
+    reading it was), or as another user agent (servers vary pages by it).
     """
     if audit.mode != Audit.Mode.DELTA or audit.source_id is None:
         return None
@@ -63,7 +67,8 @@ def source_of(audit: Audit) -> int | None:
         return None
     if now != audit.access_identity:
         return None
-    found = list(Audit.objects.filter(pk=audit.source_id, origin=audit.origin, access_identity=audit.access_identity)
+    found = list(Audit.objects.filter(pk=audit.source_id, origin=audit.origin, access_identity=audit.access_identity,
+                                      render=audit.render, user_agent=audit.user_agent)
                  .values_list("thresholds", flat=True))
     same = bool(found) and check_settings(found[0]) == audit.check_settings()
     return audit.source_id if same else None
@@ -86,11 +91,12 @@ def validators(source_id: int, hashes: list[str]) -> dict[str, Validators]:
             status_code=200, redirect_count=0, fetch_error="",
         ).exclude(etag="", last_modified="", body_hash="").exclude(
             head_facts__isnull=True, content_type__in=HTML_TYPES,
-        ).values_list("url_hash", "etag", "last_modified", "body_hash", "robots", "canonical", "head_facts")
-        for digest, etag, modified, body, robots, canonical, head in rows:
+        ).values_list("url_hash", "etag", "last_modified", "body_hash", "robots", "canonical", "head_facts",
+                      "content_type")
+        for digest, etag, modified, body, robots, canonical, head, content_type in rows:
             if _said_by_headers(robots, canonical, head):
                 etag = modified = ""
-            found[digest] = Validators(etag, modified, body)
+            found[digest] = Validators(etag, modified, body, content_type, (head or {}).get("charset", ""))
     return found
 
 
@@ -141,7 +147,8 @@ def revive(audit_id: int, source_id: int, outcomes: list[PageOutcome],
         links.setdefault(digest, []).append(Link(url, tag, text, (), nofollow))
     issues: dict[int, list[dict]] = {}
     for issue in Issue.objects.filter(audit_id=source_id, page_id__in=[r["id"] for r in rows.values()]).exclude(
-            code__in=NOT_CARRIED).exclude(code__in=REJUDGED, target_url="").values(
+            code__in=NOT_CARRIED - PAGE_AND_CROSS).exclude(code__in=PAGE_AND_CROSS, target_url__gt="").exclude(
+            code__in=REJUDGED, target_url="").values(
             "page_id", "url", "code", "severity", "message", "target_url", "key"):
         issues.setdefault(issue.pop("page_id"), []).append(issue)
     listed = set(FrontierURL.objects.filter(audit_id=audit_id, url_hash__in=list(rows), in_sitemap=True)
@@ -240,11 +247,15 @@ def _revived(o: PageOutcome, row: dict, outlinks: tuple[Link, ...]) -> PageOutco
             h1_count=row["h1_count"], word_count=row["word_count"], content_hash=row["content_hash"],
             base_url=head.get("base", ""),
         )
-    # The page is what it was: its status, type and size; the validators of
+    # The page is what it was: its status, type, charset and size; the validators of
     # this answer when it sent new ones (a 304 may), else the stored ones.
     headers = {"etag": row["etag"], "last-modified": row["last_modified"], **dict(o.result.headers)}
+    if o.result.status == 304:
+        # Present as they were unless the 304 says them again; their values are not kept, only that they were sent.
+        for name in (head or {}).get("kept", ()):
+            headers.setdefault(name, "")
     result = dataclasses.replace(o.result, status=row["status_code"], content_type=row["content_type"],
-                                 size=row["size_bytes"], headers=headers)
+                                 charset=(head or {}).get("charset") or None, size=row["size_bytes"], headers=headers)
     return dataclasses.replace(o, result=result, facts=facts, outlinks=outlinks)
 
 

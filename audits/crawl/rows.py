@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from crawler.directives import canonical_from_link_header, header_robots_directives
 from crawler.page import PageOutcome
-from crawler.revalidate import body_hash
+from crawler.revalidate import KEPT_HEADERS, body_hash
 from crawler.types import PageFacts
 from crawler.urls import InvalidURL, normalize, url_hash
 
@@ -82,20 +82,29 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
         carried.body_hash if carried else body_hash(result.body if facts is not None else None),
         carried.since if carried else None,
         *_rendering(outcome, carried),
-        json.dumps(head_facts(facts, result.final_url or outcome.url, link_canonical=bool(linked)))
+        json.dumps(head_facts(facts, result.final_url or outcome.url, link_canonical=bool(linked),
+                              charset=result.charset or "",
+                              kept=[name for name in KEPT_HEADERS if name in result.headers]))
         if facts is not None else None,
     )
 
 
-def head_facts(facts: PageFacts, page_url: str, *, link_canonical: bool = False) -> dict:
+def head_facts(facts: PageFacts, page_url: str, *, link_canonical: bool = False, charset: str = "",
+               kept: list[str] | None = None) -> dict:
     """The page's meta robots directives and canonical tags, kept apart from its headers' (``Page.head_facts``).
 
     Only what is there: most pages store one canonical. The base URL only when
     it is not the page's own, to resolve a relative canonical as the parse did.
     ``link_canonical``: a Link header named a canonical too, which a 304 need
     not repeat (a delta then asks for the page in full, ``reuse.validators``).
+    ``charset``: the Content-Type header's, which a delta compares; ``kept``:
+    which of ``KEPT_HEADERS`` the answer had, which a 304 need not repeat (``crawler.revalidate``).
     """
     found: dict = {"link_canonical": True} if link_canonical else {}
+    if charset:
+        found["charset"] = clean(charset, 40)
+    if kept:
+        found["kept"] = kept
     if facts.robots:
         found["robots"] = sorted(facts.robots)
     if facts.canonicals:
