@@ -106,7 +106,11 @@ class SiteAccessForm(forms.Form):
     def clean(self):
         data = super().clean()
         basic = bool(data.get("basic_user") or self.access.has_basic) and not data.get("clear_basic")
-        if basic and (problem := headers_problem(data.get("headers") or [], basic=True)):
+        # An empty headers box keeps the stored headers: they go out beside the basic auth too.
+        headers = data.get("headers") or []
+        if not headers and not data.get("clear_headers") and self.access.headers_readable:
+            headers = self.access.header_lines()
+        if basic and (problem := headers_problem(headers, basic=True)):
             self.add_error("headers", forms.ValidationError(problem, code="authorization"))
         if data.get("basic_password") and not data.get("basic_user"):
             self.add_error("basic_user", forms.ValidationError("A password needs a user name.", code="required"))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import urljoin
 
 import httpx
+from lxml import etree
 from lxml import html as lxml_html
 
 from .request_url import origin
@@ -23,7 +24,8 @@ from .urls import InvalidURL, origin_of
 
 # Followed, a logout link ends the session the crawl runs on: URLs matching this
 # (case-insensitive, on the whole URL) are never requested when a site has a login.
-LOGOUT_DEFAULT = r"(?i)log-?out|sign-?out"
+# The word must start the URL or follow a non-alphanumeric, so /blog-outreach/ is crawled.
+LOGOUT_DEFAULT = r"(?i)(^|[^a-z0-9])(log|sign)[-_]?out"
 
 # A header name is an RFC 9110 token; these are the fetcher's to set, or would
 # change how the message is framed, so a site's extra headers may not set them.
@@ -157,15 +159,24 @@ class LoginForm:
 def form_to_post(body: bytes, page_url: str, fields: Mapping[str, str]) -> tuple[str, list[tuple[str, str]]]:
     """Where to post the login form on ``page_url`` and what: its own inputs, ``fields`` filled in.
 
-    The form is the one holding the first of ``fields``' names (else the first
-    with a password input, else the page's only form). Hidden inputs, such as a
-    CSRF token, keep the values the page gave them. ValueError when the page has
-    no such form.
+    The form is the one holding most of ``fields``' names, a password input
+    deciding a tie (a newsletter form asking for the same email comes second);
+    else the first with a password input, else the page's only form. Hidden
+    inputs, such as a CSRF token, keep the values the page gave them.
+    ValueError when the page has no such form or is no HTML.
     """
-    doc = lxml_html.fromstring(body or b"<html></html>")
+    try:
+        doc = lxml_html.fromstring(body if body and body.strip() else b"<html></html>")
+    except etree.ParserError as exc:  # nothing but a comment, say: no document at all
+        raise ValueError(f"The login page at {page_url} holds no HTML document ({exc}).") from None
     forms = doc.forms
     wanted = set(fields)
-    form = next((f for f in forms if wanted & {i.get("name") for i in f.inputs if i.get("name")}), None)
+
+    def fit(f) -> tuple[int, bool]:
+        return len(wanted & {i.get("name") for i in f.inputs if i.get("name")}), bool(f.xpath(".//input[@type='password']"))
+
+    best = max(forms, key=fit, default=None)
+    form = best if best is not None and fit(best)[0] else None
     if form is None:
         form = next((f for f in forms if f.xpath(".//input[@type='password']")), None)
     if form is None and len(forms) == 1:

@@ -64,7 +64,11 @@ async def _walk(fetcher, method: str, url: str, jar: dict[str, str], home, base:
     Cookie header as one header and, like it, goes to the site's origin only.
     """
     for _ in range(MAX_HOPS + 1):
-        if origin(httpx.URL(url)) != home:
+        try:
+            there = origin(httpx.URL(url))
+        except httpx.InvalidURL:
+            raise LoginFailed(f"The login was sent to {url[:200]}, which is no valid address.") from None
+        if there != home:
             raise LoginFailed(f"The login left the site for {url}; nothing was sent there.")
         fetcher.credentials = base.with_cookies(jar) if base else Credentials.for_site(url, cookies=jar)
         headers = [(b"Referer", referer.encode())] if referer else []
@@ -77,7 +81,10 @@ async def _walk(fetcher, method: str, url: str, jar: dict[str, str], home, base:
             return result
         keep_post = result.status in (307, 308) and method == "POST"
         method, form = ("POST", form) if keep_post else ("GET", None)
-        url = urljoin(url, location.strip())
+        try:
+            url = urljoin(url, location.strip())
+        except ValueError:  # a Location such as http://[::1 that no URL parser reads
+            raise LoginFailed(f"The login redirected to {location.strip()[:200]}, which is no valid address.") from None
     raise LoginFailed(f"The login redirected more than {MAX_HOPS} times.")
 
 

@@ -16,7 +16,7 @@ import re
 import tempfile
 import zlib
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -64,7 +64,7 @@ _ROOT_WINDOW = 256 * 1024
 
 @dataclass(frozen=True)
 class SitemapFile:
-    """One sitemap file read: ``kind`` is urlset, index, invalid or unreachable;
+    """One sitemap file read: ``kind`` is urlset, index, invalid, unreachable or skipped (never requested);
     ``url_count`` is how many ``<loc>`` entries it listed (URLs or child sitemaps);
     ``problem`` is empty when nothing was wrong."""
 
@@ -357,8 +357,12 @@ async def discover_sitemaps(
     max_files: int = MAX_FILES,
     max_bytes: int = MAX_BYTES,
     budget: float = MAX_SECONDS,
+    never: Callable[[str], bool] | None = None,
 ) -> SitemapReport:
     """Read the site's sitemaps breadth-first and collect its page URLs.
+
+    ``never``: URLs not to request at all (a private site's logout), whether
+    robots.txt or an index names them; each is recorded as a file not read.
 
     Starts from ``robots_sitemaps`` (which may be on other hosts: robots.txt
     may point anywhere) or, when robots.txt names none, ``/sitemap.xml``, whose
@@ -370,7 +374,7 @@ async def discover_sitemaps(
     returned with a note, as it is after MAX_FAILURES_IN_A_ROW files in a row
     timed out or could not be reached.
     """
-    walk = _Walk(origin_of(origin), max_urls, max_files, max_bytes, budget)
+    walk = _Walk(origin_of(origin), max_urls, max_files, max_bytes, budget, never)
     for raw in robots_sitemaps:
         try:
             # A relative Sitemap line is read against the robots.txt it came from.
@@ -411,6 +415,7 @@ class _Walk:
     max_files: int
     max_bytes: int
     budget: float
+    never: Callable[[str], bool] | None = None
     files: list[SitemapFile] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     urls: dict[str, None] = field(default_factory=dict)
@@ -446,6 +451,9 @@ class _Walk:
                 self.out_of_time()
                 return
             url, depth, fallback = self.queue.popleft()
+            if self.never is not None and self.never(url):
+                self.files.append(SitemapFile(url, None, "skipped", 0, "not read: it matches the logout pattern"))
+                continue
             self.reading = url
             # The body goes to a file that stays in memory up to SPOOL_BYTES:
             # a sitemap may be 50 MiB, more than the crawl's whole memory budget.

@@ -10,7 +10,7 @@ from crawler.credentials import Credentials, LoginForm
 from crawler.fetch import FetchPolicy
 from crawler.net import AddressGuard
 from crawler.robots import Robots, disallowed_on
-from crawler.urls import InvalidURL, Scope, compile_patterns, origin_of
+from crawler.urls import InvalidURL, Scope, compile_patterns, normalize, origin_of
 from crawler.window import WindowPolicy
 
 from ..dispatch import RETRY_AFTER_RESCHEDULE_CAP
@@ -68,7 +68,13 @@ class CrawlSetup:
     stay_on_origin: bool = False
 
     def is_logout(self, url: str) -> bool:
-        return any(pattern.search(url) for pattern in self.logout)
+        """Whether ``url`` matches the logout pattern as written or normalised: a redirect's Location or a
+        browser's request may spell ``/log%6Fut`` where a link, normalised first, reads ``/logout``."""
+        try:
+            spellings = {url, normalize(url)}
+        except InvalidURL:
+            spellings = {url}
+        return any(pattern.search(spelling) for pattern in self.logout for spelling in spellings)
 
     def robots_refuse(self, url: str) -> bool:
         """Whether ``url`` is one of the audited origin's that robots.txt disallows (when the audit respects it)."""

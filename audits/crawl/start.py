@@ -325,7 +325,8 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
     """
     origin = origin_of(final)
     left = max(0.0, ends - asyncio.get_running_loop().time())
-    report = await discover_sitemaps(fetcher, origin, robots.sitemaps, budget=min(SITEMAP_SECONDS, left))
+    report = await discover_sitemaps(fetcher, origin, robots.sitemaps, budget=min(SITEMAP_SECONDS, left),
+                                     never=setup.is_logout if setup.logout else None)
     # http_not_redirected: does the http:// form of an https start page still serve it?
     left = max(0.0, ends - asyncio.get_running_loop().time())
     plain_http = await probe_http_form(fetcher, final, budget=min(PROBE_SECONDS, left)) if left else None

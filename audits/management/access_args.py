@@ -67,8 +67,10 @@ def access_from_options(opts: dict, start_url: str) -> dict | None:
             basic_header(user, password)
         except ValueError as exc:
             raise CommandError(f"--auth-basic-env: {exc}", returncode=2) from None
-        if not sep:
-            raise CommandError("--auth-basic-env: the variable must hold user:password.", returncode=2)
+        if not sep or not user:
+            # An empty user name would be no basic auth at all, and the crawl would go on as anyone.
+            raise CommandError("--auth-basic-env: the variable must hold user:password, with a user name.",
+                               returncode=2)
         access["basic"] = (user, password)
     lines = []
     for name in opts.get("header_env") or []:

@@ -5,7 +5,14 @@ import base64
 import httpx
 import pytest
 
-from crawler.credentials import Credentials, basic_header, form_to_post, parse_header
+from crawler.credentials import (
+    LOGOUT_DEFAULT,
+    Credentials,
+    basic_header,
+    form_to_post,
+    parse_header,
+)
+from crawler.urls import compile_patterns
 
 
 def creds(**kwargs) -> Credentials:
@@ -72,6 +79,35 @@ def test_the_login_form_keeps_its_hidden_fields_and_posts_to_its_action():
                                 {"username": "ann", "password": "s3cret"})
     assert action == "https://staging.example.com/accounts/login/?next=/"
     assert dict(data) == {"csrfmiddlewaretoken": "tok-123", "username": "ann", "password": "s3cret"}
+
+
+NEWSLETTER_FIRST = b"""<html><body>
+<form action="/subscribe"><input name="email"><button>Subscribe</button></form>
+<form method="post" action="/login/"><input name="email"><input type="password" name="password"></form>
+</body></html>"""
+
+
+def test_the_login_form_is_the_one_holding_the_fields_not_a_newsletter_form_asking_for_the_same_email():
+    action, data = form_to_post(NEWSLETTER_FIRST, "https://x.test/login/", {"email": "a@x.test", "password": "pw"})
+    assert action == "https://x.test/login/" and dict(data) == {"email": "a@x.test", "password": "pw"}
+
+
+@pytest.mark.parametrize("body", [b"<!-- down for maintenance -->", b"   \n", b""])
+def test_a_login_page_with_no_document_is_a_clear_error(body):
+    with pytest.raises(ValueError, match="No login form|holds no HTML"):
+        form_to_post(body, "https://x.test/login", {"user": "a"})
+
+
+@pytest.mark.parametrize(("url", "logout"), [
+    ("https://x.test/logout", True), ("https://x.test/accounts/logout/", True), ("https://x.test/users/sign_out", True),
+    ("https://x.test/log-out.php", True), ("https://x.test/wp-login.php?action=logout", True),
+    ("https://x.test/Account/LogOut", True), ("https://x.test/signout?next=/", True),
+    ("https://x.test/blog-outreach/", False), ("https://x.test/design-outline/", False),
+    ("https://x.test/catalogoutlet", False), ("https://designoutlet.example/", False),
+    ("https://x.test/weblog-outline", False),
+])
+def test_the_default_logout_pattern_catches_logout_links_and_not_words_that_contain_one(url, logout):
+    assert bool(compile_patterns([LOGOUT_DEFAULT])[0].search(url)) is logout
 
 
 def test_a_page_without_a_login_form_is_a_clear_error():

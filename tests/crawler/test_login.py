@@ -12,6 +12,7 @@ from crawler.fetch import Fetcher, FetchPolicy
 from crawler.login import LoginFailed, is_login_redirect, log_in, read_cookies
 from crawler.net import AddressGuard
 from crawler.types import FetchResult, Hop
+from tests.crawler.hostile_server import HostileServer
 from tests.login_site import PASSWORD, USER, LoginSite, RequestLog
 
 POLICY = FetchPolicy(connect_timeout=1.0, read_timeout=2.0, deadline=5.0)
@@ -53,6 +54,20 @@ def test_a_login_that_redirects_off_the_site_fails_and_sends_nothing_there():
         with pytest.raises(LoginFailed, match="left the site"):
             run(site, lambda f: log_in(f, form(site)), elsewhere.server.port)
         assert elsewhere.log == []
+
+
+def test_a_login_redirect_to_an_address_no_parser_reads_fails_the_login_with_why():
+    """Raw HTTP: no well-behaved framework sends ``Location: http://[::1``."""
+    with HostileServer() as server:
+        login = LoginForm(server.url("/redirect?to=http://[::1"), (("username", USER),), "Members")
+        guard = AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
+
+        async def go():
+            async with Fetcher(POLICY, guard) as fetcher:
+                return await log_in(fetcher, login)
+
+        with pytest.raises(LoginFailed, match="no valid address"):
+            asyncio.run(go())
 
 
 def test_credentials_never_reach_another_origin_even_through_a_redirect():

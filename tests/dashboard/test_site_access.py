@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 
 from audits.models import SiteAccess
+from crawler.credentials import LOGOUT_DEFAULT
 from tests.factories import SITE, make_audit
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +25,7 @@ def url(site) -> str:
 def save(client, site, **data):
     fields = {"basic_user": "", "basic_password": "", "headers": "", "login_url": "", "login_user_field": "",
               "login_user": "", "login_password_field": "", "login_password": "", "login_success": "",
-              "logout_pattern": r"(?i)log-?out|sign-?out", **data}
+              "logout_pattern": LOGOUT_DEFAULT, **data}
     return client.post(url(site), fields)
 
 
@@ -43,6 +44,14 @@ def test_secrets_are_stored_sealed_and_never_rendered_again(owner_client, site):
 def test_basic_auth_and_an_authorization_header_together_are_refused(owner_client, site):
     response = save(owner_client, site, basic_user="ann", basic_password=PASSWORD, headers="Authorization: Bearer x")
     assert response.status_code == 400 and "either basic auth or an Authorization header" in response.content.decode()
+
+
+def test_basic_auth_added_beside_a_stored_authorization_header_is_refused(owner_client, site):
+    """The headers box left empty keeps the stored header, which would go out as a second Authorization."""
+    assert save(owner_client, site, headers="Authorization: Bearer x").status_code == 302
+    response = save(owner_client, site, basic_user="ann", basic_password=PASSWORD)
+    assert response.status_code == 400 and "either basic auth or an Authorization header" in response.content.decode()
+    assert not SiteAccess.objects.get(site=site).has_basic
 
 
 def test_an_empty_secret_field_keeps_the_stored_secret_and_clear_removes_it(owner_client, site):

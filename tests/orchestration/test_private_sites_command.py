@@ -87,6 +87,7 @@ def test_a_header_variable_without_a_colon_is_refused_without_printing_what_it_h
     ({**{f"H{n}": f"X-Extra-{n}: v" for n in range(21)}},
      [arg for n in range(21) for arg in ("--header-env", f"H{n}")], "At most 20 extra headers"),
     ({"STAGING_AUTH": "a" * 201 + ":pw"}, ["--auth-basic-env", "STAGING_AUTH"], "at most 200 characters"),
+    ({"STAGING_AUTH": ":token-only"}, ["--auth-basic-env", "STAGING_AUTH"], "with a user name"),
     ({"SITE_PASSWORD": "p" * 1001},
      ["--login-url", "http://127.0.0.1:9/login", "--login-success", "x", "--login-secret-field",
       "password=SITE_PASSWORD"], "at most 1000 characters"),

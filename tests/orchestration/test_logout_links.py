@@ -1,0 +1,51 @@
+"""A private site's logout is never requested, however it is spelt or wherever it is named; its lookalikes are."""
+
+from __future__ import annotations
+
+import pytest
+from werkzeug.wrappers import Request, Response
+
+from audits.inline import run_audit_inline
+from audits.models import Audit, Page, SiteAccess
+from tests.factories import make_audit
+from tests.login_site import PASSWORD, USER, LoginSite
+
+pytestmark = pytest.mark.django_db
+
+
+class SpeltSite(LoginSite):
+    """Members' pages also link /go/, which redirects to the logout spelt ``/log%6Fut/`` (the server reads
+    /logout/), and /blog-outreach/, an ordinary page; robots.txt names the logout as a sitemap."""
+
+    def paths(self) -> list[str]:
+        return [*super().paths(), "/go/", "/blog-outreach/"]
+
+    def handle(self, request: Request) -> Response:
+        if request.path == "/robots.txt":
+            with self._lock:
+                self.log.append((request.method, request.path, dict(request.headers)))
+            return Response(f"User-agent: *\nAllow: /\nSitemap: {self.url('/logout/')}\n", content_type="text/plain")
+        if request.path == "/go/":
+            with self._lock:
+                self.log.append((request.method, request.path, dict(request.headers)))
+            return Response("", status=302, headers={"Location": "/log%6Fut/"})
+        return super().handle(request)
+
+
+def test_a_logout_spelt_otherwise_or_named_as_a_sitemap_is_never_requested_and_lookalikes_are_crawled(
+        owner, fast_settings):
+    with SpeltSite(pages=3) as site:
+        audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=30, max_depth=3,
+                           concurrency=1)
+        access = SiteAccess(site=audit.site)
+        access.set_login(site.url("/login/"), {"username": USER}, {"password": PASSWORD}, r"Members")
+        access.save()
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        asked = [path for _, path, _ in site.log]
+        logins = site.logins
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    assert "/logout/" not in asked
+    assert logins == 1
+    assert Page.objects.get(audit=audit, url=site.url("/blog-outreach/")).status_code == 200
+    assert Page.objects.filter(audit=audit, url=site.url("/go/")).exists()  # the redirect itself, not followed
