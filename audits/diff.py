@@ -30,6 +30,8 @@ def _codes(codes) -> str:
 # one whose anchor alone changed is the same broken link: matched on code, page
 # and target, through issue_audit_code, for the few link issues a key misses.
 ANCHORED_CODES = frozenset({"broken_link_internal", "broken_link_external", "broken_resource"})
+# The answers that say the URL is broken: one is fixed only by an answer that is not.
+BROKEN_ANSWER_CODES = frozenset({"http_4xx", "http_5xx", "fetch_failed"})
 SAME_LINK_SQL = f"""
     b.code IN ({_codes(ANCHORED_CODES)})
     AND EXISTS (SELECT 1 FROM audits_issue a WHERE a.audit_id = %(audit)s AND a.code = b.code
@@ -47,8 +49,12 @@ SAME_LINK_SQL = f"""
 #   redirect, for a redirecting link); else unknown: an external target that
 #   refuses crawlers (UNVERIFIED_STATUSES) is never reported, so says nothing.
 # - The URL's own answer: fixed if the URL answered (a page row with no fetch
-#   error); its content's and its links': only if it answered 2xx as a page, not
-#   as a redirect (whose landing page has issues of its own).
+#   error), and, for a broken answer (4xx, 5xx, a failure), answered below 400:
+#   a page that went from 404 to 500 is not fixed. Its content's and its links':
+#   only if it answered 2xx as a page, not as a redirect (whose landing page has
+#   issues of its own), and was parsed if it was parsed then: a page now cut at
+#   the size cap, or served as another type, was never checked.
+# Ignored issues are left out, as from every total.
 GONE_ISSUES_SQL = f"""
     SELECT CASE WHEN b.code = 'broken_link_external'
                      AND EXISTS (SELECT 1 FROM audits_issue n WHERE n.audit_id = %(audit)s
@@ -71,12 +77,17 @@ GONE_ISSUES_SQL = f"""
                          THEN 'fixed' ELSE 'unknown' END
                 WHEN EXISTS (SELECT 1 FROM audits_page c
                              WHERE c.audit_id = %(audit)s AND c.url_hash = b.url_hash AND c.fetch_error = ''
-                               AND (b.code IN ({_codes(ANSWER_CODES)})
-                                    OR (c.status_code BETWEEN 200 AND 299 AND c.redirect_count = 0)))
+                               AND ((b.code IN ({_codes(ANSWER_CODES - BROKEN_ANSWER_CODES)}))
+                                    OR (b.code IN ({_codes(BROKEN_ANSWER_CODES)}) AND c.status_code < 400)
+                                    OR (b.code NOT IN ({_codes(ANSWER_CODES)})
+                                        AND c.status_code BETWEEN 200 AND 299 AND c.redirect_count = 0
+                                        AND (c.head_facts IS NOT NULL
+                                             OR NOT EXISTS (SELECT 1 FROM audits_page p WHERE p.id = b.page_id
+                                                            AND p.head_facts IS NOT NULL)))))
                 THEN 'fixed' ELSE 'unknown' END AS change,
            b.key, b.url, b.code, b.severity, b.message, b.target_url
     FROM audits_issue b
-    WHERE b.audit_id = %(base)s
+    WHERE b.audit_id = %(base)s AND b.review <> 'ignored'
       AND NOT EXISTS (SELECT 1 FROM audits_issue a WHERE a.audit_id = %(audit)s AND a.key = b.key)
       AND NOT ({SAME_LINK_SQL})
 """

@@ -247,8 +247,17 @@ def follow_up_fields(source: Audit, mode: str) -> dict:
 
 def make_follow_up(audit: Audit, source: Audit, mode: str) -> None:
     """Make the new ``audit`` a validation or delta run of ``source``: the ``audit`` command's way, whose
-    audit exists before its mode is applied, so a validation's page budget is not saved as the site's."""
+    audit exists before its mode is applied, so a validation's page budget is not saved as the site's.
+
+    A validation crawls as its source did (depth, patterns, robots, user agent,
+    rendering), as the dashboard's does: read another way, a page could lose an
+    issue it still has. Only whether private addresses may be reached stays the command's.
+    """
     fields = follow_up_fields(source, mode)
+    if mode == Audit.Mode.VALIDATE:
+        copied = source.settings_copy()
+        copied.pop("allow_private")
+        fields = {**copied, **fields}
     Audit.objects.filter(pk=audit.pk).update(**fields)
     for name, value in fields.items():
         setattr(audit, name, value)

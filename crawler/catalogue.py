@@ -310,13 +310,14 @@ CATALOGUE: dict[str, IssueType] = {
 LINK_CODES = frozenset({"broken_link_internal", "broken_link_external", "broken_resource",
                         "redirect_internal_link", "redirect_broken_target"})
 # Of those, the ones only the whole site's crawl can judge: duplicates, orphans,
-# depth, hreflang return links. A validation, which re-fetches a few URLs,
+# depth, hreflang return links, and the crawl's own notices (external links left
+# unchecked, sibling origins, traps). A validation, which re-fetches a few URLs,
 # carries them as unknown.
 SITE_WIDE_CODES = frozenset({"title_duplicate", "meta_description_duplicate", "duplicate_content",
                              "orphan_page", "deep_page", "hreflang_error", "sitemap_bad_url",
-                             "canonical_bad_target", "blocked_by_robots", "soft_404", "large_image"})
-CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES | {"external_links_unchecked", "links_to_sibling_origin",
-                                                    "crawl_traps_skipped"}
+                             "canonical_bad_target", "blocked_by_robots", "soft_404", "large_image",
+                             "external_links_unchecked", "links_to_sibling_origin", "crawl_traps_skipped"})
+CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES
 # About the URL's own answer (its status, its redirects, its speed): judged
 # whenever the URL answered at all. Every other page-level code is about an
 # HTML page's content, judged only on a page that answered 2xx.

@@ -60,6 +60,9 @@ def earlier_audit(flag: str, given: str, owner, start_url: str, use: str) -> Aud
                   f"can be {use}"
     elif audit.status != Audit.Status.COMPLETED:
         problem = f"audit {audit.pk} is {audit.status}; only a completed audit can be {use}"
+    elif audit.mode == Audit.Mode.VALIDATE:
+        # A validation holds only what it re-checked: its source's other issues would drop out of the next.
+        problem = f"audit {audit.pk} is a validation; only a full or delta audit can be {use}"
     if problem:
         raise CommandError(f"{flag}: {problem}", returncode=2)
     return audit

@@ -62,6 +62,35 @@ def test_a_validation_run_writes_its_checklist_and_gates_on_what_is_still_there(
     assert Site.objects.get().max_pages == 500
 
 
+def test_a_validation_from_the_command_line_crawls_as_its_source_did(fast_settings):
+    """Read another way (deeper, other patterns, another agent), a page could lose an issue it still has."""
+    with EditableSite() as web:
+        web.pages.update({"/": '<html><head><title>A page of the command site</title></head><body></body></html>'})
+        run_audit(web.url("/"), "--allow-private", "--no-external", "--max-depth", "3", "--exclude", "/private",
+                  "--user-agent", "SourceBot/1.0", "--ignore-robots")
+        first = Audit.objects.get()
+        run_audit(web.url("/"), "--allow-private", "--mode", "validate", "--from", str(first.pk))
+    check = Audit.objects.get(mode=Audit.Mode.VALIDATE)
+    fields = ["max_depth", "exclude_patterns", "include_patterns", "user_agent", "respect_robots", "check_external",
+              "render"]
+    assert {f: getattr(check, f) for f in fields} == {f: getattr(first, f) for f in fields}
+    assert (check.max_depth, check.user_agent, check.check_external) == (3, "SourceBot/1.0", False)
+
+
+def test_a_validation_cannot_start_from_a_validation(capsys, fast_settings):
+    """It holds only what it re-checked: the source's other issues would drop out of the next one unsaid."""
+    with EditableSite() as web:
+        web.pages.update({"/": '<html><head><title>A page of the command site</title></head><body></body></html>'})
+        run_audit(web.url("/"), "--allow-private", "--no-external")
+        first = Audit.objects.get()
+        run_audit(web.url("/"), "--allow-private", "--mode", "validate", "--from", str(first.pk))
+        check = Audit.objects.get(mode=Audit.Mode.VALIDATE)
+        capsys.readouterr()
+        assert run_audit(web.url("/"), "--allow-private", "--mode", "validate", "--from", str(check.pk)) == 2
+    assert "is a validation" in capsys.readouterr().err
+    assert Audit.objects.count() == 2
+
+
 @pytest.mark.parametrize("args, message", [
     (["--from", "1"], "--from needs --mode"),
     (["--mode", "delta"], "needs --from"),

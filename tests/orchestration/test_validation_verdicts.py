@@ -1,0 +1,85 @@
+"""A validation calls an issue fixed only when the check that found it ran again and passed."""
+
+from __future__ import annotations
+
+import pytest
+
+from audits import diff, validation
+from audits.models import Audit, Issue
+from audits.notices import site_notice
+from audits.services import follow_up_fields
+from tests.factories import make_audit
+from tests.scripted_site import Answer, ScriptedSite
+
+from .test_validation import page, run, verdicts
+
+pytestmark = pytest.mark.django_db
+
+
+def first_and_check(owner, web: ScriptedSite, change, *, before_check=None) -> tuple[Audit, Audit]:
+    first = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False))
+    if before_check:
+        before_check(first)
+    change()
+    check = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False,
+                           **follow_up_fields(first, Audit.Mode.VALIDATE)))
+    return first, check
+
+
+def test_a_page_broken_another_way_is_not_fixed(owner, fast_settings):
+    """404 last night, 500 now: the 4xx is gone, the page is no better."""
+    with ScriptedSite() as web:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/p">p</a><a href="/q">q</a>')),
+                          "/p": Answer(page("Gone"), status=404), "/q": Answer(page("Gone too"), status=404)})
+
+        def change():
+            web.pages["/p"] = Answer(page("Down"), status=500)
+            web.pages["/q"] = Answer(page("A page of the validation site, back again"))
+
+        _, check = first_and_check(owner, web, change)
+    found = verdicts(check)
+    assert found[("http_4xx", "p")] == "unknown"
+    assert found[("http_4xx", "q")] == "fixed"
+
+
+def test_a_content_issue_on_a_page_no_longer_served_as_html_is_unknown_not_fixed(owner, fast_settings):
+    with ScriptedSite() as web:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/p">p</a>')),
+                          "/p": Answer(page(None))})
+
+        def change():
+            web.pages["/p"] = Answer(page(None), ctype="text/plain")  # never parsed, so never checked
+
+        first, check = first_and_check(owner, web, change)
+    assert Issue.objects.filter(audit=first, url=web.url("/p"), code="title_missing").exists()
+    assert verdicts(check)[("title_missing", "p")] == "unknown"
+
+
+def test_a_notice_about_the_whole_crawl_is_unknown_in_a_validation(owner, fast_settings):
+    """A validation follows no links: it cannot meet the trap again, nor say the trap is gone."""
+    with ScriptedSite() as web:
+        web.pages["/"] = Answer(page("Home of the validation site", '<a href="/p">p</a>'))
+        web.pages["/p"] = Answer(page(None))
+
+        def trap_found(first: Audit) -> None:
+            site_notice(first.pk, "crawl_traps_skipped", "12 linked URLs not crawled: they look like a trap").save()
+
+        _, check = first_and_check(owner, web, lambda: None, before_check=trap_found)
+    [verdict] = [v for v in validation.checklist(check) if v.code == "crawl_traps_skipped"]
+    assert verdict.result == "unknown" and "whole site" in verdict.why
+
+
+def test_the_fixed_count_of_the_sites_history_leaves_ignored_issues_out_as_the_checklist_does(owner, fast_settings):
+    with ScriptedSite() as web:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/p">p</a>')),
+                          "/p": Answer(page(None, h1=False))})
+
+        def ignore_h1(first: Audit) -> None:
+            Issue.objects.filter(audit=first, code="h1_missing").update(review=Issue.Review.IGNORED)
+
+        def change():
+            web.pages["/p"] = Answer(page("A page of the validation site, now titled"))
+
+        _, check = first_and_check(owner, web, change, before_check=ignore_h1)
+    assert verdicts(check)[("title_missing", "p")] == "fixed"
+    assert diff.totals(diff.stored_counts(check))["fixed"] == validation.counts(check)["fixed"] == 1
