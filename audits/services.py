@@ -232,10 +232,12 @@ def follow_up_fields(source: Audit, mode: str) -> dict:
     """A validation's or a delta crawl's own fields, beside the limits it runs with.
 
     A validation's page budget is what it re-checks, whatever its source's was;
-    its baseline is its source, so finalize's diff is its verdict.
+    its baseline is its source, so finalize's diff is its verdict. What a person
+    ignored since the source (``validation.settle_ignores``) is first marked on it.
     """
     fields = {"mode": mode, "source": source}
     if mode == Audit.Mode.VALIDATE:
+        validation.settle_ignores(source)
         # Judged by the source's thresholds: a verdict says whether its issue is still there.
         fields["thresholds"] = source.thresholds
         # Plus the start step's rows: two when the start URL redirects (the typed

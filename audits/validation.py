@@ -19,7 +19,7 @@ from crawler.catalogue import CATALOGUE, LINK_CODES, SITE_WIDE_CODES
 from crawler.urls import InvalidURL, origin_of, url_hash
 
 from .diff import SAME_LINK_SQL
-from .models import Audit, Issue, Page
+from .models import Audit, IgnoreRule, Issue, Page
 
 # Hashes per IN (...) lookup, as the crawl's (audits.crawl.admission).
 LOOKUP_BATCH = 500
@@ -35,6 +35,23 @@ class Target:
     url: str
     kind: str
     depth: int
+
+
+def settle_ignores(source: Audit) -> int:
+    """Mark ignored the open issues of ``source`` that a person has ignored since; how many changed.
+
+    A site's ignore rule is applied to whichever audit was latest, often a
+    validation, and an issue ignored on a validation is that validation's row;
+    the next validation of ``source`` re-checks what is open in it. So both
+    are carried to ``source`` first: ignored stays ignored.
+    """
+    changed = IgnoreRule.objects.apply_to(source)
+    since = Issue.objects.filter(audit__source=source, audit__mode=Audit.Mode.VALIDATE, review=Issue.Review.IGNORED)
+    changed += Issue.objects.filter(audit=source, review=Issue.Review.OPEN, key__in=since.values("key")).update(
+        review=Issue.Review.IGNORED)
+    if changed:
+        source.rescore()
+    return changed
 
 
 def checked(source: Audit):

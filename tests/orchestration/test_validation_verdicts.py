@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from audits import diff, validation
-from audits.models import Audit, Issue
+from audits.models import Audit, IgnoreRule, Issue
 from audits.notices import site_notice
 from audits.services import follow_up_fields
 from tests.factories import make_audit
@@ -83,3 +83,22 @@ def test_the_fixed_count_of_the_sites_history_leaves_ignored_issues_out_as_the_c
         _, check = first_and_check(owner, web, change, before_check=ignore_h1)
     assert verdicts(check)[("title_missing", "p")] == "fixed"
     assert diff.totals(diff.stored_counts(check))["fixed"] == validation.counts(check)["fixed"] == 1
+
+
+def test_what_a_person_ignored_on_a_validation_stays_ignored_in_the_next(owner, fast_settings):
+    """A rule made while the validation was the site's latest audit, and one issue ignored on its page."""
+    with ScriptedSite() as web:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/a">a</a><a href="/b">b</a>')),
+                          "/a": Answer(page("A page of the validation site", h1=False)), "/b": Answer(page(None))})
+        first = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False))
+        fields = follow_up_fields(first, Audit.Mode.VALIDATE)
+        check = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False, **fields))
+        assert {("h1_missing", "a"), ("title_missing", "b")} <= set(verdicts(check))
+        IgnoreRule.objects.create(site=first.site, code="h1_missing").apply_to(check)
+        Issue.objects.filter(audit=check, url=web.url("/b"), code="title_missing").update(
+            review=Issue.Review.IGNORED)
+        again = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False,
+                               **follow_up_fields(first, Audit.Mode.VALIDATE)))
+    found = verdicts(again)
+    assert ("h1_missing", "a") not in found and ("title_missing", "b") not in found
+    assert Issue.objects.get(audit=first, url=web.url("/b"), code="title_missing").review == Issue.Review.IGNORED
