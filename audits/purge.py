@@ -38,9 +38,13 @@ def purge_audit(audit: Audit) -> None:
     crawl of its own is cancelled first; it may still write one last sub-batch,
     which the final cascade takes.
     """
-    if busy := reusers(audit):
-        raise AuditInUse(f"Audit {audit.pk} cannot be deleted while audit {busy[0]}, which reuses its results, "
-                         f"is running: wait for it to end or cancel it first.")
+    with transaction.atomic():
+        # Locked, so no delta or validation can start from it between the check and the mark (services.new_audit).
+        Audit.objects.select_for_update().filter(pk=audit.pk).first()
+        if busy := reusers(audit):
+            raise AuditInUse(f"Audit {audit.pk} cannot be deleted while audit {busy[0]}, which reuses its results, "
+                             f"is running: wait for it to end or cancel it first.")
+        Audit.objects.filter(pk=audit.pk).update(deleting=True)
     # Nothing to index: the watchdog would otherwise build its link index while its edges go.
     audit.mark_links_indexed()
     if audit.is_active:

@@ -20,6 +20,7 @@ from django_q.models import Schedule
 from .models import Audit, Site, SkippedRun
 from .services import (
     QuotaExceeded,
+    SourceGone,
     create_audit,
     follow_up_fields,
     lock_site,
@@ -133,8 +134,12 @@ def run_due(site_id: int, due: str | None = None) -> str:
         if not private_targets_allowed(site):
             return _skip(site, due_at, SkippedRun.Reason.PRIVATE_REFUSED)
         try:
-            audit = create_audit(site.owner, site=site, trigger=Audit.Trigger.SCHEDULE, start_url=site.start_url,
-                                 **site.crawl_settings(), **_mode_fields(site))
+            try:
+                audit = create_audit(site.owner, site=site, trigger=Audit.Trigger.SCHEDULE,
+                                     start_url=site.start_url, **site.crawl_settings(), **_mode_fields(site))
+            except SourceGone:  # the audit a delta run would reuse is being deleted: crawl in full
+                audit = create_audit(site.owner, site=site, trigger=Audit.Trigger.SCHEDULE,
+                                     start_url=site.start_url, **site.crawl_settings())
         except QuotaExceeded as exc:
             return _skip(site, due_at, SkippedRun.Reason.QUOTA, str(exc))
     return f"started audit {audit.pk} of site {site_id}"
@@ -144,7 +149,8 @@ def _mode_fields(site: Site) -> dict:
     """A delta site's run reuses its last completed audit; its first run, with none, is a full crawl."""
     if site.scheduled_mode != Audit.Mode.DELTA:
         return {}
-    last = site.audits.filter(status=Audit.Status.COMPLETED).exclude(mode=Audit.Mode.VALIDATE).order_by("-pk").first()
+    last = (site.audits.filter(status=Audit.Status.COMPLETED, deleting=False).exclude(mode=Audit.Mode.VALIDATE)
+            .order_by("-pk").first())
     return follow_up_fields(last, Audit.Mode.DELTA) if last else {}
 
 

@@ -78,12 +78,26 @@ def _refuse_private_targets(target: Audit | Site) -> None:
         raise PrivateTargetsRefused(f"{what} targeted a private address, which is no longer allowed.")
 
 
+class SourceGone(Exception):
+    """The audit a delta crawl or a validation would start from is being deleted."""
+
+
+def refuse_deleting_source(source: Audit) -> None:
+    """Raise SourceGone if ``source`` is being deleted; else keep it locked for the caller's transaction,
+    so ``purge.purge_audit`` waits to see the new audit among those that reuse it."""
+    with transaction.atomic():
+        if not Audit.objects.select_for_update().filter(pk=source.pk, deleting=False).exists():
+            raise SourceGone(f"Audit {source.pk} is being deleted: nothing can start from it.")
+
+
 def new_audit(owner, *, trigger: str = Audit.Trigger.MANUAL, site: Site | None = None, **limits) -> Audit:
     """The audit row, on the owner's site for its start URL (created, or reused with these settings).
 
     Only the row: ``create_audit`` also applies the quota and enqueues the start;
-    the ``audit`` command runs the crawl itself.
+    the ``audit`` command runs the crawl itself. SourceGone if it would start from an audit being deleted.
     """
+    if limits.get("source") is not None:
+        refuse_deleting_source(limits["source"])
     if site is None:
         site = Site.objects.for_start_url(
             owner, limits["start_url"], **{name: limits[name] for name in CRAWL_SETTINGS if name in limits})
@@ -260,7 +274,9 @@ def make_follow_up(audit: Audit, source: Audit, mode: str) -> None:
         copied = source.settings_copy()
         copied.pop("allow_private")
         fields = {**copied, **fields}
-    Audit.objects.filter(pk=audit.pk).update(**fields)
+    with transaction.atomic():
+        refuse_deleting_source(source)
+        Audit.objects.filter(pk=audit.pk).update(**fields)
     for name, value in fields.items():
         setattr(audit, name, value)
 

@@ -36,6 +36,7 @@ from .services import (
     PrivateTargetsRefused,
     QuotaExceeded,
     SiteBusy,
+    SourceGone,
     cancel_audit,
     create_audit,
     follow_up,
@@ -278,7 +279,7 @@ def audit_follow_up(request, audit, mode):
         return redirect(audit)
     try:
         fresh = follow_up(audit, mode, address=client_address(request))
-    except (PrivateTargetsRefused, QuotaExceeded, SiteBusy) as exc:
+    except (PrivateTargetsRefused, QuotaExceeded, SiteBusy, SourceGone) as exc:
         messages.error(request, str(exc))
         return redirect(audit)
     what = "Re-checking the issues" if mode == Audit.Mode.VALIDATE else "Re-crawling what changed since"

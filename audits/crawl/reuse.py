@@ -68,7 +68,7 @@ def source_of(audit: Audit) -> int | None:
     if now != audit.access_identity:
         return None
     found = list(Audit.objects.filter(pk=audit.source_id, origin=audit.origin, access_identity=audit.access_identity,
-                                      render=audit.render, user_agent=audit.user_agent)
+                                      render=audit.render, user_agent=audit.user_agent, deleting=False)
                  .values_list("thresholds", flat=True))
     same = bool(found) and check_settings(found[0]) == audit.check_settings()
     return audit.source_id if same else None

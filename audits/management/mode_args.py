@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import CommandError
 
 from ..models import Audit
-from ..services import make_follow_up
+from ..services import SourceGone, make_follow_up
 
 PREVIOUS = "previous"
 
@@ -36,8 +36,8 @@ def source_from_options(opts, owner, start_url: str) -> Audit | None:
         raise CommandError("--threshold cannot be given with --mode validate: a validation judges by the "
                            "thresholds of the audit it re-checks", returncode=2)
     if given == PREVIOUS:
-        source = (Audit.objects.filter(owner=owner, site__start_url=start_url, status=Audit.Status.COMPLETED)
-                  .exclude(mode=Audit.Mode.VALIDATE).order_by("-pk").first())
+        source = (Audit.objects.filter(owner=owner, site__start_url=start_url, status=Audit.Status.COMPLETED,
+                                       deleting=False).exclude(mode=Audit.Mode.VALIDATE).order_by("-pk").first())
         if source is None:
             raise CommandError(f"--from {PREVIOUS}: no completed audit of {start_url} to start from", returncode=2)
         return source
@@ -60,6 +60,8 @@ def earlier_audit(flag: str, given: str, owner, start_url: str, use: str) -> Aud
                   f"can be {use}"
     elif audit.status != Audit.Status.COMPLETED:
         problem = f"audit {audit.pk} is {audit.status}; only a completed audit can be {use}"
+    elif audit.deleting:
+        problem = f"audit {audit.pk} is being deleted"
     elif audit.mode == Audit.Mode.VALIDATE:
         # A validation holds only what it re-checked: its source's other issues would drop out of the next.
         problem = f"audit {audit.pk} is a validation; only a full or delta audit can be {use}"
@@ -71,4 +73,8 @@ def earlier_audit(flag: str, given: str, owner, start_url: str, use: str) -> Aud
 def apply_mode(audit: Audit, opts, source: Audit | None) -> None:
     """Make the new ``audit`` a validation or delta run of ``source``, when the options named one."""
     if source is not None:
-        make_follow_up(audit, source, opts["mode"])
+        try:
+            make_follow_up(audit, source, opts["mode"])
+        except SourceGone as exc:  # deleted since it was looked up
+            audit.delete()
+            raise CommandError(f"--from: {exc}", returncode=2) from None

@@ -58,6 +58,7 @@ class Migration(migrations.Migration):
                 ('robots_fetched_at', models.DateTimeField(blank=True, null=True)),
                 ('sitemap_found', models.BooleanField(null=True)),
                 ('links_indexed', models.BooleanField(default=False)),
+                ('deleting', models.BooleanField(default=False, editable=False)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('created_from', models.GenericIPAddressField(blank=True, editable=False, null=True, verbose_name='started from')),
                 ('started_at', models.DateTimeField(blank=True, null=True)),

@@ -162,6 +162,8 @@ class Audit(models.Model):
     sitemap_found = models.BooleanField(null=True)
     # Whether the audit's link edges are in Inlink (built after the audit ends; a resume clears it).
     links_indexed = models.BooleanField(default=False)
+    # Being deleted (audits.purge), its rows going in batches: nothing may start from it meanwhile.
+    deleting = models.BooleanField(default=False, editable=False)
 
     created_at = models.DateTimeField(auto_now_add=True)
     # The network a person's request to start it came from (config.client_ip; an IPv6

@@ -13,8 +13,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from audits import purge
+from audits.crawl.reuse import source_of
 from audits.inlinks import ended_unindexed
 from audits.models import Audit, Inlink, Issue, LinkEdge, Page, Site
+from audits.services import SourceGone, follow_up, make_follow_up
 from tests.factories import SITE, make_finished_audit, make_issue, make_link, make_page
 
 pytestmark = pytest.mark.django_db
@@ -236,3 +238,25 @@ def test_the_admin_delete_of_a_site_needs_the_delete_permission_on_its_audits_to
     response = client.post(reverse("admin:audits_site_delete", args=[audit.site_id]), {"post": "yes"})
     assert response.status_code == 403
     assert Site.objects.filter(pk=audit.site_id).exists() and Audit.objects.filter(pk=audit.pk).exists()
+
+
+def test_nothing_starts_from_an_audit_while_its_rows_are_being_deleted(owner, monkeypatch):
+    """Between its first batch and its last, a delta or validation would reuse half its rows."""
+    source = _fill(make_finished_audit(owner))
+    earlier_delta = make_finished_audit(owner, mode=Audit.Mode.DELTA, source=source)  # ended: no bar to deleting
+    tried = []
+
+    def midway(sql):
+        if '"audits_linkedge"' in sql and not tried:
+            for mode in (Audit.Mode.DELTA, Audit.Mode.VALIDATE):
+                with pytest.raises(SourceGone, match="being deleted"):
+                    follow_up(Audit.objects.get(pk=source.pk), mode)
+                tried.append(mode)
+            with pytest.raises(SourceGone):
+                make_follow_up(make_finished_audit(owner, status=Audit.Status.QUEUED), source, Audit.Mode.DELTA)
+            tried.append(source_of(earlier_delta))
+
+    _watch_batches(monkeypatch, midway)
+    purge.purge_audit(source)
+    assert tried == [Audit.Mode.DELTA, Audit.Mode.VALIDATE, None]
+    assert not Audit.objects.filter(pk=source.pk).exists()

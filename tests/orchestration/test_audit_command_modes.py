@@ -112,3 +112,17 @@ def test_an_audit_id_of_non_ascii_digits_exits_2_instead_of_a_traceback(flag, gi
     assert run_audit("http://127.0.0.1:9/", "--allow-private", *mode, flag, given) == 2
     assert f"{flag}: expected an audit id" in capsys.readouterr().err
     assert not Audit.objects.exists()
+
+
+def test_a_run_cannot_start_from_an_audit_being_deleted(capsys, fast_settings):
+    with EditableSite() as web:
+        web.pages.update({"/": '<html><head><title>A page of the command site</title></head><body></body></html>'})
+        run_audit(web.url("/"), "--allow-private", "--no-external")
+        first = Audit.objects.get()
+        Audit.objects.filter(pk=first.pk).update(deleting=True)  # audits.purge has begun on it
+        capsys.readouterr()
+        assert run_audit(web.url("/"), "--allow-private", "--mode", "delta", "--from", str(first.pk)) == 2
+        assert "is being deleted" in capsys.readouterr().err
+        assert run_audit(web.url("/"), "--allow-private", "--mode", "delta", "--from", "previous") == 2
+    assert "no completed audit" in capsys.readouterr().err
+    assert Audit.objects.count() == 1
