@@ -183,15 +183,9 @@ def form_to_post(body: bytes, page_url: str, fields: Mapping[str, str]) -> tuple
         form = forms[0]
     if form is None:
         raise ValueError(f"No login form found at {page_url}.")
-    values: dict[str, str] = {}
-    for element in form.inputs:
-        name = element.get("name")
-        kind = (element.get("type") or "text").lower()
-        if not name or kind in ("submit", "button", "image", "reset", "file"):
-            continue
-        if kind in ("checkbox", "radio") and element.get("checked") is None:
-            continue
-        values[name] = element.get("value") or ""
-    values.update(fields)
+    # What a browser would submit (lxml's form_values: checked boxes, chosen options, no disabled
+    # fields or submit buttons), with ``fields`` in place of the form's own values for those names.
+    values = [(name, value) for name, value in form.form_values() if name not in fields]
+    values.extend(fields.items())
     action = urljoin(page_url, (form.get("action") or "").strip() or page_url)
-    return action, list(values.items())
+    return action, values

@@ -92,6 +92,13 @@ def test_the_login_form_is_the_one_holding_the_fields_not_a_newsletter_form_aski
     assert action == "https://x.test/login/" and dict(data) == {"email": "a@x.test", "password": "pw"}
 
 
+def test_the_login_form_posts_what_a_browser_would_its_chosen_options_and_not_its_disabled_fields():
+    page = b"""<form method="post"><select name="realm"><option value="eu">EU<option value="us" selected>US</select>
+    <input name="legacy" value="old" disabled><input name="user"><input type="password" name="pw"></form>"""
+    _, data = form_to_post(page, "https://x.test/login", {"user": "ann", "pw": "s3cret"})
+    assert dict(data) == {"realm": "us", "user": "ann", "pw": "s3cret"}
+
+
 @pytest.mark.parametrize("body", [b"<!-- down for maintenance -->", b"   \n", b""])
 def test_a_login_page_with_no_document_is_a_clear_error(body):
     with pytest.raises(ValueError, match="No login form|holds no HTML"):
