@@ -9,6 +9,8 @@ redirects elsewhere has failed, and nothing of it is sent there.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qsl, urlencode, urljoin
 
@@ -35,6 +37,19 @@ def _sendable(text: str) -> bool:
     return all(" " <= ch <= "\xff" and ch != "\x7f" for ch in text)
 
 
+def _expired(expires: str) -> bool:
+    """Whether a cookie's Expires date has passed (a site deleting it); an unreadable date says nothing."""
+    try:
+        when = parsedate_to_datetime(expires.replace("-", " ")) if expires else None
+    except (TypeError, ValueError, IndexError):
+        return False
+    if when is None:
+        return False
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when <= datetime.now(UTC)
+
+
 def read_cookies(jar: dict[str, str], set_cookies: tuple[str, ...]) -> None:
     """Apply Set-Cookie headers to ``jar`` (name → value); an expired or emptied cookie leaves it.
 
@@ -50,7 +65,8 @@ def read_cookies(jar: dict[str, str], set_cookies: tuple[str, ...]) -> None:
         for name, morsel in parsed.items():
             if not (_sendable(name) and _sendable(morsel.value)):
                 continue
-            if morsel["max-age"] in ("0",) or (morsel["max-age"].startswith("-")) or not morsel.value:
+            if morsel["max-age"] in ("0",) or morsel["max-age"].startswith("-") or not morsel.value \
+                    or _expired(morsel["expires"]):
                 jar.pop(name, None)
             elif name in jar or len(jar) < MAX_COOKIES:
                 jar[name] = morsel.value

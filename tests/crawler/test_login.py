@@ -88,6 +88,12 @@ def test_set_cookie_headers_are_read_one_by_one_and_a_deleted_cookie_leaves_the_
     assert jar == {"a": "1", "b": "2"}
 
 
+def test_a_cookie_set_to_expire_in_the_past_is_deleted_and_an_unreadable_date_deletes_nothing():
+    jar = {"sid": "old", "keep": "1"}
+    read_cookies(jar, ("sid=gone; Expires=Thu, 01-Jan-1970 00:00:01 GMT; Path=/", "keep=2; Expires=soon"))
+    assert jar == {"keep": "2"}
+
+
 def test_a_fetch_that_lands_on_the_login_page_means_the_session_expired():
     with LoginSite() as site:
         result = run(site, lambda f: f.fetch(site.url("/account/2/")))  # no session
