@@ -86,7 +86,22 @@ def access_from_options(opts: dict, start_url: str) -> dict | None:
         access["login"] = _login(opts, start_url)
     elif opts.get("login_field") or opts.get("login_secret_field") or opts.get("login_success"):
         raise CommandError("--login-field, --login-secret-field and --login-success need --login-url.", returncode=2)
+    elif access and opts.get("logout_pattern") != LOGOUT_DEFAULT:
+        # A session in a Cookie header ends at the logout as a login's does.
+        access["logout"] = _logout_pattern(opts)
+    if not access and opts.get("logout_pattern") not in (None, LOGOUT_DEFAULT):
+        raise CommandError("--logout-pattern needs --auth-basic-env, --header-env or --login-url: it says what a "
+                           "private site's crawl never requests.", returncode=2)
     return access or None
+
+
+def _logout_pattern(opts: dict) -> str:
+    pattern = _within(opts.get("logout_pattern") or "", "logout_pattern", "--logout-pattern")
+    try:
+        compile_patterns([pattern])
+    except ValueError as exc:
+        raise CommandError(f"--logout-pattern: {exc}", returncode=2) from None
+    return pattern
 
 
 def _login(opts: dict, start_url: str) -> dict:
@@ -131,5 +146,7 @@ def save_access(site: Site, access: dict) -> SiteAccess:
         login = access["login"]
         row.set_login(login["url"], login["fields"], login["secrets"], login["success"])
         row.logout_pattern = login["logout"]
+    elif "logout" in access:
+        row.logout_pattern = access["logout"]
     row.save()
     return row

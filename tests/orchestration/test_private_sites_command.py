@@ -65,6 +65,7 @@ def test_a_failed_login_ends_the_audit_as_login_failed_with_exit_code_2(tmp_path
     (["--auth-basic-env", "NOT_SET_ANYWHERE"], "NOT_SET_ANYWHERE is not set"),
     (["--login-url", "http://127.0.0.2:9/login", "--login-success", "x"], "credentials never leave the site"),
     (["--login-field", "user=ann"], "need --login-url"),
+    (["--logout-pattern", "/bye"], "--logout-pattern needs"),
 ])
 def test_bad_private_site_options_exit_2_before_anything_is_stored(args, message, capsys, fast_settings):
     assert run_audit("http://127.0.0.1:9/", "--allow-private", *args) == 2
@@ -113,3 +114,12 @@ def test_an_authorization_header_beside_stored_basic_auth_is_refused_and_leaves_
     assert run_audit(start, "--allow-private", "--no-external", "--header-env", "SITE_AUTH") == 2
     assert "basic auth and an Authorization header" in capsys.readouterr().err
     assert Audit.objects.count() == 1 and SiteAccess.objects.get().header_names == []
+
+
+def test_a_logout_pattern_given_with_a_session_cookie_header_is_the_sites(monkeypatch, fast_settings):
+    """A session in a Cookie header ends at the logout as a login's does."""
+    monkeypatch.setenv("SITE_COOKIE", "Cookie: sessionid=abc")
+    start = "http://127.0.0.1:9/"
+    assert run_audit(start, "--allow-private", "--enqueue", "--header-env", "SITE_COOKIE",
+                     "--logout-pattern", "/bye") == 0
+    assert SiteAccess.objects.get().logout_pattern == "/bye"
