@@ -220,8 +220,13 @@ def record(audit: Audit) -> dict | None:
     same_key = in_audit(base.pk)
     issues.update(change=Case(When(same_issue(base.pk), then=Value(Issue.Change.PERSISTING)),
                               default=Value(Issue.Change.NEW)))
-    for review in (Issue.Review.IGNORED, Issue.Review.REVIEWED):
-        issues.filter(review=Issue.Review.OPEN).filter(Exists(same_key.filter(review=review))).update(review=review)
+    # Ignored on a validation of the baseline is ignored too: that validation's rows are where a person did it.
+    checked_again = Audit.objects.filter(source_id=base.pk, mode=Audit.Mode.VALIDATE).values("pk")
+    ignored = Issue.objects.filter(Q(audit_id=base.pk) | Q(audit_id__in=checked_again), key=OuterRef("key"),
+                                   review=Issue.Review.IGNORED)
+    issues.filter(review=Issue.Review.OPEN).filter(Exists(ignored)).update(review=Issue.Review.IGNORED)
+    issues.filter(review=Issue.Review.OPEN).filter(Exists(same_key.filter(review=Issue.Review.REVIEWED))).update(
+        review=Issue.Review.REVIEWED)
     # After the carried-forward decisions, so an issue a person reviewed stays reviewed.
     IgnoreRule.objects.apply_to(audit)
     params = _params(audit, base)

@@ -188,11 +188,17 @@ def site_rule_add(request, site):
     if not form.is_valid():
         return render(request, "audits/site_detail.html", _site_context(request, site, rule_form=form), status=400)
     rule = form.save()
+    # The latest audit, and the latest complete one the site's list and trend show when that is a validation
+    # or still running.
     latest = site.audits.order_by("-pk").first()
-    changed = rule.apply_to(latest) if latest else 0
-    if changed:
-        latest.rescore()
-    where = f" in audit {latest.pk}" if latest else ""
+    shown = site.audits.filter(status=Audit.Status.COMPLETED).exclude(mode=Audit.Mode.VALIDATE).order_by("-pk").first()
+    targets = list({a.pk: a for a in (latest, shown) if a is not None}.values())
+    changed = 0
+    for audit in targets:
+        if n := rule.apply_to(audit):
+            audit.rescore()
+            changed += n
+    where = f" in audit{'s' if len(targets) > 1 else ''} {' and '.join(str(a.pk) for a in targets)}" if targets else ""
     messages.success(request, f"Rule added: {changed} issue{'s' if changed != 1 else ''} ignored{where}; "
                               "later audits apply it too.")
     return redirect(f"{site.get_absolute_url()}#ignore-rules")

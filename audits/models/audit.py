@@ -392,13 +392,17 @@ class Audit(models.Model):
         On a running audit a chunk's increment landing between the count and
         the write is lost; finalize counts again, exactly, before it completes.
         """
-        # Imported here: audits.score reads pages and issues, whose module imports this one.
+        # Imported here: audits.score and audits.diff read pages and issues, whose module imports this one.
+        from audits.diff import stored_counts
         from audits.score import compute
 
         # A validation's pages are the few it re-checked, not the site: no score.
         finished = self.status in (self.Status.FINALIZING, self.Status.COMPLETED) and self.mode != self.Mode.VALIDATE
         changes = self._issue_counts()
         changes["score"] = compute(self) if finished else None
+        if self.change_counts is not None:
+            # What changed since the baseline leaves out what is ignored, as the lists it links to do.
+            changes["change_counts"] = stored_counts(self)
         self._store(**changes)
 
     def set_review(self, issues, review: str) -> int:
@@ -430,6 +434,8 @@ class Audit(models.Model):
     def previous_completed(self) -> Audit | None:
         """The site's last completed audit created before this one: what "since last time" means."""
         # A validation re-checked a few URLs: compared with it, every other page would look new.
-        return (Audit.objects.filter(site_id=self.site_id, status=self.Status.COMPLETED, pk__lt=self.pk)
+        # One being deleted loses its issues first: compared with it, every issue would look new.
+        return (Audit.objects.filter(site_id=self.site_id, status=self.Status.COMPLETED, pk__lt=self.pk,
+                                     deleting=False)
                 .exclude(mode=self.Mode.VALIDATE)
                 .order_by("-pk").first())

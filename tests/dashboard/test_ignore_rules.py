@@ -49,6 +49,16 @@ def test_a_rule_added_on_the_site_page_ignores_matching_open_issues_of_the_lates
     assert "Broken internal link" in page and r"^https://shop\.example/$|/about$" in page
 
 
+def test_a_rule_added_while_the_latest_audit_is_a_validation_also_reaches_the_audit_the_site_shows(
+        owner_client, audit, owner):
+    make_finished_audit(owner, mode=Audit.Mode.VALIDATE, source=audit)  # the site's latest
+    before = audit.issues_critical
+    add_rule(owner_client, audit.site, "broken_link_internal")
+    assert {code for code, _ in ignored(audit)} == {"broken_link_internal"}
+    audit.refresh_from_db()
+    assert audit.issues_critical < before
+
+
 def test_a_rule_without_a_pattern_ignores_the_type_on_every_url(owner_client, audit):
     add_rule(owner_client, audit.site, "broken_link_internal")
     assert ignored(audit) == {("broken_link_internal", f"{SITE}/"), ("broken_link_internal", f"{SITE}/about")}

@@ -8,6 +8,7 @@ from audits import diff
 from audits.crawl import setup as crawl_setup
 from audits.inline import run_audit_inline
 from audits.models import Audit, GoneIssue, Issue, PageChange
+from audits.services import follow_up_fields
 from crawler.checks import CheckSettings
 from tests.editable_site import EditableSite
 from tests.factories import make_audit
@@ -414,3 +415,37 @@ def test_a_broken_link_whose_anchor_text_alone_changed_persists_and_is_not_fixed
     assert link in changes["persisting"]
     assert all(link not in changes[change] for change in ("new", "fixed", "unknown"))
     assert diff.live_counts(second, first) == second.change_counts
+
+
+def test_an_issue_ignored_on_a_validation_stays_ignored_in_the_next_full_audit(owner, site, fast_settings):
+    """The validation's rows are where the person ignored it; the next audit's baseline is the full one."""
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    check = completed_audit_of(owner, site, **follow_up_fields(first, Audit.Mode.VALIDATE))
+    mark(site, check, Issue.Review.IGNORED, BROKEN_404)
+    second_version(site)
+    second = completed_audit_of(owner, site)
+    assert second.baseline_id == first.pk
+    assert reviews(site, second)[BROKEN_404] == Issue.Review.IGNORED
+
+
+def test_what_changed_since_the_baseline_leaves_out_an_issue_ignored_after_the_audit_ended(owner, site, fast_settings):
+    first_version(site)
+    completed_audit_of(owner, site)
+    second_version(site)
+    second = completed_audit_of(owner, site)
+    new_before = diff.totals(second.change_counts)["new"]
+    assert new_before == len(NEW)
+    second.set_review(Issue.objects.filter(audit=second, change=Issue.Change.NEW, code="noindex"),
+                      Issue.Review.IGNORED)
+    second.refresh_from_db()
+    assert diff.totals(second.change_counts)["new"] == new_before - 1
+
+
+def test_an_audit_being_deleted_is_no_baseline(owner, site, fast_settings):
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    Audit.objects.filter(pk=first.pk).update(deleting=True)  # audits.purge has begun: its issues go first
+    Issue.objects.filter(audit=first).delete()
+    second = completed_audit_of(owner, site)
+    assert second.baseline_id is None and diff.totals(second.change_counts).get("new", 0) == 0
