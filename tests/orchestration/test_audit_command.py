@@ -210,3 +210,30 @@ def test_ctrl_c_that_a_sql_function_turns_into_a_database_error_still_cancels_an
         assert run_audit(grid.url("/"), "--allow-private", "--out", str(out)) == 130
     summary = json.loads(out.read_text().splitlines()[-1])
     assert summary["status"] == "cancelled" and summary["exit_code"] == 130
+
+
+def test_a_value_the_database_refuses_before_the_crawl_exits_2_not_the_issues_found_code(fast_settings, capsys):
+    """A lone surrogate (an undecodable byte in the shell) passes the form but no database encodes it."""
+    assert run_audit("http://127.0.0.1:9/", "--allow-private", "--user-agent", "Bot\udcff") == 2
+    assert "UnicodeEncodeError" in capsys.readouterr().err
+
+
+def test_a_crawl_whose_steps_ran_out_unfinished_fails_the_audit_and_exits_2(site, fast_settings, monkeypatch):
+    """A chunk that gave up on the database leaves no step to run: the audit must not stay running."""
+    monkeypatch.setattr("audits.inline.run_chunk", lambda *args, **kwargs: "db-unavailable")
+    assert run_audit(site.url("/"), "--allow-private", "--no-external") == 2
+    audit = Audit.objects.get()
+    assert (audit.status, audit.error_code) == (Audit.Status.FAILED, Audit.ErrorCode.DB_UNAVAILABLE)
+
+
+def test_a_run_refused_before_the_crawl_leaves_the_previous_report_as_it_was(fast_settings, monkeypatch, tmp_path):
+    report = tmp_path / "report.jsonl"
+    report.write_text('{"type": "summary"}\n')
+    monkeypatch.setenv("STAGING_AUTH", "ann:pw")
+    monkeypatch.setenv("SITE_AUTH", "Authorization: Bearer t")
+    start = "http://127.0.0.1:9/"
+    assert run_audit(start, "--allow-private", "--enqueue", "--auth-basic-env", "STAGING_AUTH") == 0
+    # Refused: stored basic auth and an Authorization header would both go out.
+    assert run_audit(start, "--allow-private", "--header-env", "SITE_AUTH", "--out", str(report)) == 2
+    assert report.read_text() == '{"type": "summary"}\n'
+    assert Audit.objects.count() == 1

@@ -173,6 +173,17 @@ class Command(BaseCommand):
             raise CommandError(str(exc), returncode=2) from None
 
     def handle(self, *args, **opts):
+        try:
+            return self._handle(**opts)
+        except CommandError:
+            raise
+        except Exception as exc:
+            # Before or after the crawl (the database down, a value it refuses, a full disk): the
+            # audit could not run or report, so exit 2, never the 1 that tells CI issues were found.
+            log.error("the audit command failed", exc_info=exc)
+            raise CommandError(f"{type(exc).__name__}: {exc}"[:1000], returncode=2) from exc
+
+    def _handle(self, **opts):
         limits = self._limits(opts)
         owner = self._owner(opts.get("owner"))
         fail_on_new = opts["fail_on_new"]
@@ -211,13 +222,15 @@ class Command(BaseCommand):
                     self._set_baseline(audit, compare_to, baseline, self.stderr)
             self.stdout.write(str(audit.pk))
             return
-        out = self._open_out(opts.get("out"))
-        console = self.stderr if out is sys.stdout else self.stdout
+        console = self.stderr if opts.get("out") == "-" else self.stdout
         with transaction.atomic():  # access the site cannot take leaves no audit behind
             audit = new_audit(owner, trigger=Audit.Trigger.COMMAND, **limits)
             apply_mode(audit, opts, source)
             if access:
                 save_access(audit.site, access)
+            # Last: a run refused above leaves an earlier report where it was, and one that cannot write
+            # its report leaves no audit.
+            out = self._open_out(opts.get("out"))
         console.write(f"Audit {audit.pk}: crawling {audit.start_url}" + (
             f" ({audit.get_mode_display().lower()}, from audit {source.pk})" if source else ""))
         if compare_to:
@@ -275,10 +288,16 @@ class Command(BaseCommand):
         run_audit_inline(audit.pk, on_batch=report.batch, finalize=finalize_and_report, sleep=self.sleep,
                          on_wait=waiting)
         audit.refresh_from_db()
+        if audit.is_active:
+            # The steps ran out with the audit unfinished: a chunk gave up on the database, or lost its
+            # lease to a cluster's worker. This run is over, and says so, rather than leave it running.
+            audit.fail(Audit.ErrorCode.DB_UNAVAILABLE, "The command's crawl stopped before the audit was finished "
+                       "(the database was unavailable, or another worker took the audit over).")
+            audit.refresh_from_db()
         if audit.status != Audit.Status.COMPLETED:
             return 2
         if compared:
-            report.changes(audit)
+            report.changes(audit, include_ignored=include_ignored)
         report.validation(audit)
         gated = audit.issues.all() if include_ignored else audit.issues.exclude(review=Issue.Review.IGNORED)
         failed = bool(fail_on) and gated.filter(severity__in=at_or_above(fail_on)).exists()
@@ -394,6 +413,8 @@ class Command(BaseCommand):
             for page in slow:
                 console.write(f"    {page.ttfb_ms:>6} ms  {page.url}")
         broken = Issue.objects.filter(audit=audit, code__in=["broken_link_internal", "broken_link_external"])
+        if not include_ignored:
+            broken = broken.exclude(review=Issue.Review.IGNORED)
         total = broken.count()
         if total:
             console.write(f"  broken links ({total}):")
@@ -503,13 +524,19 @@ class Report:
             for code, severity, url, target in rows
         )
 
-    def changes(self, audit: Audit) -> None:
-        """The diff finalize stored, one record per issue: new, fixed, persisting, then unknown."""
+    def changes(self, audit: Audit, *, include_ignored: bool = False) -> None:
+        """The diff finalize stored, one record per issue: new, fixed, persisting, then unknown.
+
+        Ignored issues are left out, as from the summary's counts, unless ``include_ignored``.
+        """
         if self.out is None:
             return
-        sources = {"new": Issue.objects.filter(audit=audit, change=Issue.Change.NEW),
+        issues = Issue.objects.filter(audit=audit)
+        if not include_ignored:
+            issues = issues.exclude(review=Issue.Review.IGNORED)
+        sources = {"new": issues.filter(change=Issue.Change.NEW),
                    "fixed": GoneIssue.objects.filter(audit=audit, change=GoneIssue.Change.FIXED),
-                   "persisting": Issue.objects.filter(audit=audit, change=Issue.Change.PERSISTING),
+                   "persisting": issues.filter(change=Issue.Change.PERSISTING),
                    "unknown": GoneIssue.objects.filter(audit=audit, change=GoneIssue.Change.UNKNOWN)}
         for change in CHANGES:
             # A server-side cursor on PostgreSQL: 100,000 rows never sit in memory at once.
