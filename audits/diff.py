@@ -28,7 +28,7 @@ def _codes(codes) -> str:
 
 # Link issues are keyed on their anchor text too (one per link on a page), so
 # one whose anchor alone changed is the same broken link: matched on code, page
-# and target, through issue_audit_code, for the few link issues a key misses.
+# and target, through issue_audit_code_url, for the few link issues a key misses.
 ANCHORED_CODES = frozenset({"broken_link_internal", "broken_link_external", "broken_resource"})
 # The answers that say the URL is broken: one is fixed only by an answer that is not.
 BROKEN_ANSWER_CODES = frozenset({"http_4xx", "http_5xx", "fetch_failed"})
@@ -157,6 +157,14 @@ def same_issue(audit_id: int) -> Q:
     return Q(Exists(in_audit(audit_id))) | (Q(code__in=ANCHORED_CODES) & Q(Exists(same_link)))
 
 
+def marked_in(audit_ids: list[int], review: str) -> Q:
+    """Whether one of ``audit_ids`` has the outer issue (as ``same_issue`` matches it) marked ``review``."""
+    by_key = Issue.objects.filter(audit_id__in=audit_ids, key=OuterRef("key"), review=review)
+    same_link = Issue.objects.filter(audit_id__in=audit_ids, code=OuterRef("code"), url_hash=OuterRef("url_hash"),
+                                     target_url=OuterRef("target_url"), review=review)
+    return Q(Exists(by_key)) | (Q(code__in=ANCHORED_CODES) & Q(Exists(same_link)))
+
+
 def new_issues(audit: Audit, base: Audit):
     return Issue.objects.filter(audit=audit).exclude(same_issue(base.pk))
 
@@ -203,9 +211,10 @@ def record(audit: Audit) -> dict | None:
     """Write ``audit``'s diff against its baseline; run inside finalize's transaction.
 
     Idempotent: a second finalize replaces what the first wrote. Also carries
-    review forward: an issue ignored last time stays ignored, one reviewed last
-    time and still here is marked reviewed; then the site's ignore rules mark
-    the matching issues still open ignored (a first audit gets its rules too).
+    review forward: an issue ignored last time (or on a validation of last
+    time's, or the time before when last time missed it) stays ignored, one
+    reviewed last time and still here is marked reviewed; then the site's ignore
+    rules mark the matching issues still open ignored (a first audit gets its rules too).
     Returns the counts (None without a baseline).
     """
     base = baseline_for(audit)
@@ -217,16 +226,18 @@ def record(audit: Audit) -> dict | None:
         IgnoreRule.objects.apply_to(audit)
         audit.set_baseline(None, None)
         return None
-    same_key = in_audit(base.pk)
     issues.update(change=Case(When(same_issue(base.pk), then=Value(Issue.Change.PERSISTING)),
                               default=Value(Issue.Change.NEW)))
     # Ignored on a validation of the baseline is ignored too: that validation's rows are where a person did it.
-    checked_again = Audit.objects.filter(source_id=base.pk, mode=Audit.Mode.VALIDATE).values("pk")
-    ignored = Issue.objects.filter(Q(audit_id=base.pk) | Q(audit_id__in=checked_again), key=OuterRef("key"),
-                                   review=Issue.Review.IGNORED)
-    issues.filter(review=Issue.Review.OPEN).filter(Exists(ignored)).update(review=Issue.Review.IGNORED)
-    issues.filter(review=Issue.Review.OPEN).filter(Exists(same_key.filter(review=Issue.Review.REVIEWED))).update(
+    checked_again = list(Audit.objects.filter(source_id=base.pk, mode=Audit.Mode.VALIDATE).values_list("pk", flat=True))
+    issues.filter(review=Issue.Review.OPEN).filter(marked_in([base.pk, *checked_again], Issue.Review.IGNORED)).update(
+        review=Issue.Review.IGNORED)
+    issues.filter(review=Issue.Review.OPEN).filter(marked_in([base.pk], Issue.Review.REVIEWED)).update(
         review=Issue.Review.REVIEWED)
+    if base.baseline_id is not None:
+        # Missing from the baseline alone (its page failed that night, a smaller crawl): the run before it decides.
+        issues.filter(review=Issue.Review.OPEN, change=Issue.Change.NEW).filter(
+            marked_in([base.baseline_id], Issue.Review.IGNORED)).update(review=Issue.Review.IGNORED)
     # After the carried-forward decisions, so an issue a person reviewed stays reviewed.
     IgnoreRule.objects.apply_to(audit)
     params = _params(audit, base)

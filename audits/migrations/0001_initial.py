@@ -405,7 +405,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='issue',
-            index=models.Index(fields=['audit', 'code'], name='issue_audit_code'),
+            index=models.Index(fields=['audit', 'code', 'url_hash'], name='issue_audit_code_url'),
         ),
         migrations.AddIndex(
             model_name='issue',

@@ -145,7 +145,9 @@ class Issue(models.Model):
         indexes = [
             # Issue table filters and the summary by severity and code.
             models.Index(fields=["audit", "severity", "code"], name="issue_audit_severity_code"),
-            models.Index(fields=["audit", "code"], name="issue_audit_code"),
+            # ... and a link issue matched across audits by code, page and target (audits.diff.same_issue):
+            # with the page's hash in the index that is a few rows, not every issue of the code.
+            models.Index(fields=["audit", "code", "url_hash"], name="issue_audit_code_url"),
             # The issues of an audit in the order found (Meta.ordering, exports, the "found" sort).
             models.Index(fields=["audit", "id"], name="issue_audit_id"),
         ]

@@ -449,3 +449,28 @@ def test_an_audit_being_deleted_is_no_baseline(owner, site, fast_settings):
     Issue.objects.filter(audit=first).delete()
     second = completed_audit_of(owner, site)
     assert second.baseline_id is None and diff.totals(second.change_counts).get("new", 0) == 0
+
+
+def test_an_ignored_issue_missing_from_one_audit_is_still_ignored_when_it_comes_back(owner, site, fast_settings):
+    """Its page answered 503 one night: the next night's audit is compared with that one."""
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    mark(site, first, Issue.Review.IGNORED, BROKEN_404)
+    site.set(**{"/broken": (503, "down for the night")})
+    missed = completed_audit_of(owner, site)
+    assert BROKEN_404 not in reviews(site, missed)
+    site.set(**{"/broken": None})  # a 404 again
+    again = completed_audit_of(owner, site)
+    assert again.baseline_id == missed.pk
+    assert reviews(site, again)[BROKEN_404] == Issue.Review.IGNORED
+
+
+def test_a_broken_link_whose_anchor_text_alone_changed_keeps_its_triage(owner, site, fast_settings):
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    mark(site, first, Issue.Review.IGNORED, BROKEN_LINK)
+    status, body = html(site, "/", HOME_LINKS_1)
+    assert "go to /broken" in body
+    site.set(**{"/": (status, body.replace("go to /broken", "the page that is gone"))})
+    second = completed_audit_of(owner, site)
+    assert reviews(site, second)[BROKEN_LINK] == Issue.Review.IGNORED
