@@ -137,8 +137,17 @@ class Verdict:
 
 def checklist(audit: Audit, *, limit: int | None = None) -> list[Verdict]:
     """The validation's verdict on each re-checked issue: still there first, then unknown, then fixed."""
+    return list(verdicts(audit, limit=limit))
+
+
+# Verdicts read from the cursor this many at a time: a re-check of 100,000 issues never holds them all.
+FETCH_BATCH = 2000
+
+
+def verdicts(audit: Audit, *, limit: int | None = None) -> Iterator[Verdict]:
+    """``checklist``'s verdicts one at a time, for a report of any size."""
     if audit.mode != Audit.Mode.VALIDATE or audit.source_id is None:
-        return []
+        return
     sql = f"SELECT * FROM ({CHECKLIST_SQL}) AS v" + ORDER
     params = {"audit": audit.pk, "source": audit.source_id}
     if limit is not None:
@@ -146,7 +155,8 @@ def checklist(audit: Audit, *, limit: int | None = None) -> list[Verdict]:
         params["limit"] = limit
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [Verdict(*row) for row in cursor.fetchall()]
+        while rows := cursor.fetchmany(FETCH_BATCH):
+            yield from (Verdict(*row) for row in rows)
 
 
 def counts(audit: Audit) -> dict[str, int] | None:

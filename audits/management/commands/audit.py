@@ -550,7 +550,7 @@ class Report:
         self._stream(
             {"type": "validation", "result": v.result, "code": v.code, "severity": v.severity, "url": v.url,
              "target": v.target_url or None, "message": v.message, **({"why": v.why} if v.why else {})}
-            for v in validation.checklist(audit)
+            for v in validation.verdicts(audit)
         )
 
     def _stream(self, records) -> None:
