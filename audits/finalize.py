@@ -124,13 +124,16 @@ def run_finalize(audit_id: int) -> bool:
     if connection.vendor == "postgresql":
         # A fresh audit's rows have no planner statistics yet, and without them
         # PostgreSQL picks nested loops that turn the duplicate checks quadratic.
-        # Edges and frontier rows only for the columns the checks join and filter
-        # on: their URL and anchor text columns are most of the bytes to sample.
+        # Edges, frontier rows and issues only for the columns the checks and the
+        # diff join and filter on: their URL and text columns are most of the bytes
+        # to sample. Issues too: the diff's anti-join by key otherwise takes the
+        # audit's 100,000 issues for one and compares every pair (bench_diff).
         with connection.cursor() as cursor:
             cursor.execute(
                 "ANALYZE audits_page,"
                 " audits_linkedge (audit_id, source_hash, target_hash, tag, internal),"
-                " audits_frontierurl (audit_id, url_hash, in_sitemap, linked, skip_reason)"
+                " audits_frontierurl (audit_id, url_hash, in_sitemap, linked, skip_reason),"
+                " audits_issue (audit_id, key, code, url_hash)"
             )
     with transaction.atomic():
         _update_page_columns(audit)

@@ -154,7 +154,8 @@ class Plan:
         return (audit_id, digest(url(i)), url(i), kind, url(i), status, "[]", 0,
                 "text/html" if kind == "page" else "image/png", 20_000, 40, 90, 1 + i % 6,
                 title if html else "", "", url(i) if html else "", digest(url(i)) if html else "", 1, 400, "",
-                html and status == 200, False, content if html else "", 3, self.links, error, "", now)
+                html and status == 200, False, content if html else "", 3, self.links, error, "", now,
+                "", "", "", False)
 
     def issue(self, audit_id: int, k: int, *, new: bool, now) -> tuple:
         i = k % (self.pages + self.removed)
@@ -190,11 +191,37 @@ class Plan:
         new_keys = range(self.offset, self.issues + self.offset)
         crawled = {i for i in self.new_urls if not self.failed(i)}
         issues = {change: {s: 0 for s in SEVERITIES} for change in ("new", "persisting", "fixed", "unknown")}
+        # A broken link (every fifth key) is the same issue as one on the same page to the same target
+        # (audits.diff.same_issue); an issue ignored in the baseline stays ignored, and ignored ones are
+        # left out of every count.
+        span = self.pages + self.removed
+
+        def links(keys) -> dict[int, list[int]]:
+            found: dict[int, list[int]] = {}
+            for k in keys:
+                if CODES[k % 5] == "broken_link_internal":
+                    found.setdefault(k % span, []).append(k)
+            return found
+
+        def ignored(k: int) -> bool:
+            return k % 50 == 0  # the generator's baseline review
+
+        base_links, new_links = links(base_keys), links(new_keys)
         for k in new_keys:
-            issues["persisting" if k in base_keys else "new"][SEVERITIES[k % 3]] += 1
+            if k in base_keys:
+                change, was_ignored = "persisting", ignored(k)
+            elif k % 5 == 0 and k % span in base_links:
+                change, was_ignored = "persisting", any(ignored(b) for b in base_links[k % span])
+            else:
+                change, was_ignored = "new", False
+            if not was_ignored:
+                issues[change][SEVERITIES[k % 3]] += 1
         for k in base_keys:
-            if k not in new_keys:
-                issues["fixed" if k % (self.pages + self.removed) in crawled else "unknown"][SEVERITIES[k % 3]] += 1
+            if k in new_keys or (k % 5 == 0 and k % span in new_links) or ignored(k):
+                continue
+            # A page's own issue is fixed only on a page that answered 2xx this time (every 97th is a 404 now).
+            answered = k % span in crawled and (k % 5 == 0 or (k % span) % 97 != 0)
+            issues["fixed" if answered else "unknown"][SEVERITIES[k % 3]] += 1
         base_pages = {i for i in self.base_urls if self.kind(i) == "page"}
         new_pages = {i for i in self.new_urls if self.kind(i) == "page"}
         found = set(self.in_frontier) | set(self.only_linked)
@@ -233,14 +260,15 @@ PAGE_COLUMNS = ["audit_id", "url_hash", "url", "kind", "final_url", "status_code
                 "redirect_count", "content_type", "size_bytes", "ttfb_ms", "total_ms", "depth", "title",
                 "description", "canonical", "canonical_hash", "h1_count", "word_count", "robots", "indexable",
                 "in_sitemap", "content_hash", "inlinks", "outlinks", "fetch_error", "fetch_error_detail",
-                "crawled_at"]
+                "crawled_at", "etag", "last_modified", "body_hash", "rendered"]
 
 
 # Finalize's own statistics pass (audits.finalize.run_finalize), run before it calls diff.record.
 FINALIZE_ANALYZE = (
     "ANALYZE audits_page,"
     " audits_linkedge (audit_id, source_hash, target_hash, tag, internal),"
-    " audits_frontierurl (audit_id, url_hash, in_sitemap, linked, skip_reason)"
+    " audits_frontierurl (audit_id, url_hash, in_sitemap, linked, skip_reason),"
+    " audits_issue (audit_id, key, code, url_hash)"
 )
 
 
@@ -303,7 +331,7 @@ def explain(audit, base) -> None:
     print("\n-- review carried forward")
     print(issues.filter(review="open").filter(Exists(same_key.filter(review="ignored"))).explain())
     prefix = "EXPLAIN QUERY PLAN " if connection.vendor == "sqlite" else "EXPLAIN "
-    params = {"audit": audit.pk, "base": base.pk}
+    params = diff._params(audit, base)
     for name, sql in (("gone issues", diff.GONE_ISSUES_SQL), ("page changes", diff.PAGE_CHANGES_SQL)):
         print(f"\n-- {name}")
         with connection.cursor() as cursor:
