@@ -98,6 +98,9 @@ GONE_ISSUES_SQL = f"""
 # A link past the depth limit or the patterns never enters the frontier, so the
 # audit's link edges count too: grouped by target once (edges have no index by
 # target), then joined, which both databases do as one hash or indexed pass.
+# An audit crawled within narrower limits than its baseline (a smaller depth or
+# page limit, other patterns) calls no page removed: pages beyond the new limits
+# are not linked from any page it crawled, yet they need not be gone.
 _PAGE_COLUMNS = "change, url_hash, url, status_before, status_after, title_before, title_after, " \
                 "canonical_before, canonical_after, indexable_before, indexable_after, content_changed"
 PAGE_CHANGES_SQL = f"""
@@ -114,7 +117,7 @@ PAGE_CHANGES_SQL = f"""
         FROM audits_page b
         LEFT JOIN (SELECT e.target_hash FROM audits_linkedge e WHERE e.audit_id = %(audit)s
                    GROUP BY e.target_hash) l ON l.target_hash = b.url_hash
-        WHERE b.audit_id = %(base)s AND b.kind = 'page' AND l.target_hash IS NULL
+        WHERE b.audit_id = %(base)s AND b.kind = 'page' AND l.target_hash IS NULL AND NOT %(narrower)s
           AND NOT EXISTS (SELECT 1 FROM audits_page a WHERE a.audit_id = %(audit)s AND a.url_hash = b.url_hash)
           AND NOT EXISTS (SELECT 1 FROM audits_frontierurl f
                           WHERE f.audit_id = %(audit)s AND f.url_hash = b.url_hash)
@@ -134,8 +137,11 @@ PAGE_CHANGES = ("added", "removed", "changed")
 
 
 def _params(audit: Audit, base: Audit) -> dict:
-    """The two audits, and whether ``audit`` re-ran only part of the checks (a validation)."""
-    return {"audit": audit.pk, "base": base.pk, "partial": audit.mode == Audit.Mode.VALIDATE}
+    """The two audits, whether ``audit`` re-ran only part of the checks (a validation), and whether
+    it crawled within narrower limits than ``base`` (PAGE_CHANGES_SQL's removed pages)."""
+    narrower = (audit.max_depth < base.max_depth or audit.max_pages < base.pages_crawled
+                or (audit.include_patterns, audit.exclude_patterns) != (base.include_patterns, base.exclude_patterns))
+    return {"audit": audit.pk, "base": base.pk, "partial": audit.mode == Audit.Mode.VALIDATE, "narrower": narrower}
 
 
 def baseline_for(audit: Audit) -> Audit | None:

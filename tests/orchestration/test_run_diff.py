@@ -474,3 +474,17 @@ def test_a_broken_link_whose_anchor_text_alone_changed_keeps_its_triage(owner, s
     site.set(**{"/": (status, body.replace("go to /broken", "the page that is gone"))})
     second = completed_audit_of(owner, site)
     assert reviews(site, second)[BROKEN_LINK] == Issue.Review.IGNORED
+
+
+def test_pages_beyond_a_lowered_depth_limit_are_not_called_removed(owner, site, fast_settings):
+    site.set(**{"/": html(site, "/", ["/1"]), "/1": html(site, "/1", ["/2"]), "/2": html(site, "/2", ["/3"]),
+                "/3": html(site, "/3", ["/"])})
+    completed_audit_of(owner, site, max_depth=5)
+    shallow = completed_audit_of(owner, site, max_depth=1)
+    assert not PageChange.objects.filter(audit=shallow, change=PageChange.Change.REMOVED).exists()
+    deep_again = completed_audit_of(owner, site, max_depth=5)
+    site.set(**{"/2": html(site, "/2", ["/"])})  # /3 unlinked: removed, at the same limits
+    completed = completed_audit_of(owner, site, max_depth=5)
+    assert deep_again.baseline_id == shallow.pk
+    assert set(PageChange.objects.filter(audit=completed, change=PageChange.Change.REMOVED)
+               .values_list("url", flat=True)) == {site.url("/3")}
