@@ -488,3 +488,18 @@ def test_pages_beyond_a_lowered_depth_limit_are_not_called_removed(owner, site, 
     assert deep_again.baseline_id == shallow.pk
     assert set(PageChange.objects.filter(audit=completed, change=PageChange.Change.REMOVED)
                .values_list("url", flat=True)) == {site.url("/3")}
+
+
+@pytest.mark.parametrize(("twin_now", "verdict"), [((503, "down for the night"), "unknown"), (None, "fixed")],
+                         ids=["twin-failed", "twin-gone"])
+def test_a_duplicate_title_is_unknown_while_the_page_sharing_it_did_not_answer(owner, site, fast_settings,
+                                                                               twin_now, verdict):
+    same = "The same title on two pages of the editable site"
+    site.set(**{"/": html(site, "/", ["/a", "/b"]), "/a": html(site, "/a", ["/"], title=same),
+                "/b": html(site, "/b", ["/"], title=same)})
+    first = completed_audit_of(owner, site)
+    assert Issue.objects.filter(audit=first, code="title_duplicate", url=site.url("/a")).exists()
+    site.set(**{"/b": twin_now})
+    second = completed_audit_of(owner, site)
+    gone = GoneIssue.objects.get(audit=second, code="title_duplicate", url=site.url("/a"))
+    assert gone.change == verdict
