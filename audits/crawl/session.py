@@ -88,6 +88,12 @@ def login_form(audit: Audit, access: SiteAccess | None) -> LoginForm | None:
     return login
 
 
+def record_start_login(audit: Audit, cookies: dict[str, str]) -> None:
+    """Store the start step's login as the audit's first, however often the start ran (a worker killed in
+    it is run again): a crawl then still has its one login to renew an expired session with."""
+    AuditSession.objects.update_or_create(audit=audit, defaults={"cookies": seal(json.dumps(cookies)), "logins": 1})
+
+
 def record_login(audit: Audit, cookies: dict[str, str], after: int | None = None) -> bool:
     """Store a login's cookies; False when the audit has used its logins (the session keeps expiring).
 

@@ -52,7 +52,14 @@ from .admission import template_digest
 from .chunk import claim, internal_test
 from .progress import advance
 from .rendering import browser, render_if_needed
-from .session import SessionLost, logged_in, moved_problem, open_session, record_login, start_login
+from .session import (
+    SessionLost,
+    logged_in,
+    moved_problem,
+    open_session,
+    record_start_login,
+    start_login,
+)
 from .setup import CrawlSetup, crawl_patterns, crawl_setup, site_access
 from .writer import ChunkWriter
 
@@ -103,7 +110,7 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         return
     outcome = crawl_loop.run(_explore(audit, start_url, setup, settings.Q_CLUSTER["timeout"] * START_SHARE))
     if outcome.cookies is not None and not outcome.error_code:
-        record_login(audit, outcome.cookies)
+        record_start_login(audit, outcome.cookies)
     if outcome.error_code:
         if outcome.robots is not None:  # robots.txt unreachable: the failure is the site's issue too
             with transaction.atomic():

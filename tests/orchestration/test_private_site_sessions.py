@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 from werkzeug.wrappers import Response
 
+from audits.crawl import start
 from audits.crawl.bridge import run_with_db_here
 from audits.crawl.resume import run_resume
 from audits.crawl.session import SessionKeeper
@@ -16,6 +17,7 @@ from audits.crawl.start import run_start
 from audits.dispatch import InlineDispatcher
 from audits.inline import run_audit_inline, run_steps
 from audits.models import Audit, Page, SiteAccess
+from audits.models.site_access import AuditSession
 from crawler.fetch import Fetcher
 from tests.factories import make_audit
 from tests.login_site import PASSWORD, USER, LoginSite, page
@@ -172,3 +174,26 @@ def test_a_chunk_whose_session_another_chunk_renewed_takes_the_new_session_and_s
 
     assert (renewed.status, taken.status) == (200, 200)
     assert site.logins == 2  # the start's and one renewal, for both chunks
+
+
+def test_a_start_run_again_after_its_worker_died_spends_one_login_not_two(owner, fast_settings, monkeypatch):
+    """The crawl keeps its one login to renew an expired session with."""
+    class WorkerDied(Exception):
+        pass
+
+    stored = start.record_start_login
+
+    def store_then_die(audit, cookies):
+        stored(audit, cookies)
+        raise WorkerDied  # after the login was stored, before the start was done
+
+    with LoginSite() as site:
+        audit = audit_of(owner, site)
+        monkeypatch.setattr(start, "record_start_login", store_then_die)
+        with pytest.raises(WorkerDied):
+            run_start(audit.pk, InlineDispatcher())
+        monkeypatch.setattr(start, "record_start_login", stored)
+        run_start(audit.pk, InlineDispatcher())
+        logins = site.logins
+    assert logins == 2
+    assert AuditSession.objects.get(audit=audit).logins == 1
