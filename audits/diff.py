@@ -152,7 +152,7 @@ PAGE_CHANGES = ("added", "removed", "changed")
 def _params(audit: Audit, base: Audit) -> dict:
     """The two audits, whether ``audit`` re-ran only part of the checks (a validation), and whether
     it crawled within narrower limits than ``base`` (PAGE_CHANGES_SQL's removed pages)."""
-    narrower = (audit.max_depth < base.max_depth or audit.max_pages < base.pages_crawled
+    narrower = (audit.max_depth < base.max_depth or audit.max_pages < base.max_pages
                 or (audit.include_patterns, audit.exclude_patterns) != (base.include_patterns, base.exclude_patterns))
     return {"audit": audit.pk, "base": base.pk, "partial": audit.mode == Audit.Mode.VALIDATE, "narrower": narrower}
 

@@ -503,3 +503,11 @@ def test_a_duplicate_title_is_unknown_while_the_page_sharing_it_did_not_answer(o
     second = completed_audit_of(owner, site)
     gone = GoneIssue.objects.get(audit=second, code="title_duplicate", url=site.url("/a"))
     assert gone.change == verdict
+
+
+def test_pages_beyond_a_lowered_page_limit_are_not_called_removed(owner, site, fast_settings):
+    site.set(**{"/": html(site, "/", ["/1"]), "/1": html(site, "/1", ["/2"]), "/2": html(site, "/2", ["/3"]),
+                "/3": html(site, "/3", ["/"])})
+    completed_audit_of(owner, site, max_pages=100)
+    small = completed_audit_of(owner, site, max_pages=2)
+    assert not PageChange.objects.filter(audit=small, change=PageChange.Change.REMOVED).exists()
