@@ -476,9 +476,14 @@ def test_a_broken_link_whose_anchor_text_alone_changed_keeps_its_triage(owner, s
     assert reviews(site, second)[BROKEN_LINK] == Issue.Review.IGNORED
 
 
-def test_pages_beyond_a_lowered_depth_limit_are_not_called_removed(owner, site, fast_settings):
+def chain(site: EditableSite) -> None:
+    """/ links /1, /1 links /2, /2 links /3: each a click deeper."""
     site.set(**{"/": html(site, "/", ["/1"]), "/1": html(site, "/1", ["/2"]), "/2": html(site, "/2", ["/3"]),
                 "/3": html(site, "/3", ["/"])})
+
+
+def test_pages_beyond_a_lowered_depth_limit_are_not_called_removed(owner, site, fast_settings):
+    chain(site)
     completed_audit_of(owner, site, max_depth=5)
     shallow = completed_audit_of(owner, site, max_depth=1)
     assert not PageChange.objects.filter(audit=shallow, change=PageChange.Change.REMOVED).exists()
@@ -506,8 +511,7 @@ def test_a_duplicate_title_is_unknown_while_the_page_sharing_it_did_not_answer(o
 
 
 def test_pages_beyond_a_lowered_page_limit_are_not_called_removed(owner, site, fast_settings):
-    site.set(**{"/": html(site, "/", ["/1"]), "/1": html(site, "/1", ["/2"]), "/2": html(site, "/2", ["/3"]),
-                "/3": html(site, "/3", ["/"])})
+    chain(site)
     completed_audit_of(owner, site, max_pages=100)
     small = completed_audit_of(owner, site, max_pages=2)
     assert not PageChange.objects.filter(audit=small, change=PageChange.Change.REMOVED).exists()
