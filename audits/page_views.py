@@ -62,8 +62,9 @@ def page_list(request, audit):
         pages = pages.filter(STATUS_CLASSES[filters["status"]])
     if filters["type"]:
         pages = pages.filter(content_type__istartswith=filters["type"])
-    # isdigit() alone accepts "²" and other digits int() refuses: ASCII digits only.
-    if filters["depth"].isascii() and filters["depth"].isdigit():
+    # isdigit() alone accepts "²" and other digits int() refuses: ASCII digits only, and few
+    # (int() refuses thousands of digits; no crawl goes five digits deep).
+    if filters["depth"].isascii() and filters["depth"].isdigit() and len(filters["depth"]) <= 5:
         pages = pages.filter(depth=int(filters["depth"]))
     if filters["q"]:
         pages = pages.filter(url__icontains=filters["q"])
