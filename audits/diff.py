@@ -169,19 +169,12 @@ def in_audit(audit_id: int):
     return Issue.objects.filter(audit_id=audit_id, key=OuterRef("key"))
 
 
-def same_issue(audit_id: int) -> Q:
-    """Whether ``audit_id`` has the outer issue: by key, or a link issue by code, page and target (SAME_LINK_SQL)."""
-    same_link = Issue.objects.filter(audit_id=audit_id, code=OuterRef("code"), url_hash=OuterRef("url_hash"),
-                                     target_url=OuterRef("target_url"))
-    return Q(Exists(in_audit(audit_id))) | (Q(code__in=ANCHORED_CODES) & Q(Exists(same_link)))
-
-
-def marked_in(audit_ids: list[int], review: str) -> Q:
-    """Whether one of ``audit_ids`` has the outer issue (as ``same_issue`` matches it) marked ``review``."""
-    by_key = Issue.objects.filter(audit_id__in=audit_ids, key=OuterRef("key"), review=review)
-    same_link = Issue.objects.filter(audit_id__in=audit_ids, code=OuterRef("code"), url_hash=OuterRef("url_hash"),
-                                     target_url=OuterRef("target_url"), review=review)
-    return Q(Exists(by_key)) | (Q(code__in=ANCHORED_CODES) & Q(Exists(same_link)))
+def same_issue(audit_id: int, **marked) -> Q:
+    """Whether ``audit_id`` has the outer issue (``marked`` so, e.g. ``review="ignored"``): by key, or a
+    link issue by code, page and target (SAME_LINK_SQL)."""
+    there = Issue.objects.filter(audit_id=audit_id, **marked)
+    same_link = there.filter(code=OuterRef("code"), url_hash=OuterRef("url_hash"), target_url=OuterRef("target_url"))
+    return Q(Exists(there.filter(key=OuterRef("key")))) | (Q(code__in=ANCHORED_CODES) & Q(Exists(same_link)))
 
 
 def new_issues(audit: Audit, base: Audit):
@@ -247,16 +240,16 @@ def record(audit: Audit) -> dict | None:
         return None
     issues.update(change=Case(When(same_issue(base.pk), then=Value(Issue.Change.PERSISTING)),
                               default=Value(Issue.Change.NEW)))
-    # Ignored on a validation of the baseline is ignored too: that validation's rows are where a person did it.
-    checked_again = list(Audit.objects.filter(source_id=base.pk, mode=Audit.Mode.VALIDATE).values_list("pk", flat=True))
-    issues.filter(review=Issue.Review.OPEN).filter(marked_in([base.pk, *checked_again], Issue.Review.IGNORED)).update(
-        review=Issue.Review.IGNORED)
-    issues.filter(review=Issue.Review.OPEN).filter(marked_in([base.pk], Issue.Review.REVIEWED)).update(
-        review=Issue.Review.REVIEWED)
+    # Ignored on a validation of the baseline is ignored on the baseline: that validation's rows are where a
+    # person did it.
+    if base.adopt_validation_ignores():
+        base.rescore()
+    for review in (Issue.Review.IGNORED, Issue.Review.REVIEWED):
+        issues.filter(review=Issue.Review.OPEN).filter(same_issue(base.pk, review=review)).update(review=review)
     if base.baseline_id is not None:
         # Missing from the baseline alone (its page failed that night, a smaller crawl): the run before it decides.
         issues.filter(review=Issue.Review.OPEN, change=Issue.Change.NEW).filter(
-            marked_in([base.baseline_id], Issue.Review.IGNORED)).update(review=Issue.Review.IGNORED)
+            same_issue(base.baseline_id, review=Issue.Review.IGNORED)).update(review=Issue.Review.IGNORED)
     # After the carried-forward decisions, so an issue a person reviewed stays reviewed.
     IgnoreRule.objects.apply_to(audit)
     params = _params(audit, base)

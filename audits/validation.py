@@ -45,10 +45,7 @@ def settle_ignores(source: Audit) -> int:
     the next validation of ``source`` re-checks what is open in it. So both
     are carried to ``source`` first: ignored stays ignored.
     """
-    changed = IgnoreRule.objects.apply_to(source)
-    since = Issue.objects.filter(audit__source=source, audit__mode=Audit.Mode.VALIDATE, review=Issue.Review.IGNORED)
-    changed += Issue.objects.filter(audit=source, review=Issue.Review.OPEN, key__in=since.values("key")).update(
-        review=Issue.Review.IGNORED)
+    changed = IgnoreRule.objects.apply_to(source) + source.adopt_validation_ignores()
     if changed:
         source.rescore()
     return changed

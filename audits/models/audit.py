@@ -405,6 +405,16 @@ class Audit(models.Model):
             changes["change_counts"] = stored_counts(self)
         self._store(**changes)
 
+    def adopt_validation_ignores(self) -> int:
+        """Mark ignored this audit's open issues a person ignored on a validation of it; how many changed.
+
+        The caller rescores (``rescore``) when any did.
+        """
+        Review = self.issues.model.Review
+        ignored = self.issues.model.objects.filter(audit__source=self, audit__mode=self.Mode.VALIDATE,
+                                                   review=Review.IGNORED)
+        return self.issues.filter(review=Review.OPEN, key__in=ignored.values("key")).update(review=Review.IGNORED)
+
     def set_review(self, issues, review: str) -> int:
         """Mark ``issues`` (a queryset; only this audit's count) reviewed, ignored or open; returns how many changed.
 
