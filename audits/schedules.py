@@ -149,8 +149,7 @@ def _mode_fields(site: Site) -> dict:
     """A delta site's run reuses its last completed audit; its first run, with none, is a full crawl."""
     if site.scheduled_mode != Audit.Mode.DELTA:
         return {}
-    last = (site.audits.filter(status=Audit.Status.COMPLETED, deleting=False).exclude(mode=Audit.Mode.VALIDATE)
-            .order_by("-pk").first())
+    last = Audit.comparable().filter(site=site).order_by("-pk").first()
     return follow_up_fields(last, Audit.Mode.DELTA) if last else {}
 
 

@@ -191,7 +191,7 @@ def site_rule_add(request, site):
     # The latest audit, and the latest complete one the site's list and trend show when that is a validation
     # or still running.
     latest = site.audits.order_by("-pk").first()
-    shown = site.audits.filter(status=Audit.Status.COMPLETED).exclude(mode=Audit.Mode.VALIDATE).order_by("-pk").first()
+    shown = Audit.comparable().filter(site=site).order_by("-pk").first()
     targets = list({a.pk: a for a in (latest, shown) if a is not None}.values())
     changed = 0
     for audit in targets:

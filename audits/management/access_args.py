@@ -112,18 +112,18 @@ def _login(opts: dict, start_url: str) -> dict:
         raise CommandError("--login-url needs --login-success, a pattern the page after logging in matches.",
                            returncode=2)
     _within(opts["login_success"], "login_success", "--login-success")
-    _within(opts.get("logout_pattern") or "", "logout_pattern", "--logout-pattern")
     try:
-        compile_patterns([opts["login_success"], opts.get("logout_pattern") or ""])
+        compile_patterns([opts["login_success"]])
     except ValueError as exc:
-        raise CommandError(f"--login-success / --logout-pattern: {exc}", returncode=2) from None
+        raise CommandError(f"--login-success: {exc}", returncode=2) from None
+    logout = _logout_pattern(opts)
     fields = {_within(name, "login_user_field", "--login-field (name)"): _within(value, "login_user", "--login-field")
               for name, value in (_pair(text, "--login-field") for text in opts.get("login_field") or [])}
     secrets = {_within(name, "login_password_field", "--login-secret-field (name)"):
                _within(_env(var, "--login-secret-field"), "login_password", f"--login-secret-field {var}")
                for name, var in (_pair(text, "--login-secret-field") for text in opts.get("login_secret_field") or [])}
     return {"url": url, "fields": fields, "secrets": secrets, "success": opts["login_success"],
-            "logout": opts.get("logout_pattern") or ""}
+            "logout": logout}
 
 
 def save_access(site: Site, access: dict) -> SiteAccess:

@@ -36,8 +36,7 @@ def source_from_options(opts, owner, start_url: str) -> Audit | None:
         raise CommandError("--threshold cannot be given with --mode validate: a validation judges by the "
                            "thresholds of the audit it re-checks", returncode=2)
     if given == PREVIOUS:
-        source = (Audit.objects.filter(owner=owner, site__start_url=start_url, status=Audit.Status.COMPLETED,
-                                       deleting=False).exclude(mode=Audit.Mode.VALIDATE).order_by("-pk").first())
+        source = Audit.comparable().filter(owner=owner, site__start_url=start_url).order_by("-pk").first()
         if source is None:
             raise CommandError(f"--from {PREVIOUS}: no completed audit of {start_url} to start from", returncode=2)
         return source

@@ -441,11 +441,15 @@ class Audit(models.Model):
     def thresholds_described(self) -> list[str]:
         return described(self.thresholds)
 
+    @classmethod
+    def comparable(cls):
+        """Audits a later one may compare with or start from: completed whole crawls.
+
+        Not a validation, which re-checked a few URLs (compared with it, every other
+        page would look new), nor one being deleted, whose issues go first.
+        """
+        return cls.objects.filter(status=cls.Status.COMPLETED, deleting=False).exclude(mode=cls.Mode.VALIDATE)
+
     def previous_completed(self) -> Audit | None:
         """The site's last completed audit created before this one: what "since last time" means."""
-        # A validation re-checked a few URLs: compared with it, every other page would look new.
-        # One being deleted loses its issues first: compared with it, every issue would look new.
-        return (Audit.objects.filter(site_id=self.site_id, status=self.Status.COMPLETED, pk__lt=self.pk,
-                                     deleting=False)
-                .exclude(mode=self.Mode.VALIDATE)
-                .order_by("-pk").first())
+        return Audit.comparable().filter(site_id=self.site_id, pk__lt=self.pk).order_by("-pk").first()
