@@ -150,7 +150,8 @@ def run_finalize(audit_id: int) -> bool:
         # Before the frontier goes: the diff reads it to tell "removed" from "not reached".
         diff.record(audit)
         audit.recount()
-        audit.rescore()  # without ignored issues (the diff's carried-forward and rules), and the score
+        # Without ignored issues (the diff's carried-forward and rules), and the score; the diff counted its changes.
+        audit.rescore(recount_changes=False)
         # Scratch state no screen needs. Link edges stay (inlinks, links.csv), and
         # so do the chunk rows: one per chunk, they are the record of its attempts.
         FrontierURL.objects.filter(audit=audit).delete()

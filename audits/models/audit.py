@@ -382,7 +382,7 @@ class Audit(models.Model):
                            .annotate(n=Count("id")).order_by())
         return {f"issues_{severity}": by_severity.get(severity, 0) for severity in Severity.values}
 
-    def rescore(self) -> None:
+    def rescore(self, *, recount_changes: bool = True) -> None:
         """Issue counters without ignored issues, and the health score (audits.score).
 
         Run at finalize after ``recount`` and after every triage change, so the
@@ -400,8 +400,9 @@ class Audit(models.Model):
         finished = self.status in (self.Status.FINALIZING, self.Status.COMPLETED) and self.mode != self.Mode.VALIDATE
         changes = self._issue_counts()
         changes["score"] = compute(self) if finished else None
-        if self.change_counts is not None:
+        if recount_changes and self.change_counts is not None:
             # What changed since the baseline leaves out what is ignored, as the lists it links to do.
+            # Finalize passes False: audits.diff.record has just counted them.
             changes["change_counts"] = stored_counts(self)
         self._store(**changes)
 
