@@ -13,7 +13,7 @@ import base64
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from urllib.parse import urljoin
+from urllib.parse import urldefrag, urlencode, urljoin, urlsplit, urlunsplit
 
 import httpx
 from lxml import etree
@@ -156,8 +156,17 @@ class LoginForm:
     success: str  # a regex; the page after the post must match it
 
 
-def form_to_post(body: bytes, page_url: str, fields: Mapping[str, str]) -> tuple[str, list[tuple[str, str]]]:
-    """Where to post the login form on ``page_url`` and what: its own inputs, ``fields`` filled in.
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """What a browser sends when a person presses Enter in the login form: ``method`` ``url``, ``data`` urlencoded."""
+
+    method: str  # "POST", or "GET" with ``data`` as the query of ``url``
+    url: str
+    data: list[tuple[str, str]]
+
+
+def form_to_submit(body: bytes, page_url: str, fields: Mapping[str, str]) -> Submission:
+    """How to submit the login form on ``page_url``: its own inputs, ``fields`` filled in.
 
     The form is the one holding most of ``fields``' names, a password input
     deciding a tie (a newsletter form asking for the same email comes second);
@@ -184,8 +193,37 @@ def form_to_post(body: bytes, page_url: str, fields: Mapping[str, str]) -> tuple
     if form is None:
         raise ValueError(f"No login form found at {page_url}.")
     # What a browser would submit (lxml's form_values: checked boxes, chosen options, no disabled
-    # fields or submit buttons), with ``fields`` in place of the form's own values for those names.
+    # fields, no submit, image, reset or file inputs; a plain button is never sent either), then
+    # the default button that pressing Enter submits with, ``fields`` in place of the page's values.
+    for element in form.iter("input"):
+        if (element.get("type") or "").strip().lower() == "button":
+            element.set("disabled", "")  # our own copy of the page: form_values then leaves it out
     values = [(name, value) for name, value in form.form_values() if name not in fields]
+    values.extend(pair for pair in _default_button(form) if pair[0] not in fields)
     values.extend(fields.items())
     action = urljoin(page_url, (form.get("action") or "").strip() or page_url)
-    return action, values
+    # HTML's form methods: post, get (also the default and what an unknown value means), and dialog, which sends nothing.
+    method = (form.get("method") or "get").strip().lower()
+    if method == "dialog":
+        raise ValueError(f"The login form at {page_url} only closes a dialog; it sends nothing to the site.")
+    if method != "post":
+        return Submission("GET", urlunsplit(urlsplit(action)._replace(query=urlencode(values), fragment="")), values)
+    return Submission("POST", urldefrag(action).url, values)
+
+
+def _default_button(form) -> list[tuple[str, str]]:
+    """The name and value the form's first submit button adds (HTML's implicit submission); none for a nameless one.
+
+    A ``<button>`` submits unless its type says otherwise; an image button
+    sends the point clicked, ``name.x`` and ``name.y``.
+    """
+    for element in form.iter("input", "button"):
+        kind = (element.get("type") or "").strip().lower()
+        if element.tag == "button" and kind not in ("reset", "button") or kind in ("submit", "image"):
+            if "disabled" in element.attrib:
+                return []
+            name = element.get("name") or ""
+            if kind == "image":
+                return [(f"{name}.x" if name else "x", "0"), (f"{name}.y" if name else "y", "0")]
+            return [(name, element.get("value") or "")] if name else []
+    return []

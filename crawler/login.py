@@ -1,7 +1,7 @@
 """Logging in through a site's form once, at the start of a crawl, for its session cookies.
 
 The login page is fetched (its cookies kept, a CSRF cookie among them), its
-form filled (``credentials.form_to_post``) and posted; every hop's Set-Cookie is
+form filled (``credentials.form_to_submit``) and sent as a browser would; every hop's Set-Cookie is
 kept while redirects are walked, and the page the login ends on must match the
 site's success pattern. Every step stays on the site's own origin: a login that
 redirects elsewhere has failed, and nothing of it is sent there.
@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlencode, urljoin
 import httpx
 
 from .charset import decode_text
-from .credentials import Credentials, LoginForm, form_to_post
+from .credentials import Credentials, LoginForm, form_to_submit
 from .request_url import origin
 from .types import FetchResult
 from .urls import compile_patterns
@@ -83,14 +83,14 @@ async def _walk(fetcher, method: str, url: str, jar: dict[str, str], home, base:
         try:
             there = origin(httpx.URL(url))
         except httpx.InvalidURL:
-            raise LoginFailed(f"The login was sent to {url[:200]}, which is no valid address.") from None
+            raise LoginFailed(f"The login was sent to {_shown(url)[:200]}, which is no valid address.") from None
         if there != home:
-            raise LoginFailed(f"The login left the site for {url}; nothing was sent there.")
+            raise LoginFailed(f"The login left the site for {_shown(url)}; nothing was sent there.")
         fetcher.credentials = base.with_cookies(jar) if base else Credentials.for_site(url, cookies=jar)
         headers = [(b"Referer", referer.encode())] if referer else []
         result = await fetcher.send(method, url, headers=headers, form=form)
         if result.error is not None:
-            raise LoginFailed(f"{method} {url} failed: {result.error_detail or result.error}")
+            raise LoginFailed(f"{method} {_shown(url)} failed: {result.error_detail or result.error}")
         read_cookies(jar, result.set_cookies)
         location = result.headers.get("location") if result.status in (301, 302, 303, 307, 308) else None
         if not location:
@@ -123,16 +123,17 @@ async def _log_in(fetcher, login: LoginForm, base: Credentials | None) -> dict[s
     if page.status is None or page.status >= 400:
         raise LoginFailed(f"The login page {login.url} answered {page.status}.")
     try:
-        action, data = form_to_post(page.body or b"", page.final_url or login.url, dict(login.fields))
+        sent = form_to_submit(page.body or b"", page.final_url or login.url, dict(login.fields))
     except ValueError as exc:
         raise LoginFailed(str(exc)) from None
-    done = await _walk(fetcher, "POST", action, jar, home, base, form=urlencode(data).encode(),
-                       referer=page.final_url or login.url)
+    form = urlencode(sent.data).encode() if sent.method == "POST" else None
+    done = await _walk(fetcher, sent.method, sent.url, jar, home, base, form=form, referer=page.final_url or login.url)
     text = decode_text(done.body or b"", done.charset)
     success = compile_patterns([login.success])[0] if login.success.strip() else None
     if done.status is None or done.status >= 400 or (success is not None and not success.search(text)):
-        raise LoginFailed(f"The page after logging in ({done.final_url}, status {done.status}) "
-                          "does not match the success pattern: check the user name, password and pattern.")
+        how = "" if sent.method == "POST" else " The form has no method=\"post\", so it was sent as a GET, as a browser would."
+        raise LoginFailed(f"The page after logging in ({_shown(done.final_url)}, status {done.status}) "
+                          f"does not match the success pattern: check the user name, password and pattern.{how}")
     if not jar:
         raise LoginFailed("The login set no cookie, so there is no session to crawl with.")
     return jar
@@ -158,3 +159,8 @@ def is_login_page(url: str, login_url: str) -> bool:
         return False
     params = set(parse_qsl(landed.query.decode(), keep_blank_values=True))
     return all(pair in params for pair in parse_qsl(want.query.decode(), keep_blank_values=True))
+
+
+def _shown(url: str | None) -> str:
+    """``url`` for a message, without its query: a form sent as a GET carries the password there."""
+    return (url or "").split("#", 1)[0].split("?", 1)[0]

@@ -14,9 +14,10 @@ from tests.loopback import Loopback
 USER, PASSWORD = "ann", "s3cret-pass"
 
 LOGIN_FORM = """<!doctype html><html><head><title>Log in</title></head><body>
-<form method="post" action="/login/">
+<form method="{method}" action="/login/">
 <input type="hidden" name="csrf" value="{csrf}">
-<input name="username"><input type="password" name="password"><button>Log in</button>
+<input name="username"><input type="password" name="password"><input type="button" name="show" value="Show">
+<button name="{button}" value="1">Log in</button>
 </form></body></html>"""
 
 
@@ -29,10 +30,14 @@ def page(title: str, links: list[str]) -> str:
 
 class LoginSite(Loopback):
     """``mode`` is "form" (cookie login) or "basic" (HTTP basic auth). ``session_uses``:
-    a session expires after that many pages (None: never)."""
+    a session expires after that many pages (None: never). ``form_method``: the login form's
+    method ("get" reads the fields from the query). ``button``: the name of the form's submit
+    button, which the site then requires, as PHP scripts checking ``isset($_POST['login'])`` do."""
 
-    def __init__(self, mode: str = "form", pages: int = 6, external: str = "", session_uses: int | None = None):
+    def __init__(self, mode: str = "form", pages: int = 6, external: str = "", session_uses: int | None = None,
+                 form_method: str = "post", button: str = ""):
         self.mode, self.pages, self.external, self.session_uses = mode, pages, external, session_uses
+        self.form_method, self.button = form_method, button
         self.log: list[tuple[str, str, dict[str, str]]] = []  # (method, path, headers)
         self.sessions: dict[str, int] = {}
         self.logins = 0
@@ -84,15 +89,16 @@ class LoginSite(Loopback):
         return self._page(request.path)
 
     def _login(self, request: Request) -> Response:
-        if request.method == "GET":
+        form = request.args if self.form_method == "get" else request.form
+        if request.method == "GET" and "username" not in form:
             csrf = secrets.token_hex(8)
-            response = Response(LOGIN_FORM.format(csrf=csrf), content_type="text/html")
+            response = Response(self._form(csrf), content_type="text/html")
             response.set_cookie("csrftoken", csrf, expires="Wed, 21 Oct 2037 07:28:00 GMT")
             return response
-        form = request.form
-        if (form.get("csrf") != request.cookies.get("csrftoken") or form.get("username") != USER
-                or form.get("password") != PASSWORD):
-            return Response(LOGIN_FORM.format(csrf="x") + "Wrong user name or password", content_type="text/html")
+        if (request.method != self.form_method.upper() or form.get("csrf") != request.cookies.get("csrftoken")
+                or form.get("username") != USER or form.get("password") != PASSWORD or "show" in form
+                or (self.button and form.get(self.button) != "1")):
+            return Response(self._form("x") + "Wrong user name or password", content_type="text/html")
         token = secrets.token_hex(8)
         with self._lock:
             self.logins += 1
@@ -100,6 +106,10 @@ class LoginSite(Loopback):
         response = Response("", status=302, headers={"Location": "/"})
         response.set_cookie("sessionid", token, httponly=True)
         return response
+
+
+    def _form(self, csrf: str) -> str:
+        return LOGIN_FORM.format(method=self.form_method, csrf=csrf, button=self.button)
 
 
 class RequestLog(Loopback):

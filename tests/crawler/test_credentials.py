@@ -9,7 +9,7 @@ from crawler.credentials import (
     LOGOUT_DEFAULT,
     Credentials,
     basic_header,
-    form_to_post,
+    form_to_submit,
     parse_header,
 )
 from crawler.urls import compile_patterns
@@ -74,11 +74,37 @@ LOGIN_PAGE = b"""<html><body>
 </form></body></html>"""
 
 
-def test_the_login_form_keeps_its_hidden_fields_and_posts_to_its_action():
-    action, data = form_to_post(LOGIN_PAGE, "https://staging.example.com/accounts/login/",
-                                {"username": "ann", "password": "s3cret"})
-    assert action == "https://staging.example.com/accounts/login/?next=/"
-    assert dict(data) == {"csrfmiddlewaretoken": "tok-123", "username": "ann", "password": "s3cret"}
+def test_the_login_form_keeps_its_hidden_fields_and_its_submit_button_and_posts_to_its_action():
+    sent = form_to_submit(LOGIN_PAGE, "https://staging.example.com/accounts/login/",
+                          {"username": "ann", "password": "s3cret"})
+    assert (sent.method, sent.url) == ("POST", "https://staging.example.com/accounts/login/?next=/")
+    assert dict(sent.data) == {"csrfmiddlewaretoken": "tok-123", "username": "ann", "password": "s3cret", "go": "Log in"}
+
+
+@pytest.mark.parametrize(("buttons", "sent"), [
+    ('<input type="button" name="show" value="Show"><button name="b" value="in">Go</button>', {"b": "in"}),
+    ('<button type="button" name="peek">Peek</button><input type="image" name="pic" src="/go.png">',
+     {"pic.x": "0", "pic.y": "0"}),
+    ('<input type="image" src="/go.png"><input type="submit" name="later" value="No">', {"x": "0", "y": "0"}),
+    ('<button name="off" disabled>Go</button><input type="submit" name="later" value="No">', {}),
+    ('<button type="reset" name="r">Clear</button><button>Go</button>', {}),
+])
+def test_the_login_form_sends_its_default_button_as_a_browser_does_and_never_a_plain_button(buttons, sent):
+    page = f'<form method="POST"><input name="user"><input type="password" name="pw">{buttons}</form>'.encode()
+    data = form_to_submit(page, "https://x.test/login", {"user": "ann", "pw": "s3cret"}).data
+    assert dict(data) == {"user": "ann", "pw": "s3cret", **sent}
+
+
+@pytest.mark.parametrize("method", ["", ' method="get"', ' method="bogus"'])
+def test_a_login_form_that_is_not_method_post_is_sent_as_a_get_with_its_fields_as_the_query(method):
+    page = f'<form action="/in?old=1#top"{method}><input name="user"><input type="password" name="pw"></form>'.encode()
+    sent = form_to_submit(page, "https://x.test/login", {"user": "ann", "pw": "s 3"})
+    assert (sent.method, sent.url) == ("GET", "https://x.test/in?user=ann&pw=s+3")
+
+
+def test_a_form_that_only_closes_a_dialog_is_no_login_form():
+    with pytest.raises(ValueError, match="dialog"):
+        form_to_submit(b'<form method="dialog"><input type="password" name="pw"></form>', "https://x.test/", {"pw": "a"})
 
 
 NEWSLETTER_FIRST = b"""<html><body>
@@ -88,21 +114,21 @@ NEWSLETTER_FIRST = b"""<html><body>
 
 
 def test_the_login_form_is_the_one_holding_the_fields_not_a_newsletter_form_asking_for_the_same_email():
-    action, data = form_to_post(NEWSLETTER_FIRST, "https://x.test/login/", {"email": "a@x.test", "password": "pw"})
-    assert action == "https://x.test/login/" and dict(data) == {"email": "a@x.test", "password": "pw"}
+    sent = form_to_submit(NEWSLETTER_FIRST, "https://x.test/login/", {"email": "a@x.test", "password": "pw"})
+    assert sent.url == "https://x.test/login/" and dict(sent.data) == {"email": "a@x.test", "password": "pw"}
 
 
 def test_the_login_form_posts_what_a_browser_would_its_chosen_options_and_not_its_disabled_fields():
     page = b"""<form method="post"><select name="realm"><option value="eu">EU<option value="us" selected>US</select>
     <input name="legacy" value="old" disabled><input name="user"><input type="password" name="pw"></form>"""
-    _, data = form_to_post(page, "https://x.test/login", {"user": "ann", "pw": "s3cret"})
+    data = form_to_submit(page, "https://x.test/login", {"user": "ann", "pw": "s3cret"}).data
     assert dict(data) == {"realm": "us", "user": "ann", "pw": "s3cret"}
 
 
 @pytest.mark.parametrize("body", [b"<!-- down for maintenance -->", b"   \n", b""])
 def test_a_login_page_with_no_document_is_a_clear_error(body):
     with pytest.raises(ValueError, match="No login form|holds no HTML"):
-        form_to_post(body, "https://x.test/login", {"user": "a"})
+        form_to_submit(body, "https://x.test/login", {"user": "a"})
 
 
 @pytest.mark.parametrize(("url", "logout"), [
@@ -119,7 +145,7 @@ def test_the_default_logout_pattern_catches_logout_links_and_not_words_that_cont
 
 def test_a_page_without_a_login_form_is_a_clear_error():
     with pytest.raises(ValueError, match="No login form"):
-        form_to_post(b"<html><form></form><form></form></html>", "https://x.test/login", {"user": "a"})
+        form_to_submit(b"<html><form></form><form></form></html>", "https://x.test/login", {"user": "a"})
 
 
 @pytest.mark.parametrize("line", ["Bearer eyJhbGciOiJIUzI1NiJ9.s3cr3t", "Bearer s3cr3t: x"])

@@ -41,6 +41,22 @@ def test_a_form_login_returns_the_session_cookie_that_opens_the_members_pages():
         assert result.status == 200 and b"Members /account/1/" in result.body
 
 
+def test_a_login_form_whose_site_requires_its_submit_buttons_name_gets_in():
+    """Pressing Enter sends the form's first submit button too; a plain ``type=button`` input is never sent."""
+    with LoginSite(button="login") as site:
+        cookies = run(site, lambda f: log_in(f, form(site)))
+        assert "sessionid" in cookies and site.logins == 1
+
+
+def test_a_login_form_without_method_post_is_sent_as_a_get_and_a_failure_never_shows_the_password():
+    with LoginSite(form_method="get") as site:
+        assert "sessionid" in run(site, lambda f: log_in(f, form(site)))
+        assert [m for m, path, _ in site.log if path.startswith("/login/?")] == ["GET"]
+        with pytest.raises(LoginFailed, match="sent as a GET") as failed:
+            run(site, lambda f: log_in(f, form(site, password="wr0ng-secret")))
+        assert "wr0ng-secret" not in str(failed.value) and USER not in str(failed.value)
+
+
 def test_a_wrong_password_fails_the_login_with_a_reason_a_person_can_act_on():
     with LoginSite() as site, pytest.raises(LoginFailed, match="success pattern"):
         run(site, lambda f: log_in(f, form(site, password="wrong")))
