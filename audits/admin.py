@@ -21,6 +21,7 @@ from .services import (
     PrivateTargetsRefused,
     QuotaExceeded,
     SiteBusy,
+    SourceGone,
     cancel_audit,
     rerun_audit,
     resume_audit,
@@ -138,7 +139,7 @@ class AuditAdmin(PurgedDelete, admin.ModelAdmin):
                 started += 1
             except PrivateTargetsRefused as exc:
                 refused.append(str(exc))
-            except (QuotaExceeded, SiteBusy) as exc:
+            except (QuotaExceeded, SiteBusy, SourceGone) as exc:
                 refused.append(f"Audit {audit.pk}: {exc}")
         self.message_user(request, f"Started {started} new audit(s).")
         for reason in refused:

@@ -159,13 +159,15 @@ def broken_rows(audit: Audit) -> Iterator[list]:
 
 # What changed since the baseline audit (audits.diff): issues new, persisting,
 # fixed or unknown, then pages added, removed or changed. Empty without a baseline.
+# Ignored issues are left out, as the panel and the lists the changes link to leave them out.
 CHANGE_COLUMNS = ["change", "kind", "severity", "code", "title", "url", "target_url", "detail"]
 
 
 def change_rows(audit: Audit) -> Iterator[list]:
     if audit.change_counts is None:
         return
-    issues = (Issue.objects.filter(audit=audit).exclude(change="").order_by("change", "id")
+    issues = (Issue.objects.filter(audit=audit).exclude(change="").exclude(review=Issue.Review.IGNORED)
+              .order_by("change", "id")
               .values_list("change", "severity", "code", "url", "target_url", "message"))
     gone = (GoneIssue.objects.filter(audit=audit).order_by("change", "id")
             .values_list("change", "severity", "code", "url", "target_url", "message"))

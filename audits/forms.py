@@ -181,9 +181,13 @@ class CrawlSettingsForm(ThresholdFields):
         return overrides_of(self.cleaned_data)
 
 
+# The stored start URL's column width (Site.start_url, Audit.start_url), checked once the URL is normalised.
+START_URL_MAX = 2048
+
+
 class AuditForm(CrawlSettingsForm):
     start_url = forms.CharField(
-        label="Start URL", max_length=2048,
+        label="Start URL", max_length=START_URL_MAX,
         widget=forms.TextInput(attrs={"placeholder": "https://example.com/", "autofocus": True}),
     )
 
@@ -215,6 +219,11 @@ class AuditForm(CrawlSettingsForm):
             url = normalize(raw)
         except InvalidURL as exc:
             raise forms.ValidationError(f"This is not a valid web address: {exc}.", code="invalid") from None
+        if len(url) > START_URL_MAX:
+            # Percent-encoding makes a non-Latin address up to nine times as long as typed.
+            raise forms.ValidationError(
+                f"This address is {len(url):,} characters long once encoded (é is %C3%A9); the limit is "
+                f"{START_URL_MAX:,}.", code="too_long")
         _check_address(url, allow_private=self.allow_private)
         return url
 

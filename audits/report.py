@@ -28,21 +28,24 @@ EXAMPLES = 5
 # ignored ones left out as from the totals (audits.summary): one numbered pass
 # over the audit's issues instead of a query per type.
 EXAMPLES_SQL = """
-    SELECT code, url, target_url, message FROM (
-        SELECT code, url, target_url, message, ROW_NUMBER() OVER (PARTITION BY code ORDER BY id) AS n
+    SELECT code, severity, url, target_url, message FROM (
+        SELECT code, severity, url, target_url, message,
+               ROW_NUMBER() OVER (PARTITION BY code, severity ORDER BY id) AS n
         FROM audits_issue WHERE audit_id = %s AND review <> %s
     ) AS numbered
     WHERE n <= %s
-    ORDER BY code, n
+    ORDER BY code, severity, n
 """
 
 
-def examples(audit: Audit, limit: int = EXAMPLES) -> dict[str, list[dict]]:
-    found: dict[str, list[dict]] = {}
+def examples(audit: Audit, limit: int = EXAMPLES) -> dict[tuple[str, str], list[dict]]:
+    """Up to ``limit`` examples of each (code, severity): a code such as noindex is a warning on one page and
+    critical on another, and the summary counts them apart."""
+    found: dict[tuple[str, str], list[dict]] = {}
     with connection.cursor() as cursor:
         cursor.execute(EXAMPLES_SQL, [audit.pk, Issue.Review.IGNORED.value, limit])
-        for code, url, target, message in cursor.fetchall():
-            found.setdefault(code, []).append({"url": url, "target_url": target, "message": message})
+        for code, severity, url, target, message in cursor.fetchall():
+            found.setdefault((code, severity), []).append({"url": url, "target_url": target, "message": message})
     return found
 
 
@@ -56,7 +59,7 @@ def report_context(audit: Audit) -> dict:
     return {
         "audit": audit,
         "summary": summary,
-        "types": [{**entry, "examples": found.get(entry["code"], [])} for entry in summary["codes"]],
+        "types": [{**entry, "examples": found.get((entry["code"], entry["severity"]), [])} for entry in summary["codes"]],
         "broken": rows,
         "broken_totals": totals,
         "broken_total": dead,

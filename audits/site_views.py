@@ -188,17 +188,9 @@ def site_rule_add(request, site):
     if not form.is_valid():
         return render(request, "audits/site_detail.html", _site_context(request, site, rule_form=form), status=400)
     rule = form.save()
-    # The latest audit, and the latest complete one the site's list and trend show when that is a validation
-    # or still running.
-    latest = site.audits.order_by("-pk").first()
-    shown = Audit.comparable().filter(site=site).order_by("-pk").first()
-    targets = list({a.pk: a for a in (latest, shown) if a is not None}.values())
-    changed = 0
-    for audit in targets:
-        if n := rule.apply_to(audit):
-            audit.rescore()
-            changed += n
-    where = f" in audit{'s' if len(targets) > 1 else ''} {' and '.join(str(a.pk) for a in targets)}" if targets else ""
+    applied = rule.apply_now()
+    changed = sum(applied.values())
+    where = f" in audit{'s' if len(applied) > 1 else ''} {' and '.join(map(str, applied))}" if applied else ""
     messages.success(request, f"Rule added: {changed} issue{'s' if changed != 1 else ''} ignored{where}; "
                               "later audits apply it too.")
     return redirect(f"{site.get_absolute_url()}#ignore-rules")

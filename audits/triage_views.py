@@ -96,10 +96,11 @@ def issue_ignore_rule(request, audit):
     if not form.is_valid():
         return list_page(request, audit, rule_form=form, status=400)
     rule = form.save()
-    changed = rule.apply_to(audit)
-    if changed:
-        audit.rescore()
+    applied = rule.apply_now(also=audit)
+    changed = applied[audit.pk]
+    others = sum(applied.values()) - changed
+    elsewhere = f" and {others} in the site's latest audit{'s' if len(applied) > 2 else ''}" if others else ""
     messages.success(request, f"Rule added for the site: {changed} issue{'s' if changed != 1 else ''} of this "
-                              "audit ignored; later audits of the site apply it too.")
+                              f"audit ignored{elsewhere}; later audits of the site apply it too.")
     return redirect(_back_to_list(audit, request.GET))
 

@@ -264,7 +264,7 @@ def audit_resume(request, audit):
 def audit_rerun(request, audit):
     try:
         fresh = rerun_audit(audit, address=client_address(request))
-    except (PrivateTargetsRefused, QuotaExceeded, SiteBusy) as exc:
+    except (PrivateTargetsRefused, QuotaExceeded, SiteBusy, SourceGone) as exc:
         messages.error(request, str(exc))
         return redirect(audit)
     messages.success(request, f"Started a new audit with the same settings as audit {audit.pk}.")

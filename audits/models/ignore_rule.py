@@ -69,3 +69,18 @@ class IgnoreRule(models.Model):
                 changed += Issue.objects.filter(id__in=ids, review=Issue.Review.OPEN).update(
                     review=Issue.Review.IGNORED)
         return changed
+
+    def apply_now(self, also: Audit | None = None) -> dict[int, int]:
+        """Apply the rule to the audits a person sees now, each rescored; {audit id: issues ignored}.
+
+        Those are the site's latest audit, the latest complete one (the site's
+        list and trend show it when the latest is a validation or still running)
+        and ``also``, the audit the rule was made on. Later audits apply it at finalize.
+        """
+        latest = Audit.objects.filter(site_id=self.site_id).order_by("-pk").first()
+        shown = Audit.comparable().filter(site_id=self.site_id).order_by("-pk").first()
+        changed = {}
+        for audit in {a.pk: a for a in (also, latest, shown) if a is not None}.values():
+            if changed.setdefault(audit.pk, self.apply_to(audit)):
+                audit.rescore()
+        return changed

@@ -260,3 +260,26 @@ def test_nothing_starts_from_an_audit_while_its_rows_are_being_deleted(owner, mo
     purge.purge_audit(source)
     assert tried == [Audit.Mode.DELTA, Audit.Mode.VALIDATE, None]
     assert not Audit.objects.filter(pk=source.pk).exists()
+
+
+def _delta_of_a_source_being_deleted(owner) -> Audit:
+    """A purge stopped midway (a worker restart) leaves its audit marked deleting until deleted again."""
+    source = make_finished_audit(owner)
+    delta = make_finished_audit(owner, mode=Audit.Mode.DELTA, source=source)
+    Audit.objects.filter(pk=source.pk).update(deleting=True)
+    return delta
+
+
+def test_re_running_a_delta_whose_source_is_being_deleted_says_why_instead_of_failing(owner_client, owner):
+    delta = _delta_of_a_source_being_deleted(owner)
+    response = owner_client.post(reverse("audit-rerun", args=[delta.pk]), follow=True)
+    assert response.status_code == 200 and "being deleted" in response.content.decode()
+    assert Audit.objects.count() == 2
+
+
+def test_the_admins_re_run_of_a_delta_whose_source_is_being_deleted_says_why(superuser_client, owner):
+    delta = _delta_of_a_source_being_deleted(owner)
+    response = superuser_client.post(reverse("admin:audits_audit_changelist"),
+                                     {"action": "rerun_audits", "_selected_action": [delta.pk]}, follow=True)
+    assert response.status_code == 200 and f"Audit {delta.pk}:" in response.content.decode()
+    assert Audit.objects.count() == 2

@@ -99,8 +99,8 @@ def test_a_rule_applies_to_every_later_audit_of_the_site_when_it_finalizes(owner
     assert not ignored(elsewhere)  # another site's audit: its own rules (none)
 
 
-def test_a_rule_offered_from_the_issues_table_applies_to_that_audit_and_returns_to_the_filters(owner_client, audit,
-                                                                                               owner):
+def test_a_rule_offered_from_an_older_audits_table_applies_to_it_and_to_the_latest_and_returns_to_the_filters(
+        owner_client, audit, owner):
     newer = make_finished_audit(owner)
     issue = Issue.objects.get(audit=audit, code="title_length")
     listing = owner_client.get(reverse("issue-list", args=[audit.pk]), {"severity": "notice"}).content.decode()
@@ -117,10 +117,22 @@ def test_a_rule_offered_from_the_issues_table_applies_to_that_audit_and_returns_
     response = owner_client.post(url, {"code": "title_length", "pattern": r"^https://shop\.example/"})
     assert response.status_code == 302
     assert response["Location"] == reverse("issue-list", args=[audit.pk]) + "?severity=notice"
-    assert ignored(audit) == {("title_length", issue.url)} and not ignored(newer)
+    assert ignored(audit) == ignored(newer) == {("title_length", issue.url)}
     assert IgnoreRule.objects.get().site_id == audit.site_id
     audit.refresh_from_db()
-    assert audit.issues_notice == 0
+    newer.refresh_from_db()
+    assert audit.issues_notice == newer.issues_notice == 0
+    page = owner_client.get(response["Location"]).content.decode()
+    assert "1 issue of this audit ignored and 1 in the site&#x27;s latest audit" in page
+
+
+def test_a_rule_made_on_a_validations_table_also_reaches_the_complete_audit_the_site_shows(owner_client, audit, owner):
+    check = make_finished_audit(owner, mode=Audit.Mode.VALIDATE, source=audit)
+    before = audit.issues_critical
+    owner_client.post(reverse("issue-ignore-rule", args=[check.pk]), {"code": "broken_link_internal", "pattern": ""})
+    assert {code for code, _ in ignored(audit)} == {code for code, _ in ignored(check)} == {"broken_link_internal"}
+    audit.refresh_from_db()
+    assert audit.issues_critical < before
 
 
 def test_a_rule_returns_to_the_filters_the_table_shows_now_not_those_the_page_opened_with(owner_client, audit):

@@ -228,6 +228,16 @@ def test_changes_csv_lists_new_fixed_and_persisting_issues_formula_safe(owner_cl
     assert all(not cell.startswith("=") for row in rows for cell in row)
 
 
+def test_changes_csv_leaves_out_ignored_issues_as_the_panel_does(owner_client, owner):
+    first, second = two_audits(owner)
+    diff.record(second)
+    Issue.objects.filter(audit=second, code="h1_missing").update(review=Issue.Review.IGNORED)
+    response = owner_client.get(reverse("export-changes", args=[second.pk]))
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode("utf-8-sig"))))
+    codes = {row[3] for row in rows[1:]}
+    assert "h1_missing" not in codes and "meta_description_missing" in codes
+
+
 def test_a_site_whose_only_audit_left_is_a_recheck_lists_that_recheck(owner_client, owner):
     _, second = two_audits(owner)
     check = make_finished_audit(owner, mode=Audit.Mode.VALIDATE, source=second, baseline=second)

@@ -158,16 +158,35 @@ def test_the_report_summarises_the_audit_and_says_how_to_fix_each_issue_type(own
     assert "<strong>1</strong> notices" in html and "<strong>3</strong> dead link targets" in html
     for code in ("broken_link_internal", "broken_link_external", "redirect_internal_link"):
         issue_type = CATALOGUE[code]
-        assert f'id="type-{code}"' in html
+        assert f'id="type-{code}-{issue_type.severity.value}"' in html
         for text in (issue_type.title, issue_type.why, issue_type.fix):
             assert text.replace("'", "&#x27;") in html
+
+
+def test_a_type_found_at_two_severities_is_two_rows_each_listing_and_showing_its_own(owner_client, owner):
+    audit = make_broken_audit(owner)
+    make_issue(audit, "noindex", f"{SITE}/listed", severity="critical", message="in the sitemap")
+    for path in ("/a", "/b"):
+        make_issue(audit, "noindex", f"{SITE}{path}", severity="warning", message="not listed")
+    issues = reverse("issue-list", args=[audit.pk])
+    summary = owner_client.get(audit.get_absolute_url()).content.decode().split('id="summary"')[1]
+    for severity, count in (("critical", 1), ("warning", 2)):
+        row = summary.split(f'<tr id="code-noindex-{severity}">')[1].split("</tr>")[0]
+        assert f'href="{issues}?code=noindex&amp;severity={severity}&amp;review=active"' in row
+        assert f"<td>{count}</td>" in row
+        listed = owner_client.get(issues, {"code": "noindex", "severity": severity, "review": "active"})
+        assert len(listed.context["page_obj"].object_list) == count
+    html, _ = get_report(owner_client, audit)
+    critical = html.split('id="type-noindex-critical"')[1].split("</section>")[0]
+    warning = html.split('id="type-noindex-warning"')[1].split("</section>")[0]
+    assert "/listed" in critical and "/a" not in critical and "/a" in warning and "/listed" not in warning
 
 
 def test_ignored_issues_are_left_out_of_the_report_and_counted(owner_client, owner):
     audit = make_broken_audit(owner)
     audit.issues.filter(target_url=DEAD).update(review=Issue.Review.IGNORED)
     html, document = get_report(owner_client, audit)
-    assert "<strong>0</strong> warnings" in html and 'id="type-broken_link_external"' not in html
+    assert "<strong>0</strong> warnings" in html and 'id="type-broken_link_external-' not in html
     assert DEAD not in html and "<strong>2</strong> dead link targets" in html
     assert "2 issues marked ignored are left out of this report." in html
 
