@@ -461,7 +461,10 @@ def h1_multiple(result, facts, ctx):
 def img_alt_missing(result, facts, ctx):
     missing = _unique(image.url for image in facts.images if image.alt is None)
     for url in missing:
-        yield finding("img_alt_missing", f"Image {_short(url)} has no alt attribute", url)
+        # An image no http(s) URL shows (inline data:, no src) is named by its source as written.
+        what = f"Image {_short(url)}" if url.startswith(("http://", "https://")) else (
+            f"An inline image ({_short(url)})" if url else "An image without a source")
+        yield finding("img_alt_missing", f"{what} has no alt attribute", url)
 
 
 @page_check

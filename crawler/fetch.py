@@ -317,19 +317,19 @@ class Fetcher:
             if scheme not in ("", "http", "https"):
                 # Decided on the raw header: file:, data: and javascript: URLs
                 # need not even parse for us to refuse them.
-                trail.hops.append(Hop(str(target), response.status, location[:2048]))
+                trail.hops.append(Hop(str(target), response.status, location[:2048], response.ttfb))
                 blocked = RedirectBlockedScheme(f"Redirect to a {scheme}: URL was not followed")
                 return self._finished(trail, response, blocked)
             try:
                 next_url = target.join(location)
             except (httpx.InvalidURL, UnicodeError, ValueError):
-                trail.hops.append(Hop(str(target), response.status, location[:2048]))
+                trail.hops.append(Hop(str(target), response.status, location[:2048], response.ttfb))
                 invalid = InvalidURLError(f"Redirect to an invalid URL: {location[:200]!r}")
                 return self._finished(trail, response, invalid)
             # Userinfo never goes on the wire in the URL: the Authorization
             # header above is the only way credentials travel, and only home.
             next_url = strip(next_url)
-            trail.hops.append(Hop(str(target), response.status, str(next_url)))
+            trail.hops.append(Hop(str(target), response.status, str(next_url), response.ttfb))
             if self.avoid is not None and self.avoid(str(next_url)):  # unfetched, but where it points
                 return replace(self._finished(trail, response), final_url=str(next_url))
             if str(next_url) in seen:
@@ -443,7 +443,10 @@ class Fetcher:
                 # A 204 or 304 has no body by the protocol: drained, its connection stays.
                 bodiless = method == "HEAD" or response.status in (204, 304)
                 want = body.keep if body.keep is not None else response.content_type in HTML_TYPES
-                if response.plan.action != "final" or bodiless or redirect:
+                # An error page's HTML is never parsed: its answer is its status, which a slow, cut or
+                # huge body must not turn into a fetch failure. Drained, a small one keeps its connection.
+                error_page = body.keep is None and want and not 200 <= response.status < 300
+                if response.plan.action != "final" or bodiless or redirect or error_page:
                     await drain(raw, method, response, loop_deadline)
                     if bodiless and want and method != "HEAD" and response.plan.action == "final":
                         if body.into is None:
@@ -514,6 +517,10 @@ def default_ssl_context(verify: bool) -> ssl.SSLContext:
     return httpx.create_ssl_context(verify=verify, trust_env=False)
 
 
+# Headers that hold one value, never a list: joined with a comma they would read as one made-up value.
+_ONE_VALUE = frozenset({"content-type", "location", "etag", "last-modified", "date", "retry-after"})
+
+
 def _head(raw: httpcore.Response, url: str, ttfb: float) -> _Response:
     headers: dict[str, str] = {}
     cookies: list[str] = []
@@ -521,6 +528,12 @@ def _head(raw: httpcore.Response, url: str, ttfb: float) -> _Response:
         # h11 has checked that names are tokens (ASCII); httpcore keeps their case.
         key = name.decode("ascii").lower()
         text = header_text(value)
+        if key in headers and key in _ONE_VALUE:
+            # A header stacked twice (nginx add_header over the upstream's): the last Content-Type counts,
+            # as in browsers (WHATWG "extract a MIME type"); Location and the dates are the first, one URL or date.
+            if key == "content-type":
+                headers[key] = text
+            continue
         # Repeated headers join with commas, X-Robots-Tag lines with a newline, which no value holds:
         # an agent prefix there applies within its own line (directives.header_robots_directives).
         headers[key] = (headers[key] + ("\n" if key == "x-robots-tag" else ", ") + text) if key in headers else text

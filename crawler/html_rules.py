@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable
 from urllib.parse import urljoin, urlsplit
 
+from .urls import backslashes_as_slashes
+
 # Field caps: crawled text ends up in database columns and HTML views, so every
 # string a hostile page controls is bounded here, once.
 TITLE_MAX = 1000
@@ -100,6 +102,12 @@ def image_url(src: str | None, attrib) -> str | None:
     return src
 
 
+def image_name(shown: str, resolved: str | None) -> str:
+    """What the alt check calls an image: its URL, or for one no http(s) URL shows (an inline ``data:`` image,
+    an empty or missing src) its source as written, cut to 100 characters ("" for none)."""
+    return resolved if resolved is not None else shown.strip(HTML_SPACE)[:100]
+
+
 _HAS_SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.\-]*:")
 
 
@@ -142,6 +150,8 @@ class Resolver:
             return None
         if "\t" in value or "\n" in value or "\r" in value:
             value = value.translate(_URL_NOISE)
+        if "\\" in value:
+            value = backslashes_as_slashes(value)
         first = value[0]
         if first in "/?#" or first == ".":
             # Cannot carry a scheme.

@@ -15,11 +15,18 @@ from .errors import ProtocolFailure
 
 # Stacked codings beyond this are an attack, not a website.
 MAX_CODINGS = 3
+_GZIP_MAGIC = b"\x1f\x8b"
 # Concatenated gzip members are legal; a body of thousands of them is not.
 MAX_GZIP_MEMBERS = 32
 # Largest piece one inflate call may produce: small enough that a bomb never
 # holds a second copy of its expansion, large enough to keep calls few.
 INFLATE_STEP = 64 * 1024
+
+
+# The registered compression codings we cannot undo. Any other token (utf-8, none, binary: server
+# misconfigurations) is no coding at all, and browsers read such a body as it is; so do we.
+UNREADABLE_CODINGS = frozenset({"br", "zstd", "compress", "x-compress", "dcb", "dcz", "exi", "pack200-gzip",
+                                "aes128gcm"})
 
 
 class UnsupportedCoding(Exception):
@@ -73,8 +80,10 @@ class Inflater:
                 yield out
             if self._inflater.eof:
                 data = self._inflater.unused_data
-                if not (self.gzip and data.strip(b"\0")) or self.members >= MAX_GZIP_MEMBERS:
-                    self.finished = True  # trailing padding is ignored, as browsers do
+                # Another member starts with gzip's magic bytes (or the first of them, cut at a chunk's
+                # end); anything else after a whole member (NUL padding, a stray CRLF) is ignored, as browsers do.
+                if not (self.gzip and data and _GZIP_MAGIC.startswith(data[:2])) or self.members >= MAX_GZIP_MEMBERS:
+                    self.finished = True
                     break
                 self.members += 1
                 self._inflater = zlib.decompressobj(31)
@@ -98,8 +107,8 @@ class Decoder:
 
     def __init__(self, content_encoding: str, limit: int) -> None:
         codings = [c.strip().lower() for c in content_encoding.split(",")]
-        codings = [c for c in codings if c and c != "identity"]
-        unknown = [c for c in codings if c not in ("gzip", "x-gzip", "deflate")]
+        codings = [c for c in codings if c in UNREADABLE_CODINGS or c in ("gzip", "x-gzip", "deflate")]
+        unknown = [c for c in codings if c in UNREADABLE_CODINGS]
         if unknown:
             raise UnsupportedCoding(
                 f"Content-Encoding {', '.join(unknown)} was not requested and cannot be read; "

@@ -172,6 +172,9 @@ def _redirect_outcome(result: FetchResult, url: str, where: str | None, depth: i
     The landing page's content is that page's, crawled and reported under its
     own URL (the ``redirect`` outlink, to ``where``), so its issues are not reported twice.
     """
+    if result.redirects and result.redirects[0].ttfb is not None:
+        # Its own answer's speed: the landing page's is judged on that page's row.
+        result = replace(result, ttfb=result.redirects[0].ttfb)
     findings, failed = guarded_checks(run_page_checks, result, None, ctx)
     landing = (Link(where, REDIRECT_TAG),) if where else ()
     return PageOutcome(url, depth, replace(result, body=None), None, findings, landing, 0, failed, source)

@@ -48,6 +48,7 @@ from .html_rules import (
     Resolver,
     TextBuffer,
     clip,
+    image_name,
     image_url,
     rel_tokens,
     resolve_url,
@@ -243,8 +244,7 @@ class _Collector:
                 for flag in self.h1_open:
                     flag[0] = True
         shown = image_url(src, attrib)
-        if shown is not None:
-            self.images.append((shown, alt))
+        self.images.append((shown or "", alt))
         if src is not None:
             self._add_ref(src, "img")
 
@@ -396,8 +396,8 @@ class _Collector:
         images: list[Image] = []
         seen_images: set[tuple[str, str | None]] = set()
         for raw, alt in self.images:
-            url = resolve(raw)
-            if url is None or (url, alt) in seen_images:
+            url = image_name(raw, resolve(raw) if raw else None)
+            if (url, alt) in seen_images:
                 continue
             seen_images.add((url, alt))
             images.append(Image(url, alt))
@@ -521,10 +521,8 @@ def _walk_top(c: _Collector, top) -> None:
                     c.refs_over += 1
         elif tag == "img":
             src = el.get("src")
-            shown = image_url(src, el)
-            if shown is not None:
-                alt = el.get("alt")
-                c.images.append((shown, None if alt is None else clip(alt, ALT_MAX)))
+            alt = el.get("alt")
+            c.images.append((image_url(src, el) or "", None if alt is None else clip(alt, ALT_MAX)))
             if src is not None:
                 c._add_ref(src, "img")
         elif tag in RESOURCE_ATTRS:

@@ -37,6 +37,7 @@ from .html_rules import (
     URL_MAX,
     Resolver,
     clip,
+    image_name,
     image_url,
     joined_clip,
     rel_tokens,
@@ -141,12 +142,12 @@ def parse_html_bs4(
 
     images: list[Image] = []
     for img in soup.find_all("img"):
-        shown = image_url(img.get("src"), img)
-        if shown is None or len(images) >= MAX_IMAGES:
+        if len(images) >= MAX_IMAGES:
             continue
-        target = resolve(shown)
+        shown = image_url(img.get("src"), img) or ""
+        target = image_name(shown, resolve(shown) if shown else None)
         alt = None if img.get("alt") is None else clip(img["alt"], ALT_MAX)
-        if target is not None and Image(target, alt) not in images:
+        if Image(target, alt) not in images:
             images.append(Image(target, alt))
 
     titles = [t for t in soup.find_all("title") if not _in_foreign(t)]

@@ -161,7 +161,12 @@ def robots_from_result(result: FetchResult) -> Robots:
         )
     if status >= 300:
         return Robots("missing", status, "", _describe("missing", status))
-    raw = result.body or b""
+    if result.body is None:
+        # Answered, but in a form we cannot read (a compression we never asked for): its rules are unknown.
+        why = result.error_detail or "its body could not be read"
+        return Robots("unavailable", status, "",
+                      f"robots.txt could not be read ({why}); nothing is crawled (RFC 9309 section 2.3.1.4)")
+    raw = result.body
     text = decode_robots(raw, truncated=truncated)
     detail = f"robots.txt read ({len(raw)} bytes)"
     if truncated or len(raw) > MAX_ROBOTS_BYTES:

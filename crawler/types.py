@@ -95,11 +95,12 @@ class Severity(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Hop:
-    """One redirect hop: ``url`` answered ``status`` and pointed at ``location``."""
+    """One redirect hop: ``url`` answered ``status`` and pointed at ``location``, its head after ``ttfb`` s."""
 
     url: str
     status: int
     location: str
+    ttfb: float | None = field(default=None, compare=False)  # a timing, not what the hop was
 
 
 @dataclass(frozen=True, slots=True)

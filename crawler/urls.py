@@ -55,7 +55,10 @@ _PERCENT_OR_UNSAFE = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/
 
 # Session ids make every visit a new URL (Heritrix StripSessionIDs does the same).
 _SESSION_PATH_PARAM = re.compile(r";jsessionid=[^/]*", re.IGNORECASE)
-_SESSION_QUERY_KEYS = frozenset({"phpsessid", "sid", "sessionid", "jsessionid", "cfid", "cftoken"})
+_SESSION_QUERY_KEYS = frozenset({"phpsessid", "jsessionid", "cfid", "cftoken"})
+# Names a site may give its own ids too (PHP-Nuke's ?sid=123 is a story): dropped only with a token's value.
+_MAYBE_SESSION_KEYS = frozenset({"sid", "sessionid"})
+_SESSION_TOKEN = re.compile(r"[0-9A-Za-z_-]{16,}")
 
 # Characters that can never be part of a host name (WHATWG forbidden host code
 # points plus everything outside letters, digits, hyphen, underscore and dot).
@@ -347,9 +350,13 @@ class Scope:
 
 
 def _clean(text: str) -> str:
-    text = text.strip(_TRIM).translate(_TAB_NEWLINE)
-    # Browsers read a backslash as a slash in http(s) URLs; doing the same keeps
-    # "https://example.com\@evil.com" from meaning evil.com to us and not to them.
+    return backslashes_as_slashes(text.strip(_TRIM).translate(_TAB_NEWLINE))
+
+
+def backslashes_as_slashes(text: str) -> str:
+    """``text`` with each backslash before its query or fragment a slash, as browsers read an http(s) URL:
+    a link to two backslashes and a host is on that host, and "https://example.com" + backslash + "@evil.com"
+    means evil.com to them, so it does to us."""
     head, sep, tail = text.partition("?")
     if "#" in head:
         head, hash_sep, frag = head.partition("#")
@@ -512,8 +519,10 @@ def _normalize_query(query: str) -> str:
     for part in query.split("&"):
         if not part:
             continue
-        key = unquote(part.partition("=")[0]).lower()
-        if key in _SESSION_QUERY_KEYS or key.startswith("aspsessionid"):
+        key, _, value = part.partition("=")
+        key = unquote(key).lower()
+        if key in _SESSION_QUERY_KEYS or key.startswith("aspsessionid") or (
+                key in _MAYBE_SESSION_KEYS and _SESSION_TOKEN.fullmatch(unquote(value))):
             continue
         kept.append(_normalize_percent(part))
     return "&".join(kept)

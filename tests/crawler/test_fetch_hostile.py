@@ -17,6 +17,7 @@ from crawler.fetch import Fetcher, FetchPolicy
 from crawler.net import AddressGuard
 from crawler.types import FetchError
 from tests.crawler.hostile_server import (
+    OK_HTML,
     HostileServer,
     Request,
     Sleeps,
@@ -427,3 +428,66 @@ def test_a_content_length_shorter_than_the_body_is_a_protocol_error(server):
         "Malformed HTTP response: 10 more bytes arrived after the 5-byte body its Content-Length declared"
     )
     assert server.requests["/overlong"] == 1  # a lying server is not asked again
+
+
+# -- headers sent twice, codings that are none, bytes after a gzip body ---------------------------
+
+
+def raw_answer(headers: list[tuple[str, str]], body: bytes = b"", status: int = 200):
+    """A handler answering with ``headers`` exactly as listed (repeats kept), then ``body``."""
+    async def handler(request, reader, writer, server) -> bool:
+        listed = [*headers, ("Content-Length", str(len(body))), ("Connection", "close")]
+        await send(writer, server, request.path, head_bytes(status, listed) + body)
+        return False
+    return handler
+
+
+def test_a_content_type_sent_twice_is_read_as_browsers_read_it_and_the_page_parsed(server):
+    server.route("/twice", raw_answer([("Content-Type", "text/html"), ("Content-Type", "text/html; charset=utf-8")],
+                                      OK_HTML))
+    result = fetch(server, "/twice")
+    assert result.error is None and result.is_html and result.body == OK_HTML
+
+
+def test_a_location_sent_twice_is_followed_once_to_where_it_points(server):
+    server.route("/moved", raw_answer([("Location", "/ok"), ("Location", "/ok")], status=302))
+    result = fetch(server, "/moved")
+    assert result.error is None and result.status == 200 and result.final_url == server.url("/ok")
+
+
+@pytest.mark.parametrize("coding", ["utf-8", "none", "binary", "identity, 8bit"])
+def test_a_content_encoding_that_names_no_compression_is_read_as_it_is(server, coding):
+    server.route("/plain", static(OK_HTML, headers={"Content-Encoding": coding}))
+    result = fetch(server, "/plain")
+    assert result.error is None and result.body == OK_HTML
+
+
+@pytest.mark.parametrize("after", [b"\r\n", b"trailing junk", b"\x00" * 8])
+def test_bytes_after_a_whole_gzip_body_are_ignored_as_browsers_ignore_them(server, after):
+    server.route("/gz", static(_gzip(OK_HTML) + after, headers={"Content-Encoding": "gzip"}))
+    result = fetch(server, "/gz")
+    assert result.error is None and result.body == OK_HTML
+
+
+def _gzip(data: bytes) -> bytes:
+    packer = zlib.compressobj(wbits=31)
+    return packer.compress(data) + packer.flush()
+
+
+def test_each_redirect_hop_keeps_how_long_its_own_answer_took(server):
+    result = fetch(server, "/chain?n=1")
+    assert result.status == 200 and len(result.redirects) == 2
+    assert all(hop.ttfb is not None and 0 <= hop.ttfb < 2 for hop in result.redirects)
+
+
+def test_an_error_pages_slow_body_leaves_its_status_the_answer(server):
+    """A 404 whose HTML trickles past the deadline is a 404 (http_4xx), not a failed fetch: its body is never read."""
+    async def slow_404(request, reader, writer, server) -> None:
+        head = head_bytes(404, {"Content-Type": "text/html", "Content-Length": "100000"})
+        await send(writer, server, request.path, head + b"<html>")
+        await asyncio.sleep(5)
+
+    server.route("/gone", slow_404)
+    result, seconds = timed_fetch(server, "/gone")
+    assert (result.status, result.error, result.body) == (404, None, None)
+    assert seconds < 1.5

@@ -70,11 +70,12 @@ def test_a_2xx_html_page_past_the_read_cap_is_a_large_page_not_a_fetch_failure(s
     assert outcome.facts is None and outcome.outlinks == () and outcome.problem == ""
 
 
-def test_a_cut_answer_that_is_not_a_2xx_page_stays_a_fetch_failure(server):
+def test_an_error_page_too_large_to_read_is_its_status_not_a_fetch_failure(server):
     server.route("/gone", static(PAGE, status=404))
     outcome = _page(server, "/gone")
-    assert outcome.result.error is FetchError.BODY_TOO_LARGE
-    assert "fetch_failed" in [f.code for f in outcome.findings]
+    assert (outcome.result.status, outcome.result.error) == (404, None)
+    codes = [f.code for f in outcome.findings]
+    assert "http_4xx" in codes and "fetch_failed" not in codes
 
 
 def _robots_headers(lines: list[str]):

@@ -42,3 +42,22 @@ def test_a_logo_h1_is_not_reported_missing():
     assert "h1_missing" not in codes
     empty = page('<h1><img src="/logo.png" alt=""></h1>')
     assert "h1_missing" in [f.code for f in page_findings(empty)]
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_an_image_no_url_names_is_held_to_the_alt_rule_too(reader):
+    """Inline data: icons and images without a source are still images a screen reader announces."""
+    body = page('<img src="data:image/png;base64,iVBORw0KGgo="><img src=""><img>'
+                '<img src="data:image/gif;base64,R0lGOD" alt=""><img src="/ok.png" alt="Fine">')
+    facts = READERS[reader](body)
+    assert sorted((image.url, image.alt) for image in facts.images) == [
+        ("", None), ("data:image/gif;base64,R0lGOD", ""), ("data:image/png;base64,iVBORw0KGgo=", None),
+        ("https://example.com/ok.png", "Fine")]
+
+
+def test_the_alt_check_names_an_inline_image_and_one_without_a_source():
+    found = [f for f in page_findings(page('<img src="data:image/png;base64,iVBORw0KGgo="><img>'))
+             if f.code == "img_alt_missing"]
+    assert sorted(f.message for f in found) == [
+        "An image without a source has no alt attribute",
+        "An inline image (data:image/png;base64,iVBORw0KGgo=) has no alt attribute"]

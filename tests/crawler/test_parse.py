@@ -82,6 +82,15 @@ def test_non_http_schemes_and_empty_hrefs_are_skipped(href):
     assert urls(facts) == ["https://example.com/kept"]
 
 
+@pytest.mark.parametrize(("href", "url"), [
+    ("\\\\cdn.example.net\\app.js", "https://cdn.example.net/app.js"),
+    ("\\docs\\intro.html?path=a\\b", "https://example.com/docs/intro.html?path=a\\b"),
+    ("sub\\page.html#x\\y", "https://example.com/dir/sub/page.html#x\\y"),
+])
+def test_a_backslash_in_a_link_is_read_as_the_slash_browsers_read(href, url):
+    assert urls(parse(f'<a href="{href}">x</a>')) == [url]
+
+
 def test_every_resource_kind_is_recorded_with_its_tag():
     facts = parse(
         '<img src="/i.png"><script src="/s.js"></script><iframe src="/f"></iframe>'

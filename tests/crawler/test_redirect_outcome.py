@@ -54,3 +54,15 @@ def test_a_redirect_to_a_broken_page_stays_the_broken_answer_for_finalize_to_rep
     outcome = build_outcome(landed(f"{SITE}/old", f"{SITE}/gone", status=404, body=None), f"{SITE}/old", 1, CTX)
 
     assert outcome.outlinks == () and outcome.result.status == 404
+
+
+def test_a_redirect_is_judged_slow_by_its_own_answer_not_by_the_page_it_lands_on():
+    fast_hop_slow_page = FetchResult(url=f"{SITE}/old", final_url=f"{SITE}/new", status=200, content_type="text/html",
+                                     body=PAGE, size=len(PAGE), ttfb=1.5,
+                                     redirects=(Hop(f"{SITE}/old", 301, f"{SITE}/new", ttfb=0.02),))
+    outcome = build_outcome(fast_hop_slow_page, f"{SITE}/old", 1, CTX)
+    assert outcome.result.ttfb == 0.02 and "slow_response" not in {f.code for f in outcome.findings}
+    slow_hop = FetchResult(url=f"{SITE}/old", final_url=f"{SITE}/new", status=200, content_type="text/html",
+                           body=PAGE, size=len(PAGE), ttfb=0.05,
+                           redirects=(Hop(f"{SITE}/old", 301, f"{SITE}/new", ttfb=1.2),))
+    assert "slow_response" in {f.code for f in build_outcome(slow_hop, f"{SITE}/old", 1, CTX).findings}

@@ -509,3 +509,10 @@ def test_loopback_ignored_robots_allows_everything_and_keeps_sitemaps(server):
     assert robots.status == "ignored"
     assert robots.allowed(origin + "/", UA)
     assert "https://example.com/s.xml" in robots.sitemaps
+
+
+def test_a_robots_txt_answered_in_a_compression_we_cannot_read_crawls_nothing():
+    """Read as empty it would allow every URL, whatever rules it holds (a CDN sending br regardless)."""
+    robots = robots_from_result(fetched(body=None, error_detail="Content-Encoding br was not requested"))
+    assert robots.status == "unavailable" and "br was not requested" in robots.detail
+    assert not allowed(robots, "/")

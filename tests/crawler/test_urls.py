@@ -68,7 +68,11 @@ NORMALISED = [
     ("http://example.com/x;jsessionid=0A1B2C3D", "http://example.com/x"),
     ("http://example.com/x;JSESSIONID=abc/y", "http://example.com/x/y"),
     ("http://example.com/?PHPSESSID=9f8e&page=2", "http://example.com/?page=2"),
-    ("http://example.com/?page=2&sid=1&SessionId=2&jsessionid=3", "http://example.com/?page=2"),
+    ("http://example.com/?page=2&sid=9f8e7d6c5b4a39281706&SessionId=A1B2C3D4E5F6G7H8I9&jsessionid=3",
+     "http://example.com/?page=2"),
+    # A short or non-token sid is the site's own id (PHP-Nuke's story number): kept, or every story is one URL.
+    ("http://example.com/article.php?file=article&sid=123", "http://example.com/article.php?file=article&sid=123"),
+    ("http://example.com/?sessionid=spring-sale", "http://example.com/?sessionid=spring-sale"),
     ("http://example.com/?ASPSESSIONIDQAQBTC=xyz&CFID=1&cftoken=2&a=1", "http://example.com/?a=1"),
     ("http://example.com/?side=1&sidebar=2", "http://example.com/?side=1&sidebar=2"),
 ]

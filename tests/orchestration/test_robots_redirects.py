@@ -129,7 +129,7 @@ def test_a_redirect_that_adds_a_session_id_robots_txt_disallows_is_judged_withou
         site.pages.update({
             "/robots.txt": Answer("User-agent: *\nDisallow: /*sid=\n", ctype="text/plain"),
             "/": html_page("Home of the session id site", "/go"),
-            "/go": moved("/shop?sid=1"),
+            "/go": moved("/shop?sid=4f9a0c2e7b1d4e6f8a3c5b2d"),
             "/shop": html_page("The shop"),
         })
         audit = audit_of(owner, site)
