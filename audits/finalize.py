@@ -141,12 +141,15 @@ def run_finalize(audit_id: int) -> bool:
         if audit.mode != Audit.Mode.VALIDATE:  # a validation crawls too little to count a page's inlinks
             escalate_linked_noindex(audit)
     for check in VALIDATION_CHECKS if audit.mode == Audit.Mode.VALIDATE else CHECKS:
-        if not Audit.objects.filter(pk=audit.pk).exists():
-            return False  # deleted meanwhile
+        if not Audit.objects.filter(pk=audit.pk, status=Audit.Status.FINALIZING).exists():
+            return False  # cancelled or deleted meanwhile
         with transaction.atomic():
             _insert(check(audit.pk))
         audit.beat()
     with transaction.atomic():
+        # Cancelled since the last check: its frontier stays for a resume, and no diff or score is written.
+        if not Audit.objects.select_for_update().filter(pk=audit.pk, status=Audit.Status.FINALIZING).exists():
+            return False
         # Before the frontier goes: the diff reads it to tell "removed" from "not reached".
         diff.record(audit)
         audit.recount()
@@ -155,7 +158,10 @@ def run_finalize(audit_id: int) -> bool:
         # Scratch state no screen needs. Link edges stay (inlinks, links.csv), and
         # so do the chunk rows: one per chunk, they are the record of its attempts.
         FrontierURL.objects.filter(audit=audit).delete()
-        return audit.finish()
+        if not audit.finish():  # SQLite has no row lock: a cancel that came in between undoes all of it
+            transaction.set_rollback(True)
+            return False
+        return True
 
 
 def _insert(issues: Iterable[Issue]) -> None:

@@ -195,9 +195,10 @@ def _reconcile_chunks(audit: Audit, names: set[str], orphaned: set[str], now, gr
     #    grace; or a crash came between the commit and the enqueue.
     if ChunkLease.objects.open_for(audit.pk).exists():
         return actions
-    wait = retry_wait(audit)
-    if wait is not None and wait > 0 and not has_work(audit):
-        return actions  # still waiting as the site asked
+    with transaction.atomic():  # near max_pages has_work locks the audit's row, which needs a transaction
+        wait = retry_wait(audit)
+        if wait is not None and wait > 0 and not has_work(audit):
+            return actions  # still waiting as the site asked
     last_beat = audit.heartbeat_at or audit.created_at
     if (wait is not None or now - last_beat > grace) and audit.claim_for_watchdog():
         last = audit.chunks.aggregate(n=Max("number"))["n"] or 0

@@ -90,9 +90,11 @@ def run_chunk(audit_id: int, number: int, dispatcher: Dispatcher | None = None,
     return result
 
 
-# When this process first failed to reach the database for an audit's chunk
-# (time.monotonic()), until one of its chunks gets through again.
-_UNREACHABLE_SINCE: dict[int, float] = {}
+# When this process first and last failed to reach the database for an audit's chunk
+# (time.monotonic()), until one of its chunks gets through again. A failure longer than
+# DB_UNAVAILABLE_SECONDS after the last is a new outage: this process may have run no
+# chunk of that audit in between, and hours-old outages must not add up.
+_UNREACHABLE_SINCE: dict[int, tuple[float, float]] = {}
 
 
 def _unreachable(audit_id: int, number: int) -> str:
@@ -102,7 +104,12 @@ def _unreachable(audit_id: int, number: int) -> str:
     chunk's lease expires and the watchdog runs it again.
     """
     now = time.monotonic()
-    since = _UNREACHABLE_SINCE.setdefault(audit_id, now - knob("DB_RETRY_SECONDS"))
+    since, last = _UNREACHABLE_SINCE.get(audit_id, (now, now))
+    if now - last > knob("DB_UNAVAILABLE_SECONDS"):
+        since = now
+    if since == now:
+        since = now - knob("DB_RETRY_SECONDS")  # the chunk tried that long before giving up
+    _UNREACHABLE_SINCE[audit_id] = (since, now)
     if now - since < knob("DB_UNAVAILABLE_SECONDS"):
         return "db-unavailable"
     detail = f"The database could not be reached for {int(now - since)} s (chunk {number})."

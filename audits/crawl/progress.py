@@ -55,11 +55,12 @@ def fill_slots(audit: Audit, dispatcher: Dispatcher) -> int:
     """Schedule chunks while pending URLs and free chunk slots remain; how many. The caller holds the audit lock.
 
     Never more chunks than requests the audit may have in flight, nor than
-    the pending URLs would fill.
+    the pending URLs would fill, and none when a chunk would lease nothing.
     """
     slots = min(dispatcher.chunks_per_audit(), max(1, audit.concurrency))
     running = ChunkLease.objects.open_for(audit.pk).count()
-    if running >= slots:
+    if running >= slots or not has_work(audit):
+        # Pending rows past the page budget or not yet due would only make empty chunks.
         return 0
     size = knob("CHUNK_SIZE")
     pending = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING)[:(slots - running) * size]

@@ -288,7 +288,7 @@ class Audit(models.Model):
         reopened = self._transition(
             [self.Status.FAILED, self.Status.CANCELLED], status=self.Status.QUEUED,
             phase=self.Phase.QUEUED, error_code="", error_detail="", failed_phase="",
-            finished_at=None, heartbeat_at=Now(), links_indexed=False, finalize_attempts=0,
+            finished_at=None, heartbeat_at=Now(), links_indexed=False, start_attempts=0, finalize_attempts=0,
         )
         if reopened:
             AuditSession.objects.filter(audit=self).update(logins=0, cookies="")

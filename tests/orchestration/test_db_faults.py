@@ -273,10 +273,8 @@ def test_a_two_second_database_outage_mid_crawl_does_not_fail_the_audit(
         assert not audit.pages.filter(fetch_error="worker_lost").exists()
 
 
-def test_a_database_unreachable_past_the_bound_fails_the_audit_as_database_unavailable(owner, grid_site,
-                                                                                       fast_settings, monkeypatch):
-    # Until DB_UNAVAILABLE_SECONDS have passed since this worker first failed to reach
-    # the database, a chunk only gives up (the watchdog retries it); after, the audit fails.
+def _unreachable_database(owner, grid_site, fast_settings, monkeypatch):
+    """A started audit whose chunks meet a database that never answers, on a clock the test moves."""
     from types import SimpleNamespace
 
     from audits.crawl import chunk
@@ -292,6 +290,14 @@ def test_a_database_unreachable_past_the_bound_fails_the_audit_as_database_unava
         raise DatabaseDown("connection refused")
 
     monkeypatch.setattr(chunk, "claim", unreachable)
+    return audit, clock
+
+
+def test_a_database_unreachable_past_the_bound_fails_the_audit_as_database_unavailable(owner, grid_site,
+                                                                                       fast_settings, monkeypatch):
+    # Until DB_UNAVAILABLE_SECONDS have passed since this worker first failed to reach
+    # the database, a chunk only gives up (the watchdog retries it); after, the audit fails.
+    audit, clock = _unreachable_database(owner, grid_site, fast_settings, monkeypatch)
     assert run_chunk(audit.pk, 1) == "db-unavailable"
     clock.now += 30
     assert run_chunk(audit.pk, 1) == "db-unavailable"
@@ -302,6 +308,16 @@ def test_a_database_unreachable_past_the_bound_fails_the_audit_as_database_unava
     audit.refresh_from_db()
     assert (audit.status, audit.error_code) == ("failed", "database_unavailable")
     assert "could not be reached for" in audit.error_detail
+
+
+def test_two_short_outages_hours_apart_do_not_add_up_to_one_long_one(owner, grid_site, fast_settings, monkeypatch):
+    """A worker that met one outage and ran no chunk of the audit since must not count the hours between."""
+    audit, clock = _unreachable_database(owner, grid_site, fast_settings, monkeypatch)
+    assert run_chunk(audit.pk, 1) == "db-unavailable"
+    clock.now += 3 * 3600  # another chunk of the audit ran on another cluster meanwhile
+    assert run_chunk(audit.pk, 1) == "db-unavailable"
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.RUNNING
 
 
 def test_a_sql_function_that_raised_is_no_transient_fault_to_try_again():

@@ -258,3 +258,24 @@ def test_chunks_side_by_side_never_crawl_past_max_pages(owner, cluster_factory):
     assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
     assert Page.objects.filter(audit=audit, kind=Page.Kind.PAGE).count() == 45
     assert ChunkLease.objects.filter(audit=audit, number__gt=1).exists()
+
+
+@pytest.mark.django_db
+def test_pages_found_past_the_page_limit_start_no_chunk_that_would_lease_nothing(owner, fast_settings):
+    """The last chunks of a capped crawl keep finding links; each sub-batch scheduled up to three empty chunks."""
+    from audits.crawl.progress import fill_slots
+
+    audit = crawling(owner, max_pages=5, concurrency=8)
+    leased(audit, 1)
+    for i in range(5):  # the budget, spent: fetched pages
+        FrontierURL.objects.create(audit=audit, url=f"http://127.0.0.1:9/p{i}", url_hash=f"{i:032x}", depth=1,
+                                   state=FrontierURL.State.DONE, linked=True)
+    for i in range(5, 60):  # found since, past max_pages
+        FrontierURL.objects.create(audit=audit, url=f"http://127.0.0.1:9/p{i}", url_hash=f"{i:032x}", depth=2,
+                                   linked=True)
+    Audit.objects.filter(pk=audit.pk).update(pages_discovered=60)
+    audit.refresh_from_db()
+    recorder = Recorder(slots=4)
+    with transaction.atomic():
+        assert fill_slots(audit, recorder) == 0
+    assert recorder.steps == [] and ChunkLease.objects.filter(audit=audit).count() == 1

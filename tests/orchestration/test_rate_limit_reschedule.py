@@ -236,6 +236,24 @@ def test_the_watchdog_leaves_an_audit_waiting_on_a_retry_after_alone_and_starts_
     assert stored(audit, site, "/slow").status_code == 200
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_watchdog_checks_an_audit_waiting_near_its_page_limit_without_failing_its_pass(
+        owner, site, fast_settings):
+    """Near max_pages the page budget is exact and locks the audit's row: on PostgreSQL that needs a transaction,
+    and without one the watchdog's pass died at this audit every 30 s, reconciling no other."""
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "STALL_SECONDS": 60}
+    serve(site, {"/slow": ("300",)})
+    audit, _, _ = started(owner, site)
+    OrmQ.objects.all().delete()
+    assert run_chunk(audit.pk, 1, Dispatcher()) == "done"
+    audit.refresh_from_db()
+    Audit.objects.filter(pk=audit.pk).update(max_pages=audit.pages_discovered + 1,
+                                             heartbeat_at=timezone.now() - timedelta(seconds=61))
+    assert run_watchdog() == "nothing to do"
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.RUNNING
+
+
 @pytest.mark.django_db
 def test_a_rescheduled_url_is_not_taken_for_a_poison_url_on_a_later_serial_retry(chunk_writer):
     writer, items = chunk_writer
