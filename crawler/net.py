@@ -9,14 +9,15 @@ Four pieces:
   Addresses that embed an IPv4 address are unwrapped and the IPv4 judged.
   The cloud metadata endpoints (``METADATA_ADDRESSES``) are refused by
   ``AddressGuard.check`` before anything can allow them, in every form.
-* ``AddressGuard.resolve`` turns a host into the one address to connect to.
+* ``AddressGuard.resolve_all`` turns a host into the checked addresses to dial,
+  in turn (``dial_order``: at most four, the families alternating after the first).
   Numeric spellings (``2130706433``, ``0x7f.1``, ``127.1``) are parsed the way
   the C library parses them, so the check sees the address the socket would.
   If any answer is refused the whole answer is, since a mixed answer is how
   DNS rebinding picks which address a later lookup returns.
 * ``GuardedBackend`` is the network backend (httpcore's interface) the
   fetcher's httpcore connection pools dial through: its ``connect_tcp`` asks
-  the guard and dials the returned IP. Nothing else ever resolves a name, and
+  the guard and dials the returned IPs until one connects. Nothing else ever resolves a name, and
   TLS still verifies the certificate against the host name, which httpcore
   passes separately to ``start_tls`` as ``server_hostname``. Each stream it
   returns is a ``CountingStream``, which counts the bytes received so the
@@ -33,6 +34,7 @@ import concurrent.futures
 import copy
 import inspect
 import ipaddress
+import itertools
 import os
 import re
 import select
@@ -270,10 +272,14 @@ class AddressGuard:
         return twin
 
     async def resolve(self, host: str, port: int) -> str:
-        """The one checked IP to connect to; raises UnsafeAddress or DnsFailure."""
+        """The first checked IP to connect to; raises UnsafeAddress or DnsFailure."""
+        return (await self.resolve_all(host, port))[0]
+
+    async def resolve_all(self, host: str, port: int) -> list[str]:
+        """The checked IPs to try in turn (``dial_order``); raises UnsafeAddress or DnsFailure."""
         early = self._precheck(host, port)
         if early is not None:
-            return early
+            return [early]
         if self._lane is None:
             return await self._timed_lookup(host, port)
         # The wait for a slot is not part of the DNS timeout (a lookup queued
@@ -283,13 +289,13 @@ class AddressGuard:
         async with self._lane.slots:
             return await self._timed_lookup(host, port)
 
-    async def _timed_lookup(self, host: str, port: int) -> str:
+    async def _timed_lookup(self, host: str, port: int) -> list[str]:
         try:
             async with asyncio.timeout(self.dns_timeout):
                 answers = await self._lookup(host, port)
         except TimeoutError:
             raise DnsFailure(f"DNS lookup for {host} timed out") from None
-        return self._choose(host, port, answers)
+        return self._checked(host, port, answers)
 
     def resolve_sync(self, host: str, port: int) -> str:
         """Same as ``resolve``, blocking (for form validation outside an event loop)."""
@@ -306,7 +312,7 @@ class AddressGuard:
             raise DnsFailure(f"DNS lookup for {host} timed out") from None
         except (OSError, UnicodeError) as exc:
             raise DnsFailure(_dns_message(host, exc)) from None
-        return self._choose(host, port, answers)
+        return self._checked(host, port, answers)[0]
 
     def check(self, ip: IPAddress, port: int) -> None:
         """Raise UnsafeAddress unless connecting to ``ip:port`` is allowed."""
@@ -359,7 +365,7 @@ class AddressGuard:
         except (OSError, UnicodeError) as exc:
             raise DnsFailure(_dns_message(host, exc)) from None
 
-    def _choose(self, host: str, port: int, answers: Iterable[str]) -> str:
+    def _checked(self, host: str, port: int, answers: Iterable[str]) -> list[str]:
         addresses: list[IPAddress] = []
         for answer in answers:
             try:
@@ -379,7 +385,20 @@ class AddressGuard:
                     address=exc.address,
                     reason=exc.reason,
                 ) from None
-        return _dial_string(addresses[0])
+        return [_dial_string(ip) for ip in dial_order(addresses)]
+
+
+# Addresses tried for one connection: a host whose first answer is dead (an IPv6
+# address on a network without IPv6 routing) is reached on the next, as browsers do.
+DIAL_ADDRESSES = 4
+
+
+def dial_order(addresses: list[IPAddress]) -> list[IPAddress]:
+    """RFC 8305's order: the resolver's first address, then the families taking turns, at most DIAL_ADDRESSES."""
+    first = [ip for ip in addresses if ip.version == addresses[0].version]
+    other = [ip for ip in addresses if ip.version != addresses[0].version]
+    turns = [ip for pair in itertools.zip_longest(first, other) for ip in pair if ip is not None]
+    return turns[:DIAL_ADDRESSES]
 
 
 def _dial_string(ip: IPAddress) -> str:
@@ -417,15 +436,18 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        ip = await self.guard.resolve(host, port)
-        stream = await self.inner.connect_tcp(
-            ip,
-            port,
-            timeout=timeout,
-            local_address=local_address,
-            socket_options=socket_options,
-        )
-        return CountingStream(stream)
+        *others, last = await self.guard.resolve_all(host, port)
+
+        async def dial(ip: str) -> httpcore.AsyncNetworkStream:
+            return await self.inner.connect_tcp(
+                ip, port, timeout=timeout, local_address=local_address, socket_options=socket_options)
+
+        for ip in others:
+            try:
+                return CountingStream(await dial(ip))
+            except (httpcore.ConnectError, httpcore.ConnectTimeout):
+                continue  # the next address; the fetch's deadline bounds them all
+        return CountingStream(await dial(last))
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Any = None

@@ -232,6 +232,27 @@ def test_a_public_answer_returns_its_first_address_once_per_lookup():
     assert stub.calls == ["site.test", "site.test"]
 
 
+def test_the_addresses_to_dial_take_the_families_in_turn_after_the_first_and_are_few():
+    stub = StubResolver({"site.test": [["2606:2800:220:1::1", "2606:2800:220:1::2", "2606:2800:220:1::3",
+                                        "93.184.216.34", "93.184.216.35"]]})
+    assert asyncio.run(AddressGuard(resolver=stub).resolve_all("site.test", 443)) == [
+        "2606:2800:220:1::1", "93.184.216.34", "2606:2800:220:1::2", "93.184.216.35"]
+
+
+def test_a_host_whose_first_address_refuses_is_reached_on_the_next():
+    """A dead AAAA (IPv6 routes but no IPv6) must not fail every fetch: 127.0.0.2 has no listener here."""
+    with HostileServer() as server:
+        stub = StubResolver({"site.test": [["127.0.0.2", "127.0.0.1"]]})
+        guard = AddressGuard(resolver=stub, allowed_targets=[("127.0.0.2", server.port), ("127.0.0.1", server.port)])
+
+        async def go():
+            async with Fetcher(FetchPolicy(connect_timeout=1.0, read_timeout=1.0, deadline=3.0), guard) as fetcher:
+                return await fetcher.fetch(f"http://site.test:{server.port}/ok")
+
+        result = asyncio.run(go())
+    assert result.status == 200 and result.error is None
+
+
 def test_nxdomain_is_a_dns_failure_that_names_the_host():
     guard = AddressGuard(resolver=StubResolver({}))
     with pytest.raises(DnsFailure, match="nowhere.test does not exist"):

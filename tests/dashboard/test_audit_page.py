@@ -67,10 +67,10 @@ def test_a_finished_audit_summarises_issues_by_severity_and_code_with_why_and_fi
     assert "3 critical" in body and "1 warnings" in body and "1 notices" in body
     broken = CATALOGUE["broken_link_internal"]
     assert broken.title in body and broken.why in body and broken.fix in body
-    assert 'id="code-broken_link_internal"' in body
+    assert 'id="code-broken_link_internal-critical"' in body
     # Critical codes come first.
-    assert body.index('id="code-http_4xx"') < body.index('id="code-meta_description_missing"')
-    assert body.index('id="code-meta_description_missing"') < body.index('id="code-title_length"')
+    assert body.index('id="code-http_4xx-') < body.index('id="code-meta_description_missing-')
+    assert body.index('id="code-meta_description_missing-') < body.index('id="code-title_length-')
     assert "hx-trigger" not in body
     for csv_name in ("export-pages", "export-issues", "export-links"):
         assert reverse(csv_name, args=[audit.pk]) in body

@@ -59,7 +59,7 @@ def test_a_type_count_on_the_audit_page_matches_the_list_it_links_to(owner_clien
     for path, review in (("/a", Issue.Review.OPEN), ("/b", Issue.Review.OPEN), ("/c", Issue.Review.IGNORED)):
         make_issue(audit, "title_length", f"{SITE}{path}", review=review)
     body = owner_client.get(audit.get_absolute_url()).content.decode()
-    row = body.split('id="code-title_length"')[1].split("</tr>")[0]
+    row = body.split('id="code-title_length-notice"')[1].split("</tr>")[0]
     assert re.search(r"<td>2</td>", row)  # the ignored one is left out of the count...
     href = re.search(r'<a href="([^"]+)">', row).group(1).replace("&amp;", "&")
     listed = owner_client.get(href).content.decode()
