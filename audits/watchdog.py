@@ -79,7 +79,8 @@ def run_watchdog(now=None) -> str:
         idle = at - last
         if idle > stall and not _waiting_on_retry_after(audit) and not _waiting_for_worker(audit, names):
             if audit.fail(Audit.ErrorCode.STALLED,
-                          f"No progress for {int(idle.total_seconds())} s (limit {conf['STALL_SECONDS']} s)."):
+                          f"No progress for {int(idle.total_seconds())} s (limit {conf['STALL_SECONDS']} s).",
+                          quiet=True):
                 actions.append(f"failed {audit.pk}: stalled")
             continue
         if audit.status == Audit.Status.RUNNING and audit.phase == Audit.Phase.CRAWLING:

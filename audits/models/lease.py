@@ -334,7 +334,8 @@ class ChunkLease(models.Model):
     def release(self, ids: list[int] | None = None) -> None:
         """Hand URLs this chunk holds (``ids``, or all) back to the frontier, if we still own it."""
         with transaction.atomic():
-            if not ChunkLease.objects.filter(pk=self.pk, token=self.token).exists():
+            # Locked: a reclaim that hands the lease to a new owner waits until these rows are back.
+            if not ChunkLease.objects.select_for_update().filter(pk=self.pk, token=self.token).exists():
                 return
             rows = FrontierURL.objects.held_by(self)
             if ids is not None:

@@ -1,7 +1,9 @@
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
 from audits.models import Audit, Page
 from tests.factories import make_audit, make_issue, make_page
@@ -131,3 +133,13 @@ def test_two_processes_racing_to_fail_an_audit_make_one_transition(owner):
     assert sorted(results) == [False, True]
     audit.refresh_from_db()
     assert audit.status == "failed" and audit.error_code in ("stalled", "worker_lost")
+
+
+def test_a_stalled_verdict_loses_to_a_beat_that_came_after_the_watchdog_read_the_audit(owner):
+    audit = make_audit(owner, status=Audit.Status.RUNNING, phase=Audit.Phase.CRAWLING,
+                       heartbeat_at=timezone.now() - timedelta(minutes=10))
+    seen = Audit.objects.get(pk=audit.pk)  # what the watchdog read
+    Audit.objects.get(pk=audit.pk).beat()  # a chunk wrote a batch meanwhile
+    assert not seen.fail(Audit.ErrorCode.STALLED, "No progress", quiet=True)
+    assert Audit.objects.get(pk=audit.pk).status == Audit.Status.RUNNING
+    assert Audit.objects.get(pk=audit.pk).fail(Audit.ErrorCode.STALLED, "No progress", quiet=True)
