@@ -216,13 +216,13 @@ class Audit(models.Model):
 
     # --- state transitions -------------------------------------------------
 
-    def _transition(self, allowed_from, condition: Q = Q(), **changes) -> bool:
+    def _transition(self, allowed_from, condition: Q | None = None, **changes) -> bool:
         """Apply ``changes`` only if the row is still in one of ``allowed_from`` (and meets ``condition``).
 
         The WHERE clause is the guard: of two processes racing, exactly one
         UPDATE matches. The instance is refreshed so callers see the outcome.
         """
-        updated = Audit.objects.filter(condition, pk=self.pk, status__in=list(allowed_from)).update(**changes)
+        updated = Audit.objects.filter(condition or Q(), pk=self.pk, status__in=list(allowed_from)).update(**changes)
         self.refresh_from_db()
         return updated == 1
 
@@ -268,7 +268,7 @@ class Audit(models.Model):
         code = code if code in self.ErrorCode.values else self.ErrorCode.UNKNOWN
         current = Audit.objects.filter(pk=self.pk).values_list("phase", flat=True).first()
         return self._transition(
-            self.ACTIVE, not_stamped_since("heartbeat_at", self.heartbeat_at) if quiet else Q(),
+            self.ACTIVE, not_stamped_since("heartbeat_at", self.heartbeat_at) if quiet else None,
             status=self.Status.FAILED, error_code=code, error_detail=detail[:4000],
             failed_phase=phase or current or self.Phase.QUEUED, finished_at=timezone.now(), current_window=0,
         )
