@@ -62,6 +62,17 @@ def env_float(name: str, default: float, *, minimum: float | None = None, enviro
     return number
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...], *, environ=os.environ) -> str:
+    """One of ``choices``, matched without regard to case and given back as ``choices`` spells it."""
+    value = environ.get(name)
+    if value is None or not value.strip():
+        return default
+    for choice in choices:
+        if value.strip().lower() == choice.lower():
+            return choice
+    raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
 def env_list(name: str, default: list[str], *, environ=os.environ) -> list[str]:
     """A comma-separated list; blank items are dropped."""
     value = environ.get(name)

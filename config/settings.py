@@ -11,7 +11,7 @@ from pathlib import Path
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import database_from_url, env_bool, env_float, env_int, env_list, env_str
+from .env import database_from_url, env_bool, env_choice, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SITEWARD_VAR_DIR", str(BASE_DIR / "var")))
@@ -185,7 +185,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR",
+                                                                               "CRITICAL"))},
     # django-axes announces itself at INFO on every start, manage.py commands included;
     # its lockout warnings (axes.handlers) still go through.
     "loggers": {"axes.apps": {"level": "WARNING"}},

@@ -21,6 +21,7 @@ from contextlib import closing
 from http.cookies import SimpleCookie
 from pathlib import Path
 
+import brotli
 import psutil
 import pytest
 
@@ -186,6 +187,8 @@ def test_serve_runs_gunicorn_with_hashed_compressed_static_files_and_the_cluster
         assert response.getheader("Content-Encoding") == "gzip"
         assert response.getheader("Cache-Control") == "max-age=315360000, public, immutable"
         assert gzip.decompress(content) == original
+        response, content = client.request("GET", css, headers={"Accept-Encoding": "br, gzip"})
+        assert response.getheader("Content-Encoding") == "br" and brotli.decompress(content) == original
         response, content = client.request("GET", css)
         assert response.status == 200 and response.getheader("Content-Encoding") is None and content == original
         assert (tmp_path / "staticfiles" / "staticfiles.json").exists()

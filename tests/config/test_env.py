@@ -10,6 +10,7 @@ from django.db.utils import load_backend
 from config.env import (
     database_from_url,
     env_bool,
+    env_choice,
     env_float,
     env_int,
     env_list,
@@ -174,3 +175,11 @@ def test_manage_py_generates_and_reuses_a_private_secret_key_when_none_is_set(tm
     key_file = tmp_path / "secret_key"
     assert len(key_file.read_text().strip()) >= 50
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+
+
+def test_env_choice_takes_any_case_and_refuses_a_typo_naming_the_variable():
+    levels = ("DEBUG", "INFO", "WARNING")
+    assert env_choice("LOG_LEVEL", "INFO", levels, environ={"LOG_LEVEL": " warning "}) == "WARNING"
+    assert env_choice("LOG_LEVEL", "INFO", levels, environ={}) == "INFO"
+    with pytest.raises(ImproperlyConfigured, match="LOG_LEVEL must be one of DEBUG, INFO, WARNING, got 'verbose'"):
+        env_choice("LOG_LEVEL", "INFO", levels, environ={"LOG_LEVEL": "verbose"})

@@ -195,7 +195,8 @@ def test_allow_private_admits_private_and_loopback_sites(address):
 
 
 @pytest.mark.parametrize(
-    "address", ["100.64.0.1", "0.0.0.0", "224.0.0.1", "::ffff:127.0.0.1", "64:ff9b::a00:1"]
+    "address",
+    ["100.64.0.1", "0.0.0.0", "224.0.0.1", "::ffff:127.0.0.1", "64:ff9b::a00:1", "169.254.1.1", "fe80::1"],
 )
 def test_allow_private_still_refuses_everything_else(address):
     guard = AddressGuard(allow_private=True, resolver=StubResolver({"x.test": [[address]]}))

@@ -12,6 +12,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from config.env import env_int
+
 from ..processes import StopSignal, stop_all, watch
 
 
@@ -20,7 +22,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("SITEWARD_HOST", "127.0.0.1"))
-        parser.add_argument("--port", type=int, default=int(os.environ.get("SITEWARD_PORT", "8000")))
+        parser.add_argument("--port", type=int, default=env_int("SITEWARD_PORT", 8000, minimum=1, maximum=65535))
         parser.add_argument("--no-login", action="store_true", help="Skip creating the admin login")
 
     def handle(self, *args, host, port, no_login, **options):
