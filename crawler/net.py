@@ -262,8 +262,18 @@ class AddressGuard:
         self._allowed = frozenset(
             (str(ipaddress.ip_address(ip)), int(port)) for ip, port in allowed_targets
         )
+        # (host name, port) pairs whose private addresses are allowed, by name (private_only_for): any
+        # other name that resolves to the same address (a rebinding name, a neighbour on one ingress) is not.
+        self._private_hosts: frozenset[tuple[str, int]] = frozenset()
         self.dns_timeout = dns_timeout
         self._lane: LookupLane | None = None
+
+    def private_only_for(self, host: str, port: int) -> AddressGuard:
+        """The same guard, allowing private addresses for ``host``:``port`` alone (by name, not by address)."""
+        twin = copy.copy(self)
+        twin.allow_private = False
+        twin._private_hosts = frozenset({(host.rstrip(".").lower(), int(port))})
+        return twin
 
     def in_lane(self, lane: LookupLane) -> AddressGuard:
         """The same guard, with its lookups going through ``lane``."""
@@ -314,8 +324,8 @@ class AddressGuard:
             raise DnsFailure(_dns_message(host, exc)) from None
         return self._checked(host, port, answers)[0]
 
-    def check(self, ip: IPAddress, port: int) -> None:
-        """Raise UnsafeAddress unless connecting to ``ip:port`` is allowed."""
+    def check(self, ip: IPAddress, port: int, host: str = "") -> None:
+        """Raise UnsafeAddress unless connecting to ``ip:port`` (for ``host``) is allowed."""
         reason = classify(ip)
         if is_metadata_address(ip):
             # Before the allowances: neither allow_private nor an allowed
@@ -325,7 +335,8 @@ class AddressGuard:
                 reason = "cloud-metadata"
         elif reason is None or (str(ip), port) in self._allowed:
             return
-        elif self.allow_private and reason in PRIVATE_REASONS:
+        elif reason in PRIVATE_REASONS and (
+                self.allow_private or (host.strip("[]").rstrip(".").lower(), port) in self._private_hosts):
             return
         raise UnsafeAddress(
             f"{ip} is a {reason} address; refused to connect",
@@ -339,14 +350,14 @@ class AddressGuard:
             raise DnsFailure("The URL has no host name")
         ip = parse_numeric_host(host)
         if ip is not None:
-            self.check(ip, port)
+            self.check(ip, port, host)
             return _dial_string(ip)
         if ":" in host or "%" in host:
             # Not a valid IPv6 literal, and certainly not a name worth asking DNS.
             raise DnsFailure(f"{host!r} is not a valid host")
         if _is_localhost_name(host):
             loopback = ipaddress.IPv4Address("127.0.0.1")
-            self.check(loopback, port)
+            self.check(loopback, port, host)
             return str(loopback)
         return None
 
@@ -378,7 +389,7 @@ class AddressGuard:
             raise DnsFailure(f"{host} has no address")
         for ip in addresses:
             try:
-                self.check(ip, port)
+                self.check(ip, port, host)
             except UnsafeAddress as exc:
                 raise UnsafeAddress(
                     f"{host} resolves to {exc.address}, a {exc.reason} address; refused to connect",

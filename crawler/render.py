@@ -5,7 +5,11 @@ does not exist (loopback included), so any request the route handler does not
 answer fails. The handler answers each one with ``Fetcher.fetch``: the SSRF
 guard checks the address it connects to, the byte caps and deadlines apply,
 and a private site's credentials go to its own origin only. WebSockets,
-downloads, service workers and schemes other than http(s) never get out.
+downloads, service workers and schemes other than http(s) never get out;
+WebRTC and window.open are taken from every frame before its scripts run.
+The site's answers keep their own CORS verdict, and a script of another
+origin (a third party's frame) asking for the site is refused: those answers
+carry the site's credentials. A browser that dies is launched again, a few times.
 
 One ``Renderer`` per chunk: a fresh browser context, no profile on disk, a few
 pages at a time (``slots``), each within ``deadline`` seconds plus a grace
@@ -19,6 +23,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from .fetch import REDIRECT_STATUSES, Fetcher
 from .types import FetchError
@@ -31,9 +36,24 @@ LAUNCH_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage",
     # Every request goes through the route handler; anything else meets a dead proxy.
     "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+    # No name is resolved by the browser itself: a lookup is a message to a nameserver.
+    "--host-resolver-rules=MAP * ~NOTFOUND",
     # A page's JavaScript heap: a page that needs more crashes (render_failed), the worker does not.
     "--js-flags=--max-old-space-size=256",
 ]
+# WebRTC's UDP (STUN, peer checks) goes around any proxy (Chromium's disable_non_proxied_udp policy
+# still sent STUN to a named server here): every frame's page loses the API before its scripts run.
+# And a page opens no windows: Chromium runs without a popup blocker under Playwright, and a
+# popup is neither routed nor closed with the page (a storm of them takes the browser down).
+PAGE_LIMITS = """for (const name of ["RTCPeerConnection", "webkitRTCPeerConnection", "RTCDataChannel",
+                   "RTCRtpSender", "RTCRtpReceiver", "RTCIceCandidate", "RTCSessionDescription"]) {
+  try { Object.defineProperty(globalThis, name, {value: undefined, writable: false, configurable: false}); }
+  catch (e) {}
+}
+try { Object.defineProperty(globalThis, "open", {value: () => null, writable: false, configurable: false}); }
+catch (e) {}"""
+# Browsers launched again in one chunk after the one before died (crashed, killed for its memory).
+MAX_LAUNCHES = 3
 RENDER_DEADLINE = 15.0
 # After the deadline, how long the DOM may take to come back before the page is abandoned.
 GRACE = 5.0
@@ -81,6 +101,8 @@ class Renderer:
         self._playwright = None
         self._browser = None
         self._context = None
+        self._launches = 0
+        self._restarting = asyncio.Lock()
         self.unavailable = ""
 
     async def __aenter__(self) -> Renderer:
@@ -90,9 +112,7 @@ class Renderer:
             from playwright.async_api import async_playwright
 
             self._playwright = await async_playwright().start()
-            self._browser = await self._playwright.chromium.launch(
-                executable_path=self.executable, headless=True, args=LAUNCH_ARGS)
-            await self._new_context()
+            await self._launch()
         except Exception as exc:  # no Playwright, no Chromium, or it would not start
             self.unavailable = f"The browser could not start: {type(exc).__name__}: {exc}"[:300]
             log.warning("%s", self.unavailable)
@@ -113,10 +133,17 @@ class Renderer:
                 await self._playwright.stop()
         self._context = self._browser = self._playwright = None
 
+    async def _launch(self) -> None:
+        self._launches += 1
+        self._browser = await self._playwright.chromium.launch(
+            executable_path=self.executable, headless=True, args=LAUNCH_ARGS)
+        await self._new_context()
+
     async def _new_context(self) -> None:
         self._context = await self._browser.new_context(
             accept_downloads=False, service_workers="block", user_agent=self.user_agent,
             java_script_enabled=True, bypass_csp=False)
+        await self._context.add_init_script(PAGE_LIMITS)
 
     async def render(self, url: str, body: bytes, content_type: str = "text/html; charset=utf-8") -> Rendered:
         """Load ``url`` as the browser would, its document being ``body`` (already fetched); never raises."""
@@ -126,6 +153,11 @@ class Renderer:
             return out
         async with self._slots:
             page = None
+            if not self._browser.is_connected():  # it died since the last page: launch another first
+                await self._revive()
+                if self.unavailable or self._context is None:
+                    out.problem, out.detail = "render_failed", self.unavailable or "The browser is not running."
+                    return out
             try:
                 async with asyncio.timeout(self.deadline + GRACE):
                     page = await self._context.new_page()
@@ -145,7 +177,9 @@ class Renderer:
                 out.problem = "render_failed"
                 out.detail = f"{type(exc).__name__}: {exc}"[:300]
             finally:
-                if page is not None and not await self._closed(page):
+                if not self._browser.is_connected():
+                    await self._revive()
+                elif page is not None and not await self._closed(page):
                     await self._restart()
         return out
 
@@ -154,6 +188,7 @@ class Renderer:
         page.on("console", lambda message: message.type == "error" and out.errors.append(message.text[:300]))
         page.on("pageerror", lambda error: out.errors.append(str(error)[:300]))
         requests = 0
+        home = _origin(url)
 
         async def handle(route) -> None:
             nonlocal requests
@@ -165,7 +200,7 @@ class Renderer:
                 await route.abort()  # the page may not leave itself: one URL is rendered
                 return
             requests += 1
-            why = self._refusal(request.url, request.method, requests)
+            why = self._refusal(request.url, request.method, requests) or _asked_across(request, home)
             if why:
                 out.blocked.append((request.url, why))
                 await route.abort("blockedbyclient")
@@ -177,6 +212,11 @@ class Renderer:
             elif result.error is not None or result.status is None:
                 out.failed.append((request.url, result.error.label if result.error else "no answer"))
                 await route.abort("failed")
+            elif _origin(request.url) != home and _origin(result.final_url) == home:
+                # Fulfilled under the URL asked for, the site's answer (its credentials' answer) would be
+                # readable by that other origin's frames.
+                out.blocked.append((request.url, "a redirect into the audited site from another origin"))
+                await route.abort("blockedbyclient")
             elif result.status in REDIRECT_STATUSES and result.redirects:
                 # A hop the fetcher would not follow (robots.txt, the logout): refused as the URL would be. Not
                 # handed to the browser to follow: Playwright routes only a redirect's first request.
@@ -186,7 +226,8 @@ class Renderer:
             else:
                 if result.status >= 400:
                     out.failed.append((request.url, f"answered {result.status}"))
-                headers = {"content-type": result.headers.get("content-type", "application/octet-stream")}
+                headers = {"content-type": result.headers.get("content-type", "application/octet-stream"),
+                           **_cors(result.headers, request.url)}
                 await route.fulfill(status=result.status, headers=headers, body=result.body or b"")
 
         await page.route("**/*", handle)
@@ -210,12 +251,33 @@ class Renderer:
             return False
 
     async def _restart(self) -> None:
-        """A page that would not close: drop the whole context (its renderer processes go with it)."""
+        """A page that would not close: drop the whole context (its renderer processes go with it).
+
+        A browser that died is launched again, MAX_LAUNCHES times in all; after that every
+        later page is render_failed, saying why.
+        """
+        async with self._restarting:
+            await self._replace()
+
+    async def _revive(self) -> None:
+        """Launch a browser in place of one that died, unless another slot just did."""
+        async with self._restarting:
+            if not self._browser.is_connected():
+                await self._replace()
+
+    async def _replace(self) -> None:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(GRACE):
                 await self._context.close()
         try:
-            await self._new_context()
+            if self._browser.is_connected():
+                await self._new_context()
+            elif self._launches < MAX_LAUNCHES:
+                with contextlib.suppress(Exception):
+                    await self._browser.close()
+                await self._launch()
+            else:
+                raise RuntimeError(f"it died {self._launches} times")
         except Exception as exc:
             self.unavailable = f"The browser stopped answering: {type(exc).__name__}: {exc}"[:300]
             self._context = None
@@ -223,3 +285,34 @@ class Renderer:
 
 def _is_timeout(exc: Exception) -> bool:
     return type(exc).__name__ == "TimeoutError" and type(exc).__module__.startswith("playwright")
+
+
+def _origin(url: str | None) -> str:
+    """Scheme, host and port of ``url`` ("" for none): the unit a browser's same-origin rules judge."""
+    parts = urlsplit(url or "")
+    return f"{parts.scheme}://{parts.netloc}".lower() if parts.scheme and parts.netloc else ""
+
+
+def _asked_across(request, home: str) -> str | None:
+    """Why a request for the audited origin from another origin's script is refused, or None.
+
+    The fetcher sends the site's credentials (basic auth, tokens, login cookies)
+    with every request for its origin; a third-party frame or worker asking for
+    one (a cross-origin fetch, which carries its Origin) would read what only
+    the logged-in site should show.
+    """
+    asker = request.headers.get("origin")
+    if _origin(request.url) != home or not asker or asker.lower() == home:
+        return None
+    return "asked for by another origin's script (the audited site's answers are not read across origins)"
+
+
+# The real answer's CORS verdict, or, without one, an allowed origin no other page has: Playwright's
+# fulfill adds "allow this origin, with credentials" to a cross-origin answer that names none.
+CORS_HEADERS = ("access-control-allow-origin", "access-control-allow-credentials", "access-control-expose-headers")
+
+
+def _cors(headers: dict[str, str], url: str) -> dict[str, str]:
+    kept = {name: headers[name] for name in CORS_HEADERS if name in headers}
+    kept.setdefault("access-control-allow-origin", _origin(url) or "null")
+    return kept

@@ -3,7 +3,8 @@
 ``/`` and ``/app/<n>`` (n < pages) are empty shells that ``/app.js`` fills in:
 a title, a canonical, a paragraph of words, links to the other app pages.
 Hostile pages: ``/spy`` (its script asks for ``other`` (another loopback
-port, by fetch and by WebSocket) and the cloud metadata address), ``/spin`` (a script that never yields),
+port, by fetch and by WebSocket) and the cloud metadata address), ``/framed`` (a sandboxed frame, an
+origin of its own, reads ``/account/secret`` and reports it to ``/beacon``), ``/spin`` (a script that never yields),
 ``/chatty`` (a request every 100 ms, so the network never goes idle),
 ``/broken`` (a script error and a missing script). ``requests`` counts the
 paths asked for.
@@ -41,14 +42,18 @@ for (let m = 0; m < pages; m++) {
 
 
 class RenderSite(Loopback):
-    def __init__(self, pages: int = 4, *, other: str = "http://127.0.0.1:9"):
+    def __init__(self, pages: int = 4, *, other: str = "http://127.0.0.1:9", stun_port: int = 9):
         super().__init__(self._answer)
         self.pages = pages
         self.other = other
+        self.stun_port = stun_port
         self.requests: Counter[str] = Counter()
+        self.beacons: list[str] = []
 
     def _answer(self, request: Request) -> Response:
         self.requests[request.path] += 1
+        if request.path == "/beacon":
+            self.beacons.append(request.args.get("got", ""))
         if request.path == "/go-private":  # a redirect into what robots.txt disallows
             return Response(b"", status=302, headers={"Location": "/private/moved"})
         status, content_type, body = self.answer(request.path)
@@ -71,6 +76,30 @@ class RenderSite(Loopback):
                    'fetch("/go-private").catch(() => 0);'
                    f'try {{ new WebSocket("{self.other.replace("http", "ws", 1)}/socket"); }} catch (e) {{}}</script>')
             return 200, html, SHELL.format(head="", scripts=script + spy).encode()
+        if path == "/framed":  # a third party's frame (sandboxed: an origin of its own) reading the site
+            frame = ("<script>fetch(parent === window ? '' : '/account/secret').then(r => r.text())"
+                     ".then(t => { new Image().src = '/beacon?got=' + encodeURIComponent(t); })"
+                     ".catch(() => { new Image().src = '/beacon?got=refused'; });</script>")
+            iframe = f'<iframe sandbox="allow-scripts" srcdoc="{frame}"></iframe>'
+            # The page stays busy for two seconds, so a loaded machine still runs the frame before it is read.
+            busy = '<script>for (let i = 1; i <= 20; i++) setTimeout(() => fetch("/ping").catch(() => 0), i * 100);</script>'
+            return 200, html, SHELL.format(head="", scripts=iframe + busy).encode()
+        if path == "/rtc":  # WebRTC: UDP that no HTTP proxy carries, to a STUN server the page names
+            rtc = (f"<script>const pc = new RTCPeerConnection({{iceServers: [{{urls: 'stun:127.0.0.1:{self.stun_port}'}}]}});"
+                   "pc.createDataChannel('x'); pc.createOffer().then(o => pc.setLocalDescription(o));</script>")
+            return 200, html, SHELL.format(head="", scripts=rtc).encode()
+        if path == "/popups":  # a storm of windows, each a renderer of its own that no route reaches
+            popups = ("<script>let opened = 0; for (let i = 0; i < 200; i++) if (window.open('/app/0')) opened++;"
+                      "document.title = `Opened ${opened} windows of the popup page`;</script>")
+            return 200, html, SHELL.format(head="", scripts=popups).encode()
+        if path == "/latin":  # its charset named only in the page, as older sites do
+            return 200, "text/html", ('<!doctype html><html><head><meta charset="iso-8859-1">'
+                                      "<title>Café crème, a page in Latin-1</title></head><body><p>Crème brûlée"
+                                      "</p></body></html>").encode("latin-1")
+        if path == "/account/secret":
+            return 200, "text/plain", b"members-only-token-42"
+        if path == "/beacon":
+            return 200, "image/gif", b"GIF89a"
         if path == "/spin":
             return 200, html, SHELL.format(head="", scripts="<script>while (true) {}</script>").encode()
         if path == "/chatty":

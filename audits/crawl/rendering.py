@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 from crawler.checks import PageContext
-from crawler.errors import DnsFailure, UnsafeAddress
 from crawler.fetch import Fetcher
 from crawler.net import AddressGuard
 from crawler.page import PageOutcome
@@ -38,7 +37,7 @@ async def browser(setup: CrawlSetup) -> AsyncIterator[Renderer | None]:
     if setup.render == "none" or setup.scope is None:
         yield None
         return
-    guard = await browser_guard(setup.guard, setup.scope.origin)
+    guard = browser_guard(setup.guard, setup.scope.origin)
     # The page's own requests go to third parties too (scripts, embeds): their redirects elsewhere are
     # followed, as the browser would, whether or not the audit checks external links.
     avoid = dataclasses.replace(setup, stay_on_origin=False).avoid
@@ -50,17 +49,17 @@ async def browser(setup: CrawlSetup) -> AsyncIterator[Renderer | None]:
         yield renderer
 
 
-async def browser_guard(guard: AddressGuard, origin: str) -> AddressGuard:
-    """The crawl's guard, narrowed for a page's own requests: no private address but the origin's."""
+def browser_guard(guard: AddressGuard, origin: str) -> AddressGuard:
+    """The crawl's guard, narrowed for a page's own requests: no private address but the origin's.
+
+    Allowed by the origin's host name, whatever it resolves to at each request
+    (a load balancer's several addresses); another name for the same address is refused.
+    """
     if not guard.allow_private:
         return guard
     parts = urlsplit(origin)
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        address = await guard.resolve(parts.hostname or "", port)
-    except (DnsFailure, UnsafeAddress):
-        return AddressGuard(allow_private=False)
-    return AddressGuard(allow_private=False, allowed_targets=[(address, port)])
+    return guard.private_only_for(parts.hostname or "", port)
 
 
 def _robots_rule(setup: CrawlSetup):
@@ -89,6 +88,9 @@ async def render_if_needed(renderer: Renderer | None, outcome: PageOutcome, setu
     origin = setup.scope.origin if setup.scope else ""
     if not needs_render(setup.render, result.body, outcome.facts, origin):
         return outcome
-    content_type = f"{result.content_type}; charset={result.charset or 'utf-8'}"
+    # The charset the page was read in (header, BOM, meta or detection): named in the header, it is the one
+    # Chromium uses, so a page declaring iso-8859-1 only in its <meta> is not read as UTF-8.
+    charset = result.charset or (outcome.facts.charset if outcome.facts is not None else None) or "utf-8"
+    content_type = f"{result.content_type}; charset={charset}"
     rendered = await renderer.render(result.final_url or outcome.url, result.body, content_type)
     return rendered_outcome(outcome, rendered, ctx, origin)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from werkzeug.wrappers import Response
 
@@ -96,6 +98,44 @@ def test_a_script_reaching_for_another_port_the_metadata_address_or_a_robots_url
     assert "private or reserved" in blocked["http://169.254.169.254/latest/meta-data/"]
     assert "robots.txt" in blocked[site.url("/private/data")]
     assert "robots.txt" in blocked[site.url("/private/moved")]
+
+
+def test_a_frame_of_another_origin_cannot_read_the_audited_sites_pages_through_the_browser(owner, fast_settings):
+    """The browser's requests carry the site's credentials: a third party's frame (an ad, a widget) asking for
+    the site's pages must not read them, as a real browser's CORS would not let it."""
+    with RenderSite() as site:
+        audit = audit_of(owner, site, render="all", start_url=site.url("/framed"), max_pages=1)
+    assert not any("members-only" in got for got in site.beacons)
+    assert site.requests["/account/secret"] == 0
+    blocked = dict(Issue.objects.filter(audit=audit, code="render_request_blocked").values_list("target_url",
+                                                                                                 "message"))
+    # The frame ran, its read failed, and it said so (itself refused: its Origin is its own too).
+    assert "another origin" in blocked[site.url("/beacon?got=refused")]
+
+
+def test_a_page_whose_charset_only_its_meta_names_is_rendered_in_that_charset(owner, fast_settings):
+    with RenderSite() as site:
+        audit = audit_of(owner, site, render="all", start_url=site.url("/latin"), max_pages=1)
+    page = pages(audit)[site.url("/latin")]
+    assert page.rendered and page.title == "Café crème, a page in Latin-1"
+    assert "render_title_changed" not in codes(audit, site.url("/latin"))
+
+
+def test_a_page_opens_no_windows(owner, fast_settings):
+    with RenderSite() as site:
+        audit = audit_of(owner, site, render="all", start_url=site.url("/popups"), max_pages=1)
+    assert pages(audit)[site.url("/popups")].title == "Opened 0 windows of the popup page"
+
+
+def test_a_pages_webrtc_sends_no_udp_past_the_fetcher(owner, fast_settings):
+    """STUN is UDP: the dead HTTP proxy does not stop it, so a page could probe the crawler's network."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as stun:
+        stun.bind(("127.0.0.1", 0))
+        stun.settimeout(0.5)
+        with RenderSite(stun_port=stun.getsockname()[1]) as site:
+            audit_of(owner, site, render="all", start_url=site.url("/rtc"), max_pages=1)
+        with pytest.raises(TimeoutError):
+            stun.recvfrom(2048)
 
 
 def test_a_page_that_spins_or_never_goes_quiet_is_bounded_and_the_crawl_goes_on(owner, fast_settings, settings):

@@ -1,0 +1,51 @@
+"""A rendering browser that dies (crashed, killed for its memory) is launched again; the chunk goes on rendering."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import psutil
+import pytest
+
+from crawler.fetch import Fetcher, FetchPolicy
+from crawler.net import AddressGuard
+from crawler.render import MAX_LAUNCHES, Renderer
+from tests.render_site import RenderSite
+
+pytestmark = pytest.mark.browser
+
+
+def _kill_browsers() -> int:
+    killed = [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()]
+    for process in killed:
+        with contextlib.suppress(psutil.NoSuchProcess):  # a renderer goes with its browser
+            process.kill()
+    psutil.wait_procs(killed, timeout=5)
+    return len(killed)
+
+
+def test_a_browser_that_dies_is_launched_again_and_the_next_pages_render():
+    with RenderSite(pages=2) as site:
+        shell = site.answer("/app/0")[2]
+        guard = AddressGuard(allowed_targets=[("127.0.0.1", site.server.port)])
+
+        async def go():
+            policy = FetchPolicy(connect_timeout=1.0, read_timeout=2.0, deadline=5.0)
+            async with Fetcher(policy, guard) as fetcher, Renderer(fetcher, deadline=5.0) as renderer:
+                first = await renderer.render(site.url("/app/0"), shell)
+                results = []
+                for _ in range(MAX_LAUNCHES):
+                    assert _kill_browsers()
+                    await asyncio.sleep(0.5)  # Playwright notices the pipe close
+                    results.append(await renderer.render(site.url("/app/1"), shell))
+                return first, results
+
+        first, results = asyncio.run(go())
+    assert first.problem == "" and b"App page 0" in first.html
+    # Each death is followed by a fresh browser, up to MAX_LAUNCHES launches in all (the first counts);
+    # after that a page says the browser kept dying.
+    *revived, spent = results
+    assert [r.problem for r in revived] == [""] * (MAX_LAUNCHES - 1)
+    assert all(b"App page 1" in r.html for r in revived)
+    assert spent.problem == "render_failed" and "died 3 times" in spent.detail
