@@ -168,7 +168,8 @@ class Renderer:
                         if not _is_timeout(exc):
                             raise
                         out.idle = False
-                    html = await page.content()
+                    # Open shadow roots as declarative shadow DOM: a web component's links are the page's links.
+                    html = await page.content(include_shadow=True)
                     out.html = html.encode("utf-8", "surrogatepass")[:MAX_DOM_BYTES]
             except TimeoutError:
                 out.problem = "render_timeout"

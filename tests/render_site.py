@@ -48,10 +48,12 @@ class RenderSite(Loopback):
         self.other = other
         self.stun_port = stun_port
         self.requests: Counter[str] = Counter()
+        self.methods: Counter[tuple[str, str]] = Counter()
         self.beacons: list[str] = []
 
     def _answer(self, request: Request) -> Response:
         self.requests[request.path] += 1
+        self.methods[request.method, request.path] += 1
         if request.path == "/beacon":
             self.beacons.append(request.args.get("got", ""))
         if request.path == "/go-private":  # a redirect into what robots.txt disallows
@@ -88,6 +90,15 @@ class RenderSite(Loopback):
             rtc = (f"<script>const pc = new RTCPeerConnection({{iceServers: [{{urls: 'stun:127.0.0.1:{self.stun_port}'}}]}});"
                    "pc.createDataChannel('x'); pc.createOffer().then(o => pc.setLocalDescription(o));</script>")
             return 200, html, SHELL.format(head="", scripts=rtc).encode()
+        if path == "/retry":  # a script its server cannot serve now
+            return 200, html, SHELL.format(head="", scripts='<script src="/unavailable.js"></script>').encode()
+        if path == "/unavailable.js":
+            return 503, "text/plain", b"try later"
+        if path == "/shadow":  # navigation inside a web component's open shadow root
+            shadow = ("<script>customElements.define('site-nav', class extends HTMLElement { constructor() { super();"
+                      " this.attachShadow({mode: 'open'}).innerHTML = '<a href=\"/app/1\">Page 1</a>'; } });"
+                      "</script><site-nav></site-nav>")
+            return 200, html, SHELL.format(head="", scripts=shadow).encode()
         if path == "/popups":  # a storm of windows, each a renderer of its own that no route reaches
             popups = ("<script>let opened = 0; for (let i = 0; i < 200; i++) if (window.open('/app/0')) opened++;"
                       "document.title = `Opened ${opened} windows of the popup page`;</script>")

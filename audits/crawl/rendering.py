@@ -41,9 +41,15 @@ async def browser(setup: CrawlSetup) -> AsyncIterator[Renderer | None]:
     # The page's own requests go to third parties too (scripts, embeds): their redirects elsewhere are
     # followed, as the browser would, whether or not the audit checks external links.
     avoid = dataclasses.replace(setup, stay_on_origin=False).avoid
-    async with (Fetcher(setup.policy, guard, concurrency=BROWSER_FETCHES, credentials=setup.credentials,
+    # A browser does not try a subresource again, nor wait for one longer than the page may take:
+    # a host that never answers must not hold the fetcher's slots through the next pages' renders.
+    render_deadline = knob("RENDER_DEADLINE")
+    policy = dataclasses.replace(setup.policy, max_retries=0, retry_after_cap=0.0,
+                                 deadline=min(setup.policy.deadline, render_deadline),
+                                 total_budget=min(setup.policy.total_budget, render_deadline))
+    async with (Fetcher(policy, guard, concurrency=BROWSER_FETCHES, credentials=setup.credentials,
                         avoid=avoid) as fetcher,
-                Renderer(fetcher, executable=knob("CHROMIUM"), deadline=knob("RENDER_DEADLINE"),
+                Renderer(fetcher, executable=knob("CHROMIUM"), deadline=render_deadline,
                          slots=knob("RENDER_PAGES"), may_request=_robots_rule(setup),
                          user_agent=setup.user_agent) as renderer):
         yield renderer

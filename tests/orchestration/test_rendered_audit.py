@@ -121,6 +121,21 @@ def test_a_page_whose_charset_only_its_meta_names_is_rendered_in_that_charset(ow
     assert "render_title_changed" not in codes(audit, site.url("/latin"))
 
 
+def test_the_browser_asks_for_a_failing_subresource_once_as_a_browser_does(owner, fast_settings):
+    """Retried with the crawl's backoff, one dead host's requests held the browser fetcher's slots."""
+    with RenderSite() as site:
+        audit = audit_of(owner, site, render="all", start_url=site.url("/retry"), max_pages=1)
+        asked = site.methods["GET", "/unavailable.js"]  # the crawl's own check of the script asks by HEAD
+    assert asked == 1
+    assert Issue.objects.filter(audit=audit, code="render_request_failed").exists()
+
+
+def test_links_inside_a_web_components_shadow_root_are_found(owner, fast_settings):
+    with RenderSite() as site:
+        audit = audit_of(owner, site, render="all", start_url=site.url("/shadow"), max_pages=5, max_depth=1)
+    assert site.url("/app/1") in pages(audit)
+
+
 def test_a_page_opens_no_windows(owner, fast_settings):
     with RenderSite() as site:
         audit = audit_of(owner, site, render="all", start_url=site.url("/popups"), max_pages=1)
