@@ -4,7 +4,7 @@
 a title, a canonical, a paragraph of words, links to the other app pages.
 Hostile pages: ``/spy`` (its script asks for ``other`` (another loopback
 port, by fetch and by WebSocket) and the cloud metadata address), ``/framed`` (a sandboxed frame, an
-origin of its own, reads ``/account/secret`` and reports it to ``/beacon``), ``/spin`` (a script that never yields),
+origin of its own, reads ``/account/secret`` and the page's title shows what it read), ``/spin`` (a script that never yields),
 ``/chatty`` (a request every 100 ms, so the network never goes idle),
 ``/broken`` (a script error and a missing script). ``requests`` counts the
 paths asked for.
@@ -49,13 +49,10 @@ class RenderSite(Loopback):
         self.stun_port = stun_port
         self.requests: Counter[str] = Counter()
         self.methods: Counter[tuple[str, str]] = Counter()
-        self.beacons: list[str] = []
 
     def _answer(self, request: Request) -> Response:
         self.requests[request.path] += 1
         self.methods[request.method, request.path] += 1
-        if request.path == "/beacon":
-            self.beacons.append(request.args.get("got", ""))
         if request.path == "/go-private":  # a redirect into what robots.txt disallows
             return Response(b"", status=302, headers={"Location": "/private/moved"})
         status, content_type, body = self.answer(request.path)
@@ -79,13 +76,16 @@ class RenderSite(Loopback):
                    f'try {{ new WebSocket("{self.other.replace("http", "ws", 1)}/socket"); }} catch (e) {{}}</script>')
             return 200, html, SHELL.format(head="", scripts=script + spy).encode()
         if path == "/framed":  # a third party's frame (sandboxed: an origin of its own) reading the site
-            frame = ("<script>fetch(parent === window ? '' : '/account/secret').then(r => r.text())"
-                     ".then(t => { new Image().src = '/beacon?got=' + encodeURIComponent(t); })"
-                     ".catch(() => { new Image().src = '/beacon?got=refused'; });</script>")
+            frame = ("<script>fetch('/account/secret').then(r => r.text()).then(t => parent.postMessage(t, '*'))"
+                     ".catch(() => parent.postMessage('refused', '*'));</script>")
             iframe = f'<iframe sandbox="allow-scripts" srcdoc="{frame}"></iframe>'
-            # The page stays busy for two seconds, so a loaded machine still runs the frame before it is read.
-            busy = '<script>for (let i = 1; i <= 20; i++) setTimeout(() => fetch("/ping").catch(() => 0), i * 100);</script>'
-            return 200, html, SHELL.format(head="", scripts=iframe + busy).encode()
+            # The page shows what the frame read, and keeps the network busy until it has (10 s at most),
+            # so a loaded machine still runs the frame before the page is read.
+            wait = ("<script>let read = false; addEventListener('message', e => {"
+                    " document.title = 'Frame read: ' + e.data; read = true; });"
+                    "(function ping(n) { if (!read && n < 100) fetch('/ping').catch(() => 0)"
+                    ".finally(() => setTimeout(() => ping(n + 1), 100)); })(0);</script>")
+            return 200, html, SHELL.format(head="", scripts=iframe + wait).encode()
         if path == "/rtc":  # WebRTC: UDP that no HTTP proxy carries, to a STUN server the page names
             rtc = (f"<script>const pc = new RTCPeerConnection({{iceServers: [{{urls: 'stun:127.0.0.1:{self.stun_port}'}}]}});"
                    "pc.createDataChannel('x'); pc.createOffer().then(o => pc.setLocalDescription(o));</script>")
@@ -109,8 +109,6 @@ class RenderSite(Loopback):
                                       "</p></body></html>").encode("latin-1")
         if path == "/account/secret":
             return 200, "text/plain", b"members-only-token-42"
-        if path == "/beacon":
-            return 200, "image/gif", b"GIF89a"
         if path == "/spin":
             return 200, html, SHELL.format(head="", scripts="<script>while (true) {}</script>").encode()
         if path == "/chatty":
