@@ -78,6 +78,8 @@ def validators(source_id: int, hashes: list[str]) -> dict[str, Validators]:
     """Validators of the source audit's pages among ``hashes`` that answered 200 directly.
 
     A page that redirected or failed last time is fetched in full: there is nothing to revalidate.
+    So is a page the browser rendered: what it showed came from its scripts and
+    their requests, which an unchanged HTML shell (an app's index.html) says nothing about.
     So is an HTML page without head facts (stored before they were, or not
     parsed): its meta robots cannot be told from its headers'. A page whose
     robots or canonical came from its headers is asked without the ETag and
@@ -88,7 +90,7 @@ def validators(source_id: int, hashes: list[str]) -> dict[str, Validators]:
     for start in range(0, len(hashes), LOOKUP_BATCH):
         rows = Page.objects.filter(
             audit_id=source_id, url_hash__in=hashes[start:start + LOOKUP_BATCH], kind=Page.Kind.PAGE,
-            status_code=200, redirect_count=0, fetch_error="",
+            status_code=200, redirect_count=0, fetch_error="", rendered=False,
         ).exclude(etag="", last_modified="", body_hash="").exclude(
             head_facts__isnull=True, content_type__in=HTML_TYPES,
         ).values_list("url_hash", "etag", "last_modified", "body_hash", "robots", "canonical", "head_facts",
