@@ -120,6 +120,10 @@ def crawl_setup(audit: Audit) -> CrawlSetup:
     robots = Robots.from_stored(audit.robots_status or "ignored", audit.robots_http_status, audit.robots_body)
     delay = robots.crawl_delay(user_agent) if audit.respect_robots else None
     cap = max(1, audit.concurrency)
+    if audit.render == "all":
+        # Every page waits for one of the browser's few render slots: a window wider than twice
+        # those only queues pages past the chunk's soft deadline (and the task's time limit).
+        cap = min(cap, 2 * knob("RENDER_PAGES"))
     # A chunk starts where the previous one left the window (Audit.current_window),
     # so what the site has shown about its load carries over between chunks.
     # Never below 2: slow answers halve the window and never grow it, so a chunk

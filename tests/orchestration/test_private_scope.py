@@ -87,3 +87,12 @@ def test_a_command_audit_rerun_from_the_screens_is_a_manual_audit_under_the_sett
     assert fresh.trigger == Audit.Trigger.MANUAL and may_reach_private(fresh)
     private_setting(settings, False)
     assert not may_reach_private(fresh)
+
+
+@pytest.mark.parametrize(("render", "cap"), [("none", 32), ("auto", 32), ("all", 4)])
+def test_a_rendered_audits_window_holds_no_more_pages_than_its_browser_can_take_in_turn(owner, settings, render,
+                                                                                       cap):
+    """With every page rendered two at a time, 32 in flight queued past the chunk's deadline and its task's limit."""
+    settings.SITEWARD = {**settings.SITEWARD, "RENDER_PAGES": 2}
+    audit = make_audit(owner, concurrency=32, render=render)
+    assert crawl_setup(audit).window.cap == cap
