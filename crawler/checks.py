@@ -421,15 +421,11 @@ def meta_description_length(result, facts, ctx):
     length = len(facts.descriptions[0]) if facts.descriptions else 0
     s = ctx.settings
     if length and length > s.description_max:
-        yield finding(
-            "meta_description_length",
-            f"Meta description is {length} characters; keep it under {s.description_max}",
-        )
+        yield finding("meta_description_length",
+                      f"Meta description is {length} characters; keep it under {s.description_max}")
     elif length and length < s.description_min:
-        yield finding(
-            "meta_description_length",
-            f"Meta description is {length} characters; aim for at least {s.description_min}",
-        )
+        yield finding("meta_description_length",
+                      f"Meta description is {length} characters; aim for at least {s.description_min}")
 
 
 @page_check
@@ -459,11 +455,10 @@ def h1_multiple(result, facts, ctx):
 
 @page_check
 def img_alt_missing(result, facts, ctx):
-    missing = _unique(image.url for image in facts.images if image.alt is None)
-    for url in missing:
+    for url in _unique(image.url for image in facts.images if image.alt is None):
         # An image no http(s) URL shows (inline data:, no src) is named by its source as written.
-        what = f"Image {_short(url)}" if url.startswith(("http://", "https://")) else (
-            f"An inline image ({_short(url)})" if url else "An image without a source")
+        what = f"Image {_short(url)}" if url.startswith("http") else f"An inline image ({_short(url)})" if url \
+            else "An image without a source"
         yield finding("img_alt_missing", f"{what} has no alt attribute", url)
 
 
