@@ -63,6 +63,9 @@ MAX_REQUESTS = 300
 MAX_RESOURCE_BYTES = 8 * 1024 * 1024
 # The rendered DOM kept for parsing.
 MAX_DOM_BYTES = 10 * 1024 * 1024
+# Console errors, failed and refused requests kept per page: a script logging in a loop would
+# otherwise fill the worker's memory within the deadline. The page's issues name the first few.
+MAX_NOTES = 1000
 FETCHED_METHODS = ("GET", "HEAD")
 
 
@@ -186,8 +189,8 @@ class Renderer:
 
     async def _watch(self, page, url: str, body: bytes, content_type: str, out: Rendered) -> None:
         """Record the page's errors and answer every request it makes."""
-        page.on("console", lambda message: message.type == "error" and out.errors.append(message.text[:300]))
-        page.on("pageerror", lambda error: out.errors.append(str(error)[:300]))
+        page.on("console", lambda message: message.type == "error" and _note(out.errors, message.text[:300]))
+        page.on("pageerror", lambda error: _note(out.errors, str(error)[:300]))
         requests = 0
         home = _origin(url)
 
@@ -203,30 +206,30 @@ class Renderer:
             requests += 1
             why = self._refusal(request.url, request.method, requests) or _asked_across(request, home)
             if why:
-                out.blocked.append((request.url, why))
+                _note(out.blocked, (request.url, why))
                 await route.abort("blockedbyclient")
                 return
             result = await self.fetcher.fetch(request.url, keep_body=True, max_bytes=MAX_RESOURCE_BYTES)
             if result.error is FetchError.SSRF_BLOCKED:
-                out.blocked.append((request.url, "a private or reserved address"))
+                _note(out.blocked, (request.url, "a private or reserved address"))
                 await route.abort("blockedbyclient")
             elif result.error is not None or result.status is None:
-                out.failed.append((request.url, result.error.label if result.error else "no answer"))
+                _note(out.failed, (request.url, result.error.label if result.error else "no answer"))
                 await route.abort("failed")
             elif _origin(request.url) != home and _origin(result.final_url) == home:
                 # Fulfilled under the URL asked for, the site's answer (its credentials' answer) would be
                 # readable by that other origin's frames.
-                out.blocked.append((request.url, "a redirect into the audited site from another origin"))
+                _note(out.blocked, (request.url, "a redirect into the audited site from another origin"))
                 await route.abort("blockedbyclient")
             elif result.status in REDIRECT_STATUSES and result.redirects:
                 # A hop the fetcher would not follow (robots.txt, the logout): refused as the URL would be. Not
                 # handed to the browser to follow: Playwright routes only a redirect's first request.
                 why = self._refusal(result.final_url, request.method, requests) or "a redirect not followed"
-                out.blocked.append((result.final_url, why))
+                _note(out.blocked, (result.final_url, why))
                 await route.abort("blockedbyclient")
             else:
                 if result.status >= 400:
-                    out.failed.append((request.url, f"answered {result.status}"))
+                    _note(out.failed, (request.url, f"answered {result.status}"))
                 headers = {"content-type": result.headers.get("content-type", "application/octet-stream"),
                            **_cors(result.headers, request.url)}
                 await route.fulfill(status=result.status, headers=headers, body=result.body or b"")
@@ -282,6 +285,11 @@ class Renderer:
         except Exception as exc:
             self.unavailable = f"The browser stopped answering: {type(exc).__name__}: {exc}"[:300]
             self._context = None
+
+
+def _note(kept: list, item) -> None:
+    if len(kept) < MAX_NOTES:
+        kept.append(item)
 
 
 def _is_timeout(exc: Exception) -> bool:

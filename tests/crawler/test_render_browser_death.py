@@ -1,4 +1,5 @@
-"""A rendering browser that dies (crashed, killed for its memory) is launched again; the chunk goes on rendering."""
+"""The rendering browser's own bounds: one that dies (crashed, killed for its memory) is launched again and the
+chunk goes on rendering; a page's console flood is kept to a bounded list."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.net import AddressGuard
-from crawler.render import MAX_LAUNCHES, Renderer
+from crawler.render import MAX_LAUNCHES, MAX_NOTES, Renderer
 from tests.render_site import RenderSite
 
 pytestmark = pytest.mark.browser
@@ -49,3 +50,19 @@ def test_a_browser_that_dies_is_launched_again_and_the_next_pages_render():
     assert [r.problem for r in revived] == [""] * (MAX_LAUNCHES - 1)
     assert all(b"App page 1" in r.html for r in revived)
     assert spent.problem == "render_failed" and "died 3 times" in spent.detail
+
+
+def test_a_page_logging_errors_in_a_loop_keeps_a_bounded_list_of_them():
+    flood = (b"<!doctype html><html><head><title>Noisy page</title></head><body><script>"
+             b"for (let i = 0; i < 5000; i++) console.error('noise ' + i);</script></body></html>")
+    with RenderSite() as site:
+        guard = AddressGuard(allowed_targets=[("127.0.0.1", site.server.port)])
+
+        async def go():
+            policy = FetchPolicy(connect_timeout=1.0, read_timeout=2.0, deadline=5.0)
+            async with Fetcher(policy, guard) as fetcher, Renderer(fetcher, deadline=5.0) as renderer:
+                return await renderer.render(site.url("/noisy"), flood)
+
+        rendered = asyncio.run(go())
+    assert rendered.problem == "" and b"Noisy page" in rendered.html
+    assert len(rendered.errors) == MAX_NOTES and rendered.errors[0] == "noise 0"
