@@ -23,10 +23,10 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from .fetch import REDIRECT_STATUSES, Fetcher
 from .types import FetchError
+from .urls import InvalidURL, origin_of
 
 log = logging.getLogger(__name__)
 
@@ -297,9 +297,11 @@ def _is_timeout(exc: Exception) -> bool:
 
 
 def _origin(url: str | None) -> str:
-    """Scheme, host and port of ``url`` ("" for none): the unit a browser's same-origin rules judge."""
-    parts = urlsplit(url or "")
-    return f"{parts.scheme}://{parts.netloc}".lower() if parts.scheme and parts.netloc else ""
+    """``url``'s origin as the crawl's scope spells it ("" for none, or no http(s) URL: an Origin of null)."""
+    try:
+        return origin_of(url or "")
+    except InvalidURL:
+        return ""
 
 
 def _asked_across(request, home: str) -> str | None:
@@ -311,7 +313,7 @@ def _asked_across(request, home: str) -> str | None:
     the logged-in site should show.
     """
     asker = request.headers.get("origin")
-    if _origin(request.url) != home or not asker or asker.lower() == home:
+    if _origin(request.url) != home or not asker or _origin(asker) == home:
         return None
     return "asked for by another origin's script (the audited site's answers are not read across origins)"
 

@@ -59,12 +59,14 @@ def fill_slots(audit: Audit, dispatcher: Dispatcher) -> int:
     """
     slots = min(dispatcher.chunks_per_audit(), max(1, audit.concurrency))
     running = ChunkLease.objects.open_for(audit.pk).count()
-    if running >= slots or not has_work(audit):
-        # Pending rows past the page budget or not yet due would only make empty chunks.
+    if running >= slots:
         return 0
     size = knob("CHUNK_SIZE")
     pending = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING)[:(slots - running) * size]
     wanted = min(slots - running, -(-pending.count() // size))
+    if not wanted or not has_work(audit):
+        # Pending rows past the page budget or not yet due would only make empty chunks.
+        return 0
     if running + wanted > 1:
         audit.mark_out_of_order()
     first = (ChunkLease.objects.filter(audit=audit).aggregate(n=Max("number"))["n"] or 0) + 1
