@@ -27,7 +27,6 @@ from ..models import Audit, FrontierURL, Issue, Page
 from ..secrets import SecretUnreadable
 from ..sql import placeholders
 from ..thresholds import check_settings
-from . import admission
 from .admission import LOOKUP_BATCH
 from .session import site_access
 from .setup import CrawlSetup, internal_test
@@ -171,18 +170,14 @@ def revive(audit_id: int, source_id: int, outcomes: list[PageOutcome],
 
 
 # A reused page's edges: admission is handed only those whose target this
-# audit's frontier has not seen, or has as a sitemap-only page. Most of a
-# page's links (navigation, footers) were queued long before, so the distinct
-# targets are looked up first and only the edges to the rest are read whole.
-# The frontier is looked up by key here, not anti-joined in SQL: a running
-# audit's frontier has no planner statistics yet, and PostgreSQL then scanned
-# it once per edge.
-SOURCE_TARGETS_SQL = """
-    SELECT DISTINCT target_hash FROM audits_linkedge WHERE audit_id = %s AND source_hash IN ({sources})
-"""
+# audit's frontier has not linked, or holds deeper than the source's depth + 1.
+# Most of a page's links (navigation, footers) were queued long before, so the
+# frontier is joined by its unique key in the database and only the rest leave it.
 SOURCE_EDGES_SQL = """
-    SELECT id, source_hash, target_url, tag, anchor_text, nofollow, target_hash FROM audits_linkedge
-    WHERE audit_id = %s AND source_hash IN ({sources}) AND target_hash IN ({targets})
+    SELECT e.id, e.source_hash, e.target_url, e.tag, e.anchor_text, e.nofollow, f.linked, f.depth
+    FROM audits_linkedge e
+    LEFT JOIN audits_frontierurl f ON f.audit_id = %s AND f.url_hash = e.target_hash
+    WHERE e.audit_id = %s AND e.source_hash IN ({sources}) AND (f.id IS NULL OR NOT f.linked OR f.depth > %s)
 """
 # The reused pages' edges, copied in the database as they were.
 COPY_EDGES_SQL = """
@@ -205,20 +200,12 @@ def _unseen_targets(audit_id: int, source_id: int, depths: dict[str, int]) -> li
     with connection.cursor() as cursor:
         for start in range(0, len(sources), LOOKUP_BATCH):
             part = sources[start:start + LOOKUP_BATCH]
-            cursor.execute(SOURCE_TARGETS_SQL.format(sources=placeholders(len(part))), [source_id, *part])
-            targets = [target for (target,) in cursor.fetchall()]
-            known = admission.known_targets(audit_id, targets)
             nearest = min(depths[source] for source in part) + 1
-            wanted = [target for target in targets
-                      if target not in known or not known[target].linked or known[target].depth > nearest]
-            for first in range(0, len(wanted), LOOKUP_BATCH):
-                some = wanted[first:first + LOOKUP_BATCH]
-                sql = SOURCE_EDGES_SQL.format(sources=placeholders(len(part)), targets=placeholders(len(some)))
-                cursor.execute(sql, [source_id, *part, *some])
-                for *edge, target in cursor.fetchall():
-                    seen = known.get(target)
-                    if seen is None or not seen.linked or seen.depth > depths[edge[1]] + 1:
-                        edges.append(edge)
+            cursor.execute(SOURCE_EDGES_SQL.format(sources=placeholders(len(part))),
+                           [audit_id, source_id, *part, nearest])
+            for *edge, linked, depth in cursor.fetchall():
+                if not linked or depth > depths[edge[1]] + 1:
+                    edges.append(edge)
     # Admission takes a target's first offer: the order the source audit wrote them in.
     edges.sort()
     return [tuple(edge[1:]) for edge in edges]
