@@ -79,10 +79,11 @@ def _check_address(url: str, *, allow_private: bool, refusal: str = _AUDIT_REFUS
     try:
         address_guard(allow_private=allow_private).resolve_sync(host, port)
     except UnsafeAddress as exc:
+        # A name's address is not repeated: a form would otherwise map a private network's names for anyone.
         if exc.address and exc.address == host.strip("[]"):
             what = f"{host} is a {exc.reason} address."
-        elif exc.address:
-            what = f"{host} points at {exc.address}, a {exc.reason} address."
+        elif exc.reason:
+            what = f"{host} points at a {exc.reason} address."
         else:
             what = f"{host} points at a refused address."
         raise forms.ValidationError(f"{what} {refusal}", code="ssrf") from None

@@ -392,7 +392,7 @@ class AddressGuard:
                 self.check(ip, port, host)
             except UnsafeAddress as exc:
                 raise UnsafeAddress(
-                    f"{host} resolves to {exc.address}, a {exc.reason} address; refused to connect",
+                    f"{host} resolves to a {exc.reason} address; refused to connect",
                     address=exc.address,
                     reason=exc.reason,
                 ) from None
