@@ -167,7 +167,8 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         ChunkWriter(audit, lease, crawl_setup(audit), on_batch=on_batch).write(outcome.pages)
         lease.finish()
         landing = outcome.pages[-1].result
-        if landing.status is not None and landing.status >= 500:
+        # A validation re-checks its own URLs: a front page down now is one verdict among them, not the end.
+        if landing.status is not None and landing.status >= 500 and audit.mode != Audit.Mode.VALIDATE:
             # Retries are spent and the site's front door is down: say so rather
             # than "complete" an audit of one error page. The page row stays.
             audit.fail(Audit.ErrorCode.SITE_UNAVAILABLE,

@@ -102,3 +102,21 @@ def test_what_a_person_ignored_on_a_validation_stays_ignored_in_the_next(owner, 
     found = verdicts(again)
     assert ("h1_missing", "a") not in found and ("title_missing", "b") not in found
     assert Issue.objects.get(audit=first, url=web.url("/b"), code="title_missing").review == Issue.Review.IGNORED
+
+
+def test_a_validation_judges_its_urls_when_the_start_page_is_down_now(owner, fast_settings):
+    """A full audit of a site whose front page answers 500 fails; a re-check of last night's issues goes on."""
+    with ScriptedSite() as web:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/p">p</a><a href="/q">q</a>')),
+                          "/p": Answer(page("Gone"), status=404), "/q": Answer(page(None))})
+
+        def change():
+            web.pages["/"] = Answer(page("Down"), status=500)
+            web.pages["/p"] = Answer(page("A page of the validation site, back again"))
+
+        _, check = first_and_check(owner, web, change)
+    check.refresh_from_db()
+    assert check.status == Audit.Status.COMPLETED, check.error_detail
+    found = verdicts(check)
+    assert found[("http_4xx", "p")] == "fixed"
+    assert found[("title_missing", "q")] == "still"
