@@ -129,6 +129,7 @@ def run_due(site_id: int, due: str | None = None) -> str:
         if locked.last_due_at is not None and due_at <= locked.last_due_at:
             return f"the run of site {site_id} at {due_at.isoformat()} was already handled"
         Site.objects.filter(pk=site.pk).update(last_due_at=due_at)
+        SkippedRun.objects.bulk_create(_missed(site, due_at, now))
         if site.audits.filter(status__in=Audit.ACTIVE).exists():
             return _skip(site, due_at, SkippedRun.Reason.STILL_RUNNING)
         if not private_targets_allowed(site):
@@ -151,6 +152,33 @@ def _mode_fields(site: Site) -> dict:
         return {}
     last = Audit.comparable().filter(site=site).order_by("-pk").first()
     return follow_up_fields(last, Audit.Mode.DELTA) if last else {}
+
+
+# Run times a late fire records one by one; after them, the last says the rest were missed too.
+MISSED_RECORDED = 50
+
+
+def _missed(site: Site, due_at: datetime, now: datetime) -> list[SkippedRun]:
+    """The site's run times after ``due_at`` up to ``now``, which no fire will ever start.
+
+    A fire comes late when no cluster's scheduler ran at its time; django-q2
+    (catch_up off) then fires the oldest missed run time once and moves on past
+    now, and this fire starts that one. Without a row, the others would leave
+    no trace on the site's page.
+    """
+    missed = []
+    moment = next_run(site, due_at)
+    while moment <= now and len(missed) < MISSED_RECORDED:
+        missed.append(SkippedRun(site=site, due_at=moment, reason=SkippedRun.Reason.MISSED,
+                                 detail=f"The schedule fired for {_local(site, due_at)} at {_local(site, now)}."))
+        moment = next_run(site, moment)
+    if missed and moment <= now:
+        missed[-1].detail += f" Every run time from this one to {_local(site, now)} was missed too."
+    return missed
+
+
+def _local(site: Site, moment: datetime) -> str:
+    return moment.astimezone(site.zone()).strftime("%Y-%m-%d %H:%M %Z")
 
 
 def _skip(site: Site, due_at: datetime, reason: str, detail: str = "") -> str:

@@ -211,6 +211,7 @@ class SkippedRun(models.Model):
         STILL_RUNNING = "still_running", "The previous audit was still queued or running"
         QUOTA = "quota", "The owner already had as many audits running as allowed"
         PRIVATE_REFUSED = "private_refused", "Private targets are no longer allowed on this deployment"
+        MISSED = "missed", "No worker cluster fired the schedule at that time"
 
     site = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="skipped_runs")
     due_at = models.DateTimeField(help_text="The run time the schedule fired for")

@@ -24,9 +24,13 @@ def scheduled_site(owner, **fields) -> Site:
     return site
 
 
-def due_now(site: Site, days: int = 8) -> str:
-    """A run time of the site's schedule in the last ``days`` days, as django-q2 would pass it."""
-    return site.next_run_after(timezone.now() - timedelta(days=days)).isoformat()
+def due_now(site: Site, days: int = 0) -> str:
+    """The site's latest run time ``days`` days ago, as django-q2 passes it to a fire on time then."""
+    moment = timezone.now() - timedelta(days=days)
+    run = site.next_run_after(moment - timedelta(days=8))
+    while (later := site.next_run_after(run)) <= moment:
+        run = later
+    return run.isoformat()
 
 
 def test_a_fire_starts_an_audit_with_the_sites_settings_and_moves_the_next_run(owner, settings):
@@ -150,7 +154,7 @@ def test_a_delta_site_runs_a_delta_crawl_of_its_last_full_or_delta_audit(owner, 
     settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
     site = scheduled_site(owner, scheduled_mode="delta")
     # The first run has nothing to reuse: a full crawl.
-    schedules.run_due(site.pk, due_now(site))
+    schedules.run_due(site.pk, due_now(site, days=1))
     first = Audit.objects.get(site=site)
     assert first.mode == Audit.Mode.FULL
     Audit.objects.filter(pk=first.pk).update(status=Audit.Status.COMPLETED)
@@ -158,6 +162,40 @@ def test_a_delta_site_runs_a_delta_crawl_of_its_last_full_or_delta_audit(owner, 
     make_audit(owner, site=site, start_url=site.start_url, mode=Audit.Mode.VALIDATE, source=first,
                status=Audit.Status.COMPLETED)
     # The next run time: the first fire's own time again would be a redelivery, which starts nothing.
-    schedules.run_due(site.pk, due_now(site, days=7))
+    schedules.run_due(site.pk, due_now(site))
     second = Audit.objects.filter(site=site).latest("pk")
     assert (second.mode, second.source_id, second.trigger) == (Audit.Mode.DELTA, first.pk, Audit.Trigger.SCHEDULE)
+
+
+def test_a_late_fire_starts_its_run_and_records_the_run_times_no_fire_will_start(owner, settings):
+    # No cluster ran for three hours: django-q2 (catch_up off) fires the oldest missed run time once.
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+    site = scheduled_site(owner, cadence=Site.Cadence.HOURLY, minute=7, time_zone="Asia/Kolkata")
+    latest = datetime.fromisoformat(due_now(site))
+    due = latest - timedelta(hours=3)
+    assert schedules.run_due(site.pk, due.isoformat()).startswith("started audit")
+    missed = SkippedRun.objects.filter(site=site).order_by("due_at")
+    assert [run.due_at for run in missed] == [due + timedelta(hours=n) for n in (1, 2, 3)]
+    assert {run.reason for run in missed} == {SkippedRun.Reason.MISSED}
+    assert "+0530" in missed[0].detail or "IST" in missed[0].detail  # told in the site's zone
+    # On time again: nothing more is missed, and a redelivery of the late fire records nothing twice.
+    schedules.run_due(site.pk, due.isoformat())
+    assert SkippedRun.objects.filter(site=site).count() == 3
+
+
+def test_a_fire_on_time_records_no_missed_run(owner, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+    site = scheduled_site(owner, cadence=Site.Cadence.HOURLY, minute=0)
+    assert schedules.run_due(site.pk, due_now(site)).startswith("started audit")
+    assert not SkippedRun.objects.filter(site=site).exists()
+
+
+def test_an_outage_of_weeks_is_told_in_a_bounded_number_of_rows(owner, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+    site = scheduled_site(owner, cadence=Site.Cadence.HOURLY, minute=0)
+    due = datetime.fromisoformat(due_now(site, days=7))
+    schedules.run_due(site.pk, due.isoformat())
+    missed = list(SkippedRun.objects.filter(site=site).order_by("due_at"))
+    assert len(missed) == schedules.MISSED_RECORDED
+    assert missed[0].due_at == due + timedelta(hours=1)
+    assert "Every run time from this one to" in missed[-1].detail
