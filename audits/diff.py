@@ -246,10 +246,7 @@ def record(audit: Audit) -> dict | None:
         base.rescore()
     for review in (Issue.Review.IGNORED, Issue.Review.REVIEWED):
         issues.filter(review=Issue.Review.OPEN).filter(same_issue(base.pk, review=review)).update(review=review)
-    if base.baseline_id is not None:
-        # Missing from the baseline alone (its page failed that night, a smaller crawl): the run before it decides.
-        issues.filter(review=Issue.Review.OPEN, change=Issue.Change.NEW).filter(
-            same_issue(base.baseline_id, review=Issue.Review.IGNORED)).update(review=Issue.Review.IGNORED)
+    _carry_ignored_back(issues, base)
     # After the carried-forward decisions, so an issue a person reviewed stays reviewed.
     IgnoreRule.objects.apply_to(audit)
     params = _params(audit, base)
@@ -264,6 +261,29 @@ def record(audit: Audit) -> dict | None:
     counts = stored_counts(audit)
     audit.set_baseline(base, counts)
     return counts
+
+
+# Runs before the baseline asked about an issue the baseline lacks: a week of nightly runs.
+CARRY_BACK = 7
+
+
+def _carry_ignored_back(issues, base: Audit) -> None:
+    """Ignore the new issues that the latest earlier run to report them had ignored, up to CARRY_BACK runs back.
+
+    Missing from the baseline (its page failed those nights, a smaller crawl)
+    is not a person's decision undone. Each run is asked only about issues
+    that none of the runs after it reported, so a mark a person took off later wins.
+    """
+    absent = ~same_issue(base.pk)
+    earlier = base.baseline_id
+    for _ in range(CARRY_BACK):
+        if earlier is None:
+            return
+        if Issue.objects.filter(audit_id=earlier, review=Issue.Review.IGNORED).exists():
+            issues.filter(review=Issue.Review.OPEN, change=Issue.Change.NEW).filter(absent).filter(
+                same_issue(earlier, review=Issue.Review.IGNORED)).update(review=Issue.Review.IGNORED)
+        absent &= ~same_issue(earlier)
+        earlier = Audit.objects.filter(pk=earlier).values_list("baseline_id", flat=True).first()
 
 
 def stored_counts(audit: Audit, *, include_ignored: bool = False) -> dict:

@@ -465,6 +465,33 @@ def test_an_ignored_issue_missing_from_one_audit_is_still_ignored_when_it_comes_
     assert reviews(site, again)[BROKEN_404] == Issue.Review.IGNORED
 
 
+def test_an_ignored_issue_missing_for_three_nights_is_still_ignored_when_it_comes_back(owner, site, fast_settings):
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    mark(site, first, Issue.Review.IGNORED, BROKEN_404)
+    site.set(**{"/broken": (503, "down for the night")})
+    for _ in range(3):
+        missed = completed_audit_of(owner, site)
+        assert BROKEN_404 not in reviews(site, missed)
+    site.set(**{"/broken": None})  # a 404 again
+    again = completed_audit_of(owner, site)
+    assert reviews(site, again)[BROKEN_404] == Issue.Review.IGNORED
+
+
+def test_a_mark_taken_off_after_the_ignoring_run_is_not_brought_back(owner, site, fast_settings):
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    mark(site, first, Issue.Review.IGNORED, BROKEN_404)
+    second = completed_audit_of(owner, site)
+    assert reviews(site, second)[BROKEN_404] == Issue.Review.IGNORED
+    mark(site, second, Issue.Review.OPEN, BROKEN_404)  # a person changed their mind
+    site.set(**{"/broken": (503, "down for the night")})
+    completed_audit_of(owner, site)
+    site.set(**{"/broken": None})
+    again = completed_audit_of(owner, site)
+    assert reviews(site, again)[BROKEN_404] == Issue.Review.OPEN
+
+
 def test_a_broken_link_whose_anchor_text_alone_changed_keeps_its_triage(owner, site, fast_settings):
     first_version(site)
     first = completed_audit_of(owner, site)
