@@ -54,7 +54,7 @@ SAME_LINK_SQL = f"""
 #   only if it answered 2xx as a page, not as a redirect (whose landing page has
 #   issues of its own), and was parsed if it was parsed then: a page now cut at
 #   the size cap, or served as another type, was never checked.
-# - A duplicate's (title or content): unknown while a page that shared it last
+# - A duplicate's (title, description or content): unknown while a page that shared it last
 #   time was not crawled this time or failed (a 5xx, a timeout, a limit): the
 #   duplicate may still be there. One that now answers 4xx or redirects is gone.
 # Ignored issues are left out, as from every total.
@@ -75,6 +75,8 @@ GONE_ISSUES_SQL = f"""
                 WHEN b.code IN ({_codes(START_CODES)}) THEN 'fixed'
                 WHEN b.code = 'title_duplicate' AND {_TWIN_GONE_SQL.format(column="title")} THEN 'unknown'
                 WHEN b.code = 'duplicate_content' AND {_TWIN_GONE_SQL.format(column="content_hash")} THEN 'unknown'
+                WHEN b.code = 'meta_description_duplicate' AND {_TWIN_GONE_SQL.format(column="description_hash")}
+                THEN 'unknown'
                 WHEN b.code IN ({_codes(LINK_CODES - {"redirect_broken_target"})}) THEN
                     CASE WHEN EXISTS (SELECT 1 FROM audits_page s WHERE s.audit_id = %(audit)s
                                       AND s.url_hash = b.url_hash AND s.fetch_error = ''

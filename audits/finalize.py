@@ -492,10 +492,10 @@ _INDEXED = ("kind = 'page' AND indexable AND redirect_count = 0"
             " AND (canonical_hash = '' OR canonical_hash = url_hash)")
 
 
-def _duplicates(audit_id: int, column: str, code: str, label: str) -> Iterator[Issue]:
-    # `column` is one of our own column names, never user input.
+def _duplicates(audit_id: int, column: str, code: str, label: str, shown: str | None = None) -> Iterator[Issue]:
+    # `column` (grouped by) and `shown` (quoted in the message) are our own column names, never user input.
     sql = f"""
-        SELECT p.id, p.url, p.{column}, g.n
+        SELECT p.id, p.url, p.{shown or column}, g.n
         FROM audits_page p
         JOIN (SELECT {column} AS value, COUNT(*) AS n FROM audits_page
               WHERE audit_id = %s AND {_INDEXED} AND {column} <> ''
@@ -503,9 +503,9 @@ def _duplicates(audit_id: int, column: str, code: str, label: str) -> Iterator[I
         WHERE p.audit_id = %s AND {_INDEXED}
     """
     for page_id, url, value, count in _rows(sql, [audit_id, audit_id]):
-        shown = value if column != "content_hash" else "identical body text"
+        quoted = value if column != "content_hash" else "identical body text"
         yield issue_for(audit_id, page_id, url, finding(
-            code, f"{label} shared with {count - 1} other page{'s' if count > 2 else ''}: {shown[:120]}"))
+            code, f"{label} shared with {count - 1} other page{'s' if count > 2 else ''}: {quoted[:120]}"))
 
 
 def duplicate_titles(audit_id: int) -> Iterator[Issue]:
@@ -513,7 +513,7 @@ def duplicate_titles(audit_id: int) -> Iterator[Issue]:
 
 
 def duplicate_descriptions(audit_id: int) -> Iterator[Issue]:
-    return _duplicates(audit_id, "description", "meta_description_duplicate", "Description")
+    return _duplicates(audit_id, "description_hash", "meta_description_duplicate", "Description", "description")
 
 
 def duplicate_content(audit_id: int) -> Iterator[Issue]:

@@ -153,7 +153,7 @@ class Plan:
         html = kind == "page" and not error
         return (audit_id, digest(url(i)), url(i), kind, url(i), status, "[]", 0,
                 "text/html" if kind == "page" else "image/png", 20_000, 40, 90, 1 + i % 6,
-                title if html else "", "", url(i) if html else "", digest(url(i)) if html else "", 1, 400, "",
+                title if html else "", "", "", url(i) if html else "", digest(url(i)) if html else "", 1, 400, "",
                 html and status == 200, False, content if html else "", 3, self.links, error, "", now,
                 "", "", "", False)
 
@@ -258,7 +258,7 @@ def load(model, columns: list[str], rows) -> int:
 
 PAGE_COLUMNS = ["audit_id", "url_hash", "url", "kind", "final_url", "status_code", "redirect_chain",
                 "redirect_count", "content_type", "size_bytes", "ttfb_ms", "total_ms", "depth", "title",
-                "description", "canonical", "canonical_hash", "h1_count", "word_count", "robots", "indexable",
+                "description", "description_hash", "canonical", "canonical_hash", "h1_count", "word_count", "robots", "indexable",
                 "in_sitemap", "content_hash", "inlinks", "outlinks", "fetch_error", "fetch_error_detail",
                 "crawled_at", "etag", "last_modified", "body_hash", "rendered"]
 

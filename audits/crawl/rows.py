@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from django.utils import timezone
@@ -19,8 +20,8 @@ from .reuse import Carried
 # inlinks are set by the frontier and finalize, not by the fetch.
 PAGE_UPDATE_FIELDS = [
     "final_url", "status_code", "redirect_chain", "redirect_count", "content_type", "size_bytes", "ttfb_ms",
-    "total_ms", "title", "description", "canonical", "canonical_hash", "h1_count", "word_count", "robots",
-    "indexable", "content_hash", "outlinks", "fetch_error", "fetch_error_detail", "crawled_at",
+    "total_ms", "title", "description", "description_hash", "canonical", "canonical_hash", "h1_count", "word_count",
+    "robots", "indexable", "content_hash", "outlinks", "fetch_error", "fetch_error_detail", "crawled_at",
     "etag", "last_modified", "body_hash", "unchanged_since", "rendered", "raw_facts", "head_facts",
 ]
 PAGE_COLUMNS = ["audit_id", "url_hash", "url", "kind", "depth", "in_sitemap", "inlinks", *PAGE_UPDATE_FIELDS]
@@ -73,7 +74,7 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
         False, 0,  # in_sitemap and inlinks: set by finalize, from the frontier and the edges
         clean(result.final_url, 8000), result.status, json.dumps(chain), len(chain),
         clean(result.content_type, 100), min(result.size or result.declared_size, 2**31 - 1), int(result.ttfb * 1000),
-        int(result.elapsed * 1000), clean(title, 1000), clean(description, 2000), clean(canonical, 8000),
+        int(result.elapsed * 1000), clean(title, 1000), *_described(description), clean(canonical, 8000),
         url_hash(canonical) if canonical else "", min(h1, 32767), words, clean(",".join(sorted(robots)), 200),
         judged and result.status == 200 and not robots & {"noindex", "none"},
         content_hash, outlinks, result.error.value if result.error else "",
@@ -87,6 +88,12 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
                               kept=[name for name in KEPT_HEADERS if name in result.headers]))
         if facts is not None else None,
     )
+
+
+def _described(description: str) -> tuple[str, str]:
+    """The stored description and its key: duplicates are grouped and matched by the key, which an index holds."""
+    stored = clean(description, 2000)
+    return stored, hashlib.blake2b(stored.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest() if stored else ""
 
 
 def head_facts(facts: PageFacts, page_url: str, *, link_canonical: bool = False, charset: str = "",

@@ -113,6 +113,7 @@ class Migration(migrations.Migration):
                 ('depth', models.PositiveSmallIntegerField(default=0)),
                 ('title', models.CharField(blank=True, max_length=1000)),
                 ('description', models.TextField(blank=True)),
+                ('description_hash', models.CharField(blank=True, max_length=32)),
                 ('canonical', models.TextField(blank=True, help_text='Absolute, normalised canonical URL')),
                 ('canonical_hash', models.CharField(blank=True, max_length=32)),
                 ('h1_count', models.PositiveSmallIntegerField(default=0)),
@@ -390,6 +391,10 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name='page',
             index=models.Index(condition=models.Q(('kind', 'page')), fields=['audit', 'content_hash'], name='page_audit_content_hash'),
+        ),
+        migrations.AddIndex(
+            model_name='page',
+            index=models.Index(condition=models.Q(('kind', 'page')), fields=['audit', 'description_hash'], name='page_audit_description'),
         ),
         migrations.AddIndex(
             model_name='page',

@@ -42,6 +42,7 @@ class Page(models.Model):
     depth = models.PositiveSmallIntegerField(default=0)
     title = models.CharField(max_length=1000, blank=True)
     description = models.TextField(blank=True)
+    description_hash = models.CharField(max_length=32, blank=True)  # a key for the description, which may be long
     canonical = models.TextField(blank=True, help_text="Absolute, normalised canonical URL")
     canonical_hash = models.CharField(max_length=32, blank=True)
     h1_count = models.PositiveSmallIntegerField(default=0)
@@ -88,6 +89,8 @@ class Page(models.Model):
             # neither, and each would cost two index entries for nothing.
             models.Index(fields=["audit", "title"], name="page_audit_title", condition=Q(kind="page")),
             models.Index(fields=["audit", "content_hash"], name="page_audit_content_hash", condition=Q(kind="page")),
+            models.Index(fields=["audit", "description_hash"], name="page_audit_description",
+                         condition=Q(kind="page")),
             # Live speed: the rows written in the last 30 seconds (audits.progress_panel).
             # crawled_at grows within an audit, so the crawl appends at its end.
             models.Index(fields=["audit", "crawled_at"], name="page_audit_crawled"),

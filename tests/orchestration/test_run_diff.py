@@ -537,6 +537,28 @@ def test_a_duplicate_title_is_unknown_while_the_page_sharing_it_did_not_answer(o
     assert gone.change == verdict
 
 
+@pytest.mark.parametrize(("twin_now", "verdict"), [((503, "down for the night"), "unknown"), (None, "fixed")],
+                         ids=["twin-failed", "twin-gone"])
+def test_a_duplicate_description_is_unknown_while_the_page_sharing_it_did_not_answer(owner, site, fast_settings,
+                                                                                     twin_now, verdict):
+    # html() gives every page the same description but for its slug: /a and /b share one only when it is absent.
+    same = '<meta name="description" content="One description on two pages, long enough to be shown in full.">'
+    status, home = html(site, "/", ["/a", "/b"])
+    site.set(**{"/": (status, home), "/a": _with_head(html(site, "/a", ["/"], description=False), same),
+                "/b": _with_head(html(site, "/b", ["/"], description=False), same)})
+    first = completed_audit_of(owner, site)
+    assert Issue.objects.filter(audit=first, code="meta_description_duplicate", url=site.url("/a")).exists()
+    site.set(**{"/b": twin_now})
+    second = completed_audit_of(owner, site)
+    gone = GoneIssue.objects.get(audit=second, code="meta_description_duplicate", url=site.url("/a"))
+    assert gone.change == verdict
+
+
+def _with_head(page: tuple[int, str], tag: str) -> tuple[int, str]:
+    status, body = page
+    return status, body.replace("</head>", f"{tag}</head>")
+
+
 def test_pages_beyond_a_lowered_page_limit_are_not_called_removed(owner, site, fast_settings):
     chain(site)
     completed_audit_of(owner, site, max_pages=100)
