@@ -271,7 +271,7 @@ class ChunkWriter:
         """
         held = FrontierURL.objects.held_by(self.lease).filter(url_hash__in=resources, kind=Page.Kind.PAGE)
         Page.objects.filter(audit=self.audit, url_hash__in=held.values("url_hash")).delete()
-        held.release()
+        held.release(forget_tries=True)  # checked whole as a resource: no worker died on it
 
     def _reschedule_rate_limited(self, outcomes: list[PageOutcome]) -> list[PageOutcome]:
         """Put URLs the site asked us to come back to later back in the frontier; return the rest.

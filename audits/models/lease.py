@@ -332,7 +332,12 @@ class ChunkLease(models.Model):
                                          stop_requested=True).exists()
 
     def release(self, ids: list[int] | None = None) -> None:
-        """Hand URLs this chunk holds (``ids``, or all) back to the frontier, if we still own it."""
+        """Hand URLs this chunk holds (``ids``, or all) back to the frontier, if we still own it.
+
+        A hand-back (a cancel, a cluster stopping, a lost session) is no worker's
+        death: a serial retry's mark on the URL being fetched is cleared, or a
+        later retry would record that URL as the one that killed its worker.
+        """
         with transaction.atomic():
             # Locked: a reclaim that hands the lease to a new owner waits until these rows are back.
             if not ChunkLease.objects.select_for_update().filter(pk=self.pk, token=self.token).exists():
@@ -340,7 +345,7 @@ class ChunkLease(models.Model):
             rows = FrontierURL.objects.held_by(self)
             if ids is not None:
                 rows = rows.filter(id__in=ids)
-            rows.release()
+            rows.release(forget_tries=True)
 
     def finish(self) -> bool:
         """Mark the chunk done and release every URL it still holds; False if we no longer own it.

@@ -192,6 +192,24 @@ def test_a_chunk_waiting_on_a_slow_page_keeps_its_lease_by_heartbeat(owner, fast
     assert ChunkLease.objects.get(audit=audit, number=1).attempts == 1
 
 
+def test_a_url_handed_back_by_a_stopping_retry_is_not_taken_later_for_the_one_that_killed_its_worker(
+        owner, grid_site, fast_settings):
+    audit, dispatcher = started(owner, grid_site)
+    run_chunk(audit.pk, 1, dispatcher)
+    dispatcher.steps.clear()
+    claim(audit.pk, 2)  # attempt 1 dies
+    expire(2, audit)
+    retry = claim(audit.pk, 2)
+    items = lease_items(audit, retry)
+    fetching = items[0]
+    ChunkWriter(audit, retry, crawl_setup(audit)).mark_try(fetching)
+    retry.release()  # the cluster is stopping: the chunk hands its URLs back
+    assert FrontierURL.objects.get(id=fetching.id).tries == 0
+    expire(2, audit)
+    assert run_chunk(audit.pk, 2, dispatcher) == "done"  # attempt 3, serial again
+    assert Page.objects.get(audit=audit, url=fetching.url).fetch_error == ""
+
+
 def test_a_finished_chunk_gives_back_every_url_it_still_holds_even_one_a_late_top_up_leased(
         owner, grid_site, fast_settings):
     audit, dispatcher = started(owner, grid_site)
