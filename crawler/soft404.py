@@ -14,10 +14,9 @@ import re
 import secrets
 from typing import TYPE_CHECKING
 
-from .parse import parse_html
-
 if TYPE_CHECKING:
     from .fetch import Fetcher
+    from .types import FetchResult
 
 # The probe's whole budget, retries included: one page, at the audit's start.
 PROBE_SECONDS = 10.0
@@ -42,21 +41,18 @@ def probe_url(origin: str) -> str:
     return f"{origin}/siteward-{secrets.token_hex(8)}-does-not-exist"
 
 
-async def probe_not_found(fetcher: Fetcher, url: str, *, budget: float = PROBE_SECONDS) -> str:
-    """The body-text hash of the page ``url`` (one that cannot exist) answered with 200, else "".
+async def fetch_not_found(fetcher: Fetcher, url: str, *, budget: float = PROBE_SECONDS) -> FetchResult | None:
+    """The answer to ``url`` (one that cannot exist) when it is a direct 200 HTML page, else None.
 
     Only a direct 200 HTML answer counts: a redirect (often to the home page)
-    would make that landing page look like the "not found" page.
+    would make that landing page look like the "not found" page. Its text is
+    hashed as a crawled page's is: parsed, or rendered in a rendered audit.
     """
     try:
         async with asyncio.timeout(budget):
             result = await fetcher.fetch(url)
     except TimeoutError:
-        return ""
+        return None
     if result.status != 200 or result.redirects or not result.ok or not result.is_html or not result.body:
-        return ""
-    try:
-        facts = parse_html(result.body, result.final_url or url, http_charset=result.charset)
-    except Exception:  # noqa: BLE001 - a page we cannot parse gives no fingerprint; the audit goes on
-        return ""
-    return facts.content_hash
+        return None
+    return result

@@ -25,6 +25,14 @@ APP_JS = """
 const pages = %(pages)d;
 const here = location.pathname;
 const n = here === "/" ? -1 : Number(here.split("/").pop());
+if (%(catch_all)s && !(n < pages)) {  // an unknown route of a catch-all app: its "not found" view, under the app's own title
+  document.title = "The rendered app";
+  const sorry = document.createElement("p");
+  sorry.textContent = ("Sorry, nothing of this app lives at this address. ").repeat(30);
+  document.getElementById("root").appendChild(sorry);
+  throw new Error("no such route");
+}
+if (%(catch_all)s && n < 0) { const a = document.createElement("a"); a.href = "/app/99"; document.body.appendChild(a); }
 document.title = n < 0 ? "Home of the rendered app" : `App page ${n} of the rendered app`;
 const canonical = document.createElement("link");
 canonical.rel = "canonical"; canonical.href = location.origin + here;
@@ -42,9 +50,12 @@ for (let m = 0; m < pages; m++) {
 
 
 class RenderSite(Loopback):
-    def __init__(self, pages: int = 4, *, other: str = "http://127.0.0.1:9", stun_port: int = 9):
+    def __init__(self, pages: int = 4, *, other: str = "http://127.0.0.1:9", stun_port: int = 9,
+                 catch_all: bool = False):
         super().__init__(self._answer)
         self.pages = pages
+        # An app whose server answers every unknown path with its shell (200), and whose home links a dead route.
+        self.catch_all = catch_all
         self.other = other
         self.stun_port = stun_port
         self.requests: Counter[str] = Counter()
@@ -64,7 +75,8 @@ class RenderSite(Loopback):
         if path == "/robots.txt":
             return 200, "text/plain", b"User-agent: *\nDisallow: /private\n"
         if path == "/app.js":
-            return 200, "application/javascript", (APP_JS % {"pages": self.pages}).encode()
+            return 200, "application/javascript", (
+                APP_JS % {"pages": self.pages, "catch_all": "true" if self.catch_all else "false"}).encode()
         if path == "/" or (path.startswith("/app/") and path.removeprefix("/app/").isdigit()
                            and int(path.removeprefix("/app/")) < self.pages):
             return 200, html, SHELL.format(head="", scripts=script).encode()
@@ -119,4 +131,6 @@ class RenderSite(Loopback):
         if path == "/broken":
             broken = '<script src="/missing.js"></script><script>undefinedFunction();</script>'
             return 200, html, SHELL.format(head="", scripts=script + broken).encode()
+        if self.catch_all and not path.endswith(".js"):
+            return 200, html, SHELL.format(head="", scripts=script).encode()
         return 404, html, b"<html><head><title>Not found</title></head><body>Not found</body></html>"

@@ -39,7 +39,7 @@ from crawler.robots import (
 from crawler.sitemap import MAX_SECONDS as SITEMAP_SECONDS
 from crawler.sitemap import discover_sitemaps
 from crawler.soft404 import PROBE_SECONDS as NOT_FOUND_SECONDS
-from crawler.soft404 import probe_not_found, probe_url
+from crawler.soft404 import fetch_not_found, probe_url
 from crawler.types import FetchError, FetchResult, Finding
 from crawler.urls import InvalidURL, Scope, normalize, origin_of, trap_reason, url_hash
 
@@ -338,10 +338,10 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
     # http_not_redirected: does the http:// form of an https start page still serve it?
     left = max(0.0, ends - asyncio.get_running_loop().time())
     plain_http = await probe_http_form(fetcher, final, budget=min(PROBE_SECONDS, left)) if left else None
-    not_found, missing = "", probe_url(origin)
+    probe, missing = None, probe_url(origin)
     left = max(0.0, ends - asyncio.get_running_loop().time())
     if whole_site and left and robots.allowed(missing, setup.user_agent):
-        not_found = await probe_not_found(fetcher, missing, budget=min(NOT_FOUND_SECONDS, left))
+        probe = await fetch_not_found(fetcher, missing, budget=min(NOT_FOUND_SECONDS, left))
     problems = [(f.url, f.problem) for f in report.files if f.problem]
     # The start page was fetched above; record it instead of fetching it again.
     # A typed URL that redirects is its own row (with its chain), as any
@@ -353,15 +353,20 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
         first = dataclasses.replace(first, url=final, redirects=())
     page_ctx = dataclasses.replace(ctx, in_sitemap=whole_site and final in frozenset(report.urls))
     pages.append(build_outcome(first, final, 0, page_ctx))
-    if pages[-1].facts is not None and pages[-1].facts.content_hash == not_found:
-        not_found = ""  # unknown URLs get the start page (a catch-all, an app's shell): no "not found" page to match
+    unknown = build_outcome(probe, missing, 0, ctx) if probe is not None else None
     if setup.render != "none":
         # A rendered audit's start page too: an app shell's links exist only once it runs.
-        # With the login's session, which the setup (made before the login) lacks.
+        # With the login's session, which the setup (made before the login) lacks. The
+        # "not found" page as well: an app's shell shows it only once its script runs.
         here = dataclasses.replace(setup, robots=robots, scope=Scope(origin, setup.include, setup.exclude),
                                    credentials=fetcher.credentials)
         async with browser(here) as renderer:
             pages[-1] = await render_if_needed(renderer, pages[-1], here, page_ctx)
+            if unknown is not None:
+                unknown = await render_if_needed(renderer, unknown, here, ctx)
+    not_found = unknown.facts.content_hash if unknown is not None and unknown.facts is not None else ""
+    if pages[-1].facts is not None and pages[-1].facts.content_hash == not_found:
+        not_found = ""  # unknown URLs get the start page (a catch-all, an app's shell): no "not found" page to match
     if plain_http is not None:  # after rendering, whose checks replace the page's findings
         pages[-1] = dataclasses.replace(pages[-1], findings=(*pages[-1].findings, plain_http))
     return StartOutcome(

@@ -281,3 +281,14 @@ def test_a_rendered_start_page_is_judged_knowing_the_sitemap_lists_it(owner, fas
     audit = audit_of(owner, httpserver, start_url=httpserver.url_for("/"), render="all")
     noindex = Issue.objects.get(audit=audit, code="noindex")
     assert (noindex.severity, noindex.message.endswith("but listed in the sitemap")) == ("critical", True)
+
+
+def test_an_apps_not_found_view_served_with_200_is_a_soft_404_of_a_rendered_audit(owner, fast_settings):
+    """Every path gets the app's shell; only its script shows "not found". The probe is rendered as the pages are."""
+    with RenderSite(pages=2, catch_all=True) as site:
+        audit = audit_of(owner, site, render="all")
+        dead = pages(audit)[site.url("/app/99")]
+        assert dead.status_code == 200
+        assert "soft_404" in codes(audit, site.url("/app/99"))
+        assert "soft_404" not in codes(audit, site.url("/app/1"))
+        assert "soft_404" not in codes(audit, site.url("/"))
