@@ -50,6 +50,7 @@ def sync(site: Site) -> Schedule | None:
     # run in TIME_ZONE, not in the site's zone.
     schedule.next_run = next_run(site)
     Schedule.objects.filter(pk=schedule.pk).update(next_run=schedule.next_run)
+    Site.objects.filter(pk=site.pk).update(schedule_set_at=timezone.now())
     return schedule
 
 
@@ -129,7 +130,7 @@ def run_due(site_id: int, due: str | None = None) -> str:
         if locked.last_due_at is not None and due_at <= locked.last_due_at:
             return f"the run of site {site_id} at {due_at.isoformat()} was already handled"
         Site.objects.filter(pk=site.pk).update(last_due_at=due_at)
-        SkippedRun.objects.bulk_create(_missed(site, due_at, now))
+        SkippedRun.objects.bulk_create(_missed(locked, due_at))
         if site.audits.filter(status__in=Audit.ACTIVE).exists():
             return _skip(site, due_at, SkippedRun.Reason.STILL_RUNNING)
         if not private_targets_allowed(site):
@@ -154,26 +155,31 @@ def _mode_fields(site: Site) -> dict:
     return follow_up_fields(last, Audit.Mode.DELTA) if last else {}
 
 
-# Run times a late fire records one by one; after them, the last says the rest were missed too.
+# Missed run times a fire records one by one; after them, the last says the rest were missed too.
 MISSED_RECORDED = 50
 
 
-def _missed(site: Site, due_at: datetime, now: datetime) -> list[SkippedRun]:
-    """The site's run times after ``due_at`` up to ``now``, which no fire will ever start.
+def _missed(site: Site, due_at: datetime) -> list[SkippedRun]:
+    """The run times of the schedule, as set now, between the last fire handled and this one: none was fired.
 
-    A fire comes late when no cluster's scheduler ran at its time; django-q2
-    (catch_up off) then fires the oldest missed run time once and moves on past
-    now, and this fire starts that one. Without a row, the others would leave
-    no trace on the site's page.
+    django-q2 queues every fire on time while a cluster's scheduler runs; with
+    catch_up off, one that comes back after an outage fires the oldest run time
+    it missed once and moves past the rest. Those are recorded by the next fire,
+    which finds them between the two it saw. A fire run late by a busy queue has
+    its successor queued already: there is no gap. Nothing before the schedule
+    was last set counts (another cadence, a pause).
     """
+    if site.last_due_at is None:
+        return []
+    since = max(site.last_due_at, site.schedule_set_at or site.last_due_at)
     missed = []
-    moment = next_run(site, due_at)
-    while moment <= now and len(missed) < MISSED_RECORDED:
+    moment = next_run(site, since)
+    while moment < due_at and len(missed) < MISSED_RECORDED:
         missed.append(SkippedRun(site=site, due_at=moment, reason=SkippedRun.Reason.MISSED,
-                                 detail=f"The schedule fired for {_local(site, due_at)} at {_local(site, now)}."))
+                                 detail=f"No fire came between {_local(site, since)} and {_local(site, due_at)}."))
         moment = next_run(site, moment)
-    if missed and moment <= now:
-        missed[-1].detail += f" Every run time from this one to {_local(site, now)} was missed too."
+    if missed and moment < due_at:
+        missed[-1].detail += f" Every run time from this one to {_local(site, due_at)} was missed too."
     return missed
 
 

@@ -449,7 +449,7 @@ def h1_missing(result, facts, ctx):
 
 @page_check
 def h1_multiple(result, facts, ctx):
-    headings = facts.headings.count(1)  # every <h1>, an empty one too (CHECKS.md); h1_missing asks for text
+    headings = max(facts.headings.count(1), facts.h1_count)  # every <h1>, an empty one too (CHECKS.md)
     if headings > 1:
         empty = headings - facts.h1_count
         yield finding("h1_multiple", f"Page has {headings} <h1> headings" + (f", {empty} of them empty" if empty else ""))

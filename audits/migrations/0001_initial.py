@@ -213,6 +213,7 @@ class Migration(migrations.Migration):
                 ('notify_email', models.BooleanField(default=True, help_text='E-mail the owner')),
                 ('webhook_url', models.CharField(blank=True, help_text='POST a JSON summary here', max_length=2048, validators=[audits.models.site.WebhookURLValidator()])),
                 ('last_due_at', models.DateTimeField(blank=True, editable=False, help_text='The run time of the latest fire of the schedule handled', null=True)),
+                ('schedule_set_at', models.DateTimeField(blank=True, editable=False, help_text='When the schedule was last set, changed or resumed', null=True)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sites', to=settings.AUTH_USER_MODEL)),
             ],

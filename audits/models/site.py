@@ -136,6 +136,9 @@ class Site(models.Model):
     # already handled (started or skipped) and starts nothing (audits.schedules.run_due).
     last_due_at = models.DateTimeField(null=True, blank=True, editable=False,
                                        help_text="The run time of the latest fire of the schedule handled")
+    # Run times before this were another schedule's, or a paused one's: none of them counts as missed.
+    schedule_set_at = models.DateTimeField(null=True, blank=True, editable=False,
+                                           help_text="When the schedule was last set, changed or resumed")
 
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -159,6 +159,14 @@ def test_check_fires_on_the_problem_and_not_on_its_absence(code, positive, negat
     assert of(code, negative()) == []
 
 
+def test_h1_multiple_counts_headings_past_the_kept_outline_and_says_how_many_are_empty():
+    # The outline (facts.headings) keeps the first MAX_HEADINGS; the <h1>s after it still count.
+    long_page = page(html(h1="<h2>s</h2>" * 1000 + "<h1>One</h1><h1>Two</h1>"))
+    assert [f.message for f in of("h1_multiple", long_page)] == ["Page has 2 <h1> headings"]
+    assert [f.message for f in of("h1_multiple", page(html(h1="<h1>One</h1><h1> </h1>")))] == [
+        "Page has 2 <h1> headings, 1 of them empty"]
+
+
 def test_every_registered_check_is_named_for_a_catalogue_code_and_tested():
     names = {check.__name__ for check, _ in CHECKS}
     assert names <= CATALOGUE.keys()

@@ -167,35 +167,63 @@ def test_a_delta_site_runs_a_delta_crawl_of_its_last_full_or_delta_audit(owner, 
     assert (second.mode, second.source_id, second.trigger) == (Audit.Mode.DELTA, first.pk, Audit.Trigger.SCHEDULE)
 
 
-def test_a_late_fire_starts_its_run_and_records_the_run_times_no_fire_will_start(owner, settings):
-    # No cluster ran for three hours: django-q2 (catch_up off) fires the oldest missed run time once.
+def hourly_site_set_long_ago(owner, **fields) -> Site:
+    site = scheduled_site(owner, cadence=Site.Cadence.HOURLY, **fields)
+    Site.objects.filter(pk=site.pk).update(schedule_set_at=timezone.now() - timedelta(days=30))
+    return site
+
+
+def test_the_run_times_no_fire_came_for_are_recorded_as_missed_by_the_next_fire(owner, settings):
+    # No cluster ran for three hours: django-q2 (catch_up off) fired the oldest run time it missed once, late,
+    # and moved past the others.
     settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
-    site = scheduled_site(owner, cadence=Site.Cadence.HOURLY, minute=7, time_zone="Asia/Kolkata")
+    site = hourly_site_set_long_ago(owner, minute=7, time_zone="Asia/Kolkata")
     latest = datetime.fromisoformat(due_now(site))
-    due = latest - timedelta(hours=3)
-    assert schedules.run_due(site.pk, due.isoformat()).startswith("started audit")
+    assert schedules.run_due(site.pk, (latest - timedelta(hours=4)).isoformat()).startswith("started audit")
+    assert not SkippedRun.objects.filter(site=site).exists()
+    Audit.objects.filter(site=site).update(status=Audit.Status.COMPLETED)
+    assert schedules.run_due(site.pk, latest.isoformat()).startswith("started audit")
     missed = SkippedRun.objects.filter(site=site).order_by("due_at")
-    assert [run.due_at for run in missed] == [due + timedelta(hours=n) for n in (1, 2, 3)]
+    assert [run.due_at for run in missed] == [latest - timedelta(hours=n) for n in (3, 2, 1)]
     assert {run.reason for run in missed} == {SkippedRun.Reason.MISSED}
-    assert "+0530" in missed[0].detail or "IST" in missed[0].detail  # told in the site's zone
-    # On time again: nothing more is missed, and a redelivery of the late fire records nothing twice.
-    schedules.run_due(site.pk, due.isoformat())
+    assert "IST" in missed[0].detail  # told in the site's zone
+    schedules.run_due(site.pk, latest.isoformat())  # delivered again: handled once
     assert SkippedRun.objects.filter(site=site).count() == 3
 
 
-def test_a_fire_on_time_records_no_missed_run(owner, settings):
+def test_a_fire_run_late_by_a_busy_queue_records_nothing_missed(owner, settings):
+    # Both fires were queued on time; the first ran when its successor was already due.
     settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
-    site = scheduled_site(owner, cadence=Site.Cadence.HOURLY, minute=0)
-    assert schedules.run_due(site.pk, due_now(site)).startswith("started audit")
+    site = hourly_site_set_long_ago(owner)
+    latest = datetime.fromisoformat(due_now(site))
+    schedules.run_due(site.pk, (latest - timedelta(hours=1)).isoformat())
+    assert schedules.run_due(site.pk, latest.isoformat()) == f"skipped the run of site {site.pk}: still_running"
+    assert list(SkippedRun.objects.filter(site=site).values_list("reason", flat=True)) == [
+        SkippedRun.Reason.STILL_RUNNING]
+
+
+def test_run_times_while_the_schedule_was_paused_or_another_are_not_missed(owner, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+    site = hourly_site_set_long_ago(owner)
+    latest = datetime.fromisoformat(due_now(site))
+    schedules.run_due(site.pk, (latest - timedelta(hours=5)).isoformat())
+    Audit.objects.filter(site=site).update(status=Audit.Status.COMPLETED)
+    site.refresh_from_db()
+    site.pause()
+    schedules.sync(site)
+    site.resume()
+    schedules.sync(site)  # resumed now: the paused hours were nobody's run times
+    assert schedules.run_due(site.pk, latest.isoformat()).startswith("started audit")
     assert not SkippedRun.objects.filter(site=site).exists()
 
 
 def test_an_outage_of_weeks_is_told_in_a_bounded_number_of_rows(owner, settings):
     settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
-    site = scheduled_site(owner, cadence=Site.Cadence.HOURLY, minute=0)
-    due = datetime.fromisoformat(due_now(site, days=7))
-    schedules.run_due(site.pk, due.isoformat())
+    site = hourly_site_set_long_ago(owner)
+    latest = datetime.fromisoformat(due_now(site))
+    Site.objects.filter(pk=site.pk).update(last_due_at=latest - timedelta(days=7))
+    schedules.run_due(site.pk, latest.isoformat())
     missed = list(SkippedRun.objects.filter(site=site).order_by("due_at"))
     assert len(missed) == schedules.MISSED_RECORDED
-    assert missed[0].due_at == due + timedelta(hours=1)
+    assert missed[0].due_at == latest - timedelta(days=7) + timedelta(hours=1)
     assert "Every run time from this one to" in missed[-1].detail
