@@ -362,8 +362,10 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
                                    credentials=fetcher.credentials)
         async with browser(here) as renderer:
             pages[-1] = await render_if_needed(renderer, pages[-1], here, page_ctx)
-            if unknown is not None:
+            if unknown is not None and asyncio.get_running_loop().time() < ends:  # the start step's time
                 unknown = await render_if_needed(renderer, unknown, here, ctx)
+            else:
+                unknown = None  # unrendered, its hash is no rendered page's
     not_found = unknown.facts.content_hash if unknown is not None and unknown.facts is not None else ""
     if pages[-1].facts is not None and pages[-1].facts.content_hash == not_found:
         not_found = ""  # unknown URLs get the start page (a catch-all, an app's shell): no "not found" page to match
