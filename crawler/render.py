@@ -11,10 +11,8 @@ The site's answers keep their own CORS verdict, and a script of another
 origin (a third party's frame) asking for the site is refused: those answers
 carry the site's credentials. A browser that dies is launched again, a few times.
 
-One ``Renderer`` per chunk: one browser, no profile on disk, a few pages at a
-time (``slots``), each in a browser context of its own, as Googlebot renders
-(no cookies or storage kept from one page to the next, so what a page shows
-does not depend on the crawl's order), within ``deadline`` seconds plus a grace
+One ``Renderer`` per chunk: a fresh browser context, no profile on disk, a few
+pages at a time (``slots``), each within ``deadline`` seconds plus a grace
 after which it is abandoned as ``render_timeout``.
 """
 
@@ -105,6 +103,7 @@ class Renderer:
         self._slots = asyncio.Semaphore(max(1, slots))
         self._playwright = None
         self._browser = None
+        self._context = None
         self._launches = 0
         self._restarting = asyncio.Lock()
         self.unavailable = ""
@@ -127,45 +126,44 @@ class Renderer:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._browser is not None:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(GRACE):
-                    await self._browser.close()
+        for closing in (self._context, self._browser):
+            if closing is not None:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(GRACE):
+                        await closing.close()
         if self._playwright is not None:
             with contextlib.suppress(Exception):
                 await self._playwright.stop()
-        self._browser = self._playwright = None
+        self._context = self._browser = self._playwright = None
 
     async def _launch(self) -> None:
         self._launches += 1
         self._browser = await self._playwright.chromium.launch(
             executable_path=self.executable, headless=True, args=LAUNCH_ARGS)
+        await self._new_context()
 
-    async def _new_context(self):
-        context = await self._browser.new_context(
+    async def _new_context(self) -> None:
+        self._context = await self._browser.new_context(
             accept_downloads=False, service_workers="block", user_agent=self.user_agent,
             java_script_enabled=True, bypass_csp=False)
-        await context.add_init_script(PAGE_LIMITS)
-        return context
+        await self._context.add_init_script(PAGE_LIMITS)
 
     async def render(self, url: str, body: bytes, content_type: str = "text/html; charset=utf-8") -> Rendered:
         """Load ``url`` as the browser would, its document being ``body`` (already fetched); never raises."""
         out = Rendered(url)
-        if self.unavailable or self._browser is None:
+        if self.unavailable or self._context is None:
             out.problem, out.detail = "render_failed", self.unavailable or "The browser is not running."
             return out
         async with self._slots:
-            context = None
-            if self._browser is not None and not self._browser.is_connected():  # it died: launch another first
+            page = None
+            if not self._browser.is_connected():  # it died since the last page: launch another first
                 await self._revive()
-            if self.unavailable or self._browser is None:  # given up on, maybe while this page waited
-                out.problem, out.detail = "render_failed", self.unavailable or "The browser is not running."
-                return out
-            browser = self._browser
+                if self.unavailable or self._context is None:
+                    out.problem, out.detail = "render_failed", self.unavailable or "The browser is not running."
+                    return out
             try:
                 async with asyncio.timeout(self.deadline + GRACE):
-                    context = await self._new_context()
-                    page = await context.new_page()
+                    page = await self._context.new_page()
                     await self._watch(page, url, body, content_type, out)
                     try:
                         await page.goto(url, wait_until="networkidle", timeout=self.deadline * 1000)
@@ -183,12 +181,10 @@ class Renderer:
                 out.problem = "render_failed"
                 out.detail = f"{type(exc).__name__}: {exc}"[:300]
             finally:
-                if self._browser is not browser:
-                    pass  # launched again meanwhile (another page's doing): this context went with the old one
-                elif not browser.is_connected():
+                if not self._browser.is_connected():
                     await self._revive()
-                elif context is not None and not await self._closed(context):
-                    await self._restart(browser)
+                elif page is not None and not await self._closed(page):
+                    await self._restart()
         return out
 
     async def _watch(self, page, url: str, body: bytes, content_type: str, out: Rendered) -> None:
@@ -249,42 +245,46 @@ class Renderer:
             return f"more than {MAX_REQUESTS} requests from one page"
         return self.may_request(url)
 
-    async def _closed(self, context) -> bool:
-        """Close a page's ``context`` (and its page); False when even that hung."""
+    async def _closed(self, page) -> bool:
+        """Close ``page``; False when even that hung (a page spinning its main thread)."""
         try:
             async with asyncio.timeout(GRACE):
-                await context.close()
+                await page.close(run_before_unload=False)
             return True
         except Exception:
             return False
 
-    async def _restart(self, browser) -> None:
-        """A page whose context would not close: the browser is launched again (its renderers go with it).
+    async def _restart(self) -> None:
+        """A page that would not close: drop the whole context (its renderer processes go with it).
 
-        So is a browser that died, MAX_LAUNCHES times in all; after that every
+        A browser that died is launched again, MAX_LAUNCHES times in all; after that every
         later page is render_failed, saying why.
         """
         async with self._restarting:
-            if self._browser is browser:  # not launched again by another page meanwhile
-                await self._replace()
+            await self._replace()
 
     async def _revive(self) -> None:
         """Launch a browser in place of one that died, unless another slot just did."""
         async with self._restarting:
-            if self._browser is not None and not self._browser.is_connected():
+            if not self._browser.is_connected():
                 await self._replace()
 
     async def _replace(self) -> None:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(GRACE):
-                await self._browser.close()
+                await self._context.close()
         try:
-            if self._launches >= MAX_LAUNCHES:
-                raise RuntimeError(f"it died or hung {self._launches} times")
-            await self._launch()
+            if self._browser.is_connected():
+                await self._new_context()
+            elif self._launches < MAX_LAUNCHES:
+                with contextlib.suppress(Exception):
+                    await self._browser.close()
+                await self._launch()
+            else:
+                raise RuntimeError(f"it died {self._launches} times")
         except Exception as exc:
             self.unavailable = f"The browser stopped answering: {type(exc).__name__}: {exc}"[:300]
-            self._browser = None
+            self._context = None
 
 
 def _note(kept: list, item) -> None:

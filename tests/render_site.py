@@ -119,13 +119,6 @@ class RenderSite(Loopback):
             return 200, "text/html", ('<!doctype html><html><head><meta charset="iso-8859-1">'
                                       "<title>Café crème, a page in Latin-1</title></head><body><p>Crème brûlée"
                                       "</p></body></html>").encode("latin-1")
-        if path in ("/visit/0", "/visit/1", "/visit/2"):  # a first visit or a return, by its storage and cookies
-            visit = ("<script>const back = localStorage.getItem('seen') || document.cookie.includes('seen=');"
-                     "localStorage.setItem('seen', '1'); document.cookie = 'seen=1; path=/';"
-                     "document.title = (back ? 'Returning visitor on ' : 'First visit to ') + location.pathname;"
-                     "for (const n of [1, 2]) { const a = document.createElement('a'); a.href = '/visit/' + n;"
-                     " a.textContent = 'visit ' + n; document.body.appendChild(a); }</script>")
-            return 200, html, SHELL.format(head="", scripts=visit).encode()
         if path == "/account/secret":
             return 200, "text/plain", b"members-only-token-42"
         if path == "/spin":

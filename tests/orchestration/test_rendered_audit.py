@@ -292,13 +292,3 @@ def test_an_apps_not_found_view_served_with_200_is_a_soft_404_of_a_rendered_audi
         assert "soft_404" in codes(audit, site.url("/app/99"))
         assert "soft_404" not in codes(audit, site.url("/app/1"))
         assert "soft_404" not in codes(audit, site.url("/"))
-
-
-def test_each_page_is_rendered_as_a_first_visit_as_search_engines_render_it(owner, fast_settings, settings):
-    """What a page's script stored (localStorage, a cookie) is not there for the next page the browser renders."""
-    settings.SITEWARD = {**settings.SITEWARD, "RENDER_PAGES": 1}  # one after the other, in one chunk's browser
-    with RenderSite() as site:
-        audit = audit_of(owner, site, render="all", start_url=site.url("/visit/0"))
-        found = pages(audit)
-    assert found[site.url("/visit/1")].title == "First visit to /visit/1"
-    assert found[site.url("/visit/2")].title == "First visit to /visit/2"
