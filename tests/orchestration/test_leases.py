@@ -89,14 +89,19 @@ def test_a_chunk_out_of_attempts_records_its_urls_as_lost_and_the_crawl_goes_on(
     assert audit.status == Audit.Status.COMPLETED
 
 
-def test_the_url_that_kills_its_worker_is_isolated_on_retry(owner, grid_site, fast_settings):
+def serial_retry(owner, grid_site) -> tuple[Audit, InlineDispatcher, ChunkLease, list]:
+    """Chunk 2's second attempt (the first died), which runs serially: the audit, its dispatcher, the lease, its URLs."""
     audit, dispatcher = started(owner, grid_site)
     run_chunk(audit.pk, 1, dispatcher)
     dispatcher.steps.clear()
     claim(audit.pk, 2)  # attempt 1 dies
     expire(2, audit)
-    first = claim(audit.pk, 2)
-    items = lease_items(audit, first)
+    lease = claim(audit.pk, 2)
+    return audit, dispatcher, lease, lease_items(audit, lease)
+
+
+def test_the_url_that_kills_its_worker_is_isolated_on_retry(owner, grid_site, fast_settings):
+    audit, dispatcher, first, items = serial_retry(owner, grid_site)
     poison = items[-1]
     # Attempt 2 ran serially: it marked the poison URL and died fetching it.
     writer = ChunkWriter(audit, first, crawl_setup(audit))
@@ -194,13 +199,7 @@ def test_a_chunk_waiting_on_a_slow_page_keeps_its_lease_by_heartbeat(owner, fast
 
 def test_a_url_handed_back_by_a_stopping_retry_is_not_taken_later_for_the_one_that_killed_its_worker(
         owner, grid_site, fast_settings):
-    audit, dispatcher = started(owner, grid_site)
-    run_chunk(audit.pk, 1, dispatcher)
-    dispatcher.steps.clear()
-    claim(audit.pk, 2)  # attempt 1 dies
-    expire(2, audit)
-    retry = claim(audit.pk, 2)
-    items = lease_items(audit, retry)
+    audit, dispatcher, retry, items = serial_retry(owner, grid_site)
     fetching = items[0]
     ChunkWriter(audit, retry, crawl_setup(audit)).mark_try(fetching)
     retry.release()  # the cluster is stopping: the chunk hands its URLs back

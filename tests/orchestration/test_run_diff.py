@@ -451,12 +451,24 @@ def test_an_audit_being_deleted_is_no_baseline(owner, site, fast_settings):
     assert second.baseline_id is None and diff.totals(second.change_counts).get("new", 0) == 0
 
 
-def test_an_ignored_issue_missing_from_one_audit_is_still_ignored_when_it_comes_back(owner, site, fast_settings):
-    """Its page answered 503 one night: the next night's audit is compared with that one."""
+def ignored_first(owner, site: EditableSite, which: tuple[str, str, str] = BROKEN_404) -> Audit:
+    """A first audit of the first version, with the issue ``which`` ignored by a person."""
     first_version(site)
     first = completed_audit_of(owner, site)
-    mark(site, first, Issue.Review.IGNORED, BROKEN_404)
+    mark(site, first, Issue.Review.IGNORED, which)
+    return first
+
+
+def ignored_then_down(owner, site: EditableSite) -> Audit:
+    """``ignored_first``; then the broken page answers 503 (each night until set back)."""
+    first = ignored_first(owner, site)
     site.set(**{"/broken": (503, "down for the night")})
+    return first
+
+
+def test_an_ignored_issue_missing_from_one_audit_is_still_ignored_when_it_comes_back(owner, site, fast_settings):
+    """Its page answered 503 one night: the next night's audit is compared with that one."""
+    ignored_then_down(owner, site)
     missed = completed_audit_of(owner, site)
     assert BROKEN_404 not in reviews(site, missed)
     site.set(**{"/broken": None})  # a 404 again
@@ -466,10 +478,7 @@ def test_an_ignored_issue_missing_from_one_audit_is_still_ignored_when_it_comes_
 
 
 def test_an_ignored_issue_missing_for_three_nights_is_still_ignored_when_it_comes_back(owner, site, fast_settings):
-    first_version(site)
-    first = completed_audit_of(owner, site)
-    mark(site, first, Issue.Review.IGNORED, BROKEN_404)
-    site.set(**{"/broken": (503, "down for the night")})
+    ignored_then_down(owner, site)
     for _ in range(3):
         missed = completed_audit_of(owner, site)
         assert BROKEN_404 not in reviews(site, missed)
@@ -479,9 +488,7 @@ def test_an_ignored_issue_missing_for_three_nights_is_still_ignored_when_it_come
 
 
 def test_a_mark_taken_off_after_the_ignoring_run_is_not_brought_back(owner, site, fast_settings):
-    first_version(site)
-    first = completed_audit_of(owner, site)
-    mark(site, first, Issue.Review.IGNORED, BROKEN_404)
+    ignored_first(owner, site)
     second = completed_audit_of(owner, site)
     assert reviews(site, second)[BROKEN_404] == Issue.Review.IGNORED
     mark(site, second, Issue.Review.OPEN, BROKEN_404)  # a person changed their mind
@@ -493,9 +500,7 @@ def test_a_mark_taken_off_after_the_ignoring_run_is_not_brought_back(owner, site
 
 
 def test_a_broken_link_whose_anchor_text_alone_changed_keeps_its_triage(owner, site, fast_settings):
-    first_version(site)
-    first = completed_audit_of(owner, site)
-    mark(site, first, Issue.Review.IGNORED, BROKEN_LINK)
+    ignored_first(owner, site, BROKEN_LINK)
     status, body = html(site, "/", HOME_LINKS_1)
     assert "go to /broken" in body
     site.set(**{"/": (status, body.replace("go to /broken", "the page that is gone"))})
@@ -522,41 +527,34 @@ def test_pages_beyond_a_lowered_depth_limit_are_not_called_removed(owner, site, 
                .values_list("url", flat=True)) == {site.url("/3")}
 
 
-@pytest.mark.parametrize(("twin_now", "verdict"), [((503, "down for the night"), "unknown"), (None, "fixed")],
-                         ids=["twin-failed", "twin-gone"])
-def test_a_duplicate_title_is_unknown_while_the_page_sharing_it_did_not_answer(owner, site, fast_settings,
-                                                                               twin_now, verdict):
-    same = "The same title on two pages of the editable site"
-    site.set(**{"/": html(site, "/", ["/a", "/b"]), "/a": html(site, "/a", ["/"], title=same),
-                "/b": html(site, "/b", ["/"], title=same)})
-    first = completed_audit_of(owner, site)
-    assert Issue.objects.filter(audit=first, code="title_duplicate", url=site.url("/a")).exists()
-    site.set(**{"/b": twin_now})
-    second = completed_audit_of(owner, site)
-    gone = GoneIssue.objects.get(audit=second, code="title_duplicate", url=site.url("/a"))
-    assert gone.change == verdict
-
-
-@pytest.mark.parametrize(("twin_now", "verdict"), [((503, "down for the night"), "unknown"), (None, "fixed")],
-                         ids=["twin-failed", "twin-gone"])
-def test_a_duplicate_description_is_unknown_while_the_page_sharing_it_did_not_answer(owner, site, fast_settings,
-                                                                                     twin_now, verdict):
-    # html() gives every page the same description but for its slug: /a and /b share one only when it is absent.
-    same = '<meta name="description" content="One description on two pages, long enough to be shown in full.">'
-    status, home = html(site, "/", ["/a", "/b"])
-    site.set(**{"/": (status, home), "/a": _with_head(html(site, "/a", ["/"], description=False), same),
-                "/b": _with_head(html(site, "/b", ["/"], description=False), same)})
-    first = completed_audit_of(owner, site)
-    assert Issue.objects.filter(audit=first, code="meta_description_duplicate", url=site.url("/a")).exists()
-    site.set(**{"/b": twin_now})
-    second = completed_audit_of(owner, site)
-    gone = GoneIssue.objects.get(audit=second, code="meta_description_duplicate", url=site.url("/a"))
-    assert gone.change == verdict
-
-
 def _with_head(page: tuple[int, str], tag: str) -> tuple[int, str]:
     status, body = page
     return status, body.replace("</head>", f"{tag}</head>")
+
+
+# /a and /b sharing a title, or a description (html() gives each page its own unless it has none).
+TWINS = {
+    "title_duplicate": lambda site: {
+        path: html(site, path, ["/"], title="The same title on two pages of the editable site")
+        for path in ("/a", "/b")},
+    "meta_description_duplicate": lambda site: {
+        path: _with_head(html(site, path, ["/"], description=False),
+                         '<meta name="description" content="One description on two pages, long enough to be shown.">')
+        for path in ("/a", "/b")},
+}
+
+
+@pytest.mark.parametrize("code", list(TWINS))
+@pytest.mark.parametrize(("twin_now", "verdict"), [((503, "down for the night"), "unknown"), (None, "fixed")],
+                         ids=["twin-failed", "twin-gone"])
+def test_a_duplicate_is_unknown_while_the_page_sharing_it_did_not_answer(owner, site, fast_settings, code,
+                                                                         twin_now, verdict):
+    site.set(**{"/": html(site, "/", ["/a", "/b"]), **TWINS[code](site)})
+    first = completed_audit_of(owner, site)
+    assert Issue.objects.filter(audit=first, code=code, url=site.url("/a")).exists()
+    site.set(**{"/b": twin_now})
+    second = completed_audit_of(owner, site)
+    assert GoneIssue.objects.get(audit=second, code=code, url=site.url("/a")).change == verdict
 
 
 def test_pages_beyond_a_lowered_page_limit_are_not_called_removed(owner, site, fast_settings):
