@@ -132,7 +132,8 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         # Its row wins over the sitemap's below, so it carries the listing itself (sitemap_bad_url judges it).
         listed = audit.mode != Audit.Mode.VALIDATE and outcome.start_url in outcome.sitemap_urls
         seeds = [FrontierURL(audit=audit, url=outcome.start_url, url_hash=url_hash(outcome.start_url),
-                             depth=0, linked=True, in_sitemap=listed, template_key=template_digest(outcome.start_url))]
+                             depth=0, linked=True, in_sitemap=listed, template_key=template_digest(outcome.start_url))
+                 ] if outcome.pages else []  # none: a validation whose start page robots.txt now disallows
         if audit.mode == Audit.Mode.VALIDATE:
             seeds += _validation_seeds(audit, robots, setup, scope)
         for url in outcome.sitemap_urls if audit.mode != Audit.Mode.VALIDATE else ():
@@ -166,9 +167,9 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         audit.refresh_from_db()
         ChunkWriter(audit, lease, crawl_setup(audit), on_batch=on_batch).write(outcome.pages)
         lease.finish()
-        landing = outcome.pages[-1].result
+        landing = outcome.pages[-1].result if outcome.pages else None
         # A validation re-checks its own URLs: a front page down now is one verdict among them, not the end.
-        if landing.status is not None and landing.status >= 500 and audit.mode != Audit.Mode.VALIDATE:
+        if audit.mode != Audit.Mode.VALIDATE and landing is not None and (landing.status or 0) >= 500:
             # Retries are spent and the site's front door is down: say so rather
             # than "complete" an audit of one error page. The page row stays.
             audit.fail(Audit.ErrorCode.SITE_UNAVAILABLE,
@@ -271,7 +272,7 @@ async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: 
             return _robots_unreachable(typed_origin, typed_robots, asked)
         # (An unavailable file here is a host fault: the start page's fetch names it.)
         if typed_robots.status != "unavailable" and not typed_robots.allowed(start_url, setup.user_agent):
-            return _start_blocked(start_url, setup.user_agent)
+            return _start_blocked(audit, start_url, setup.user_agent, typed_origin, typed_robots, cookies)
     first = await _start_page(fetcher, start_url, typed_robots, read_at, setup.user_agent)
     if setup.login is not None and is_login_redirect(first, setup.login.url):
         return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED,
@@ -301,7 +302,7 @@ async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: 
     if robots.status == "unavailable":
         return _robots_unreachable(origin, robots, asked)
     if audit.respect_robots and not robots.allowed(final, setup.user_agent):
-        return _start_blocked(final, setup.user_agent)
+        return _start_blocked(audit, final, setup.user_agent, origin, robots, cookies)
     return first, final, robots, cookies
 
 
@@ -419,7 +420,12 @@ def _robots_unreachable(origin: str, robots: Robots, asked: int = 1) -> StartOut
     )
 
 
-def _start_blocked(url: str, user_agent: str) -> StartOutcome:
+def _start_blocked(audit: Audit, url: str, user_agent: str, origin: str, robots: Robots,
+                   cookies: dict | None) -> StartOutcome:
+    """A start URL robots.txt disallows: the end of a crawl. A validation re-checks its own URLs without it
+    (no start page row: its source's issues on it are unknown)."""
+    if audit.mode == Audit.Mode.VALIDATE:
+        return StartOutcome(start_url=url, origin=origin, robots=robots, cookies=cookies)
     return StartOutcome(
         error_code=Audit.ErrorCode.START_BLOCKED_BY_ROBOTS,
         error_detail=f"robots.txt disallows {url} for the user agent {user_agent!r}, so Siteward crawls "

@@ -120,3 +120,22 @@ def test_a_validation_judges_its_urls_when_the_start_page_is_down_now(owner, fas
     found = verdicts(check)
     assert found[("http_4xx", "p")] == "fixed"
     assert found[("title_missing", "q")] == "still"
+
+
+def test_a_validation_judges_its_urls_when_robots_txt_now_disallows_the_start_page(owner, fast_settings):
+    """A full audit stops at a start page robots.txt disallows; a re-check goes on without it."""
+    with ScriptedSite() as web:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/p">p</a><a href="/q">q</a>')),
+                          "/p": Answer(page("Gone"), status=404), "/q": Answer(page(None))})
+
+        def change():
+            web.pages["/robots.txt"] = Answer("User-agent: *\nDisallow: /$\n", ctype="text/plain")
+            web.pages["/p"] = Answer(page("A page of the validation site, back again"))
+
+        first, check = first_and_check(owner, web, change)
+    assert check.status == Audit.Status.COMPLETED
+    found = verdicts(check)
+    assert found[("http_4xx", "p")] == "fixed"
+    assert found[("title_missing", "q")] == "still"
+    assert not check.pages.filter(url=web.url("/")).exists()  # never fetched
+    assert web.requests["/"] == 1  # the source audit's fetch alone
