@@ -104,14 +104,22 @@ def test_what_a_person_ignored_on_a_validation_stays_ignored_in_the_next(owner, 
     assert Issue.objects.get(audit=first, url=web.url("/b"), code="title_missing").review == Issue.Review.IGNORED
 
 
-def test_a_validation_judges_its_urls_when_the_start_page_is_down_now(owner, fast_settings):
-    """A full audit of a site whose front page answers 500 fails; a re-check of last night's issues goes on."""
+# What a full audit stops at, at the front door; a re-check of last night's issues goes on past it.
+FRONT_DOOR_CLOSED = {
+    "start-page-500": ("/", lambda: Answer(page("Down"), status=500)),
+    "robots-disallow-start": ("/robots.txt", lambda: Answer("User-agent: *\nDisallow: /$\n", ctype="text/plain")),
+}
+
+
+@pytest.mark.parametrize("closed", list(FRONT_DOOR_CLOSED))
+def test_a_validation_judges_its_urls_when_the_start_page_is_down_or_disallowed_now(owner, fast_settings, closed):
     with ScriptedSite() as web:
         web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/p">p</a><a href="/q">q</a>')),
                           "/p": Answer(page("Gone"), status=404), "/q": Answer(page(None))})
+        path, answer = FRONT_DOOR_CLOSED[closed]
 
         def change():
-            web.pages["/"] = Answer(page("Down"), status=500)
+            web.pages[path] = answer()
             web.pages["/p"] = Answer(page("A page of the validation site, back again"))
 
         _, check = first_and_check(owner, web, change)
@@ -120,22 +128,6 @@ def test_a_validation_judges_its_urls_when_the_start_page_is_down_now(owner, fas
     found = verdicts(check)
     assert found[("http_4xx", "p")] == "fixed"
     assert found[("title_missing", "q")] == "still"
-
-
-def test_a_validation_judges_its_urls_when_robots_txt_now_disallows_the_start_page(owner, fast_settings):
-    """A full audit stops at a start page robots.txt disallows; a re-check goes on without it."""
-    with ScriptedSite() as web:
-        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/p">p</a><a href="/q">q</a>')),
-                          "/p": Answer(page("Gone"), status=404), "/q": Answer(page(None))})
-
-        def change():
-            web.pages["/robots.txt"] = Answer("User-agent: *\nDisallow: /$\n", ctype="text/plain")
-            web.pages["/p"] = Answer(page("A page of the validation site, back again"))
-
-        first, check = first_and_check(owner, web, change)
-    assert check.status == Audit.Status.COMPLETED
-    found = verdicts(check)
-    assert found[("http_4xx", "p")] == "fixed"
-    assert found[("title_missing", "q")] == "still"
-    assert not check.pages.filter(url=web.url("/")).exists()  # never fetched
-    assert web.requests["/"] == 1  # the source audit's fetch alone
+    if closed == "robots-disallow-start":
+        assert not check.pages.filter(url=web.url("/")).exists()  # never fetched
+        assert web.requests["/"] == 1  # the source audit's fetch alone
