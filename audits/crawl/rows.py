@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 from django.utils import timezone
@@ -91,9 +90,10 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
 
 
 def _described(description: str) -> tuple[str, str]:
-    """The stored description and its key: duplicates are grouped and matched by the key, which an index holds."""
+    """The stored description and its key (the 32-hex key URLs get): duplicates are grouped and matched by the key,
+    which an index holds, since a description may be too long for one."""
     stored = clean(description, 2000)
-    return stored, hashlib.blake2b(stored.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest() if stored else ""
+    return stored, url_hash(stored) if stored else ""
 
 
 def head_facts(facts: PageFacts, page_url: str, *, link_canonical: bool = False, charset: str = "",
