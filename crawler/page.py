@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from crawler.checks import PageContext, binary_html, large_unread_html, run_page_checks
 from crawler.css import CSS_TYPE, MAX_CSS_LINKS, css_links, decode_css
 from crawler.parse import parse_html
-from crawler.revalidate import Validators, unchanged
+from crawler.revalidate import Validators, body_hash, unchanged
 from crawler.types import FetchError, FetchResult, Finding, Link, PageFacts
 from crawler.urls import InvalidURL, normalize
 
@@ -60,6 +60,17 @@ class PageOutcome:
     # are the browser's, ``raw_facts`` the HTML's.
     rendered: bool = False
     raw_facts: PageFacts | None = None
+    # A parsed page's body as fetched (crawler.revalidate.body_hash), for the next delta to compare:
+    # hashed where the body is, so the body need not reach the writer.
+    body_hash: str = ""
+
+
+def without_body(outcome: PageOutcome) -> PageOutcome:
+    """``outcome`` without its body, once everything that reads the body has: a batch waiting
+    for the writer then holds facts, not up to max_body_bytes a page."""
+    if outcome.result.body is None:
+        return outcome
+    return replace(outcome, result=replace(outcome.result, body=None))
 
 
 def normalize_link(url: str, base: str) -> str:
@@ -162,7 +173,8 @@ def build_outcome(
     invalid = 0
     if facts is not None:
         outlinks, invalid = outlinks_of(facts, result.final_url)
-    return PageOutcome(url, depth, result, facts, findings, outlinks, invalid, problem, source)
+    return PageOutcome(url, depth, result, facts, findings, outlinks, invalid, problem, source,
+                       body_hash=body_hash(result.body) if facts is not None else "")
 
 
 def _redirect_outcome(result: FetchResult, url: str, where: str | None, depth: int, ctx: PageContext,

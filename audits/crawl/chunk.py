@@ -13,7 +13,7 @@ from django.db import transaction
 from crawler.checks import PageContext
 from crawler.fetch import Fetcher
 from crawler.net import LookupLane
-from crawler.page import REDIRECT_TAG, PageOutcome, check_resource, process_page
+from crawler.page import REDIRECT_TAG, PageOutcome, check_resource, process_page, without_body
 from crawler.robots import refused_landing
 from crawler.share import Share
 from crawler.side_lane import SideLane
@@ -300,7 +300,8 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
                 previous = writer.previous.get(item.url_hash)
                 outcome = await session.fetch(lambda: process_page(fetcher, item.url, item.depth, ctx,
                                                                    previous=previous))
-                return await render_if_needed(renderer, refused_redirect_edge(outcome, setup), setup, ctx)
+                outcome = await render_if_needed(renderer, refused_redirect_edge(outcome, setup), setup, ctx)
+                return without_body(outcome)
             if item.kind == Page.Kind.RESOURCE:
                 # Resources are internal; a stylesheet is read one level below the
                 # deepest page, so @import chains end with the crawl's depth.

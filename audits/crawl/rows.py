@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from crawler.directives import canonical_from_link_header, header_robots_directives
 from crawler.page import PageOutcome
-from crawler.revalidate import KEPT_HEADERS, body_hash
+from crawler.revalidate import KEPT_HEADERS
 from crawler.types import PageFacts
 from crawler.urls import InvalidURL, normalize, url_hash
 
@@ -79,7 +79,7 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
         content_hash, outlinks, result.error.value if result.error else "",
         clean(result.error_detail, 500), db_datetime(timezone.now()),
         clean(result.headers.get("etag"), 200), clean(result.headers.get("last-modified"), 100),
-        carried.body_hash if carried else body_hash(result.body if facts is not None else None),
+        carried.body_hash if carried else outcome.body_hash,
         carried.since if carried else None,
         *_rendering(outcome, carried),
         json.dumps(head_facts(facts, result.final_url or outcome.url, link_canonical=bool(linked),

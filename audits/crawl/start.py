@@ -26,7 +26,7 @@ from crawler.checks import PageContext
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.http_probe import PROBE_SECONDS, probe_http_form
 from crawler.login import is_login_redirect
-from crawler.page import PageOutcome, build_outcome
+from crawler.page import PageOutcome, build_outcome, without_body
 from crawler.retry import parse_retry_after
 from crawler.robots import (
     CRAWL_DELAY_CAP,
@@ -165,7 +165,8 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         ChunkLease.objects.get_or_create(audit=audit, number=0, defaults={"created_at": Now()})
         lease = claim(audit.pk, 0)
         audit.refresh_from_db()
-        ChunkWriter(audit, lease, crawl_setup(audit), on_batch=on_batch).write(outcome.pages)
+        writer = ChunkWriter(audit, lease, crawl_setup(audit), on_batch=on_batch)
+        writer.write([without_body(o) for o in outcome.pages])
         lease.finish()
         landing = outcome.pages[-1].result if outcome.pages else None
         # A validation re-checks its own URLs: a front page down now is one verdict among them, not the end.

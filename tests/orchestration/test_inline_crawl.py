@@ -131,3 +131,16 @@ def test_a_start_page_that_always_answers_500_fails_the_audit_as_site_unavailabl
     assert page.status_code == 500  # what was fetched before it failed stays visible
     home_requests = [r for r, _ in httpserver.log if r.path == "/"]
     assert 1 < len(home_requests) <= 3  # retried, within the cap (1 + max_retries)
+
+
+def test_the_writer_gets_pages_without_their_bodies_and_stores_each_bodys_hash(owner, site, fast_settings):
+    bodies = []
+    audit = make(owner, site.url("/"))
+    run_audit_inline(audit.pk, on_batch=lambda outcomes, issues: bodies.extend(o.result.body for o in outcomes))
+    audit.refresh_from_db()
+
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    assert bodies and set(bodies) == {None}  # a waiting batch holds facts, not pages' bytes
+    parsed = audit.pages.filter(kind="page", status_code=200, content_type="text/html", redirect_count=0)
+    assert parsed.exists() and not parsed.filter(body_hash="").exists()
+    assert not audit.pages.filter(kind="resource").exclude(body_hash="").exists()
