@@ -15,7 +15,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django_q.models import Schedule
+from django_q.models import OrmQ, Schedule
 
 from .models import Audit, Site, SkippedRun
 from .services import (
@@ -117,6 +117,8 @@ def run_due(site_id: int, due: str | None = None) -> str:
         return f"site {site_id} is not scheduled"
     now = timezone.now()
     due_at = _parse(due) or now
+    # Where django-q2 moved the row when it queued this fire: run times before it are fired or skipped.
+    scheduled = Schedule.objects.filter(name=site.schedule_name).values_list("next_run", flat=True).first()
     Schedule.objects.filter(name=site.schedule_name).update(next_run=next_run(site, max(now, due_at)))
     if not site.is_run_time(due_at) or repeated_wall_time(site, due_at):
         return f"{due_at.isoformat()} is not a run time of site {site_id} in {site.time_zone}"
@@ -130,7 +132,7 @@ def run_due(site_id: int, due: str | None = None) -> str:
         if locked.last_due_at is not None and due_at <= locked.last_due_at:
             return f"the run of site {site_id} at {due_at.isoformat()} was already handled"
         Site.objects.filter(pk=site.pk).update(last_due_at=due_at)
-        SkippedRun.objects.bulk_create(_missed(locked, due_at))
+        SkippedRun.objects.bulk_create(_missed(locked, due_at, min(scheduled or due_at, now)))
         if site.audits.filter(status__in=Audit.ACTIVE).exists():
             return _skip(site, due_at, SkippedRun.Reason.STILL_RUNNING)
         if not private_targets_allowed(site):
@@ -157,30 +159,52 @@ def _mode_fields(site: Site) -> dict:
 
 # Missed run times a fire records one by one; after them, the last says the rest were missed too.
 MISSED_RECORDED = 50
+# Run times a fire looks through for missed ones, at most: a year of an hourly schedule.
+MISSED_SCAN = 9000
 
 
-def _missed(site: Site, due_at: datetime) -> list[SkippedRun]:
-    """The run times of the schedule, as set now, between the last fire handled and this one: none was fired.
+def _missed(site: Site, due_at: datetime, skipped_to: datetime) -> list[SkippedRun]:
+    """The run times of the schedule, as set now, that no fire came or will come for, not yet recorded.
 
     django-q2 queues every fire on time while a cluster's scheduler runs; with
     catch_up off, one that comes back after an outage fires the oldest run time
-    it missed once and moves past the rest. Those are recorded by the next fire,
-    which finds them between the two it saw. A fire run late by a busy queue has
-    its successor queued already: there is no gap. Nothing before the schedule
-    was last set counts (another cadence, a pause).
+    it missed once and moves the row past the rest (``skipped_to``: where it
+    moved it, or now if that is sooner). So a fire records the run times
+    between the last fire handled and its own, and those after its own up to
+    ``skipped_to`` that have no fire queued: a fire run late by a busy queue has
+    its successors queued, and they are no gap. Nothing before the schedule was
+    last set counts (another cadence, a pause).
     """
-    if site.last_due_at is None:
-        return []
-    since = max(site.last_due_at, site.schedule_set_at or site.last_due_at)
+    since = max(site.last_due_at or due_at, site.schedule_set_at or due_at)
+    recorded = set(SkippedRun.objects.filter(site=site, reason=SkippedRun.Reason.MISSED, due_at__gt=since)
+                   .values_list("due_at", flat=True))
+    queued = _queued_runs(site) if skipped_to > due_at else set()
     missed = []
     moment = next_run(site, since)
-    while moment < due_at and len(missed) < MISSED_RECORDED:
-        missed.append(SkippedRun(site=site, due_at=moment, reason=SkippedRun.Reason.MISSED,
-                                 detail=f"No fire came between {_local(site, since)} and {_local(site, due_at)}."))
+    for _ in range(MISSED_SCAN):
+        if moment >= skipped_to or len(missed) == MISSED_RECORDED:
+            break
+        if moment < due_at:
+            detail = f"No fire came between {_local(site, since)} and {_local(site, due_at)}."
+        else:
+            detail = f"The scheduler caught up with the run at {_local(site, due_at)} and passed this one."
+        if moment != due_at and moment not in recorded and moment not in queued:
+            missed.append(SkippedRun(site=site, due_at=moment, reason=SkippedRun.Reason.MISSED, detail=detail))
         moment = next_run(site, moment)
-    if missed and moment < due_at:
-        missed[-1].detail += f" Every run time from this one to {_local(site, due_at)} was missed too."
+    if len(missed) == MISSED_RECORDED and moment < skipped_to:
+        missed[-1].detail += f" Every run time from this one to {_local(site, skipped_to)} was missed too."
     return missed
+
+
+def _queued_runs(site: Site) -> set[datetime]:
+    """The run times of the site's fires waiting in (or taken from, not yet acknowledged by) the ORM broker."""
+    runs = set()
+    for row in OrmQ.objects.all():
+        if row.task.get("group") == site.schedule_name:
+            when = _parse((row.task.get("kwargs") or {}).get(DUE_KWARG))
+            if when is not None:
+                runs.add(when)
+    return runs
 
 
 def _local(site: Site, moment: datetime) -> str:
