@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -20,7 +21,6 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Now
 
-from crawler import loop as crawl_loop
 from crawler.catalogue import START_CODES, finding
 from crawler.checks import PageContext
 from crawler.fetch import Fetcher, FetchPolicy
@@ -49,7 +49,9 @@ from ..issue_rows import insert_issues, issue_for
 from ..knobs import knob
 from ..models import Audit, ChunkLease, FrontierURL, Issue, Page
 from .admission import template_digest
+from .bridge import run_with_db_here
 from .chunk import claim, internal_test
+from .db_retry import close_connection, db_fault
 from .progress import advance
 from .rendering import browser, render_if_needed
 from .session import (
@@ -62,6 +64,8 @@ from .session import (
 )
 from .setup import CrawlSetup, crawl_patterns, crawl_setup, site_access
 from .writer import ChunkWriter
+
+log = logging.getLogger(__name__)
 
 # Start cannot reschedule (robots.txt and the start page decide whether there is
 # a crawl at all), so it waits in-task as long as the fetcher's default allows.
@@ -108,7 +112,11 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
     except SessionLost as exc:
         audit.fail(Audit.ErrorCode.LOGIN_FAILED, str(exc), Audit.Phase.STARTING)
         return
-    outcome = crawl_loop.run(_explore(audit, start_url, setup, settings.Q_CLUSTER["timeout"] * START_SHARE))
+    # The fetches run beside a heartbeat: an audit the command runs in-process has no task in the
+    # broker, so a start longer than the watchdog's grace would read as a start that was lost.
+    budget = settings.Q_CLUSTER["timeout"] * START_SHARE
+    outcome = run_with_db_here(lambda db: _explore(audit, start_url, setup, budget),
+                               idle=functools.partial(_beat, audit), idle_every=knob("WATCHDOG_GRACE_SECONDS") / 4)
     if outcome.cookies is not None and not outcome.error_code:
         record_start_login(audit, outcome.cookies)
     if outcome.error_code:
@@ -220,6 +228,19 @@ class StartOutcome:
     cookies: dict[str, str] | None = None  # a login's session, for every chunk to use
     error_code: str = ""
     error_detail: str = ""
+
+
+def _beat(audit: Audit) -> None:
+    """The start's heartbeat; a missed one is not fatal (the grace lasts four), the next write's to judge."""
+    try:
+        audit.beat()
+    except Exception as exc:
+        fault = db_fault(exc)
+        if fault is None:
+            raise
+        if fault == "connection":
+            close_connection()
+        log.warning("audit %s start: heartbeat missed, database %s (%s)", audit.pk, fault, exc)
 
 
 async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: float) -> StartOutcome:

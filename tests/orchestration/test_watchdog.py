@@ -3,10 +3,11 @@
 import sqlite3
 import subprocess
 import threading
+import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 from django_q.models import OrmQ
 
@@ -14,10 +15,13 @@ from audits import tasks
 from audits.crawl.chunk import claim, lease_items, run_chunk
 from audits.crawl.start import run_start
 from audits.dispatch import Dispatcher, InlineDispatcher
+from audits.inline import run_audit_inline
 from audits.models import Audit, ChunkLease, Inlink
 from audits.watchdog import queued_task_names, run_watchdog
-from tests.conftest import MANAGE, subprocess_env
+from tests.conftest import MANAGE, subprocess_env, wait_for
 from tests.factories import make_audit
+
+from .grid_site import GridSite
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -214,3 +218,28 @@ def test_a_chunk_whose_task_a_dead_cluster_took_is_enqueued_again_without_waitin
     run_watchdog()  # a copy waits to be taken: no third one
     assert OrmQ.objects.count() == 2
     assert run_chunk(audit.pk, 1, InlineDispatcher()) == "done"
+
+
+def test_a_slow_start_run_in_process_beats_so_the_watchdog_takes_it_for_no_lost_one(owner, fast_settings):
+    # The audit command runs the start in-process: no task in the broker stands for it, only its heartbeat.
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "WATCHDOG_GRACE_SECONDS": 1}
+    passes = []
+    with GridSite(pages=1, delay=1.0) as slow:
+        audit = make_audit(owner, start_url=slow.url("/"), allow_private=True, max_pages=5)
+
+        def watch():
+            try:
+                wait_for(lambda: slow.hits("/") > 0, 10, interval=0.05)  # robots.txt answered, the page asked
+                time.sleep(1.5)  # past the grace, still fetching (the sitemaps and the probes come next)
+                passes.append((Audit.objects.get(pk=audit.pk).phase, run_watchdog()))
+            finally:
+                connections.close_all()
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        run_audit_inline(audit.pk)
+        watcher.join(30)
+    assert passes == [(Audit.Phase.STARTING, "nothing to do")]
+    assert not OrmQ.objects.exists()
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
