@@ -10,7 +10,7 @@ the site's zone and a fire that is not one of the site's run times starts nothin
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import transaction
@@ -170,27 +170,36 @@ def _missed(site: Site, due_at: datetime, skipped_to: datetime) -> list[SkippedR
     catch_up off, one that comes back after an outage fires the oldest run time
     it missed once and moves the row past the rest (``skipped_to``: where it
     moved it, or now if that is sooner). So a fire records the run times
-    between the last fire handled and its own, and those after its own up to
+    between the last fire handled and its own (one still queued behind it will
+    find its run time handled already), and those after its own up to
     ``skipped_to`` that have no fire queued: a fire run late by a busy queue has
     its successors queued, and they are no gap. Nothing before the schedule was
-    last set counts (another cadence, a pause).
+    last set counts (another cadence, a pause). Past MISSED_RECORDED rows the
+    last says the rest were missed too, and a later fire may list those.
     """
     since = max(site.last_due_at or due_at, site.schedule_set_at or due_at)
+    # Compared in UTC: in the hour a clock is set back, a local time equals no other zone's (PEP 495).
+    due_at, skipped_to = due_at.astimezone(UTC), skipped_to.astimezone(UTC)
     recorded = set(SkippedRun.objects.filter(site=site, reason=SkippedRun.Reason.MISSED, due_at__gt=since)
                    .values_list("due_at", flat=True))
-    queued = _queued_runs(site) if skipped_to > due_at else set()
+    queued: set[datetime] | None = None  # read once a run time after this fire's comes up
     missed = []
-    moment = next_run(site, since)
+    moment = next_run(site, since).astimezone(UTC)
     for _ in range(MISSED_SCAN):
         if moment >= skipped_to or len(missed) == MISSED_RECORDED:
             break
         if moment < due_at:
             detail = f"No fire came between {_local(site, since)} and {_local(site, due_at)}."
+        elif moment > due_at:
+            if queued is None:
+                queued = _queued_runs(site)
+            detail = "" if moment in queued else (
+                f"The scheduler caught up with the run at {_local(site, due_at)} and passed this one.")
         else:
-            detail = f"The scheduler caught up with the run at {_local(site, due_at)} and passed this one."
-        if moment != due_at and moment not in recorded and moment not in queued:
+            detail = ""  # this fire's own
+        if detail and moment not in recorded:
             missed.append(SkippedRun(site=site, due_at=moment, reason=SkippedRun.Reason.MISSED, detail=detail))
-        moment = next_run(site, moment)
+        moment = next_run(site, moment).astimezone(UTC)
     if len(missed) == MISSED_RECORDED and moment < skipped_to:
         missed[-1].detail += f" Every run time from this one to {_local(site, skipped_to)} was missed too."
     return missed
@@ -203,7 +212,7 @@ def _queued_runs(site: Site) -> set[datetime]:
         if row.task.get("group") == site.schedule_name:
             when = _parse((row.task.get("kwargs") or {}).get(DUE_KWARG))
             if when is not None:
-                runs.add(when)
+                runs.add(when.astimezone(UTC))
     return runs
 
 

@@ -177,7 +177,7 @@ def hourly_site_set_long_ago(owner, **fields) -> Site:
 
 def _queued_by_the_scheduler(site: Site, due: datetime, next_run: datetime) -> None:
     """As django-q2's scheduler queues a fire: the run time under the due keyword, the row moved on."""
-    async_task(schedules.FUNC, site.pk, due=due.isoformat(), q_options={"group": site.schedule_name})
+    async_task(schedules.FUNC, site.pk, due=due.astimezone(UTC).isoformat(), q_options={"group": site.schedule_name})
     Schedule.objects.filter(name=site.schedule_name).update(next_run=next_run)
 
 
@@ -213,6 +213,19 @@ def test_the_run_times_no_fire_came_for_are_recorded_as_missed_by_the_next_fire(
     assert [run.due_at for run in missed] == [latest - timedelta(hours=n) for n in (3, 2, 1)]
 
 
+def test_an_on_time_fire_in_the_hour_the_clock_goes_back_is_no_missed_run(owner, settings, monkeypatch):
+    # 01:07 New York time comes twice on 2026-11-01; the first pass is the run time (repeated_wall_time).
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+    site = hourly_site_set_long_ago(owner, minute=7, time_zone="America/New_York")
+    first_pass = datetime(2026, 11, 1, 5, 7, tzinfo=UTC)
+    monkeypatch.setattr(schedules.timezone, "now", lambda: first_pass + timedelta(minutes=3))
+    Site.objects.filter(pk=site.pk).update(last_due_at=first_pass - timedelta(hours=1),
+                                           schedule_set_at=first_pass - timedelta(days=30))
+    Schedule.objects.filter(name=site.schedule_name).update(next_run=first_pass + timedelta(hours=2))
+    assert schedules.run_due(site.pk, first_pass.isoformat()).startswith("started audit")
+    assert not SkippedRun.objects.filter(site=site).exists()
+
+
 def test_a_fire_run_late_by_a_busy_queue_records_nothing_missed(owner, settings):
     # Both fires were queued on time; the first ran when its successor was already due.
     settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
@@ -223,6 +236,19 @@ def test_a_fire_run_late_by_a_busy_queue_records_nothing_missed(owner, settings)
     assert schedules.run_due(site.pk, latest.isoformat()) == f"skipped the run of site {site.pk}: still_running"
     assert list(SkippedRun.objects.filter(site=site).values_list("reason", flat=True)) == [
         SkippedRun.Reason.STILL_RUNNING]
+
+
+def test_a_fire_overtaken_by_a_later_one_is_recorded_as_missed(owner, settings):
+    # Two fires waited in a busy queue, and a second worker took the later one first: the earlier
+    # one will find its run time handled already, so the later one records it.
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+    site = hourly_site_set_long_ago(owner)
+    latest = datetime.fromisoformat(due_now(site))
+    Site.objects.filter(pk=site.pk).update(last_due_at=latest - timedelta(hours=2))
+    _queued_by_the_scheduler(site, latest - timedelta(hours=1), latest + timedelta(hours=1))
+    assert schedules.run_due(site.pk, latest.isoformat()).startswith("started audit")
+    assert schedules.run_due(site.pk, (latest - timedelta(hours=1)).isoformat()).endswith("already handled")
+    assert [run.due_at for run in SkippedRun.objects.filter(site=site)] == [latest - timedelta(hours=1)]
 
 
 def test_run_times_while_the_schedule_was_paused_or_another_are_not_missed(owner, settings):
