@@ -24,7 +24,14 @@ from ..dispatch import Dispatcher
 from ..knobs import knob
 from ..models import Audit, ChunkLease, FrontierURL, Issue, Page
 from .bridge import run_with_db_here
-from .db_retry import DatabaseBusy, DatabaseDown, close_connection, db_fault, with_db_retry
+from .db_retry import (
+    DatabaseBusy,
+    DatabaseDown,
+    beat_missed,
+    close_connection,
+    db_fault,
+    with_db_retry,
+)
 from .progress import abandon_chunk, advance, page_budget
 from .rendering import browser, render_if_needed
 from .robots_refresh import refresh_robots, refuse_disallowed, stale
@@ -184,12 +191,7 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
             next_fence = time.monotonic() + lease_seconds / 3
             stopping = not lease.fence(lease_seconds) and lease.stopping()
         except Exception as exc:
-            fault = db_fault(exc)
-            if fault is None:
-                raise
-            if fault == "connection":
-                close_connection()
-            log.warning("%s: heartbeat missed, database %s (%s)", what, fault, exc)
+            beat_missed(exc, what)
             return
         if stopping:
             raise ClusterStopping()

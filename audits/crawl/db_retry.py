@@ -94,6 +94,17 @@ def close_connection() -> None:
         connection.connection = None
 
 
+def beat_missed(exc: Exception, what: str) -> None:
+    """A heartbeat the database did not take: logged, not fatal (a lease or a grace lasts several beats), a
+    lost connection closed for the next call to open anew. An error that is no database fault is raised."""
+    fault = db_fault(exc)
+    if fault is None:
+        raise exc
+    if fault == "connection":
+        close_connection()
+    log.warning("%s: heartbeat missed, database %s (%s)", what, fault, exc)
+
+
 def with_db_retry(fn, *args, seconds: float | None = None, what: str = "write"):
     """Run ``fn(*args)`` (a whole transaction), retrying a busy or unreachable database with backoff.
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -51,7 +50,7 @@ from ..models import Audit, ChunkLease, FrontierURL, Issue, Page
 from .admission import template_digest
 from .bridge import run_with_db_here
 from .chunk import claim, internal_test
-from .db_retry import close_connection, db_fault
+from .db_retry import beat_missed
 from .progress import advance
 from .rendering import browser, render_if_needed
 from .session import (
@@ -64,8 +63,6 @@ from .session import (
 )
 from .setup import CrawlSetup, crawl_patterns, crawl_setup, site_access
 from .writer import ChunkWriter
-
-log = logging.getLogger(__name__)
 
 # Start cannot reschedule (robots.txt and the start page decide whether there is
 # a crawl at all), so it waits in-task as long as the fetcher's default allows.
@@ -231,16 +228,11 @@ class StartOutcome:
 
 
 def _beat(audit: Audit) -> None:
-    """The start's heartbeat; a missed one is not fatal (the grace lasts four), the next write's to judge."""
+    """The start's heartbeat, every quarter of the watchdog's grace."""
     try:
         audit.beat()
     except Exception as exc:
-        fault = db_fault(exc)
-        if fault is None:
-            raise
-        if fault == "connection":
-            close_connection()
-        log.warning("audit %s start: heartbeat missed, database %s (%s)", audit.pk, fault, exc)
+        beat_missed(exc, f"audit {audit.pk} start")
 
 
 async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: float) -> StartOutcome:
