@@ -378,13 +378,18 @@ class IgnoreRuleForm(forms.ModelForm):
         help_texts = {"pattern": "A regular expression (RE2) searched in the URL of the page the issue is on, "
                                  "e.g. ^https://example\\.com/archive/ ; empty for every URL."}
 
-    def __init__(self, *args, codes=None, **kwargs):
-        """``codes``: the (value, label) choices to offer, e.g. the types an audit has; default every type."""
+    def __init__(self, *args, codes=None, found=None, **kwargs):
+        """``codes``: the (value, label) choices to offer, e.g. the types an audit has; default every type.
+        ``found``: with every type offered, the types the site's latest audit has, offered first as a group."""
         super().__init__(*args, **kwargs)
         labels = dict(IssueCode.choices)
         offered = codes if codes is not None else sorted(IssueCode.choices, key=lambda choice: choice[1])
-        self.fields["code"].choices = [("", "Choose a type")] + [(value, labels.get(value, value))
-                                                                 for value, _ in offered]
+        choices = [(value, labels.get(value, value)) for value, _ in offered]
+        if found:
+            first = {value for value, _ in found}
+            choices = [("In the latest audit", [(value, labels.get(value, value)) for value, _ in found]),
+                       ("Every other type", [choice for choice in choices if choice[0] not in first])]
+        self.fields["code"].choices = [("", "Choose a type"), *choices]
 
     def clean_pattern(self) -> str:
         pattern = self.cleaned_data.get("pattern", "").strip()

@@ -21,6 +21,7 @@ from .access import site_for_user
 from .charts import Line, line_chart
 from .diff import totals
 from .forms import IgnoreRuleForm, SiteScheduleForm
+from .issue_views import codes_present
 from .models import Audit, IgnoreRule, Notification, Site
 from .purge import purge_site
 from .services import PrivateTargetsRefused, QuotaExceeded, SiteBusy, run_site_now
@@ -107,9 +108,15 @@ def _site_context(request, site: Site, form: SiteScheduleForm | None = None,
                        .order_by("-id")[:RECENT_ALERTS]),
         "running": site.audits.filter(status__in=Audit.ACTIVE).exists(),
         "rules": list(site.ignore_rules.select_related("created_by")),
-        "rule_form": rule_form or IgnoreRuleForm(),
+        "rule_form": rule_form or IgnoreRuleForm(found=_latest_codes(site)),
         "request": _as_site_page(request, site),
     }
+
+
+def _latest_codes(site: Site) -> list[tuple[str, str]]:
+    """The issue types of the site's latest ended audit with results, by title: what a rule most likely targets."""
+    latest = site.audits.filter(status__in=Audit.ENDED, pages_crawled__gt=0).order_by("-pk").first()
+    return codes_present(latest) if latest is not None else []
 
 
 def _as_site_page(request, site: Site):

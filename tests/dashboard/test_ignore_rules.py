@@ -193,3 +193,18 @@ def test_the_site_page_reads_its_rules_and_their_authors_in_a_fixed_number_of_qu
         return len(queries)
 
     assert queries_with(1) == queries_with(5)
+
+
+def test_the_site_pages_rule_form_offers_the_latest_audits_issue_types_first(owner_client, audit):
+    body = owner_client.get(audit.site.get_absolute_url()).content.decode()
+    start = body.index('id="rule-form"')
+    form = body[start:body.index("</form>", start)]
+    latest = form[form.index('<optgroup label="In the latest audit">'):form.index("</optgroup>")]
+    found = set(Issue.objects.filter(audit=audit).values_list("code", flat=True))
+    assert found == {"http_4xx", "broken_link_internal", "meta_description_missing", "title_length"}
+    assert all(f'value="{code}"' in latest for code in found)
+    assert form.index("In the latest audit") < form.index('<optgroup label="Every other type">')
+    assert all(form.count(f'value="{code}"') == 1 for code in found)  # each offered once
+    assert 'value="h1_missing"' in form  # a type not found yet can still be ruled out ahead
+    # A type from the other group is as good as one from the first.
+    assert add_rule(owner_client, audit.site, "h1_missing").status_code == 302
