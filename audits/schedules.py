@@ -117,8 +117,6 @@ def run_due(site_id: int, due: str | None = None) -> str:
         return f"site {site_id} is not scheduled"
     now = timezone.now()
     due_at = _parse(due) or now
-    # Where django-q2 moved the row when it queued this fire: run times before it are fired or skipped.
-    scheduled = Schedule.objects.filter(name=site.schedule_name).values_list("next_run", flat=True).first()
     Schedule.objects.filter(name=site.schedule_name).update(next_run=next_run(site, max(now, due_at)))
     if not site.is_run_time(due_at) or repeated_wall_time(site, due_at):
         return f"{due_at.isoformat()} is not a run time of site {site_id} in {site.time_zone}"
@@ -132,7 +130,7 @@ def run_due(site_id: int, due: str | None = None) -> str:
         if locked.last_due_at is not None and due_at <= locked.last_due_at:
             return f"the run of site {site_id} at {due_at.isoformat()} was already handled"
         Site.objects.filter(pk=site.pk).update(last_due_at=due_at)
-        SkippedRun.objects.bulk_create(_missed(locked, due_at, min(scheduled or due_at, now)))
+        SkippedRun.objects.bulk_create(_missed(locked, due_at, now))
         if site.audits.filter(status__in=Audit.ACTIVE).exists():
             return _skip(site, due_at, SkippedRun.Reason.STILL_RUNNING)
         if not private_targets_allowed(site):
@@ -168,14 +166,14 @@ def _missed(site: Site, due_at: datetime, skipped_to: datetime) -> list[SkippedR
 
     django-q2 queues every fire on time while a cluster's scheduler runs; with
     catch_up off, one that comes back after an outage fires the oldest run time
-    it missed once and moves the row past the rest (``skipped_to``: where it
-    moved it, or now if that is sooner). So a fire records the run times
-    between the last fire handled and its own (one still queued behind it will
-    find its run time handled already), and those after its own up to
-    ``skipped_to`` that have no fire queued: a fire run late by a busy queue has
-    its successors queued, and they are no gap. Nothing before the schedule was
-    last set counts (another cadence, a pause). Past MISSED_RECORDED rows the
-    last says the rest were missed too, and a later fire may list those.
+    it missed once and moves the row past the rest, and a fire moves the row past
+    ``skipped_to`` (now) itself. So a fire records the run times between the last
+    fire handled and its own (one still queued behind it will find its run time
+    handled already), and those after its own up to ``skipped_to`` that have no
+    fire queued: a fire run late by a busy queue has its successors queued, and
+    they are no gap. Nothing before the schedule was last set counts (another
+    cadence, a pause). Past MISSED_RECORDED rows the last says the rest were
+    missed too, and a later fire may list those.
     """
     since = max(site.last_due_at or due_at, site.schedule_set_at or due_at)
     # Compared in UTC: in the hour a clock is set back, a local time equals no other zone's (PEP 495).

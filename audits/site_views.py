@@ -21,8 +21,7 @@ from .access import site_for_user
 from .charts import Line, line_chart
 from .diff import totals
 from .forms import IgnoreRuleForm, SiteScheduleForm
-from .issue_views import codes_present
-from .models import Audit, IgnoreRule, Notification, Site
+from .models import Audit, IgnoreRule, Issue, IssueCode, Notification, Site
 from .purge import purge_site
 from .services import PrivateTargetsRefused, QuotaExceeded, SiteBusy, run_site_now
 from .tables import owned_view, window
@@ -114,9 +113,13 @@ def _site_context(request, site: Site, form: SiteScheduleForm | None = None,
 
 
 def _latest_codes(site: Site) -> list[tuple[str, str]]:
-    """The issue types of the site's latest ended audit with results, by title: what a rule most likely targets."""
-    latest = site.audits.filter(status__in=Audit.ENDED, pages_crawled__gt=0).order_by("-pk").first()
-    return codes_present(latest) if latest is not None else []
+    """The issue types the site's latest ended audit found, by title: what a rule most likely targets."""
+    latest = site.audits.filter(status__in=Audit.ENDED, pages_crawled__gt=0, deleting=False).order_by("-pk").first()
+    if latest is None:
+        return []
+    labels = dict(IssueCode.choices)
+    codes = Issue.objects.filter(audit=latest).order_by().values_list("code", flat=True).distinct()
+    return sorted(((code, labels.get(code, code)) for code in codes), key=lambda choice: (choice[1], choice[0]))
 
 
 def _as_site_page(request, site: Site):
@@ -191,7 +194,8 @@ def site_delete(request, site):
 def site_rule_add(request, site):
     """Add an ignore rule: the site's latest audit has its matching open issues ignored now, every later
     audit at its finalize (audits.diff)."""
-    form = IgnoreRuleForm(request.POST, instance=IgnoreRule(site=site, created_by=request.user))
+    form = IgnoreRuleForm(request.POST, instance=IgnoreRule(site=site, created_by=request.user),
+                          found=_latest_codes(site))
     if not form.is_valid():
         return render(request, "audits/site_detail.html", _site_context(request, site, rule_form=form), status=400)
     rule = form.save()

@@ -206,5 +206,7 @@ def test_the_site_pages_rule_form_offers_the_latest_audits_issue_types_first(own
     assert form.index("In the latest audit") < form.index('<optgroup label="Every other type">')
     assert all(form.count(f'value="{code}"') == 1 for code in found)  # each offered once
     assert 'value="h1_missing"' in form  # a type not found yet can still be ruled out ahead
+    refused = add_rule(owner_client, audit.site, "title_length", "(a")  # the form comes back as it was
+    assert refused.status_code == 400 and '<optgroup label="In the latest audit">' in refused.content.decode()
     # A type from the other group is as good as one from the first.
     assert add_rule(owner_client, audit.site, "h1_missing").status_code == 302

@@ -200,11 +200,12 @@ def test_the_run_times_a_cluster_caught_up_past_are_recorded_as_missed_by_its_fi
 
 
 def test_the_run_times_no_fire_came_for_are_recorded_as_missed_by_the_next_fire(owner, settings):
-    # The catch-up fire was queued before the latest run time, which the scheduler fired on time.
+    # The catch-up fire was queued between two run times, and the scheduler queued the later ones on time.
     settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
     site = hourly_site_set_long_ago(owner, minute=7)
     latest = datetime.fromisoformat(due_now(site))
-    Schedule.objects.filter(name=site.schedule_name).update(next_run=latest - timedelta(hours=2))
+    for hours in (2, 1, 0):
+        _queued_by_the_scheduler(site, latest - timedelta(hours=hours), latest - timedelta(hours=hours - 1))
     assert schedules.run_due(site.pk, (latest - timedelta(hours=4)).isoformat()).startswith("started audit")
     assert [run.due_at for run in SkippedRun.objects.filter(site=site)] == [latest - timedelta(hours=3)]
     Audit.objects.filter(site=site).update(status=Audit.Status.COMPLETED)
@@ -238,6 +239,17 @@ def test_a_fire_run_late_by_a_busy_queue_records_nothing_missed(owner, settings)
         SkippedRun.Reason.STILL_RUNNING]
 
 
+def test_a_run_time_this_fire_moves_the_row_past_before_the_scheduler_queued_it_is_missed(owner, settings):
+    # The fire ran late, after its successor came due but before the scheduler's next pass queued it.
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+    site = hourly_site_set_long_ago(owner)
+    latest = datetime.fromisoformat(due_now(site))
+    Schedule.objects.filter(name=site.schedule_name).update(next_run=latest)
+    assert schedules.run_due(site.pk, (latest - timedelta(hours=1)).isoformat()).startswith("started audit")
+    assert Schedule.objects.get(name=site.schedule_name).next_run > latest  # the scheduler will not fire it now
+    assert [run.due_at for run in SkippedRun.objects.filter(site=site)] == [latest]
+
+
 def test_a_fire_overtaken_by_a_later_one_is_recorded_as_missed(owner, settings):
     # Two fires waited in a busy queue, and a second worker took the later one first: the earlier
     # one will find its run time handled already, so the later one records it.
@@ -255,10 +267,7 @@ def test_run_times_while_the_schedule_was_paused_or_another_are_not_missed(owner
     settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
     site = hourly_site_set_long_ago(owner)
     latest = datetime.fromisoformat(due_now(site))
-    # The fire came on time: the scheduler had moved the row to the next run time.
-    Schedule.objects.filter(name=site.schedule_name).update(next_run=latest - timedelta(hours=4))
-    schedules.run_due(site.pk, (latest - timedelta(hours=5)).isoformat())
-    Audit.objects.filter(site=site).update(status=Audit.Status.COMPLETED)
+    Site.objects.filter(pk=site.pk).update(last_due_at=latest - timedelta(hours=5))  # a fire handled on time then
     site.refresh_from_db()
     site.pause()
     schedules.sync(site)
