@@ -387,7 +387,7 @@ class IgnoreRuleForm(forms.ModelForm):
         choices = [(value, labels.get(value, value)) for value, _ in offered]
         if found:
             first = {value for value, _ in found}
-            choices = [("In the latest audit", [(value, labels.get(value, value)) for value, _ in found]),
+            choices = [("In the latest audit", list(found)),
                        ("Every other type", [choice for choice in choices if choice[0] not in first])]
         self.fields["code"].choices = [("", "Choose a type"), *choices]
 

@@ -90,14 +90,14 @@ def filtered_issues(audit: Audit, filters: dict):
     return issues, gone
 
 
-def codes_present(audit: Audit, selected: str = "") -> list[tuple[str, str]]:
-    """The issue types this audit has (and its gone issues had), by title: the type filter's choices.
+def codes_present(audit: Audit, selected: str = "", *, gone: bool = True) -> list[tuple[str, str]]:
+    """The issue types this audit has (and, with ``gone``, its gone issues had), by title: the type filter's choices.
 
     One DISTINCT over the (audit, code) index; the selected type stays offered
     even when none is left, so the filter shows what it is set to.
     """
     codes = set(Issue.objects.filter(audit=audit).order_by().values_list("code", flat=True).distinct())
-    if audit.change_counts is not None:
+    if gone and audit.change_counts is not None:
         codes |= set(GoneIssue.objects.filter(audit=audit).order_by().values_list("code", flat=True).distinct())
     if selected in IssueCode.values:
         codes.add(selected)

@@ -21,7 +21,8 @@ from .access import site_for_user
 from .charts import Line, line_chart
 from .diff import totals
 from .forms import IgnoreRuleForm, SiteScheduleForm
-from .models import Audit, IgnoreRule, Issue, IssueCode, Notification, Site
+from .issue_views import codes_present
+from .models import Audit, IgnoreRule, Notification, Site
 from .purge import purge_site
 from .services import PrivateTargetsRefused, QuotaExceeded, SiteBusy, run_site_now
 from .tables import owned_view, window
@@ -115,11 +116,7 @@ def _site_context(request, site: Site, form: SiteScheduleForm | None = None,
 def _latest_codes(site: Site) -> list[tuple[str, str]]:
     """The issue types the site's latest ended audit found, by title: what a rule most likely targets."""
     latest = site.audits.filter(status__in=Audit.ENDED, pages_crawled__gt=0, deleting=False).order_by("-pk").first()
-    if latest is None:
-        return []
-    labels = dict(IssueCode.choices)
-    codes = Issue.objects.filter(audit=latest).order_by().values_list("code", flat=True).distinct()
-    return sorted(((code, labels.get(code, code)) for code in codes), key=lambda choice: (choice[1], choice[0]))
+    return codes_present(latest, gone=False) if latest is not None else []
 
 
 def _as_site_page(request, site: Site):
