@@ -175,6 +175,13 @@ def hourly_site_set_long_ago(owner, **fields) -> Site:
     return site
 
 
+def hourly_site_and_latest_run(owner, settings, **fields) -> tuple[Site, datetime]:
+    """An hourly site set long ago (private targets allowed), and its latest run time."""
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+    site = hourly_site_set_long_ago(owner, **fields)
+    return site, datetime.fromisoformat(due_now(site))
+
+
 def _queued_by_the_scheduler(site: Site, due: datetime, next_run: datetime) -> None:
     """As django-q2's scheduler queues a fire: the run time under the due keyword, the row moved on."""
     async_task(schedules.FUNC, site.pk, due=due.astimezone(UTC).isoformat(), q_options={"group": site.schedule_name})
@@ -184,9 +191,7 @@ def _queued_by_the_scheduler(site: Site, due: datetime, next_run: datetime) -> N
 def test_the_run_times_a_cluster_caught_up_past_are_recorded_as_missed_by_its_fire(owner, settings):
     # No cluster ran for four hours: django-q2 (catch_up off) fired the oldest run time it missed once, late,
     # and moved the schedule past the others.
-    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
-    site = hourly_site_set_long_ago(owner, minute=7, time_zone="Asia/Kolkata")
-    latest = datetime.fromisoformat(due_now(site))
+    site, latest = hourly_site_and_latest_run(owner, settings, minute=7, time_zone="Asia/Kolkata")
     Schedule.objects.filter(name=site.schedule_name).update(next_run=latest + timedelta(hours=1))
     assert schedules.run_due(site.pk, (latest - timedelta(hours=4)).isoformat()).startswith("started audit")
     missed = SkippedRun.objects.filter(site=site).order_by("due_at")
@@ -201,9 +206,7 @@ def test_the_run_times_a_cluster_caught_up_past_are_recorded_as_missed_by_its_fi
 
 def test_the_run_times_no_fire_came_for_are_recorded_as_missed_by_the_next_fire(owner, settings):
     # The catch-up fire was queued between two run times, and the scheduler queued the later ones on time.
-    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
-    site = hourly_site_set_long_ago(owner, minute=7)
-    latest = datetime.fromisoformat(due_now(site))
+    site, latest = hourly_site_and_latest_run(owner, settings, minute=7)
     for hours in (2, 1, 0):
         _queued_by_the_scheduler(site, latest - timedelta(hours=hours), latest - timedelta(hours=hours - 1))
     assert schedules.run_due(site.pk, (latest - timedelta(hours=4)).isoformat()).startswith("started audit")
@@ -229,9 +232,7 @@ def test_an_on_time_fire_in_the_hour_the_clock_goes_back_is_no_missed_run(owner,
 
 def test_a_fire_run_late_by_a_busy_queue_records_nothing_missed(owner, settings):
     # Both fires were queued on time; the first ran when its successor was already due.
-    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
-    site = hourly_site_set_long_ago(owner)
-    latest = datetime.fromisoformat(due_now(site))
+    site, latest = hourly_site_and_latest_run(owner, settings)
     _queued_by_the_scheduler(site, latest, latest + timedelta(hours=1))
     schedules.run_due(site.pk, (latest - timedelta(hours=1)).isoformat())
     assert schedules.run_due(site.pk, latest.isoformat()) == f"skipped the run of site {site.pk}: still_running"
@@ -241,9 +242,7 @@ def test_a_fire_run_late_by_a_busy_queue_records_nothing_missed(owner, settings)
 
 def test_a_run_time_this_fire_moves_the_row_past_before_the_scheduler_queued_it_is_missed(owner, settings):
     # The fire ran late, after its successor came due but before the scheduler's next pass queued it.
-    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
-    site = hourly_site_set_long_ago(owner)
-    latest = datetime.fromisoformat(due_now(site))
+    site, latest = hourly_site_and_latest_run(owner, settings)
     Schedule.objects.filter(name=site.schedule_name).update(next_run=latest)
     assert schedules.run_due(site.pk, (latest - timedelta(hours=1)).isoformat()).startswith("started audit")
     assert Schedule.objects.get(name=site.schedule_name).next_run > latest  # the scheduler will not fire it now
@@ -253,9 +252,7 @@ def test_a_run_time_this_fire_moves_the_row_past_before_the_scheduler_queued_it_
 def test_a_fire_overtaken_by_a_later_one_is_recorded_as_missed(owner, settings):
     # Two fires waited in a busy queue, and a second worker took the later one first: the earlier
     # one will find its run time handled already, so the later one records it.
-    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
-    site = hourly_site_set_long_ago(owner)
-    latest = datetime.fromisoformat(due_now(site))
+    site, latest = hourly_site_and_latest_run(owner, settings)
     Site.objects.filter(pk=site.pk).update(last_due_at=latest - timedelta(hours=2))
     _queued_by_the_scheduler(site, latest - timedelta(hours=1), latest + timedelta(hours=1))
     assert schedules.run_due(site.pk, latest.isoformat()).startswith("started audit")
@@ -264,9 +261,7 @@ def test_a_fire_overtaken_by_a_later_one_is_recorded_as_missed(owner, settings):
 
 
 def test_run_times_while_the_schedule_was_paused_or_another_are_not_missed(owner, settings):
-    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
-    site = hourly_site_set_long_ago(owner)
-    latest = datetime.fromisoformat(due_now(site))
+    site, latest = hourly_site_and_latest_run(owner, settings)
     Site.objects.filter(pk=site.pk).update(last_due_at=latest - timedelta(hours=5))  # a fire handled on time then
     site.refresh_from_db()
     site.pause()
@@ -278,9 +273,7 @@ def test_run_times_while_the_schedule_was_paused_or_another_are_not_missed(owner
 
 
 def test_an_outage_of_weeks_is_told_in_a_bounded_number_of_rows(owner, settings):
-    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
-    site = hourly_site_set_long_ago(owner)
-    latest = datetime.fromisoformat(due_now(site))
+    site, latest = hourly_site_and_latest_run(owner, settings)
     Site.objects.filter(pk=site.pk).update(last_due_at=latest - timedelta(days=7))
     schedules.run_due(site.pk, latest.isoformat())
     missed = list(SkippedRun.objects.filter(site=site).order_by("due_at"))
