@@ -258,8 +258,10 @@ class TrapGuard:
 
 
 # Patterns come from the audit form; the caps keep one audit from handing the
-# crawler thousands of regexes or a megabyte-long one.
+# crawler thousands of regexes or a megabyte-long one. A crawl's exclude list
+# holds one more than a person may give: its private site's logout pattern.
 _MAX_PATTERNS = 50
+CRAWL_MAX_PATTERNS = _MAX_PATTERNS + 1
 _MAX_PATTERN_LENGTH = 500
 
 # User patterns run on RE2, whose matching is linear in the URL: Python's re
@@ -283,8 +285,9 @@ def _quoted(pattern: str) -> str:
     return f"'{pattern}'" if pattern.isprintable() else repr(pattern)
 
 
-def compile_patterns(patterns: Iterable[str]) -> tuple:
-    """Compile include/exclude regexes with RE2; ValueError names the pattern that fails.
+def compile_patterns(patterns: Iterable[str], *, most: int = _MAX_PATTERNS) -> tuple:
+    """Compile include/exclude regexes with RE2, at most ``most`` of them; ValueError names
+    the pattern that fails.
 
     The compiled patterns offer ``search(url)`` and ``pattern`` like ``re``'s.
     """
@@ -293,8 +296,8 @@ def compile_patterns(patterns: Iterable[str]) -> tuple:
         pattern = raw.strip()
         if not pattern:
             continue
-        if len(compiled) == _MAX_PATTERNS:
-            raise ValueError(f"more than {_MAX_PATTERNS} patterns")
+        if len(compiled) == most:
+            raise ValueError(f"more than {most} patterns")
         if len(pattern) > _MAX_PATTERN_LENGTH:
             raise ValueError(
                 f"pattern {pattern[:40]!r}... is longer than {_MAX_PATTERN_LENGTH} characters"
@@ -332,7 +335,7 @@ class Scope:
             (
                 origin_of(self.origin),
                 compile_patterns(self.include),
-                compile_patterns(self.exclude),
+                compile_patterns(self.exclude, most=CRAWL_MAX_PATTERNS),
             ),
         )
 

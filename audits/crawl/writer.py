@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from crawler.page import PageOutcome
 from crawler.revalidate import Validators
 from crawler.types import FetchError
-from crawler.urls import compile_patterns, url_hash
+from crawler.urls import CRAWL_MAX_PATTERNS, compile_patterns, url_hash
 
 from .. import planner_stats
 from ..issue_rows import insert_issues, issue_for
@@ -114,7 +114,7 @@ class ChunkWriter:
         self.dispatcher = dispatcher
         self.kinds: dict[str, str] = {}
         self.ids: dict[str, int] = {}
-        self.patterns = (compile_patterns(setup.include), compile_patterns(setup.exclude))
+        self.patterns = (compile_patterns(setup.include), compile_patterns(setup.exclude, most=CRAWL_MAX_PATTERNS))
         # How deep top_up may lease pages: the deepest linked page of the first lease.
         self.depth_cap: int | None = None
         # Set once a write gave up on the database: later calls fail at once.

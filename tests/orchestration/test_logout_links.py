@@ -49,3 +49,21 @@ def test_a_logout_spelt_otherwise_or_named_as_a_sitemap_is_never_requested_and_l
     assert logins == 1
     assert Page.objects.get(audit=audit, url=site.url("/blog-outreach/")).status_code == 200
     assert Page.objects.filter(audit=audit, url=site.url("/go/")).exists()  # the redirect itself, not followed
+
+
+def test_a_private_site_whose_audit_has_as_many_exclude_patterns_as_the_form_allows_still_skips_its_logout(
+        owner, fast_settings):
+    # The form accepts 50 exclude patterns; the crawl adds the site's logout pattern to them.
+    exclude = "\n".join(rf"/never-{n}/" for n in range(50))
+    with SpeltSite(pages=3) as site:
+        audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=30, max_depth=3,
+                           concurrency=1, exclude_patterns=exclude)
+        access = SiteAccess(site=audit.site)
+        access.set_login(site.url("/login/"), {"username": USER}, {"password": PASSWORD}, r"Members")
+        access.save()
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        asked = [path for _, path, _ in site.log]
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    assert "/logout/" not in asked
+    assert Page.objects.get(audit=audit, url=site.url("/blog-outreach/")).status_code == 200
