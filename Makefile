@@ -5,8 +5,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-HOST ?= 127.0.0.1
-PORT ?= 8000
+# make's HOST / PORT, else the SITEWARD_HOST / SITEWARD_PORT the manage.py commands read.
+HOST ?= $(or $(SITEWARD_HOST),127.0.0.1)
+PORT ?= $(or $(SITEWARD_PORT),8000)
 
 .PHONY: run serve test test-fast install install-dev migrate lint
 

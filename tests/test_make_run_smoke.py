@@ -51,3 +51,20 @@ def test_runall_serves_the_login_page_runs_the_worker_cluster_and_stops_on_ctrl_
     assert proc.returncode == 0, out
     assert f"running at http://127.0.0.1:{port}/" in out
     assert "Stopped the web server and the worker clusters." in out
+
+
+@pytest.mark.parametrize(("env", "args", "listens"), [
+    ({}, [], "--host 127.0.0.1 --port 8000"),
+    ({"SITEWARD_HOST": "0.0.0.0", "SITEWARD_PORT": "9123"}, [], "--host 0.0.0.0 --port 9123"),
+    ({"SITEWARD_PORT": "9123"}, ["PORT=9124"], "--host 127.0.0.1 --port 9124"),
+])
+@pytest.mark.parametrize("target", ["run", "serve"])
+def test_make_run_and_serve_listen_where_siteward_host_and_port_say_unless_make_is_told(target, env, args, listens):
+    clean = {k: v for k, v in os.environ.items() if k not in ("SITEWARD_HOST", "SITEWARD_PORT", "HOST", "PORT")}
+    # -n prints the commands without running them (the venv's steps are already done).
+    shown = subprocess.run(["make", "-n", target, *args], cwd=ROOT, env={**clean, **env},
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    command_name = "serve" if target == "serve" else "runall"
+    (command,) = [line for line in shown.stdout.splitlines() if f"manage.py {command_name}" in line]
+    assert command.endswith(listens)
