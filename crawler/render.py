@@ -52,7 +52,8 @@ PAGE_LIMITS = """for (const name of ["RTCPeerConnection", "webkitRTCPeerConnecti
 }
 try { Object.defineProperty(globalThis, "open", {value: () => null, writable: false, configurable: false}); }
 catch (e) {}"""
-# Browsers launched again in one chunk after the one before died (crashed, killed for its memory).
+# Browsers launched in one chunk, the first included: each after the one before died (crashed, killed
+# for its memory).
 MAX_LAUNCHES = 3
 RENDER_DEADLINE = 15.0
 # After the deadline, how long the DOM may take to come back before the page is abandoned.
