@@ -35,7 +35,8 @@ CONTENT_GAIN_WORDS = 100
 _NOSCRIPT = re.compile(rb"<noscript[^>]*>(.{0,2000}?)</noscript", re.I | re.S)
 _ASKS_FOR_JS = re.compile(rb"(enable|requires?|turn on|need)[^<]{0,40}javascript|javascript[^<]{0,40}"
                           rb"(required|needed|disabled|enabled)", re.I)
-_EMPTY_ROOT = re.compile(rb"<div\b[^>]*\bid\s*=\s*[\"']?(root|app|__next|__nuxt|___gatsby|svelte)[\"'\s>][^>]*>"
+# The id's end is looked at, not taken: an unquoted id (``<div id=app>``, as minifiers write it) ends the tag.
+_EMPTY_ROOT = re.compile(rb"<div\b[^>]*\bid\s*=\s*[\"']?(root|app|__next|__nuxt|___gatsby|svelte)(?=[\"'\s>])[^>]*>"
                          rb"\s*</div>", re.I)
 # The start of the body is where shells say all they have to say.
 _SCAN_BYTES = 256 * 1024

@@ -24,6 +24,13 @@ def facts(**fields) -> PageFacts:
     (b"<p>hi</p>", facts(word_count=3), False),  # no script: a short page, not a shell
     (b'<div id="root"><h1>Server-rendered</h1></div>', facts(), False),
     (b"<noscript><img src=/pixel.gif></noscript>", facts(), False),  # a tracking pixel asks for nothing
+    (b'<div id="app"></div>', facts(), True),
+    (b'<div class="shell" id="__nuxt"> </div>', facts(), True),
+    (b'<div id="___gatsby"></div>', facts(), True),
+    (b'<div id=svelte></div>', facts(), True),
+    (b'<div id="application"></div>', facts(), False),  # not a framework's mount point
+    (b"<p>hi</p>", facts(word_count=49, links=(SCRIPT,)), True),  # just under SHELL_WORDS
+    (b"<p>hi</p>", facts(word_count=50, links=(SCRIPT,)), False),
 ])
 def test_auto_renders_what_looks_like_an_app_shell(body, page, rendered):
     assert needs_render("auto", body, page, ORIGIN) is rendered
