@@ -4,6 +4,9 @@ chunk, a duplicate delivery) replaces its edges instead of adding to them."""
 import pytest
 
 from audits.models import LinkEdge
+from crawler.checks import CheckSettings, PageContext
+from crawler.page import build_outcome
+from crawler.types import FetchResult
 
 from .outcomes import parsed_page as _page
 
@@ -51,3 +54,14 @@ def test_only_links_to_the_audits_own_origin_are_internal(writer):
                     .values_list("target_url", "internal"))
     assert internal == {site.url("/a"): True, lookalike: False, "https://elsewhere.example/": False,
                         origin.replace("http://", "https://") + "/a": False}
+
+
+def test_two_anchors_to_one_target_on_a_page_are_one_edge_with_the_first_anchors_text(writer):
+    writer, source, site = writer
+    body = (b'<!doctype html><html lang="en"><head><title>t</title></head><body>'
+            b'<a href="/a">First words</a> <p>...</p> <a href="/a#later">Other words</a>'
+            b'<a href="/b">B</a></body></html>')
+    result = FetchResult(url=source, final_url=source, status=200, content_type="text/html", body=body)
+    outcome = build_outcome(result, source, 0, PageContext(CheckSettings(), is_internal=lambda url: True))
+    writer.write([outcome])
+    assert _edges(writer, source) == [(site.url("/a"), "First words"), (site.url("/b"), "B")]
