@@ -126,3 +126,24 @@ def test_a_run_cannot_start_from_an_audit_being_deleted(capsys, fast_settings):
         assert run_audit(web.url("/"), "--allow-private", "--mode", "delta", "--from", "previous") == 2
     assert "no completed audit" in capsys.readouterr().err
     assert Audit.objects.count() == 1
+
+
+def test_a_long_checklist_prints_forty_issues_and_says_how_many_more_there_are(tmp_path, fast_settings, capsys):
+    page = '<html lang="en"><head><title>Page {} of the long command site</title></head><body>' \
+           '<a href="/">home</a></body></html>'
+    links = "".join(f'<a href="/p{n}">{n}</a>' for n in range(30))
+    with EditableSite() as web:
+        web.pages.update({"/": f'<html lang="en"><head><title>The long command site</title></head><body>{links}'
+                               '</body></html>'})
+        web.pages.update({f"/p{n}": page.format(n) for n in range(30)})  # each without a heading or description
+        run_audit(web.url("/"), "--allow-private", "--no-external")
+        first = Audit.objects.get()
+        capsys.readouterr()
+        out = tmp_path / "validate.jsonl"
+        run_audit(web.url("/"), "--allow-private", "--no-external", "--mode", "validate", "--from", str(first.pk),
+                  "--out", str(out))
+    console = capsys.readouterr().out.splitlines()
+    listed = [line for line in console if line.startswith("    [")]
+    left = sum(1 for r in records(out) if r["type"] == "validation" and r["result"] != "fixed")
+    assert left > 40 and len(listed) == 40
+    assert f"    ... and {left - 40} more still there or unknown (--out writes every verdict)" in console

@@ -397,10 +397,14 @@ class Command(BaseCommand):
         if verdicts is not None:
             console.write(f"  validation of audit {audit.source_id}: " + ", ".join(
                 f"{verdicts[result]} {validation.RESULT_LABELS[result].lower()}" for result in validation.RESULTS))
+            shown = 0
             for verdict in validation.checklist(audit, limit=CHECKLIST_LINES):
                 if verdict.result != "fixed":
+                    shown += 1
                     console.write(f"    [{verdict.result}] {verdict.code} on {verdict.url}"
                                   + (f" -> {verdict.target_url}" if verdict.target_url else ""))
+            if (more := verdicts["still"] + verdicts["unknown"] - shown) > 0:
+                console.write(f"    ... and {more} more still there or unknown (--out writes every verdict)")
         elif audit.baseline_id and audit.change_counts:
             totals = change_totals(audit, include_ignored)
             console.write(f"  changes since audit {audit.baseline_id}: "
