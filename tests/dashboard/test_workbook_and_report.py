@@ -1,5 +1,6 @@
 """The exports people share: the XLSX workbook (read back with openpyxl) and the single-file HTML report."""
 
+import inspect
 import io
 import tempfile
 from html.parser import HTMLParser
@@ -78,6 +79,8 @@ def test_a_sheet_past_excels_row_limit_ends_with_a_note(owner):
     broken = rows_of(book["Broken links"])
     assert len(broken) == 3 and broken[1][0] == GONE
     assert broken[2][0].startswith("Only the first 1 rows are in this workbook")
+    # The README's "each sheet up to 100,000 rows" is the cap a download gets.
+    assert inspect.signature(xlsx_export.write_workbook).parameters["max_rows"].default == 100_000
     assert all(book[name].max_row <= 3 for name in SHEETS)
 
 
