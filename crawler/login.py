@@ -9,9 +9,8 @@ redirects elsewhere has failed, and nothing of it is sent there.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
-from http.cookies import CookieError, SimpleCookie
+import time
+from http.cookiejar import parse_ns_headers
 from urllib.parse import parse_qsl, urlencode, urljoin
 
 import httpx
@@ -31,45 +30,33 @@ class LoginFailed(Exception):
 
 
 def _sendable(text: str) -> bool:
-    # SimpleCookie unquotes octal escapes ("a\012b" holds a line break) and keeps any
-    # Unicode; such a cookie would make the next Cookie header illegal, and the
-    # error about it would quote the whole header, secrets included.
+    # A cookie's text goes back in a Cookie header: a control character or text beyond
+    # Latin-1 would make that header illegal, and the error about it would quote the
+    # whole header, secrets included.
     return all(" " <= ch <= "\xff" and ch != "\x7f" for ch in text)
-
-
-def _expired(expires: str) -> bool:
-    """Whether a cookie's Expires date has passed (a site deleting it); an unreadable date says nothing."""
-    try:
-        when = parsedate_to_datetime(expires.replace("-", " ")) if expires else None
-    except (TypeError, ValueError, IndexError):
-        return False
-    if when is None:
-        return False
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when <= datetime.now(UTC)
 
 
 def read_cookies(jar: dict[str, str], set_cookies: tuple[str, ...]) -> None:
     """Apply Set-Cookie headers to ``jar`` (name → value); an expired or emptied cookie leaves it.
 
-    A cookie whose name or value has a control character or text beyond
-    Latin-1 cannot go back in a Cookie header, so it is dropped.
+    Read as browsers read them (RFC 6265 5.2, through the standard library's lenient
+    parser): the value is what stands between ``=`` and the first ``;``, quotes
+    included, and attributes it does not know (``Partitioned``, ``Priority``) are
+    not cookies. A cookie whose name or value has a control character or text
+    beyond Latin-1 cannot go back in a Cookie header, so it is dropped.
     """
+    now = time.time()
     for header in set_cookies:
-        parsed = SimpleCookie()
-        try:
-            parsed.load(header)
-        except CookieError:
-            continue  # one malformed cookie is not a failed login
-        for name, morsel in parsed.items():
-            if not (_sendable(name) and _sendable(morsel.value)):
-                continue
-            if morsel["max-age"] in ("0",) or morsel["max-age"].startswith("-") or not morsel.value \
-                    or _expired(morsel["expires"]):
+        for (name, value), *attributes in parse_ns_headers([header]):
+            if value is None or not (_sendable(name) and _sendable(value)):
+                continue  # no "=": not a cookie (RFC 6265 5.2 step 2)
+            known = {key.lower(): given for key, given in attributes}
+            max_age, expires = known.get("max-age") or "", known.get("expires")
+            # An unreadable Expires is None and says nothing, as in browsers.
+            if not value or max_age == "0" or max_age.startswith("-") or (expires is not None and expires <= now):
                 jar.pop(name, None)
             elif name in jar or len(jar) < MAX_COOKIES:
-                jar[name] = morsel.value
+                jar[name] = value
 
 
 async def _walk(fetcher, method: str, url: str, jar: dict[str, str], home, base: Credentials | None, *,

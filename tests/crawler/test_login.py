@@ -133,9 +133,24 @@ def test_a_persons_cookie_header_and_the_logins_cookies_go_out_as_one_header():
 
 def test_a_cookie_that_could_not_go_back_in_a_cookie_header_is_dropped():
     jar: dict[str, str] = {}
-    # SimpleCookie unquotes an octal escape into a line break and keeps any Unicode.
-    read_cookies(jar, ('pref="a\\012b"; Path=/', 'lang="\u0151"; Path=/', 'bell="a\\007"', "ok=1"))
+    read_cookies(jar, ('lang="\u0151"; Path=/', "bell=a\x07", "ok=1"))
     assert jar == {"ok": "1"}
+
+
+def test_a_cookie_is_read_as_browsers_read_it_whatever_attributes_it_carries():
+    jar: dict[str, str] = {}
+    read_cookies(jar, (
+        # Attributes Python's own cookie parser refuses the whole line for (Partitioned),
+        # or reads as a cookie of its own (Priority), are attributes.
+        "sid=abc; Path=/; Secure; HttpOnly; SameSite=None; Partitioned",
+        "csrftoken=xyz; Priority=High",
+        # The value is what the server sent, quotes included: no escape is read
+        # into a line break, and a space inside the quotes stays inside them.
+        'pref="dark "', 'note="a\\012b"',
+    ))
+    assert jar == {"sid": "abc", "csrftoken": "xyz", "pref": '"dark "', "note": '"a\\012b"'}
+    header = dict(Credentials.for_site("https://x.test/", cookies=jar).for_url(httpx.URL("https://x.test/")))
+    assert header[b"Cookie"].endswith(b'"') and b"\n" not in header[b"Cookie"]
 
 
 def test_a_request_that_cannot_be_sent_never_quotes_its_headers_in_the_error():
