@@ -71,6 +71,15 @@ def test_a_login_page_on_another_origin_is_refused_with_the_reason(owner_client,
     assert not SiteAccess.objects.filter(site=site).exists()
 
 
+def test_a_login_page_address_holding_a_password_is_refused_and_not_stored(owner_client, site):
+    # Stored as typed and shown on the access screen, the address would keep the password in the clear.
+    address = SITE.replace("://", "://ann:hunter2@") + "/login/"
+    response = save(owner_client, site, login_url=address, login_user_field="u", login_user="ann",
+                    login_password_field="p", login_password=PASSWORD, login_success="Welcome")
+    assert response.status_code == 400 and "holds a user name or password" in response.content.decode()
+    assert not SiteAccess.objects.filter(site=site).exists()
+
+
 @pytest.mark.parametrize("headers, message", [
     ("Host: evil.example", "set by the crawler"),
     ("no colon", "Name: value"),
