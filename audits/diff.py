@@ -14,7 +14,13 @@ from __future__ import annotations
 from django.db import connection
 from django.db.models import Case, Count, Exists, OuterRef, Q, Value, When
 
-from crawler.catalogue import ANSWER_CODES, LINK_CODES, SITE_WIDE_CODES, START_CODES
+from crawler.catalogue import (
+    ANSWER_CODES,
+    LINK_CODES,
+    SITE_READ_CODES,
+    SITE_WIDE_CODES,
+    START_CODES,
+)
 
 from .models import Audit, GoneIssue, IgnoreRule, Issue, PageChange, Severity
 
@@ -43,7 +49,9 @@ SAME_LINK_SQL = f"""
 # - A broken external link, when the crawler was offline this time (the
 #   site-level notice): its page answered, but nobody could check the link.
 # - A site-wide check's, in a partial audit (a validation): it was not re-run.
-# - A start step's (robots.txt, sitemaps): the start always runs again.
+# - A start step's (robots.txt, sitemaps): the start always runs again, but reads the
+#   sitemaps and probes http:// only when robots.txt lets it crawl the start page; a
+#   validation goes on without them, and their issues are unknown.
 # - A link's: fixed when its source page answered and either no longer links
 #   the target or the target answered without error below 400 (and without a
 #   redirect, for a redirecting link); else unknown: an external target that
@@ -72,6 +80,7 @@ GONE_ISSUES_SQL = f"""
                                  AND n.code = 'external_links_unchecked')
                 THEN 'unknown'
                 WHEN %(partial)s AND b.code IN ({_codes(SITE_WIDE_CODES)}) THEN 'unknown'
+                WHEN b.code IN ({_codes(SITE_READ_CODES)}) AND NOT %(site_read)s THEN 'unknown'
                 WHEN b.code IN ({_codes(START_CODES)}) THEN 'fixed'
                 WHEN b.code = 'title_duplicate' AND {_TWIN_GONE_SQL.format(column="title")} THEN 'unknown'
                 WHEN b.code = 'duplicate_content' AND {_TWIN_GONE_SQL.format(column="content_hash")} THEN 'unknown'
@@ -156,7 +165,9 @@ def _params(audit: Audit, base: Audit) -> dict:
     it crawled within narrower limits than ``base`` (PAGE_CHANGES_SQL's removed pages)."""
     narrower = (audit.max_depth < base.max_depth or audit.max_pages < base.max_pages
                 or (audit.include_patterns, audit.exclude_patterns) != (base.include_patterns, base.exclude_patterns))
-    return {"audit": audit.pk, "base": base.pk, "partial": audit.mode == Audit.Mode.VALIDATE, "narrower": narrower}
+    return {"audit": audit.pk, "base": base.pk, "partial": audit.mode == Audit.Mode.VALIDATE, "narrower": narrower,
+            # None: the start step never read the sitemaps (robots.txt disallowed the start page).
+            "site_read": audit.sitemap_found is not None}
 
 
 def baseline_for(audit: Audit) -> Audit | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from crawler.catalogue import CATALOGUE, LINK_CODES, SITE_WIDE_CODES
+from crawler.catalogue import CATALOGUE, LINK_CODES, SITE_READ_CODES, SITE_WIDE_CODES
 from crawler.urls import InvalidURL, origin_of, url_hash
 
 from .diff import SAME_LINK_SQL
@@ -127,6 +127,8 @@ class Verdict:
             return ""
         if self.code in SITE_WIDE_CODES:
             return "A check across the whole site: a validation, which re-fetches a few URLs, cannot re-run it."
+        if self.code in SITE_READ_CODES:
+            return "robots.txt now disallows the start page, so the sitemaps and the http:// address were not read."
         if self.code in LINK_CODES:
             return "The page or the link's target could not be fetched this time, or the page now redirects."
         return "The URL could not be fetched this time, or did not answer with a page (it failed, or now redirects)."

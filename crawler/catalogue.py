@@ -326,6 +326,9 @@ ANSWER_CODES = frozenset({"http_4xx", "http_5xx", "fetch_failed", "redirect_chai
 # Set at the start from robots.txt, the sitemaps and the start URL's http:// form.
 START_CODES = frozenset({"robots_txt_unavailable", "robots_txt_missing", "crawl_delay_capped", "sitemap_missing",
                          "sitemaps_partly_read", "sitemap_invalid", "http_not_redirected"})
+# The start codes judged only once the start page may be crawled: sitemaps and the http:// probe
+# are not looked at when robots.txt disallows the start page (a validation goes on without them).
+SITE_READ_CODES = frozenset({"sitemap_missing", "sitemaps_partly_read", "sitemap_invalid", "http_not_redirected"})
 
 
 def finding(

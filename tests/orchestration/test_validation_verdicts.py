@@ -131,3 +131,6 @@ def test_a_validation_judges_its_urls_when_the_start_page_is_down_or_disallowed_
     if closed == "robots-disallow-start":
         assert not check.pages.filter(url=web.url("/")).exists()  # never fetched
         assert web.requests["/"] == 1  # the source audit's fetch alone
+        # The sitemaps were not read this time: their issue (no /sitemap.xml here) is unknown, not fixed.
+        (sitemap,) = [v for v in validation.checklist(check) if v.code == "sitemap_missing"]
+        assert sitemap.result == "unknown" and "were not read" in sitemap.why
