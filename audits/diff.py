@@ -48,7 +48,8 @@ SAME_LINK_SQL = f"""
 # reported it and did not, unknown when it could not say.
 # - A broken external link, when the crawler was offline this time (the
 #   site-level notice): its page answered, but nobody could check the link.
-# - A site-wide check's, in a partial audit (a validation): it was not re-run.
+# - A site-wide check's, in a partial audit (a validation): it was not re-run. A page's
+#   own hreflang tags (an hreflang_error with no target) are its page check's, judged below.
 # - A start step's (robots.txt, sitemaps): the start always runs again, but reads the
 #   sitemaps and probes http:// only when robots.txt lets it crawl the start page; a
 #   validation goes on without them, and their issues are unknown.
@@ -79,7 +80,8 @@ GONE_ISSUES_SQL = f"""
                      AND EXISTS (SELECT 1 FROM audits_issue n WHERE n.audit_id = %(audit)s
                                  AND n.code = 'external_links_unchecked')
                 THEN 'unknown'
-                WHEN %(partial)s AND b.code IN ({_codes(SITE_WIDE_CODES)}) THEN 'unknown'
+                WHEN %(partial)s AND b.code IN ({_codes(SITE_WIDE_CODES)})
+                     AND NOT (b.code = 'hreflang_error' AND b.target_url = '') THEN 'unknown'
                 WHEN b.code IN ({_codes(SITE_READ_CODES)}) AND NOT %(site_read)s THEN 'unknown'
                 WHEN b.code IN ({_codes(START_CODES)}) THEN 'fixed'
                 WHEN b.code = 'title_duplicate' AND {_TWIN_GONE_SQL.format(column="title")} THEN 'unknown'

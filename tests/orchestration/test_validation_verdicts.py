@@ -134,3 +134,20 @@ def test_a_validation_judges_its_urls_when_the_start_page_is_down_or_disallowed_
         # The sitemaps were not read this time: their issue (no /sitemap.xml here) is unknown, not fixed.
         (sitemap,) = [v for v in validation.checklist(check) if v.code == "sitemap_missing"]
         assert sitemap.result == "unknown" and "were not read" in sitemap.why
+
+
+def test_a_pages_own_hreflang_tags_are_rechecked_and_can_be_fixed(owner, fast_settings):
+    """An invalid language code is the page's own tag, not a cross-page check: fixed when corrected."""
+    def intl(code: str) -> Answer:
+        tags = (f'<link rel="alternate" hreflang="{code}" href="/intl">'
+                '<link rel="alternate" hreflang="x-default" href="/intl">')
+        return Answer(page("An international page of the validation site").replace("</head>", tags + "</head>"))
+
+    with ScriptedSite() as web:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/intl">intl</a>')),
+                          "/intl": intl("english")})
+        first, check = first_and_check(owner, web, lambda: web.pages.update({"/intl": intl("en")}))
+    assert Issue.objects.filter(audit=first, code="hreflang_error", target_url="").exists()
+    (verdict,) = [v for v in validation.checklist(check) if v.code == "hreflang_error"]
+    assert verdict.result == "fixed", verdict
+    assert check.pages.filter(url=web.url("/intl")).exists()  # fetched for it
