@@ -5,9 +5,10 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# make's HOST / PORT, else the SITEWARD_HOST / SITEWARD_PORT the manage.py commands read.
-HOST ?= $(or $(SITEWARD_HOST),127.0.0.1)
-PORT ?= $(or $(SITEWARD_PORT),8000)
+# HOST= / PORT= on make's command line, else the SITEWARD_HOST / SITEWARD_PORT the manage.py
+# commands read. HOST and PORT in the environment are not ours (tcsh exports HOST, the machine's name).
+HOST := $(if $(filter command line,$(origin HOST)),$(HOST),$(or $(SITEWARD_HOST),127.0.0.1))
+PORT := $(if $(filter command line,$(origin PORT)),$(PORT),$(or $(SITEWARD_PORT),8000))
 
 .PHONY: run serve test test-fast install install-dev migrate lint
 

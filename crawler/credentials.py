@@ -141,14 +141,13 @@ class Credentials:
 def login_page_problem(login_url: str, start_url: str) -> str | None:
     """Why ``login_url`` cannot be the login page of a crawl of ``start_url``, or None: it must be on its origin,
     and hold no user or password (the address is stored and shown as it is; secrets are sealed)."""
-    authority = urlsplit(login_url.strip()).netloc
-    if "@" in authority:
-        return ("The login page's address holds a user name or password: give the address alone, "
-                "and put a password in the basic auth or login fields, which are stored encrypted.")
     try:
+        if "@" in urlsplit(login_url.strip()).netloc:
+            return ("The login page's address holds a user name or password: give the address alone, "
+                    "and put a password in the basic auth or login fields, which are stored encrypted.")
         if origin_of(login_url) == origin_of(start_url):
             return None
-    except InvalidURL:
+    except (InvalidURL, ValueError):  # urlsplit's ValueError: an unclosed IPv6 bracket
         pass
     return f"The login page must be on {origin_of(start_url)}: credentials never leave the site."
 

@@ -9,7 +9,9 @@ redirects elsewhere has failed, and nothing of it is sent there.
 
 from __future__ import annotations
 
-import time
+import re
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from http.cookiejar import parse_ns_headers
 from urllib.parse import parse_qsl, urlencode, urljoin
 
@@ -39,24 +41,51 @@ def _sendable(text: str) -> bool:
 def read_cookies(jar: dict[str, str], set_cookies: tuple[str, ...]) -> None:
     """Apply Set-Cookie headers to ``jar`` (name → value); an expired or emptied cookie leaves it.
 
-    Read as browsers read them (RFC 6265 5.2, through the standard library's lenient
-    parser): the value is what stands between ``=`` and the first ``;``, quotes
-    included, and attributes it does not know (``Partitioned``, ``Priority``) are
-    not cookies. A cookie whose name or value has a control character or text
-    beyond Latin-1 cannot go back in a Cookie header, so it is dropped.
+    The name and value are read by the standard library's lenient parser, as
+    browsers read them (RFC 6265 5.2): the value is what stands between ``=`` and
+    the first ``;``, quotes included, and attributes it does not know
+    (``Partitioned``, ``Priority``) are not cookies. A cookie whose name or value
+    has a control character or text beyond Latin-1 cannot go back in a Cookie
+    header, so it is dropped.
     """
-    now = time.time()
     for header in set_cookies:
-        for (name, value), *attributes in parse_ns_headers([header]):
+        for (name, value), *_ in parse_ns_headers([header]):
             if value is None or not (_sendable(name) and _sendable(value)):
                 continue  # no "=": not a cookie (RFC 6265 5.2 step 2)
-            known = {key.lower(): given for key, given in attributes}
-            max_age, expires = known.get("max-age") or "", known.get("expires")
-            # An unreadable Expires is None and says nothing, as in browsers.
-            if not value or max_age == "0" or max_age.startswith("-") or (expires is not None and expires <= now):
+            if not value or _deleted(header):
                 jar.pop(name, None)
             elif name in jar or len(jar) < MAX_COOKIES:
                 jar[name] = value
+
+
+_DELTA_SECONDS = re.compile(r"-?[0-9]+")
+
+
+def _deleted(header: str) -> bool:
+    """Whether a Set-Cookie line deletes its cookie (RFC 6265 5.3 step 3): a valid Max-Age decides
+    alone, at zero or below; without one, an Expires date that has passed. The attributes are read
+    from the line itself, since the standard library's parser misreads two-digit and pre-1970 years."""
+    attributes = {}
+    for part in header.split(";")[1:]:
+        key, _, given = part.partition("=")
+        attributes[key.strip().lower()] = given.strip()  # the last of a name counts (RFC 6265 5.3)
+    max_age = attributes.get("max-age", "")
+    if _DELTA_SECONDS.fullmatch(max_age):
+        return int(max_age) <= 0
+    return _expired(attributes.get("expires", ""))
+
+
+def _expired(expires: str) -> bool:
+    """Whether a cookie's Expires date has passed (a site deleting it); an unreadable date says nothing."""
+    try:
+        when = parsedate_to_datetime(expires.replace("-", " ")) if expires else None
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return False
+    if when is None:
+        return False
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when <= datetime.now(UTC)
 
 
 async def _walk(fetcher, method: str, url: str, jar: dict[str, str], home, base: Credentials | None, *,

@@ -57,6 +57,7 @@ def test_runall_serves_the_login_page_runs_the_worker_cluster_and_stops_on_ctrl_
     ({}, [], "--host 127.0.0.1 --port 8000"),
     ({"SITEWARD_HOST": "0.0.0.0", "SITEWARD_PORT": "9123"}, [], "--host 0.0.0.0 --port 9123"),
     ({"SITEWARD_PORT": "9123"}, ["PORT=9124"], "--host 127.0.0.1 --port 9124"),
+    ({"HOST": "workstation", "PORT": "3000"}, [], "--host 127.0.0.1 --port 8000"),  # tcsh's HOST is not ours
 ])
 @pytest.mark.parametrize("target", ["run", "serve"])
 def test_make_run_and_serve_listen_where_siteward_host_and_port_say_unless_make_is_told(target, env, args, listens):

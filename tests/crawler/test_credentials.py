@@ -10,6 +10,7 @@ from crawler.credentials import (
     Credentials,
     basic_header,
     form_to_submit,
+    login_page_problem,
     parse_header,
 )
 from crawler.urls import compile_patterns
@@ -167,3 +168,14 @@ def test_a_header_value_with_a_control_character_is_refused(control):
 
 def test_a_tab_inside_a_header_value_is_allowed():
     assert parse_header("X-Token: a\tb") == ("X-Token", "a\tb")
+
+
+@pytest.mark.parametrize(("login_url", "problem"), [
+    ("https://staging.example.com/login", None),
+    ("https://ann:hunter2@staging.example.com/login", "holds a user name or password"),
+    ("https://login.other.example/", "must be on https://staging.example.com"),
+    ("https://[::1/login", "must be on https://staging.example.com"),  # not an address: no traceback
+])
+def test_a_login_page_is_on_the_sites_origin_and_holds_no_secret(login_url, problem):
+    found = login_page_problem(login_url, "https://staging.example.com/")
+    assert (found is None) if problem is None else (problem in found and "hunter2" not in found)

@@ -110,6 +110,25 @@ def test_a_cookie_set_to_expire_in_the_past_is_deleted_and_an_unreadable_date_de
     assert jar == {"keep": "2"}
 
 
+@pytest.mark.parametrize("attributes", [
+    "Expires=Thu, 01-Jan-70 00:00:01 GMT",  # the classic two-digit year: 1970, not 2070
+    "Expires=Wed, 31 Dec 1969 23:59:59 GMT",  # before the epoch
+    "Max-Age=00", "Max-Age=-1",
+    "Max-Age=0; Expires=Wed, 21 Oct 2037 07:28:00 GMT",  # Max-Age decides over Expires
+])
+def test_the_ways_sites_delete_a_cookie_all_delete_it(attributes):
+    jar = {"sid": "old"}
+    read_cookies(jar, (f"sid=gone; {attributes}; Path=/",))
+    assert jar == {}
+
+
+def test_a_valid_max_age_keeps_a_cookie_whatever_its_expires_says():
+    jar: dict[str, str] = {}
+    read_cookies(jar, ("sid=new; Max-Age=3600; Expires=Thu, 01 Jan 1970 00:00:00 GMT",
+                       "pref=1; Max-Age=soon; Expires=Wed, 21 Oct 2037 07:28:00 GMT"))
+    assert jar == {"sid": "new", "pref": "1"}
+
+
 def test_a_fetch_that_lands_on_the_login_page_means_the_session_expired():
     with LoginSite() as site:
         result = run(site, lambda f: f.fetch(site.url("/account/2/")))  # no session
