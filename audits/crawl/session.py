@@ -24,6 +24,10 @@ from ..secrets import SecretUnreadable, seal, unseal
 
 # Logins an audit may make: the one at start and one renewal after an expiry.
 MAX_LOGINS = 2
+# How long a chunk waits for the cookies of a login another chunk is making, and how often it looks:
+# a login walks at most MAX_HOPS redirects, each within the fetch's own deadline.
+LOGIN_WAIT = 120.0
+LOGIN_POLL = 0.25
 
 
 class SessionLost(Exception):
@@ -94,24 +98,35 @@ def record_start_login(audit: Audit, cookies: dict[str, str]) -> None:
     AuditSession.objects.update_or_create(audit=audit, defaults={"cookies": seal(json.dumps(cookies)), "logins": 1})
 
 
-def record_login(audit: Audit, cookies: dict[str, str], after: int | None = None) -> bool:
-    """Store a login's cookies; False when the audit has used its logins (the session keeps expiring).
+def claim_login(audit: Audit, after: int) -> bool:
+    """Take the audit's next login before making it, so one chunk logs in again for an expiry and
+    the others wait for its cookies; False when another chunk took it first, or none is left.
 
-    ``after``: the login count the caller read before logging in; False too when
-    another chunk has recorded a login since (a conditional UPDATE decides).
+    ``after``: the login count the caller read (a conditional UPDATE decides).
     """
-    row, _ = AuditSession.objects.get_or_create(audit=audit)
-    seen = row.logins if after is None else after
-    if seen >= MAX_LOGINS:
+    if after >= MAX_LOGINS:
         return False
-    return AuditSession.objects.filter(pk=row.pk, logins=seen).update(
-        cookies=seal(json.dumps(cookies)), logins=seen + 1) == 1
+    row, _ = AuditSession.objects.get_or_create(audit=audit)
+    # No cookies until the login stores its own: that is what tells the others to wait.
+    return AuditSession.objects.filter(pk=row.pk, logins=after).update(logins=after + 1, cookies="") == 1
 
 
-def session_state(audit: Audit) -> tuple[dict[str, str], int]:
-    """The session's stored cookies and the logins the audit has made."""
+def store_login(audit: Audit, cookies: dict[str, str]) -> None:
+    """The cookies of the login this chunk claimed, for the audit's other chunks."""
+    AuditSession.objects.filter(audit=audit).update(cookies=seal(json.dumps(cookies)))
+
+
+def still_running(audit: Audit) -> bool:
+    return Audit.objects.filter(pk=audit.pk, status=Audit.Status.RUNNING).exists()
+
+
+def session_state(audit: Audit) -> tuple[dict[str, str], int, bool]:
+    """The session's stored cookies, the logins the audit has made, and whether a chunk is logging in
+    again now (it claimed a login and has stored no cookies yet)."""
     row = AuditSession.objects.filter(audit=audit).first()
-    return _cookies(audit), (row.logins if row else 0)
+    if row is None:
+        return {}, 0, False
+    return _cookies(audit), row.logins, row.logins > 0 and not row.cookies
 
 
 def start_login(credentials: Credentials | None) -> Credentials | None:
@@ -197,22 +212,34 @@ class SessionKeeper:
     async def _renew(self) -> None:
         """A new session: another chunk's, when it renewed since this one read the session; else a login."""
         sent = dict(self.fetcher.credentials.session) if self.fetcher.credentials is not None else {}
-        stored, logins = await self.db(session_state, self.audit)
+        stored, logins, renewing = await self.db(session_state, self.audit)
         if stored and stored != sent:
             self._use(stored)  # chunks side by side: another one logged in again already
+            return
+        if renewing:
+            self._use(await self._cookies_of_other_login(sent))  # and another is logging in now
             return
         if logins >= MAX_LOGINS:
             raise SessionLost("The session expired again after the crawler had logged in again; "
                               "the site may end sessions early or log out on some page.")
-        self.fetcher.credentials = start_login(self.fetcher.credentials)
-        cookies = await open_session(self.fetcher, self.login)
-        if await self.db(record_login, self.audit, cookies, logins):
+        if await self.db(claim_login, self.audit, logins):
+            self.fetcher.credentials = start_login(self.fetcher.credentials)
+            cookies = await open_session(self.fetcher, self.login)
+            await self.db(store_login, self.audit, cookies)
             self._use(cookies)
             return
-        stored, _ = await self.db(session_state, self.audit)
-        if not stored:
-            raise SessionLost("The session expired again after the crawler had logged in again.")
-        self._use(stored)  # another chunk's login was recorded first: one session for the audit
+        self._use(await self._cookies_of_other_login(sent))  # one session for the audit
+
+    async def _cookies_of_other_login(self, sent: dict[str, str]) -> dict[str, str]:
+        """The cookies another chunk's login stores, once it has (it claimed the login first)."""
+        for _ in range(int(LOGIN_WAIT / LOGIN_POLL)):
+            stored, _, renewing = await self.db(session_state, self.audit)
+            if stored and stored != sent:
+                return stored
+            if not renewing or not await self.db(still_running, self.audit):
+                break  # that login failed, and ended the audit
+            await asyncio.sleep(LOGIN_POLL)
+        raise SessionLost("The session expired again after the crawler had logged in again.")
 
     def _use(self, cookies: dict[str, str]) -> None:
         self.fetcher.credentials = logged_in(start_login(self.fetcher.credentials), self.login, cookies)

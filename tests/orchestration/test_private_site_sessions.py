@@ -3,6 +3,7 @@ account may not see is not taken for an expired session."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -174,6 +175,34 @@ def test_a_chunk_whose_session_another_chunk_renewed_takes_the_new_session_and_s
 
     assert (renewed.status, taken.status) == (200, 200)
     assert site.logins == 2  # the start's and one renewal, for both chunks
+
+
+def test_two_chunks_meeting_one_expiry_at_once_log_in_again_once_and_share_the_session(owner, fast_settings):
+    # Side by side, both read the same login count before either had logged in again: a site
+    # with one session per account would end the first one's session with the second login.
+    with LoginSite(pages=6) as site:
+        audit = audit_of(owner, site)
+        run_start(audit.pk, InlineDispatcher())  # the first login
+        audit.refresh_from_db()
+        setup = crawl_setup(audit)
+        site.sessions.clear()  # the session expires on the server
+
+        async def two_chunks(db):
+            async with (Fetcher(setup.policy, setup.guard, credentials=setup.credentials) as one,
+                        Fetcher(setup.policy, setup.guard, credentials=setup.credentials) as other):
+                first, second = SessionKeeper(audit, setup.login, one, db), SessionKeeper(audit, setup.login, other, db)
+
+                async def fetched(fetcher, path):
+                    return SimpleNamespace(url=site.url(path), result=await fetcher.fetch(site.url(path)))
+
+                return await asyncio.gather(first.fetch(lambda: fetched(one, "/account/1/")),
+                                            second.fetch(lambda: fetched(other, "/account/2/")))
+
+        outcomes = run_with_db_here(two_chunks)
+
+    assert [outcome.result.status for outcome in outcomes] == [200, 200]
+    assert site.logins == 2  # the start's and one renewal, for both chunks
+    assert AuditSession.objects.get(audit=audit).logins == 2
 
 
 def test_a_start_run_again_after_its_worker_died_spends_one_login_not_two(owner, fast_settings, monkeypatch):
