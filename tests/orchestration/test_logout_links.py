@@ -32,17 +32,22 @@ class SpeltSite(LoginSite):
         return super().handle(request)
 
 
+def crawled_logged_in(owner, site: SpeltSite, **fields) -> tuple[Audit, list[str]]:
+    """An audit of ``site`` behind its login, run in-process; the paths the site was asked for."""
+    audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=30, max_depth=3,
+                       concurrency=1, **fields)
+    access = SiteAccess(site=audit.site)
+    access.set_login(site.url("/login/"), {"username": USER}, {"password": PASSWORD}, r"Members")
+    access.save()
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    return audit, [path for _, path, _ in site.log]
+
+
 def test_a_logout_spelt_otherwise_or_named_as_a_sitemap_is_never_requested_and_lookalikes_are_crawled(
         owner, fast_settings):
     with SpeltSite(pages=3) as site:
-        audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=30, max_depth=3,
-                           concurrency=1)
-        access = SiteAccess(site=audit.site)
-        access.set_login(site.url("/login/"), {"username": USER}, {"password": PASSWORD}, r"Members")
-        access.save()
-        run_audit_inline(audit.pk)
-        audit.refresh_from_db()
-        asked = [path for _, path, _ in site.log]
+        audit, asked = crawled_logged_in(owner, site)
         logins = site.logins
     assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
     assert "/logout/" not in asked
@@ -56,14 +61,7 @@ def test_a_private_site_whose_audit_has_as_many_exclude_patterns_as_the_form_all
     # The form accepts 50 exclude patterns; the crawl adds the site's logout pattern to them.
     exclude = "\n".join(rf"/never-{n}/" for n in range(50))
     with SpeltSite(pages=3) as site:
-        audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=30, max_depth=3,
-                           concurrency=1, exclude_patterns=exclude)
-        access = SiteAccess(site=audit.site)
-        access.set_login(site.url("/login/"), {"username": USER}, {"password": PASSWORD}, r"Members")
-        access.save()
-        run_audit_inline(audit.pk)
-        audit.refresh_from_db()
-        asked = [path for _, path, _ in site.log]
+        audit, asked = crawled_logged_in(owner, site, exclude_patterns=exclude)
     assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
     assert "/logout/" not in asked
     assert Page.objects.get(audit=audit, url=site.url("/blog-outreach/")).status_code == 200

@@ -148,31 +148,39 @@ def test_an_expired_session_is_renewed_even_when_the_start_page_is_public(owner,
         assert {site.url(p) for p in site.paths()} <= members
 
 
+def two_chunks_after_an_expiry(owner, site: LoginSite, crawl):
+    """Two chunks side by side (PostgreSQL runs several an audit), each with its own keeper, once the
+    start's session has expired on the server: ``await crawl(fetch_one, fetch_other)``, each taking a path."""
+    audit = audit_of(owner, site)
+    run_start(audit.pk, InlineDispatcher())  # the first login
+    audit.refresh_from_db()
+    setup = crawl_setup(audit)
+    site.sessions.clear()
+
+    async def chunks(db):
+        async with (Fetcher(setup.policy, setup.guard, credentials=setup.credentials) as one,
+                    Fetcher(setup.policy, setup.guard, credentials=setup.credentials) as other):
+            def fetching(keeper: SessionKeeper, fetcher: Fetcher):
+                async def fetched(path):
+                    return SimpleNamespace(url=site.url(path), result=await fetcher.fetch(site.url(path)))
+                return lambda path: keeper.fetch(lambda: fetched(path))
+
+            return await crawl(fetching(SessionKeeper(audit, setup.login, one, db), one),
+                               fetching(SessionKeeper(audit, setup.login, other, db), other))
+
+    return audit, run_with_db_here(chunks)
+
+
 def test_a_chunk_whose_session_another_chunk_renewed_takes_the_new_session_and_spends_no_login(
         owner, fast_settings):
-    # Two chunks side by side (PostgreSQL runs several an audit), each with its own keeper.
+    async def one_then_other(first, second):
+        renewed = await first("/account/1/")
+        # The other chunk still sends the expired cookies: it takes the renewed session.
+        taken = await second("/account/2/")
+        return renewed.result, taken.result
+
     with LoginSite(pages=6) as site:
-        audit = audit_of(owner, site)
-        run_start(audit.pk, InlineDispatcher())  # the first login
-        audit.refresh_from_db()
-        setup = crawl_setup(audit)
-        site.sessions.clear()  # the session expires on the server
-
-        async def two_chunks(db):
-            async with (Fetcher(setup.policy, setup.guard, credentials=setup.credentials) as one,
-                        Fetcher(setup.policy, setup.guard, credentials=setup.credentials) as other):
-                first, second = SessionKeeper(audit, setup.login, one, db), SessionKeeper(audit, setup.login, other, db)
-
-                async def fetched(fetcher, path):
-                    return SimpleNamespace(url=site.url(path), result=await fetcher.fetch(site.url(path)))
-
-                renewed = await first.fetch(lambda: fetched(one, "/account/1/"))
-                # The other chunk still sends the expired cookies: it takes the renewed session.
-                taken = await second.fetch(lambda: fetched(other, "/account/2/"))
-                return renewed.result, taken.result
-
-        renewed, taken = run_with_db_here(two_chunks)
-
+        _, (renewed, taken) = two_chunks_after_an_expiry(owner, site, one_then_other)
     assert (renewed.status, taken.status) == (200, 200)
     assert site.logins == 2  # the start's and one renewal, for both chunks
 
@@ -180,26 +188,11 @@ def test_a_chunk_whose_session_another_chunk_renewed_takes_the_new_session_and_s
 def test_two_chunks_meeting_one_expiry_at_once_log_in_again_once_and_share_the_session(owner, fast_settings):
     # Side by side, both read the same login count before either had logged in again: a site
     # with one session per account would end the first one's session with the second login.
+    async def at_once(first, second):
+        return await asyncio.gather(first("/account/1/"), second("/account/2/"))
+
     with LoginSite(pages=6) as site:
-        audit = audit_of(owner, site)
-        run_start(audit.pk, InlineDispatcher())  # the first login
-        audit.refresh_from_db()
-        setup = crawl_setup(audit)
-        site.sessions.clear()  # the session expires on the server
-
-        async def two_chunks(db):
-            async with (Fetcher(setup.policy, setup.guard, credentials=setup.credentials) as one,
-                        Fetcher(setup.policy, setup.guard, credentials=setup.credentials) as other):
-                first, second = SessionKeeper(audit, setup.login, one, db), SessionKeeper(audit, setup.login, other, db)
-
-                async def fetched(fetcher, path):
-                    return SimpleNamespace(url=site.url(path), result=await fetcher.fetch(site.url(path)))
-
-                return await asyncio.gather(first.fetch(lambda: fetched(one, "/account/1/")),
-                                            second.fetch(lambda: fetched(other, "/account/2/")))
-
-        outcomes = run_with_db_here(two_chunks)
-
+        audit, outcomes = two_chunks_after_an_expiry(owner, site, at_once)
     assert [outcome.result.status for outcome in outcomes] == [200, 200]
     assert site.logins == 2  # the start's and one renewal, for both chunks
     assert AuditSession.objects.get(audit=audit).logins == 2
