@@ -223,23 +223,29 @@ class SessionKeeper:
             raise SessionLost("The session expired again after the crawler had logged in again; "
                               "the site may end sessions early or log out on some page.")
         if await self.db(claim_login, self.audit, logins):
-            self.fetcher.credentials = start_login(self.fetcher.credentials)
-            cookies = await open_session(self.fetcher, self.login)
-            await self.db(store_login, self.audit, cookies)
-            self._use(cookies)
+            self._use(await self._log_in())
             return
         self._use(await self._cookies_of_other_login(sent))  # one session for the audit
 
+    async def _log_in(self) -> dict[str, str]:
+        self.fetcher.credentials = start_login(self.fetcher.credentials)
+        cookies = await open_session(self.fetcher, self.login)
+        await self.db(store_login, self.audit, cookies)
+        return cookies
+
     async def _cookies_of_other_login(self, sent: dict[str, str]) -> dict[str, str]:
-        """The cookies another chunk's login stores, once it has (it claimed the login first)."""
+        """The cookies another chunk's login stores, once it has (it claimed the login first).
+
+        A claim still open after LOGIN_WAIT is a chunk that died logging in: its login is made here.
+        """
         for _ in range(int(LOGIN_WAIT / LOGIN_POLL)):
             stored, _, renewing = await self.db(session_state, self.audit)
             if stored and stored != sent:
                 return stored
             if not renewing or not await self.db(still_running, self.audit):
-                break  # that login failed, and ended the audit
+                raise SessionLost("The session expired again after the crawler had logged in again.")
             await asyncio.sleep(LOGIN_POLL)
-        raise SessionLost("The session expired again after the crawler had logged in again.")
+        return await self._log_in()
 
     def _use(self, cookies: dict[str, str]) -> None:
         self.fetcher.credentials = logged_in(start_login(self.fetcher.credentials), self.login, cookies)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from werkzeug.wrappers import Response
 
-from audits.crawl import start
+from audits.crawl import session, start
 from audits.crawl.bridge import run_with_db_here
 from audits.crawl.resume import run_resume
 from audits.crawl.session import SessionKeeper
@@ -148,14 +148,17 @@ def test_an_expired_session_is_renewed_even_when_the_start_page_is_public(owner,
         assert {site.url(p) for p in site.paths()} <= members
 
 
-def two_chunks_after_an_expiry(owner, site: LoginSite, crawl):
+def two_chunks_after_an_expiry(owner, site: LoginSite, crawl, before=None):
     """Two chunks side by side (PostgreSQL runs several an audit), each with its own keeper, once the
-    start's session has expired on the server: ``await crawl(fetch_one, fetch_other)``, each taking a path."""
+    start's session has expired on the server: ``await crawl(fetch_one, fetch_other)``, each taking a path.
+    ``before(audit)`` runs first."""
     audit = audit_of(owner, site)
     run_start(audit.pk, InlineDispatcher())  # the first login
     audit.refresh_from_db()
     setup = crawl_setup(audit)
     site.sessions.clear()
+    if before is not None:
+        before(audit)
 
     async def chunks(db):
         async with (Fetcher(setup.policy, setup.guard, credentials=setup.credentials) as one,
@@ -196,6 +199,24 @@ def test_two_chunks_meeting_one_expiry_at_once_log_in_again_once_and_share_the_s
     assert [outcome.result.status for outcome in outcomes] == [200, 200]
     assert site.logins == 2  # the start's and one renewal, for both chunks
     assert AuditSession.objects.get(audit=audit).logins == 2
+
+
+def test_a_renewal_claimed_by_a_chunk_that_died_logging_in_is_made_by_the_next_chunk(
+        owner, fast_settings, monkeypatch):
+    monkeypatch.setattr(session, "LOGIN_WAIT", 0.5)
+
+    async def one(first, _):
+        return await first("/account/1/")
+
+    def died_claiming(audit):
+        # The chunk claimed the renewal (its cookies emptied, the count taken) and was killed logging in.
+        AuditSession.objects.filter(audit=audit).update(logins=2, cookies="")
+
+    with LoginSite(pages=6) as site:
+        audit, outcome = two_chunks_after_an_expiry(owner, site, one, before=died_claiming)
+    assert outcome.result.status == 200
+    assert site.logins == 2  # the start's, and this chunk's in place of the dead one's
+    assert session.session_state(audit)[0]  # its cookies stored for the others
 
 
 def test_a_start_run_again_after_its_worker_died_spends_one_login_not_two(owner, fast_settings, monkeypatch):
