@@ -424,9 +424,22 @@ class Audit(models.Model):
     def set_review(self, issues, review: str) -> int:
         """Mark ``issues`` (a queryset; only this audit's count) reviewed, ignored or open; returns how many changed.
 
-        One UPDATE however many are chosen; the totals and the score follow.
+        One UPDATE however many are chosen; the totals and the score follow. Marked anything but
+        ignored here, an issue is no longer ignored on this audit's validations either: the latest
+        mark wins, and their old ignore would otherwise be adopted back (``adopt_validation_ignores``).
         """
-        changed = issues.filter(audit=self).exclude(review=review).update(review=review)
+        Issue = self.issues.model
+        chosen = issues.filter(audit=self).exclude(review=review)
+        if review != Issue.Review.IGNORED:
+            echoes = Issue.objects.filter(audit__source=self, audit__mode=self.Mode.VALIDATE,
+                                          review=Issue.Review.IGNORED,
+                                          key__in=chosen.filter(review=Issue.Review.IGNORED).values("key"))
+            validations = set(echoes.values_list("audit_id", flat=True))
+            if validations:
+                echoes.update(review=Issue.Review.OPEN)
+                for validation in type(self).objects.filter(pk__in=validations):
+                    validation.rescore()
+        changed = chosen.update(review=review)
         if changed:
             self.rescore()
         return changed

@@ -429,6 +429,22 @@ def test_an_issue_ignored_on_a_validation_stays_ignored_in_the_next_full_audit(o
     assert reviews(site, second)[BROKEN_404] == Issue.Review.IGNORED
 
 
+def test_an_issue_reopened_on_the_audit_after_a_validation_ignored_it_stays_open(owner, site, fast_settings):
+    """The latest mark wins: the validation's old ignore does not come back in the next full audit."""
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    check = completed_audit_of(owner, site, **follow_up_fields(first, Audit.Mode.VALIDATE))
+    mark(site, check, Issue.Review.IGNORED, BROKEN_404)
+    first.adopt_validation_ignores()  # as the next validation's start does
+    assert reviews(site, first)[BROKEN_404] == Issue.Review.IGNORED
+    # The person changed their mind, on the audit's own table (the triage view's set_review).
+    first.set_review(Issue.objects.filter(pk=issue(site, first, *BROKEN_404).pk), Issue.Review.OPEN)
+    second_version(site)
+    second = completed_audit_of(owner, site)
+    assert reviews(site, first)[BROKEN_404] == Issue.Review.OPEN
+    assert reviews(site, second)[BROKEN_404] == Issue.Review.OPEN
+
+
 def test_what_changed_since_the_baseline_leaves_out_an_issue_ignored_after_the_audit_ended(owner, site, fast_settings):
     first_version(site)
     completed_audit_of(owner, site)
