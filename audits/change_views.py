@@ -29,9 +29,14 @@ def _number(request) -> int:
 
 
 def _listed(fetch, request) -> Window:
-    """A Window over a list-returning diff function (LIMIT one more than shown, as ``views.window``)."""
+    """A Window over a list-returning diff function (LIMIT one more than shown, as ``views.window``).
+
+    A page past the end (a bookmark on a list that shrank) shows the first: the list is not counted.
+    """
     number = _number(request)
     rows = fetch(limit=PER_PAGE + 1, offset=(number - 1) * PER_PAGE)
+    if not rows and number > 1:
+        number, rows = 1, fetch(limit=PER_PAGE + 1, offset=0)
     return Window(rows[:PER_PAGE], number, len(rows) > PER_PAGE, PER_PAGE)
 
 

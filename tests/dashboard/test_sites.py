@@ -214,6 +214,12 @@ def test_the_compare_view_lists_each_kind_of_change_for_any_two_audits_of_a_site
     elsewhere = make_finished_audit(owner, start_url="https://other.example/")
     assert owner_client.get(reverse("audit-compare", args=[second.pk, elsewhere.pk])).status_code == 404
 
+    # Compared live (no stored diff), a page past the end of a list (a bookmark on one that shrank)
+    # shows its first page, not "nothing".
+    Audit.objects.filter(pk=second.pk).update(change_counts=None)
+    past = owner_client.get(url, {"show": "fixed", "page": 50}, HTTP_HX_REQUEST="true").content.decode()
+    assert 'data-code="broken_link_internal"' in past
+
 
 def test_changes_csv_lists_new_fixed_and_persisting_issues_formula_safe(owner_client, owner):
     first, second = two_audits(owner)
