@@ -18,7 +18,11 @@ pytestmark = pytest.mark.browser
 
 
 def _kill_browsers() -> int:
-    killed = [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()]
+    killed = []
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):  # a child that ended since it was listed
+            if "chrom" in process.name().lower():
+                killed.append(process)
     for process in killed:
         with contextlib.suppress(psutil.NoSuchProcess):  # a renderer goes with its browser
             process.kill()
