@@ -255,9 +255,9 @@ def record(audit: Audit) -> dict | None:
         return None
     issues.update(change=Case(When(same_issue(base.pk), then=Value(Issue.Change.PERSISTING)),
                               default=Value(Issue.Change.NEW)))
-    # Ignored on a validation of the baseline is ignored on the baseline: that validation's rows are where a
-    # person did it.
-    if base.adopt_validation_ignores():
+    # Ignored (or reviewed) on a validation of the baseline is so on the baseline: that validation's rows are
+    # where a person did it.
+    if base.adopt_validation_marks():
         base.rescore()
     for review in (Issue.Review.IGNORED, Issue.Review.REVIEWED):
         issues.filter(review=Issue.Review.OPEN).filter(same_issue(base.pk, review=review)).update(review=review)

@@ -39,14 +39,15 @@ class Target:
 
 
 def settle_ignores(source: Audit) -> int:
-    """Mark ignored the open issues of ``source`` that a person has ignored since; how many changed.
+    """Mark ignored the open issues of ``source`` that a person has ignored since (and reviewed the ones
+    reviewed on a validation of it); how many changed.
 
     A site's ignore rule is applied to whichever audit was latest, often a
-    validation, and an issue ignored on a validation is that validation's row;
+    validation, and an issue marked on a validation is that validation's row;
     the next validation of ``source`` re-checks what is open in it. So both
     are carried to ``source`` first: ignored stays ignored.
     """
-    changed = IgnoreRule.objects.apply_to(source) + source.adopt_validation_ignores()
+    changed = IgnoreRule.objects.apply_to(source) + source.adopt_validation_marks()
     if changed:
         source.rescore()
     return changed

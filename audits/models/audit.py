@@ -411,34 +411,33 @@ class Audit(models.Model):
             changes["change_counts"] = stored_counts(self)
         self._store(**changes)
 
-    def adopt_validation_ignores(self) -> int:
-        """Mark ignored this audit's open issues a person ignored on a validation of it; how many changed.
-
-        The caller rescores (``rescore``) when any did.
+    def adopt_validation_marks(self) -> int:
+        """Mark this audit's open issues as a person marked them on a validation of it (ignored, else
+        reviewed); how many changed. The caller rescores (``rescore``) when any did.
         """
         Review = self.issues.model.Review
-        ignored = self.issues.model.objects.filter(audit__source=self, audit__mode=self.Mode.VALIDATE,
-                                                   review=Review.IGNORED)
-        return self.issues.filter(review=Review.OPEN, key__in=ignored.values("key")).update(review=Review.IGNORED)
+        changed = 0
+        for review in (Review.IGNORED, Review.REVIEWED):
+            marked = self.issues.model.objects.filter(audit__source=self, audit__mode=self.Mode.VALIDATE, review=review)
+            changed += self.issues.filter(review=Review.OPEN, key__in=marked.values("key")).update(review=review)
+        return changed
 
     def set_review(self, issues, review: str) -> int:
         """Mark ``issues`` (a queryset; only this audit's count) reviewed, ignored or open; returns how many changed.
 
-        One UPDATE however many are chosen; the totals and the score follow. Marked anything but
-        ignored here, an issue is no longer ignored on this audit's validations either: the latest
-        mark wins, and their old ignore would otherwise be adopted back (``adopt_validation_ignores``).
+        One UPDATE however many are chosen; the totals and the score follow. The same issues on this
+        audit's validations take the mark too: the latest mark wins, and a validation's older one
+        would otherwise be adopted back (``adopt_validation_marks``).
         """
         Issue = self.issues.model
         chosen = issues.filter(audit=self).exclude(review=review)
-        if review != Issue.Review.IGNORED:
-            echoes = Issue.objects.filter(audit__source=self, audit__mode=self.Mode.VALIDATE,
-                                          review=Issue.Review.IGNORED,
-                                          key__in=chosen.filter(review=Issue.Review.IGNORED).values("key"))
-            validations = set(echoes.values_list("audit_id", flat=True))
-            if validations:
-                echoes.update(review=Issue.Review.OPEN)
-                for validation in type(self).objects.filter(pk__in=validations):
-                    validation.rescore()
+        echoes = Issue.objects.filter(audit__source=self, audit__mode=self.Mode.VALIDATE,
+                                      key__in=chosen.values("key")).exclude(review=review)
+        validations = set(echoes.values_list("audit_id", flat=True))
+        if validations:
+            echoes.update(review=review)
+            for validation in type(self).objects.filter(pk__in=validations):
+                validation.rescore()
         changed = chosen.update(review=review)
         if changed:
             self.rescore()

@@ -417,16 +417,17 @@ def test_a_broken_link_whose_anchor_text_alone_changed_persists_and_is_not_fixed
     assert diff.live_counts(second, first) == second.change_counts
 
 
-def test_an_issue_ignored_on_a_validation_stays_ignored_in_the_next_full_audit(owner, site, fast_settings):
-    """The validation's rows are where the person ignored it; the next audit's baseline is the full one."""
+@pytest.mark.parametrize("review", [Issue.Review.IGNORED, Issue.Review.REVIEWED])
+def test_an_issue_marked_on_a_validation_keeps_its_mark_in_the_next_full_audit(owner, site, fast_settings, review):
+    """The validation's rows are where the person marked it; the next audit's baseline is the full one."""
     first_version(site)
     first = completed_audit_of(owner, site)
     check = completed_audit_of(owner, site, **follow_up_fields(first, Audit.Mode.VALIDATE))
-    mark(site, check, Issue.Review.IGNORED, BROKEN_404)
+    mark(site, check, review, BROKEN_404)
     second_version(site)
     second = completed_audit_of(owner, site)
     assert second.baseline_id == first.pk
-    assert reviews(site, second)[BROKEN_404] == Issue.Review.IGNORED
+    assert reviews(site, second)[BROKEN_404] == review
 
 
 def test_an_issue_reopened_on_the_audit_after_a_validation_ignored_it_stays_open(owner, site, fast_settings):
@@ -435,7 +436,7 @@ def test_an_issue_reopened_on_the_audit_after_a_validation_ignored_it_stays_open
     first = completed_audit_of(owner, site)
     check = completed_audit_of(owner, site, **follow_up_fields(first, Audit.Mode.VALIDATE))
     mark(site, check, Issue.Review.IGNORED, BROKEN_404)
-    first.adopt_validation_ignores()  # as the next validation's start does
+    first.adopt_validation_marks()  # as the next validation's start does
     assert reviews(site, first)[BROKEN_404] == Issue.Review.IGNORED
     # The person changed their mind, on the audit's own table (the triage view's set_review).
     first.set_review(Issue.objects.filter(pk=issue(site, first, *BROKEN_404).pk), Issue.Review.OPEN)
