@@ -116,10 +116,6 @@ def store_login(audit: Audit, cookies: dict[str, str]) -> None:
     AuditSession.objects.filter(audit=audit).update(cookies=seal(json.dumps(cookies)))
 
 
-def still_running(audit: Audit) -> bool:
-    return Audit.objects.filter(pk=audit.pk, status=Audit.Status.RUNNING).exists()
-
-
 def session_state(audit: Audit) -> tuple[dict[str, str], int, bool]:
     """The session's stored cookies, the logins the audit has made, and whether a chunk is logging in
     again now (it claimed a login and has stored no cookies yet)."""
@@ -242,7 +238,7 @@ class SessionKeeper:
             stored, _, renewing = await self.db(session_state, self.audit)
             if stored and stored != sent:
                 return stored
-            if not renewing or not await self.db(still_running, self.audit):
+            if not renewing or not await self.db(self.audit.running_now):
                 raise SessionLost("The session expired again after the crawler had logged in again.")
             await asyncio.sleep(LOGIN_POLL)
         return await self._log_in()

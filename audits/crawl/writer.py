@@ -163,7 +163,7 @@ class ChunkWriter:
             return []
         with transaction.atomic():
             self._fence()
-            if not Audit.objects.filter(pk=self.audit.pk, status=Audit.Status.RUNNING).exists():
+            if not self.audit.running_now():
                 raise AuditStopped()
             size = knob("CHUNK_SIZE")
             # A lease robots.txt, read again, refused whole is no end of the work: lease again (a few times).

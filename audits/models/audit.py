@@ -206,6 +206,10 @@ class Audit(models.Model):
     def is_active(self) -> bool:
         return self.status in self.ACTIVE
 
+    def running_now(self) -> bool:
+        """Whether the stored row is running now (another process may have failed or cancelled it)."""
+        return type(self).objects.filter(pk=self.pk, status=self.Status.RUNNING).exists()
+
     @property
     def issues_total(self) -> int:
         return self.issues_critical + self.issues_warning + self.issues_notice
