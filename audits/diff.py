@@ -17,6 +17,7 @@ from django.db.models import Case, Count, Exists, OuterRef, Q, Value, When
 from crawler.catalogue import (
     ANSWER_CODES,
     LINK_CODES,
+    PAGE_AND_CROSS_CODES,
     SITE_READ_CODES,
     SITE_WIDE_CODES,
     START_CODES,
@@ -49,7 +50,7 @@ SAME_LINK_SQL = f"""
 # - A broken external link, when the crawler was offline this time (the
 #   site-level notice): its page answered, but nobody could check the link.
 # - A site-wide check's, in a partial audit (a validation): it was not re-run. A page's
-#   own hreflang tags (an hreflang_error with no target) are its page check's, judged below.
+#   own tags (PAGE_AND_CROSS_CODES with no target) are its page check's, judged below.
 # - A start step's (robots.txt, sitemaps): the start always runs again, but reads the
 #   sitemaps and probes http:// only when robots.txt lets it crawl the start page; a
 #   validation goes on without them, and their issues are unknown.
@@ -81,7 +82,7 @@ GONE_ISSUES_SQL = f"""
                                  AND n.code = 'external_links_unchecked')
                 THEN 'unknown'
                 WHEN %(partial)s AND b.code IN ({_codes(SITE_WIDE_CODES)})
-                     AND NOT (b.code = 'hreflang_error' AND b.target_url = '') THEN 'unknown'
+                     AND NOT (b.code IN ({_codes(PAGE_AND_CROSS_CODES)}) AND b.target_url = '') THEN 'unknown'
                 WHEN b.code IN ({_codes(SITE_READ_CODES)}) AND NOT %(site_read)s THEN 'unknown'
                 WHEN b.code IN ({_codes(START_CODES)}) THEN 'fixed'
                 WHEN b.code = 'title_duplicate' AND {_TWIN_GONE_SQL.format(column="title")} THEN 'unknown'

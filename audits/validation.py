@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import Q
 
-from crawler.catalogue import CATALOGUE, LINK_CODES, SITE_READ_CODES, SITE_WIDE_CODES
+from crawler.catalogue import (
+    CATALOGUE,
+    LINK_CODES,
+    PAGE_AND_CROSS_CODES,
+    SITE_READ_CODES,
+    SITE_WIDE_CODES,
+)
 from crawler.urls import InvalidURL, origin_of, url_hash
 
 from .diff import SAME_LINK_SQL
@@ -65,7 +71,7 @@ def targets(source: Audit) -> Iterator[Target]:
     another issue needs them (a page's own hreflang tags are its page check's: its
     URL is fetched); start issues (robots.txt, sitemaps) are the start step's.
     """
-    issues = checked(source).exclude(Q(code__in=SITE_WIDE_CODES) & ~Q(code="hreflang_error", target_url=""))
+    issues = checked(source).exclude(Q(code__in=SITE_WIDE_CODES) & ~Q(code__in=PAGE_AND_CROSS_CODES, target_url=""))
     hashes = set(issues.exclude(page=None).values_list("url_hash", flat=True))
     linked = set(issues.filter(code__in=LINK_CODES).exclude(target_url="").values_list("target_url", flat=True))
     hashes |= {url_hash(url) for url in linked}
@@ -128,7 +134,7 @@ class Verdict:
         """Why an unknown is unknown; empty for the other results."""
         if self.result != "unknown":
             return ""
-        if self.code in SITE_WIDE_CODES and not (self.code == "hreflang_error" and not self.target_url):
+        if self.code in SITE_WIDE_CODES and not (self.code in PAGE_AND_CROSS_CODES and not self.target_url):
             return "A check across the whole site: a validation, which re-fetches a few URLs, cannot re-run it."
         if self.code in SITE_READ_CODES:
             return "robots.txt now disallows the start page, so the sitemaps and the http:// address were not read."

@@ -318,6 +318,10 @@ SITE_WIDE_CODES = frozenset({"title_duplicate", "meta_description_duplicate", "d
                              "canonical_bad_target", "blocked_by_robots", "soft_404", "large_image",
                              "external_links_unchecked", "links_to_sibling_origin", "crawl_traps_skipped"})
 CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES
+# Codes both: a page check's finding about the page's own tags (no target), and a
+# cross-page one about a target (its answer, its return link). Delta carries and
+# validation re-checks the first kind as any page check's.
+PAGE_AND_CROSS_CODES = frozenset({"hreflang_error"})
 # About the URL's own answer (its status, its redirects, its speed): judged
 # whenever the URL answered at all. Every other page-level code is about an
 # HTML page's content, judged only on a page that answered 2xx.

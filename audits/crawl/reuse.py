@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from crawler.catalogue import CROSS_PAGE_CODES, START_CODES
+from crawler.catalogue import CROSS_PAGE_CODES, PAGE_AND_CROSS_CODES, START_CODES
 from crawler.checks import RESPONSE_CODES, PageContext, run_response_checks
 from crawler.fetch import HTML_TYPES
 from crawler.page import PageOutcome, guarded_checks
@@ -34,8 +34,6 @@ from .setup import CrawlSetup, internal_test
 # The issues a page's own checks reported, which an unchanged page keeps; the
 # cross-page ones are for this audit's finalize to judge again.
 NOT_CARRIED = CROSS_PAGE_CODES | START_CODES
-# Codes both: the page's own tags (no target), carried; about a target (its answer, its return link), judged again.
-PAGE_AND_CROSS = frozenset({"hreflang_error"})
 # The checks that read the answer or the context: judged on this fetch. Only
 # their findings about a link on the page (with a target) are the body's, and kept.
 REJUDGED = frozenset(RESPONSE_CODES)
@@ -148,8 +146,8 @@ def revive(audit_id: int, source_id: int, outcomes: list[PageOutcome],
         links.setdefault(digest, []).append(Link(url, tag, text, (), nofollow))
     issues: dict[int, list[dict]] = {}
     for issue in Issue.objects.filter(audit_id=source_id, page_id__in=[r["id"] for r in rows.values()]).exclude(
-            code__in=NOT_CARRIED - PAGE_AND_CROSS).exclude(code__in=PAGE_AND_CROSS, target_url__gt="").exclude(
-            code__in=REJUDGED, target_url="").values(
+            code__in=NOT_CARRIED - PAGE_AND_CROSS_CODES).exclude(
+            code__in=PAGE_AND_CROSS_CODES, target_url__gt="").exclude(code__in=REJUDGED, target_url="").values(
             "page_id", "url", "code", "severity", "message", "target_url", "key"):
         issues.setdefault(issue.pop("page_id"), []).append(issue)
     listed = set(FrontierURL.objects.filter(audit_id=audit_id, url_hash__in=list(rows), in_sitemap=True)
