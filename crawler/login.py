@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from http.cookiejar import parse_ns_headers
 from urllib.parse import parse_qsl, urlencode, urljoin
 
 import httpx
@@ -41,38 +40,38 @@ def _sendable(text: str) -> bool:
 def read_cookies(jar: dict[str, str], set_cookies: tuple[str, ...]) -> None:
     """Apply Set-Cookie headers to ``jar`` (name → value); an expired or emptied cookie leaves it.
 
-    The name and value are read by the standard library's lenient parser, as
-    browsers read them (RFC 6265 5.2): the value is what stands between ``=`` and
-    the first ``;``, quotes included, and attributes it does not know
-    (``Partitioned``, ``Priority``) are not cookies. A cookie whose name or value
-    has a control character or text beyond Latin-1 cannot go back in a Cookie
-    header, so it is dropped.
+    Each line is read as RFC 6265 5.2 and browsers read it: the cookie is what
+    stands before the first ``;`` (its value quotes included), the rest are
+    attributes, whichever they are (``Partitioned``, ``Priority``). A cookie
+    whose name or value has a control character or text beyond Latin-1 cannot go
+    back in a Cookie header, so it is dropped.
     """
     for header in set_cookies:
-        for (name, value), *_ in parse_ns_headers([header]):
-            if value is None or not (_sendable(name) and _sendable(value)):
-                continue  # no "=": not a cookie (RFC 6265 5.2 step 2)
-            if not value or _deleted(header):
-                jar.pop(name, None)
-            elif name in jar or len(jar) < MAX_COOKIES:
-                jar[name] = value
+        pair, *attributes = header.split(";")
+        name, eq, value = pair.partition("=")
+        name, value = name.strip(), value.strip()
+        if not eq or not name or not (_sendable(name) and _sendable(value)):
+            continue  # no "=", or no name: not a cookie (RFC 6265 5.2 steps 2 and 5)
+        if not value or _deleted(attributes):
+            jar.pop(name, None)
+        elif name in jar or len(jar) < MAX_COOKIES:
+            jar[name] = value
 
 
 _DELTA_SECONDS = re.compile(r"-?[0-9]+")
 
 
-def _deleted(header: str) -> bool:
-    """Whether a Set-Cookie line deletes its cookie (RFC 6265 5.3 step 3): a valid Max-Age decides
-    alone, at zero or below; without one, an Expires date that has passed. The attributes are read
-    from the line itself, since the standard library's parser misreads two-digit and pre-1970 years."""
-    attributes = {}
-    for part in header.split(";")[1:]:
+def _deleted(attributes: list[str]) -> bool:
+    """Whether a Set-Cookie line's attributes delete its cookie (RFC 6265 5.3 step 3): a valid
+    Max-Age decides alone, at zero or below; without one, an Expires date that has passed."""
+    known = {}
+    for part in attributes:
         key, _, given = part.partition("=")
-        attributes[key.strip().lower()] = given.strip()  # the last of a name counts (RFC 6265 5.3)
-    max_age = attributes.get("max-age", "")
+        known[key.strip().lower()] = given.strip()  # the last of a name counts (RFC 6265 5.3)
+    max_age = known.get("max-age", "")
     if _DELTA_SECONDS.fullmatch(max_age):
         return int(max_age) <= 0
-    return _expired(attributes.get("expires", ""))
+    return _expired(known.get("expires", ""))
 
 
 def _expired(expires: str) -> bool:
