@@ -19,6 +19,7 @@ import httpx
 from lxml import etree
 from lxml import html as lxml_html
 
+from .cookies import MAX_COOKIES, read_cookies
 from .request_url import origin
 from .urls import InvalidURL, origin_of
 
@@ -132,6 +133,24 @@ class Credentials:
     def with_cookies(self, cookies: Mapping[str, str]) -> Credentials:
         """These credentials with ``cookies`` as the session (a new login's, replacing the last one's)."""
         return replace(self, session=tuple(cookies.items()))
+
+    def renewed_by(self, url: httpx.URL, set_cookies: Sequence[str]) -> Credentials:
+        """These credentials with the cookies a response from ``url`` set: new names and new values
+        join the session when ``url`` is on the origin; anything else leaves them as they are.
+
+        A cookie the site deletes (a past Expires, an empty value) is still sent:
+        the session it belongs to may well live on at the server, and losing it
+        would cost a login, while a dead one only leads to the login page, which
+        the crawl checks for anyway.
+        """
+        if not set_cookies or origin(url) != self.origin:
+            return self
+        jar, fresh = dict(self.session), {}
+        read_cookies(fresh, tuple(set_cookies))
+        for name, value in fresh.items():
+            if name in jar or len(jar) < MAX_COOKIES:
+                jar[name] = value
+        return self if jar == dict(self.session) else self.with_cookies(jar)
 
     def without_session(self) -> Credentials:
         """What the person set, without a login's cookies: what a new login starts from."""

@@ -9,82 +9,22 @@ redirects elsewhere has failed, and nothing of it is sent there.
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from urllib.parse import parse_qsl, urlencode, urljoin
 
 import httpx
 
 from .charset import decode_text
+from .cookies import read_cookies
 from .credentials import Credentials, LoginForm, form_to_submit
 from .request_url import origin
 from .types import FetchResult
 from .urls import compile_patterns
 
 MAX_HOPS = 10
-MAX_COOKIES = 50
 
 
 class LoginFailed(Exception):
     """The login did not work; the message says at which step, in words for the audit page."""
-
-
-def _sendable(text: str) -> bool:
-    # A cookie's text goes back in a Cookie header: a control character or text beyond
-    # Latin-1 would make that header illegal, and the error about it would quote the
-    # whole header, secrets included.
-    return all(" " <= ch <= "\xff" and ch != "\x7f" for ch in text)
-
-
-def read_cookies(jar: dict[str, str], set_cookies: tuple[str, ...]) -> None:
-    """Apply Set-Cookie headers to ``jar`` (name → value); an expired or emptied cookie leaves it.
-
-    Each line is read as RFC 6265 5.2 and browsers read it: the cookie is what
-    stands before the first ``;`` (its value quotes included), the rest are
-    attributes, whichever they are (``Partitioned``, ``Priority``). A cookie
-    whose name or value has a control character or text beyond Latin-1 cannot go
-    back in a Cookie header, so it is dropped.
-    """
-    for header in set_cookies:
-        pair, *attributes = header.split(";")
-        name, eq, value = pair.partition("=")
-        name, value = name.strip(), value.strip()
-        if not eq or not name or not (_sendable(name) and _sendable(value)):
-            continue  # no "=", or no name: not a cookie (RFC 6265 5.2 steps 2 and 5)
-        if not value or _deleted(attributes):
-            jar.pop(name, None)
-        elif name in jar or len(jar) < MAX_COOKIES:
-            jar[name] = value
-
-
-_DELTA_SECONDS = re.compile(r"-?[0-9]+")
-
-
-def _deleted(attributes: list[str]) -> bool:
-    """Whether a Set-Cookie line's attributes delete its cookie (RFC 6265 5.3 step 3): a valid
-    Max-Age decides alone, at zero or below; without one, an Expires date that has passed."""
-    known = {}
-    for part in attributes:
-        key, _, given = part.partition("=")
-        known[key.strip().lower()] = given.strip()  # the last of a name counts (RFC 6265 5.3)
-    max_age = known.get("max-age", "")
-    if _DELTA_SECONDS.fullmatch(max_age):
-        return int(max_age) <= 0
-    return _expired(known.get("expires", ""))
-
-
-def _expired(expires: str) -> bool:
-    """Whether a cookie's Expires date has passed (a site deleting it); an unreadable date says nothing."""
-    try:
-        when = parsedate_to_datetime(expires.replace("-", " ")) if expires else None
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return False
-    if when is None:
-        return False
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when <= datetime.now(UTC)
 
 
 async def _walk(fetcher, method: str, url: str, jar: dict[str, str], home, base: Credentials | None, *,

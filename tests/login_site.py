@@ -32,12 +32,14 @@ class LoginSite(Loopback):
     """``mode`` is "form" (cookie login) or "basic" (HTTP basic auth). ``session_uses``:
     a session expires after that many pages (None: never). ``form_method``: the login form's
     method ("get" reads the fields from the query). ``button``: the name of the form's submit
-    button, which the site then requires, as PHP scripts checking ``isset($_POST['login'])`` do."""
+    button, which the site then requires, as PHP scripts checking ``isset($_POST['login'])`` do.
+    ``sliding``: every page a session opens also sets a new session cookie good for ``session_uses``
+    pages, the old one running out as it would have (ASP.NET's sliding expiration renews a ticket so)."""
 
     def __init__(self, mode: str = "form", pages: int = 6, external: str = "", session_uses: int | None = None,
-                 form_method: str = "post", button: str = ""):
+                 form_method: str = "post", button: str = "", sliding: bool = False):
         self.mode, self.pages, self.external, self.session_uses = mode, pages, external, session_uses
-        self.form_method, self.button = form_method, button
+        self.form_method, self.button, self.sliding = form_method, button, sliding
         self.log: list[tuple[str, str, dict[str, str]]] = []  # (method, path, headers)
         self.sessions: dict[str, int] = {}
         self.logins = 0
@@ -74,7 +76,16 @@ class LoginSite(Loopback):
                     self.sessions[token] = uses - 1
         if uses is None:
             return Response("", status=302, headers={"Location": f"/login/?next={request.path}"})
-        return self._page(request.path)
+        response = self._page(request.path)
+        if self.sliding:
+            response.set_cookie("sessionid", self._new_session(), httponly=True)
+        return response
+
+    def _new_session(self) -> str:
+        token = secrets.token_hex(8)
+        with self._lock:
+            self.sessions[token] = self.session_uses if self.session_uses is not None else 1
+        return token
 
     def _page(self, path: str) -> Response:
         links = [*self.paths(), "/logout/"] + ([self.external] if self.external else [])
@@ -99,12 +110,10 @@ class LoginSite(Loopback):
                 or form.get("username") != USER or form.get("password") != PASSWORD or "show" in form
                 or (self.button and form.get(self.button) != "1")):
             return Response(self._form("x") + "Wrong user name or password", content_type="text/html")
-        token = secrets.token_hex(8)
         with self._lock:
             self.logins += 1
-            self.sessions[token] = self.session_uses if self.session_uses is not None else 1
         response = Response("", status=302, headers={"Location": "/"})
-        response.set_cookie("sessionid", token, httponly=True)
+        response.set_cookie("sessionid", self._new_session(), httponly=True)
         return response
 
 

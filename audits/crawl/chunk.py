@@ -318,7 +318,7 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
         async def refill() -> list[Item]:
             return await db(writer.top_up)
 
-        return await run_window(
+        done = await run_window(
             items, work, sink, policy=window, host_of=host_of,
             health_of=lambda outcome: fetch_health(outcome.result, window),
             soft_deadline=deadline, max_batch_wait=1.0,
@@ -329,6 +329,8 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
             side_lane=None if serial else EXTERNAL_LANE, in_side_lane=None if serial else is_external,
             share=share,
         )
+        await session.store()
+        return done
 
 
 def refused_redirect_edge(outcome: PageOutcome, setup: CrawlSetup) -> PageOutcome:

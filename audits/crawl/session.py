@@ -6,12 +6,19 @@ cookies sealed on ``AuditSession``; every chunk, on any worker, builds its
 start page no longer shows the login's success pattern, renews the session once for the whole audit; a
 second expiry, or a login that fails, ends the audit as ``login_failed`` with
 what was crawled kept. The login page and the cookies stay on the audit's origin.
+
+A cookie the site's own pages set or renew on the way (a sliding session's new
+ticket) joins the session, as in a browser (``Credentials.renewed_by``), and is
+stored for the audit's other chunks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
+
+import httpx
 
 from crawler.charset import decode_text
 from crawler.credentials import Credentials, LoginForm, login_page_problem
@@ -28,6 +35,10 @@ MAX_LOGINS = 2
 # a login walks at most MAX_HOPS redirects, each within the fetch's own deadline.
 LOGIN_WAIT = 120.0
 LOGIN_POLL = 0.25
+# A chunk stores the cookies its pages renewed at most this often (and when it ends): a site
+# that sets a new cookie on every page costs no write a page, and the other chunks still get
+# a sliding session's ticket long before the one they hold runs out.
+REFRESH_STORE_SECONDS = 5.0
 
 
 class SessionLost(Exception):
@@ -116,6 +127,14 @@ def store_login(audit: Audit, cookies: dict[str, str]) -> None:
     AuditSession.objects.filter(audit=audit).update(cookies=seal(json.dumps(cookies)))
 
 
+def store_refreshed(audit: Audit, cookies: dict[str, str]) -> None:
+    """Cookies the crawled pages renewed, for the audit's other chunks. Never while a renewal is
+    claimed (no cookies stored yet): the chunks waiting on it would take these for its login's."""
+    sealed = seal(json.dumps(cookies))
+    if not AuditSession.objects.filter(audit=audit).exclude(cookies="").update(cookies=sealed):
+        AuditSession.objects.get_or_create(audit=audit, defaults={"cookies": sealed})
+
+
 def session_state(audit: Audit) -> tuple[dict[str, str], int, bool]:
     """The session's stored cookies, the logins the audit has made, and whether a chunk is logging in
     again now (it claimed a login and has stored no cookies yet)."""
@@ -123,6 +142,16 @@ def session_state(audit: Audit) -> tuple[dict[str, str], int, bool]:
     if row is None:
         return {}, 0, False
     return _cookies(audit), row.logins, row.logins > 0 and not row.cookies
+
+
+def renewed_by_answer(credentials: Credentials | None, result) -> Credentials | None:
+    """``credentials`` with the cookies a fetch's last answer set (``Credentials.renewed_by``)."""
+    if credentials is None or not result.set_cookies or not result.final_url:
+        return credentials
+    try:
+        return credentials.renewed_by(httpx.URL(result.final_url), result.set_cookies)
+    except httpx.InvalidURL:
+        return credentials
 
 
 def start_login(credentials: Credentials | None) -> Credentials | None:
@@ -173,22 +202,51 @@ class SessionKeeper:
         self.audit, self.login, self.fetcher, self.db = audit, login, fetcher, db
         self.followers = tuple(followers)
         self._lock = asyncio.Lock()
+        self._renewals = 0  # sessions this chunk took after an expiry; renewed cookies are not one
+        self._stored = self._session()  # the session as the audit's row holds it, as far as this chunk knows
+        self._stored_at = time.monotonic()
 
     async def fetch(self, make):
         """``await make()`` (a page or resource outcome), again after a renewal if it met the login page."""
-        sent_with = self.fetcher.credentials
+        renewals = self._renewals
         outcome = await make()
         if self.login is None or not is_login_redirect(outcome.result, self.login.url):
+            await self._take_cookies(outcome.result)
             return outcome
         async with self._lock:
-            if self.fetcher.credentials is sent_with:  # nobody renewed it meanwhile
+            if self._renewals == renewals:  # nobody renewed it meanwhile
                 if await self._session_holds():
                     return outcome
                 await self._renew()
         outcome = await make()
         if is_login_redirect(outcome.result, self.login.url) and not await self._session_holds():
             raise SessionLost(f"{outcome.url} still sends the crawler to the login page after logging in again.")
+        await self._take_cookies(outcome.result)
         return outcome
+
+    async def store(self) -> None:
+        """Store the cookies the site renewed since the last store, for the audit's next chunks."""
+        session = self._session()
+        if session != self._stored and not self._lock.locked():
+            self._stored, self._stored_at = session, time.monotonic()
+            await self.db(store_refreshed, self.audit, session)
+
+    async def _take_cookies(self, result) -> None:
+        """The cookies an answer that did not land on the login page set (``Credentials.renewed_by``): the
+        chunk's requests and its browser carry them on, and they are stored now and then. Not while a
+        renewal is made, whose login walks with cookies of its own; nor from the login page, whose
+        cookies (a new anonymous session) belong to no one logged in."""
+        credentials = self.fetcher.credentials
+        if self._lock.locked():
+            return
+        renewed = renewed_by_answer(credentials, result)
+        if renewed is not credentials:
+            self._set(renewed)
+            if time.monotonic() - self._stored_at >= REFRESH_STORE_SECONDS:
+                await self.store()
+
+    def _session(self) -> dict[str, str]:
+        return dict(self.fetcher.credentials.session) if self.fetcher.credentials is not None else {}
 
     async def _session_holds(self) -> bool:
         """Whether the start page, fetched with the session, shows the login's success pattern.
@@ -210,8 +268,12 @@ class SessionKeeper:
         sent = dict(self.fetcher.credentials.session) if self.fetcher.credentials is not None else {}
         stored, logins, renewing = await self.db(session_state, self.audit)
         if stored and stored != sent:
-            self._use(stored)  # chunks side by side: another one logged in again already
-            return
+            # Chunks side by side: another one logged in again already, or its pages renewed the
+            # cookies. Those of a renewal may have run out by now too; then a login it is.
+            self._use(stored)
+            if not self.login.success.strip() or await self._session_holds():
+                return
+            sent = stored
         if renewing:
             self._use(await self._cookies_of_other_login(sent))  # and another is logging in now
             return
@@ -244,6 +306,12 @@ class SessionKeeper:
         return await self._log_in()
 
     def _use(self, cookies: dict[str, str]) -> None:
-        self.fetcher.credentials = logged_in(start_login(self.fetcher.credentials), self.login, cookies)
+        """Crawl on with a renewed session (another login's cookies)."""
+        self._renewals += 1
+        self._stored = cookies  # stored by the login that made them
+        self._set(logged_in(start_login(self.fetcher.credentials), self.login, cookies))
+
+    def _set(self, credentials: Credentials) -> None:
+        self.fetcher.credentials = credentials
         for follower in self.followers:
-            follower.credentials = self.fetcher.credentials
+            follower.credentials = credentials

@@ -59,6 +59,7 @@ from .session import (
     moved_problem,
     open_session,
     record_start_login,
+    renewed_by_answer,
     start_login,
 )
 from .setup import CrawlSetup, crawl_patterns, crawl_setup, site_access
@@ -256,8 +257,12 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: floa
                              f"{budget:.0f} s to answer, the start step's share of the task time limit (Q_TIMEOUT).")
         if isinstance(found, StartOutcome):
             return found
-        return await _read_site(start_url, setup, fetcher, *found, ends,
-                                whole_site=audit.mode != Audit.Mode.VALIDATE)
+        outcome = await _read_site(start_url, setup, fetcher, *found, ends,
+                                   whole_site=audit.mode != Audit.Mode.VALIDATE)
+        if outcome.cookies is not None and fetcher.credentials is not None:
+            # The session as the start's own fetches left it: a sliding session renewed its ticket on them.
+            outcome = dataclasses.replace(outcome, cookies=dict(fetcher.credentials.session))
+        return outcome
 
 
 async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: Fetcher,
@@ -291,6 +296,7 @@ async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: 
     if setup.login is not None and is_login_redirect(first, setup.login.url):
         return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED,
                             error_detail=f"{start_url} still sends the crawler to the login page after logging in.")
+    fetcher.credentials = renewed_by_answer(fetcher.credentials, first)
     if first.error is not None and first.status is None:
         code = {
             FetchError.SSRF_BLOCKED: Audit.ErrorCode.SSRF_BLOCKED,

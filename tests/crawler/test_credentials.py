@@ -5,6 +5,7 @@ import base64
 import httpx
 import pytest
 
+from crawler.cookies import MAX_COOKIES
 from crawler.credentials import (
     LOGOUT_DEFAULT,
     Credentials,
@@ -64,6 +65,33 @@ def test_a_logins_cookies_join_the_cookie_header_a_person_set():
     renewed = c.with_cookies({"sessionid": "def456"})
     assert dict(renewed.headers)[b"Cookie"] == b"theme=dark; sessionid=def456"
 
+
+
+def test_cookies_the_origin_sets_join_the_session_and_other_hosts_set_none():
+    c = creds(headers=["Cookie: theme=dark"]).with_cookies({"sessionid": "old"})
+    home = httpx.URL("https://staging.example.com/account/")
+    renewed = c.renewed_by(home, ["sessionid=new; HttpOnly; Path=/", "seen=1; Max-Age=600"])
+    assert dict(renewed.for_url(home))[b"Cookie"] == b"theme=dark; sessionid=new; seen=1"
+    for elsewhere in ("https://www.example.com/", "http://staging.example.com/"):
+        assert c.renewed_by(httpx.URL(elsewhere), ["sessionid=evil"]) is c, elsewhere
+    assert c.renewed_by(home, ["sessionid=old; Path=/"]) is c, "nothing new: the same credentials"
+
+
+def test_a_cookie_the_site_deletes_is_still_sent():
+    # The session may live on at the server; a dead one leads to the login page, which the crawl checks for.
+    c = creds(headers=["X-Token: abc"]).with_cookies({"sessionid": "abc"})
+    home = httpx.URL("https://staging.example.com/")
+    for deleting in ("sessionid=; Path=/", "sessionid=abc; Max-Age=0", "sessionid=x; Expires=Thu, 01 Jan 1970 00:00:00 GMT"):
+        assert c.renewed_by(home, [deleting]).session == (("sessionid", "abc"),), deleting
+
+
+def test_a_site_setting_a_new_cookie_on_every_page_fills_the_jar_only_to_its_cap():
+    c = creds(headers=["X-Token: abc"])
+    home = httpx.URL("https://staging.example.com/")
+    for n in range(80):
+        c = c.renewed_by(home, [f"visit{n}=1"])
+    assert len(c.session) == MAX_COOKIES
+    assert dict(c.renewed_by(home, ["visit0=2"]).session)["visit0"] == "2", "a kept cookie still takes new values"
 
 LOGIN_PAGE = b"""<html><body>
 <form action="/search"><input name="q"></form>

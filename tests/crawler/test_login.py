@@ -7,9 +7,10 @@ import asyncio
 import httpx
 import pytest
 
+from crawler.cookies import read_cookies
 from crawler.credentials import Credentials, LoginForm
 from crawler.fetch import Fetcher, FetchPolicy
-from crawler.login import LoginFailed, is_login_redirect, log_in, read_cookies
+from crawler.login import LoginFailed, is_login_redirect, log_in
 from crawler.net import AddressGuard
 from crawler.types import FetchResult, Hop
 from tests.crawler.hostile_server import HostileServer

@@ -1,0 +1,135 @@
+"""Cookies a private site's own pages set during the crawl: a sliding session's renewed ticket
+keeps the crawl logged in, across chunks, and a page deleting the session is not followed."""
+
+from __future__ import annotations
+
+import pytest
+from werkzeug.wrappers import Response
+
+from audits.crawl.session import (
+    claim_login,
+    record_start_login,
+    session_state,
+    store_login,
+    store_refreshed,
+)
+from audits.inline import run_audit_inline
+from audits.models import Audit, ChunkLease, Page, SiteAccess
+from tests.factories import make_audit
+from tests.login_site import PASSWORD, USER, LoginSite, page
+
+pytestmark = pytest.mark.django_db
+
+
+def audit_of(owner, site: LoginSite, **fields) -> Audit:
+    fields = {"max_pages": 40, "max_depth": 3, "concurrency": 1, **fields}
+    audit = make_audit(owner, start_url=site.url("/"), allow_private=True, **fields)
+    access = SiteAccess(site=audit.site)
+    access.set_login(site.url("/login/"), {"username": USER}, {"password": PASSWORD}, r"Members")
+    access.save()
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    return audit
+
+
+def crawled(audit: Audit, site: LoginSite) -> set[str]:
+    return set(Page.objects.filter(audit=audit, kind=Page.Kind.PAGE, status_code=200).values_list("url", flat=True))
+
+
+class ChainSite(LoginSite):
+    """Each page links to the next only: every page is a click deeper, so each takes a chunk of its own."""
+
+    def _page(self, path: str) -> Response:
+        if path not in ("/", *self.paths()):
+            return super()._page(path)
+        number = int(path.strip("/").split("/")[-1]) + 1 if path != "/" else 0
+        return Response(page(f"Members {path}", self.paths()[number:number + 1]), content_type="text/html")
+
+
+def test_a_sliding_session_renewed_by_the_pages_lasts_a_crawl_many_times_its_length(owner, fast_settings):
+    # Each ticket opens three pages; 24 pages outlast it eight times over.
+    with LoginSite(pages=24, session_uses=3, sliding=True) as site:
+        audit = audit_of(owner, site)
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        assert {site.url(p) for p in site.paths()} <= crawled(audit, site)
+        assert site.logins == 1
+
+
+def test_a_sliding_session_renewed_in_one_chunk_goes_on_in_the_next(owner, fast_settings):
+    with ChainSite(pages=8, session_uses=3, sliding=True) as site:
+        audit = audit_of(owner, site, max_depth=20)
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        assert {site.url(p) for p in site.paths()} <= crawled(audit, site)
+        assert ChunkLease.objects.filter(audit=audit, url_count__gt=0).count() >= 8
+        assert site.logins == 1
+
+
+def test_a_sliding_session_holds_with_four_requests_in_flight(owner, fast_settings):
+    with LoginSite(pages=30, session_uses=8, sliding=True) as site:
+        audit = audit_of(owner, site, concurrency=4, max_pages=60)
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        assert {site.url(p) for p in site.paths()} <= crawled(audit, site)
+        assert site.logins == 1
+
+
+class ForgetfulPageSite(LoginSite):
+    """One page tells the browser to drop the session cookie, though the session lives on at the server."""
+
+    def _page(self, path: str) -> Response:
+        response = super()._page(path)
+        if path == self.paths()[1]:
+            response.delete_cookie("sessionid")
+        return response
+
+
+def test_a_page_deleting_the_session_cookie_does_not_end_the_crawl_session(owner, fast_settings):
+    with ForgetfulPageSite(pages=8) as site:
+        audit = audit_of(owner, site)
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        assert {site.url(p) for p in site.paths()} <= crawled(audit, site)
+        assert site.logins == 1
+
+
+def test_renewed_cookies_wait_while_another_chunk_logs_in_again(owner):
+    # A claimed renewal stores no cookies until its login does: the chunks waiting on it must not
+    # take a page's renewed ticket of the expired session for the new login's.
+    audit = make_audit(owner)
+    record_start_login(audit, {"sessionid": "first"})
+    assert claim_login(audit, session_state(audit)[1])
+    store_refreshed(audit, {"sessionid": "renewed-by-a-page"})
+    assert session_state(audit)[0] == {} and session_state(audit)[2], "still waiting for the login"
+    store_login(audit, {"sessionid": "new-login"})
+    store_refreshed(audit, {"sessionid": "renewed-after"})
+    assert session_state(audit)[0] == {"sessionid": "renewed-after"}
+
+
+class AnonymousSessionSite(LoginSite):
+    """One members' page sends every member to the login page, whose every visit opens a new anonymous
+    session (PHP's session_start does), and every page renews the ticket."""
+
+    def handle(self, request):
+        if request.path == "/staff-only/" and request.cookies.get("sessionid") in self.sessions:
+            self.log.append((request.method, request.path, dict(request.headers)))
+            return Response("", status=302, headers={"Location": "/login/?next=/staff-only/"})
+        return super().handle(request)
+
+    def _page(self, path: str) -> Response:
+        if path in ("/", *self.paths()):
+            return Response(page(f"Members {path}", [*self.paths(), "/staff-only/"]), content_type="text/html")
+        return super()._page(path)
+
+    def _login(self, request):
+        response = super()._login(request)
+        if request.method == "GET":
+            response.set_cookie("sessionid", "anonymous")
+        return response
+
+
+def test_the_login_pages_anonymous_session_never_replaces_the_members_session(owner, fast_settings):
+    with AnonymousSessionSite(pages=12, session_uses=40, sliding=True) as site:
+        audit = audit_of(owner, site, concurrency=2)
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        assert {site.url(p) for p in site.paths()} <= crawled(audit, site)
+        assert site.logins == 1
+        member_requests = [headers.get("Cookie", "") for _, path, headers in site.log if path.startswith("/account/")]
+        assert member_requests and not any("sessionid=anonymous" in cookie for cookie in member_requests)
