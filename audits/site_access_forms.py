@@ -26,6 +26,9 @@ class WriteOnlyTextarea(forms.Textarea):
 
 
 UNREADABLE = "Stored, but unreadable since the key changed: set it again (or remove it)."
+RETYPE = "Nothing was saved, and secrets are never shown again, not even this one: type it again."
+# The fields a login is made of besides its page's address.
+LOGIN_PARTS = ("login_user_field", "login_user", "login_password_field", "login_password", "login_success")
 
 
 class SiteAccessForm(forms.Form):
@@ -126,6 +129,17 @@ class SiteAccessForm(forms.Form):
                     self.add_error(field, forms.ValidationError("Needed for a login.", code="required"))
             if not data.get("login_password") and not self.stored_secrets:
                 self.add_error("login_password", forms.ValidationError("Needed for a login.", code="required"))
+        elif not data.get("clear_login") and any(data.get(name) for name in LOGIN_PARTS) and "login_url" not in self.errors:
+            self.add_error("login_url", forms.ValidationError(
+                "A login needs its page's address; to keep no login, leave the login fields empty.", code="required"))
+        if data.get("basic_user") and not data.get("basic_password") and not self.access.has_basic:
+            self.add_error("basic_password", forms.ValidationError("Needed for basic auth.", code="required"))
+        if self.errors:
+            # Secrets are never rendered back, not even the ones just posted: say so where one was typed,
+            # or an empty box on the next save would keep the stored value and drop the typed one unseen.
+            for name in ("basic_password", "headers", "login_password"):
+                if self.data.get(self.add_prefix(name), "").strip() and name not in self.errors:
+                    self.add_error(name, forms.ValidationError(RETYPE, code="retype"))
         return data
 
     def save(self) -> SiteAccess:

@@ -170,3 +170,29 @@ def test_login_fields_the_screen_does_not_show_survive_a_save_from_it(owner_clie
     assert response.status_code == 302
     fields = dict(SiteAccess.objects.get(site=site).login_form().fields)
     assert fields == {"username": "ann", "tenant": "globex", "password": PASSWORD, "otp_seed": "seed-1"}
+
+
+def test_a_rejected_save_asks_again_for_every_secret_typed_since_none_is_shown_back(owner_client, site):
+    response = save(owner_client, site, basic_user="ann", basic_password=PASSWORD, headers=f"X-Api-Key: {TOKEN}",
+                    **login_fields(login_password=PASSWORD, login_success="(unclosed"))
+    assert response.status_code == 400
+    errors = response.context["form"].errors
+    for name in ("basic_password", "headers", "login_password"):
+        assert "type it again" in " ".join(errors[name]), name
+    assert not SiteAccess.objects.filter(site=site).exists()
+
+
+def test_login_fields_without_the_login_pages_address_are_refused_not_dropped(owner_client, site):
+    response = save(owner_client, site, login_user_field="username", login_user="ann",
+                    login_password_field="password", login_password=PASSWORD)
+    assert response.status_code == 400
+    assert "needs its page's address" in " ".join(response.context["form"].errors["login_url"])
+    assert not SiteAccess.objects.filter(site=site).exists()
+
+
+def test_a_new_basic_auth_user_needs_a_password_and_a_stored_one_is_kept(owner_client, site):
+    response = save(owner_client, site, basic_user="ann")
+    assert response.status_code == 400 and "Needed for basic auth." in response.context["form"].errors["basic_password"]
+    assert save(owner_client, site, basic_user="ann", basic_password=PASSWORD).status_code == 302
+    assert save(owner_client, site, basic_user="bob").status_code == 302  # the stored password goes with the new name
+    assert SiteAccess.objects.get(site=site).basic_user == "bob"
