@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from croniter import CroniterBadDateError, croniter
 from django import forms
 from django.conf import settings
+from django.db import IntegrityError, transaction
 
 from crawler.errors import DnsFailure, UnsafeAddress
 from crawler.net import AddressGuard
@@ -368,6 +369,9 @@ def _in_range(value: int, low: int, high: int) -> int:
     return value
 
 
+DUPLICATE_RULE = "The site already has this rule."
+
+
 class IgnoreRuleForm(forms.ModelForm):
     """A site's ignore rule: an issue type, and an RE2 pattern checked as strictly as crawl patterns."""
 
@@ -406,5 +410,15 @@ class IgnoreRuleForm(forms.ModelForm):
         site_id = self.instance.site_id
         same = IgnoreRule.objects.filter(site_id=site_id, code=data.get("code"), pattern=data.get("pattern", ""))
         if site_id and same.exclude(pk=self.instance.pk).exists():
-            raise forms.ValidationError("The site already has this rule.", code="duplicate")
+            raise forms.ValidationError(DUPLICATE_RULE, code="duplicate")
         return data
+
+    def save_new(self) -> IgnoreRule | None:
+        """Save the rule; None, with the duplicate error on the form, when the same rule was saved since
+        clean() looked (a double click sends two posts that both pass it)."""
+        try:
+            with transaction.atomic():
+                return self.save()
+        except IntegrityError:
+            self.add_error(None, forms.ValidationError(DUPLICATE_RULE, code="duplicate"))
+            return None

@@ -193,9 +193,8 @@ def site_rule_add(request, site):
     audit at its finalize (audits.diff)."""
     form = IgnoreRuleForm(request.POST, instance=IgnoreRule(site=site, created_by=request.user),
                           found=_latest_codes(site))
-    if not form.is_valid():
+    if not form.is_valid() or (rule := form.save_new()) is None:
         return render(request, "audits/site_detail.html", _site_context(request, site, rule_form=form), status=400)
-    rule = form.save()
     applied = rule.apply_now()
     changed = sum(applied.values())
     where = f" in audit{'s' if len(applied) > 1 else ''} {' and '.join(map(str, applied))}" if applied else ""

@@ -93,9 +93,8 @@ def issue_ignore_rule(request, audit):
     if "list_query" in request.POST:
         request = copy.copy(request)
         request.GET = QueryDict(request.POST["list_query"])
-    if not form.is_valid():
+    if not form.is_valid() or (rule := form.save_new()) is None:
         return list_page(request, audit, rule_form=form, status=400)
-    rule = form.save()
     applied = rule.apply_now(also=audit)
     changed = applied[audit.pk]
     others = sum(applied.values()) - changed

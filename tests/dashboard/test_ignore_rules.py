@@ -6,6 +6,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from audits.finalize import run_finalize
+from audits.forms import IgnoreRuleForm
 from audits.models import Audit, IgnoreRule, Issue
 from tests.factories import SITE, make_finished_audit, make_issue, make_page
 
@@ -80,6 +81,26 @@ def test_a_pattern_the_crawl_engine_cannot_run_is_refused_next_to_the_field(owne
 def test_the_same_rule_twice_is_refused(owner_client, audit):
     add_rule(owner_client, audit.site, "title_length", "/about")
     response = add_rule(owner_client, audit.site, "title_length", "/about")
+    assert response.status_code == 400 and "The site already has this rule." in response.content.decode()
+    assert IgnoreRule.objects.count() == 1
+
+
+@pytest.mark.parametrize("where", ["site", "issues"])
+def test_a_double_click_saving_the_same_rule_twice_at_once_is_refused_not_a_server_error(
+        owner_client, audit, monkeypatch, where):
+    clean = IgnoreRuleForm.clean
+
+    def clean_while_the_other_click_saves(form):
+        data = clean(form)
+        IgnoreRule.objects.get_or_create(site=audit.site, code="title_length", pattern="/about")
+        return data
+
+    monkeypatch.setattr(IgnoreRuleForm, "clean", clean_while_the_other_click_saves)
+    if where == "site":
+        response = add_rule(owner_client, audit.site, "title_length", "/about")
+    else:
+        response = owner_client.post(reverse("issue-ignore-rule", args=[audit.pk]),
+                                     {"code": "title_length", "pattern": "/about"})
     assert response.status_code == 400 and "The site already has this rule." in response.content.decode()
     assert IgnoreRule.objects.count() == 1
 
