@@ -186,7 +186,9 @@ ISSUE_FACTS = ["audit", "page", "code", "severity", "message", "url", "url_hash"
 @admin.register(Issue)
 class IssueAdmin(admin.ModelAdmin):
     list_display = ["code", "severity", "url", "target_url", "audit", "review", "change"]
-    list_filter = ["severity", "code", "review", "change", "audit"]
+    # No filter by audit: its sidebar would list every audit on each load. An audit's issues
+    # are a click away on its own page, and ?audit__id__exact=N still filters here.
+    list_filter = ["severity", "code", "review", "change"]
     search_fields = ["url", "target_url", "message"]
     list_select_related = ["audit"]
     show_full_result_count = False
@@ -296,10 +298,19 @@ class SiteAdmin(PurgedDelete, admin.ModelAdmin):
 
     @admin.action(description="Resume the schedules of the selected sites")
     def resume_schedules(self, request, queryset):
+        resumed, over = 0, []
         for site in queryset:
+            # The owner's limit on scheduled sites holds here as on the site's own page.
+            if site.cadence and site.paused and schedules.scheduled_sites_left(site.owner, site) <= 0:
+                over.append(site.start_url)
+                continue
             site.resume()
             schedules.sync(site)
-        self.message_user(request, f"Resumed {queryset.count()} site(s).")
+            resumed += 1
+        self.message_user(request, f"Resumed {resumed} site(s).")
+        if over:
+            self.message_user(request, f"Not resumed, their owners schedule as many sites as allowed: "
+                                       f"{', '.join(over)}.", level=messages.WARNING)
 
 
 @admin.register(Notification)
@@ -308,6 +319,9 @@ class NotificationAdmin(admin.ModelAdmin):
     list_filter = ["event", "channel", "state"]
     raw_id_fields = ["audit"]
     readonly_fields = ["audit", "event", "channel", "state", "reason", "detail", "created_at"]
+
+    def has_add_permission(self, request):
+        return False  # a record of what was sent: only the notifier writes one
 
 
 # --- django-q2's admin, for superusers only ---------------------------------------

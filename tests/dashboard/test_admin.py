@@ -110,7 +110,7 @@ def test_a_site_scheduled_and_paused_in_the_admin_keeps_its_django_q_schedule_in
 
 def test_no_one_adds_audits_pages_or_issues_in_the_admin(superuser_client, owner):
     audit = make_finished_audit(owner)
-    for model in ("audit", "page", "issue"):
+    for model in ("audit", "page", "issue", "notification"):
         assert superuser_client.get(reverse(f"admin:audits_{model}_add")).status_code == 403
         changelist = superuser_client.get(reverse(f"admin:audits_{model}_changelist")).content.decode()
         assert reverse(f"admin:audits_{model}_add") not in changelist
@@ -198,3 +198,23 @@ def test_a_sites_start_url_owner_and_private_permission_are_read_only(superuser_
     assert saved.max_pages == 42
     # Nor is a site made here: its first audit makes it, past the new-audit form's checks.
     assert superuser_client.get(reverse("admin:audits_site_add")).status_code == 403
+
+
+def test_the_issue_changelist_lists_no_audit_in_its_sidebar_and_still_filters_by_one(superuser_client, owner):
+    audits = [make_finished_audit(owner) for _ in range(3)]
+    changelist = reverse("admin:audits_issue_changelist")
+    assert "audit__id__exact" not in superuser_client.get(changelist).content.decode()
+    one = superuser_client.get(changelist, {"audit__id__exact": audits[0].pk}).context["cl"]
+    assert {issue.audit_id for issue in one.result_list} == {audits[0].pk}
+
+
+def test_resuming_schedules_in_the_admin_holds_each_owners_limit_on_scheduled_sites(superuser_client, owner, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "MAX_SCHEDULED_SITES_PER_USER": 1}
+    sites = [make_finished_audit(owner, start_url=f"https://{name}.example/").site for name in ("one", "two")]
+    for site in sites:
+        Site.objects.filter(pk=site.pk).update(cadence="daily", paused=True)
+    response = superuser_client.post(reverse("admin:audits_site_changelist"),
+                                     {"action": "resume_schedules", "_selected_action": [s.pk for s in sites]},
+                                     follow=True)
+    assert Site.objects.filter(owner=owner).scheduled().count() == 1
+    assert "Not resumed" in response.content.decode()

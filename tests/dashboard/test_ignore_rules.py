@@ -231,3 +231,11 @@ def test_the_site_pages_rule_form_offers_the_latest_audits_issue_types_first(own
     assert refused.status_code == 400 and '<optgroup label="In the latest audit">' in refused.content.decode()
     # A type from the other group is as good as one from the first.
     assert add_rule(owner_client, audit.site, "h1_missing").status_code == 302
+
+
+def test_a_url_whose_folder_makes_too_long_a_pattern_offers_no_rule_rather_than_a_broken_one(owner_client, audit):
+    deep = f"{SITE}/" + "a.b/" * 130 + "page"
+    make_issue(audit, "title_length", deep, page=make_page(audit, deep, title="T"))
+    listing = owner_client.get(reverse("issue-list", args=[audit.pk]), {"code": "title_length"}).content.decode()
+    assert "a.b" in listing
+    assert "rule_pattern=%5Ehttps%3A%2F%2Fshop%5C.example%2Fa" not in listing
