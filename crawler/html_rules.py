@@ -54,6 +54,10 @@ LAZY_SRCSET_ATTRS = ("srcset", "data-srcset")
 HIDDEN_TEXT_TAGS = frozenset({"head", "script", "style", "noscript", "template", "title"})
 # <title> inside inline SVG or MathML is an accessible name, not the page title.
 FOREIGN_TAGS = frozenset({"svg", "math"})
+# What these hold a browser running scripts (and Google, which renders) never shows: an image,
+# heading, title or refresh inside is none of the page's (a tracking pixel's <img> has no alt,
+# a "please enable JavaScript" <h1> is no second heading). Its links are still followed.
+INERT_TAGS = frozenset({"noscript", "template"})
 HEADING_LEVELS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 HTML_SPACE = " \t\n\r\x0c"
 

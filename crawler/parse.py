@@ -34,6 +34,7 @@ from .html_rules import (
     HEADING_LEVELS,
     HIDDEN_TEXT_TAGS,
     HTML_SPACE,
+    INERT_TAGS,
     LANG_MAX,
     MAX_CANONICALS,
     MAX_DESCRIPTIONS,
@@ -86,6 +87,7 @@ class _Collector:
         self.hidden = 0  # open elements whose text is not visible body text
         self.in_head = 0
         self.foreign = 0
+        self.inert = 0  # open INERT_TAGS
         self.text: list[str] = []
         self.anchors: list[list | None] = []  # open <a>: their link record, or None
         # Open anchors' text groups, outermost first; only the last reads text.
@@ -233,6 +235,10 @@ class _Collector:
 
     def _img(self, tag, attrib) -> None:
         src = attrib.get("src")
+        if self.inert:
+            if src is not None:
+                self._add_ref(src, "img")
+            return
         alt = attrib.get("alt")
         if alt is not None:
             alt = clip(alt, ALT_MAX)
@@ -282,7 +288,8 @@ class _Collector:
             self.viewport = True
         equiv = attrib.get("http-equiv")
         if equiv is not None and self.meta_refresh is None and equiv.strip().lower() == "refresh":
-            self.meta_refresh = clip(attrib.get("content") or "", META_MAX)
+            if not (self.inert if element is None else has_ancestor(element, *INERT_TAGS)):
+                self.meta_refresh = clip(attrib.get("content") or "", META_MAX)
 
     def _in_head(self, element) -> bool:
         """Inside <head>: from the open-element count, or a tree element's ancestors."""
@@ -316,7 +323,7 @@ class _Collector:
 
     def _title(self, tag, attrib) -> None:
         self.hidden += 1
-        if self.foreign:
+        if self.foreign or self.inert:
             return
         self.title_count += 1
         if not self.in_head:
@@ -338,13 +345,25 @@ class _Collector:
     def _foreign_end(self, tag) -> None:
         self.foreign -= 1
 
+    def _inert_start(self, tag, attrib) -> None:
+        self.hidden += 1
+        self.inert += 1
+
+    def _inert_end(self, tag) -> None:
+        self.hidden -= 1
+        self.inert -= 1
+
     def _heading(self, tag, attrib) -> None:
+        if self.inert:
+            return
         if len(self.headings) < MAX_HEADINGS:
             self.headings.append(HEADING_LEVELS[tag])
         if tag == "h1":
             self.h1_open.append([False])
 
     def _h1_end(self, tag) -> None:
+        if self.inert:
+            return  # its start was passed over too
         if self.h1_open and self.h1_open.pop()[0]:
             self.h1_count += 1
 
@@ -447,7 +466,8 @@ _START = {
     "head": _Collector._head,
     "title": _Collector._title,
     **dict.fromkeys(RESOURCE_ATTRS.keys() - {"img"}, _Collector._resource),
-    **dict.fromkeys(HIDDEN_TEXT_TAGS - {"head", "title"}, _Collector._hide),
+    **dict.fromkeys(HIDDEN_TEXT_TAGS - {"head", "title"} - INERT_TAGS, _Collector._hide),
+    **dict.fromkeys(INERT_TAGS, _Collector._inert_start),
     **dict.fromkeys(FOREIGN_TAGS, _Collector._foreign),
     **dict.fromkeys(HEADING_LEVELS, _Collector._heading),
 }
@@ -474,7 +494,8 @@ _END = {
     "head": _Collector._head_end,
     "title": _Collector._title_end,
     "h1": _Collector._h1_end,
-    **dict.fromkeys(HIDDEN_TEXT_TAGS - {"head", "title"}, _Collector._hide_end),
+    **dict.fromkeys(HIDDEN_TEXT_TAGS - {"head", "title"} - INERT_TAGS, _Collector._hide_end),
+    **dict.fromkeys(INERT_TAGS, _Collector._inert_end),
     **dict.fromkeys(FOREIGN_TAGS, _Collector._foreign_end),
     "script": _script_end,
 }
@@ -508,6 +529,8 @@ def _walk(c: _Collector, tops: list) -> None:
 
 def _walk_top(c: _Collector, top) -> None:
     refs = c.refs
+    # Most pages hold no INERT_TAGS: then no element needs its ancestors looked at.
+    inert = next(top.iter(*INERT_TAGS), None) is not None
     for el in top.iter(_WANTED):
         tag = el.tag
         if tag == "a":
@@ -521,8 +544,9 @@ def _walk_top(c: _Collector, top) -> None:
                     c.refs_over += 1
         elif tag == "img":
             src = el.get("src")
-            alt = el.get("alt")
-            c.images.append((image_url(src, el) or "", None if alt is None else clip(alt, ALT_MAX)))
+            if not (inert and has_ancestor(el, *INERT_TAGS)):
+                alt = el.get("alt")
+                c.images.append((image_url(src, el) or "", None if alt is None else clip(alt, ALT_MAX)))
             if src is not None:
                 c._add_ref(src, "img")
         elif tag in RESOURCE_ATTRS:
@@ -534,12 +558,14 @@ def _walk_top(c: _Collector, top) -> None:
         elif tag == "meta":
             c._meta(tag, el.attrib, el)
         elif tag in HEADING_LEVELS:
+            if inert and has_ancestor(el, *INERT_TAGS):
+                continue
             if len(c.headings) < MAX_HEADINGS:
                 c.headings.append(HEADING_LEVELS[tag])
             if tag == "h1" and ((el.text or "").strip() or _STRING(el).strip() or has_image_alt(el)):
                 c.h1_count += 1
         elif tag == "title":
-            if has_ancestor(el, *FOREIGN_TAGS):
+            if has_ancestor(el, *FOREIGN_TAGS) or inert and has_ancestor(el, *INERT_TAGS):
                 continue
             c.title_count += 1
             if not has_ancestor(el, "head"):

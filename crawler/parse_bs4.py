@@ -24,6 +24,7 @@ from .html_rules import (
     FOREIGN_TAGS,
     HEADING_LEVELS,
     HIDDEN_TEXT_TAGS,
+    INERT_TAGS,
     LANG_MAX,
     MAX_CANONICALS,
     MAX_DESCRIPTIONS,
@@ -88,6 +89,10 @@ def _in_foreign(tag: Tag) -> bool:
     return any(parent.name in FOREIGN_TAGS for parent in tag.parents)
 
 
+def _inert(tag: Tag) -> bool:
+    return any(parent.name in INERT_TAGS for parent in tag.parents)
+
+
 def _meta_name(tag: Tag) -> str:
     return (tag.get("name") or "").strip().lower()
 
@@ -142,7 +147,7 @@ def parse_html_bs4(
 
     images: list[Image] = []
     for img in soup.find_all("img"):
-        if len(images) >= MAX_IMAGES:
+        if len(images) >= MAX_IMAGES or _inert(img):
             continue
         shown = image_url(img.get("src"), img) or ""
         target = image_name(shown, resolve(shown) if shown else None)
@@ -150,14 +155,14 @@ def parse_html_bs4(
         if Image(target, alt) not in images:
             images.append(Image(target, alt))
 
-    titles = [t for t in soup.find_all("title") if not _in_foreign(t)]
+    titles = [t for t in soup.find_all("title") if not _in_foreign(t) and not _inert(t)]
     metas = soup.find_all("meta")
     descriptions = [m for m in metas if _meta_name(m) == "description"]
     robots_metas = [m for m in metas if _meta_name(m) in ("robots", "googlebot")]
     robots: set[str] = set()
     for meta in robots_metas:
         robots |= robots_directives(meta.get("content"))
-    refreshes = [m for m in metas if (m.get("http-equiv") or "").strip().lower() == "refresh"]
+    refreshes = [m for m in metas if (m.get("http-equiv") or "").strip().lower() == "refresh" and not _inert(m)]
 
     link_tags = soup.find_all("link")
     canonicals = [
@@ -196,8 +201,8 @@ def parse_html_bs4(
         ],
         robots=frozenset(robots),
         canonicals=tuple(canonicals[:MAX_CANONICALS]),
-        h1_count=sum(1 for h in soup.find_all("h1") if _text(h).strip() or _image_alt(h)),
-        headings=tuple(HEADING_LEVELS[h.name] for h in soup.find_all(list(HEADING_LEVELS)))[
+        h1_count=sum(1 for h in soup.find_all("h1") if not _inert(h) and (_text(h).strip() or _image_alt(h))),
+        headings=tuple(HEADING_LEVELS[h.name] for h in soup.find_all(list(HEADING_LEVELS)) if not _inert(h))[
             :MAX_HEADINGS
         ],
         links=tuple(links),
