@@ -143,6 +143,10 @@ def robots_from_result(result: FetchResult) -> Robots:
             f"robots.txt was not reached within {MAX_REDIRECTS} redirects ({why}); "
             "treated as absent, so every URL is allowed (RFC 9309 section 2.3.1.2)",
         )
+    if status is not None and 400 <= status < 500 and status != 429:
+        # The answer said "no file": a body that then broke off or dripped past the deadline
+        # is an error page's, and none of its bytes could have been rules (RFC 9309 2.3.1.3).
+        return Robots("missing", status, "", _describe("missing", status))
     truncated = result.error in _TRUNCATED and bool(result.body)
     if result.error is not None and not truncated:
         why = result.error_detail or result.error.label

@@ -18,6 +18,7 @@ import pytest
 
 from crawler.robots import MAX_ROBOTS_BYTES, Robots, decode_robots, robots_from_result
 from crawler.types import FetchError, FetchResult, Hop
+from tests.crawler.hostile_server import HostileServer, head_bytes, send
 
 UA = "SitewardBot/0.1 (+self-hosted site audit)"
 ROBOTS_URL = "https://example.com/robots.txt"
@@ -175,6 +176,15 @@ def test_a_4xx_robots_txt_allows_everything(status):
     assert robots.status == "missing"
     assert robots.body == ""
     assert allowed(robots, "/")
+    assert allowed(robots, "/private")
+
+
+@pytest.mark.parametrize("error", [FetchError.INCOMPLETE_BODY, FetchError.DEADLINE_EXCEEDED, FetchError.READ_TIMEOUT,
+                                   FetchError.PROTOCOL_ERROR, FetchError.DECOMPRESSION_LIMIT])
+def test_a_4xx_robots_txt_whose_error_page_then_breaks_still_allows_everything(error):
+    robots = robots_from_result(FetchResult(url=ROBOTS_URL, final_url=ROBOTS_URL, status=404, error=error,
+                                            error_detail="the body broke off"))
+    assert (robots.status, robots.http_status) == ("missing", 404)
     assert allowed(robots, "/private")
 
 
@@ -516,3 +526,16 @@ def test_a_robots_txt_answered_in_a_compression_we_cannot_read_crawls_nothing():
     robots = robots_from_result(fetched(body=None, error_detail="Content-Encoding br was not requested"))
     assert robots.status == "unavailable" and "br was not requested" in robots.detail
     assert not allowed(robots, "/")
+
+
+def test_loopback_404_robots_whose_body_breaks_off_allows_everything():
+    with HostileServer() as server:
+        async def broken_404(request, reader, writer, srv):
+            head = head_bytes(404, {"Content-Type": "text/html", "Content-Length": "5000", "Connection": "close"})
+            await send(writer, srv, request.path, head + b"<html>Not found" + b" " * 85)
+            writer.close()
+
+        server.route("/robots.txt", broken_404)
+        robots = load(server.origin)
+        assert (robots.status, robots.http_status) == ("missing", 404)
+        assert robots.allowed(server.origin + "/private", UA)
