@@ -44,17 +44,23 @@ def sheets(audit: Audit) -> list[tuple[str, list[str], Iterable[Iterable]]]:
     ]
 
 
-def cell(value):
-    """One cell: formula-like text neutralised exactly as in the CSVs, and text Excel can hold.
+def cell(value, as_text=None):
+    """One cell: text Excel can hold, and never a formula.
 
     XML 1.0 forbids most control characters (openpyxl raises on them), so they
     go first: a title "\\x01=cmd()" must not become "=cmd()" after the check.
+    openpyxl takes a string opening with "=" for a formula, so ``as_text`` (a
+    cell typed as text) holds it; every other string is text already. Nothing
+    gets the CSVs' leading apostrophe, which a workbook would show as written
+    ("'-50% sale").
     """
-    if isinstance(value, str):
-        value = ILLEGAL_CHARACTERS_RE.sub("", value)
-    value = exports.neutralise(value)
-    if isinstance(value, str) and len(value) > EXCEL_MAX_CELL:
+    if not isinstance(value, str):
+        return exports.neutralise(value)  # None as empty, booleans 0/1
+    value = ILLEGAL_CHARACTERS_RE.sub("", value)
+    if len(value) > EXCEL_MAX_CELL:
         value = value[: EXCEL_MAX_CELL - 1] + "…"
+    if value.startswith("=") and as_text is not None:
+        return as_text(value)
     return value
 
 
@@ -68,10 +74,17 @@ def write_workbook(audit: Audit, target, *, max_rows: int = WORKBOOK_MAX_ROWS) -
     # Imported here: openpyxl adds about 6 MB to every process that loads the URLs
     # (web, workers, the audit command), and only a workbook download needs it.
     from openpyxl import Workbook
+    from openpyxl.cell import WriteOnlyCell
 
     workbook = Workbook(write_only=True)
     for title, header, rows in sheets(audit):
         sheet = workbook.create_sheet(title)
+
+        def text(value, sheet=sheet):
+            written = WriteOnlyCell(sheet, value=value)
+            written.data_type = "s"  # an inline string: shown as typed, never evaluated
+            return written
+
         sheet.append(header)
         rows = iter(rows)
         room = max_rows - 2  # the header, and the note should one be needed
@@ -79,12 +92,12 @@ def write_workbook(audit: Audit, target, *, max_rows: int = WORKBOOK_MAX_ROWS) -
             if written == room:
                 after = next(rows, None)
                 if after is None:  # the last row: it fits where the note would go
-                    sheet.append([cell(value) for value in row])
+                    sheet.append([cell(value, text) for value in row])
                 else:
                     sheet.append([f"Only the first {room:,} rows are in this workbook; "
                                   f"the CSV download of this table has them all."])
                 break
-            sheet.append([cell(value) for value in row])
+            sheet.append([cell(value, text) for value in row])
     workbook.save(target)
 
 
