@@ -71,12 +71,20 @@ def issue_review(request, audit):
             return HttpResponseBadRequest("Not an issue id.")
         if len(chosen) > MAX_CHOSEN:
             return HttpResponseBadRequest(f"At most {MAX_CHOSEN} issues at once; use “all matching”.")
+        if not chosen:
+            return _answer(request, audit, "Nothing chosen: tick the issues to mark, or all issues matching "
+                                           "this filter.", changed=False)
         # Ids of another audit's issues select nothing: set_review narrows to this audit.
         # Ids no row can have select nothing too; past 64 bits the database driver would raise.
         issues = Issue.objects.filter(pk__in=[pk for pk in chosen if 0 < pk <= MAX_ID])
     changed = audit.set_review(issues, mark)
     result = (f"Marked {changed} issue{'s' if changed != 1 else ''} {MARKED[mark]}." if changed
               else "Nothing changed: no chosen issue that was not already marked so.")
+    return _answer(request, audit, result, changed=bool(changed))
+
+
+def _answer(request, audit, result: str, *, changed: bool):
+    """The table with ``result`` above it (htmx), or the list again with it as a message."""
     if request.htmx:
         return _table(request, audit, result)
     (messages.success if changed else messages.info)(request, result)

@@ -115,6 +115,16 @@ def test_ids_no_issue_can_have_change_nothing(owner_client, audit, htmx):
     assert not Issue.objects.filter(review="ignored").exists()
 
 
+@pytest.mark.parametrize("htmx", [False, True])
+def test_marking_with_nothing_chosen_says_so_instead_of_nothing_changed(owner_client, audit, htmx):
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    response = owner_client.post(review_url(audit, "severity=critical"), {"mark": "ignored"}, follow=not htmx,
+                                 **headers)
+    body = response.content.decode()
+    assert "Nothing chosen: tick the issues to mark" in body and "Nothing changed" not in body
+    assert not Issue.objects.filter(review="ignored").exists()
+
+
 def test_a_stranger_gets_404_and_nothing_changes(stranger_client, audit):
     for query in ("", "severity=critical"):
         response = stranger_client.post(review_url(audit, query), {"mark": "ignored", "all": "1"},
