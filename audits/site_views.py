@@ -139,7 +139,9 @@ def site_schedule(request, site):
     form = SiteScheduleForm(request.POST, instance=copy.copy(site))
     if not form.is_valid():
         return render(request, "audits/site_detail.html", _site_context(request, site, form), status=400)
-    site = form.save()
+    site = form.save(commit=False)
+    # Only the schedule's own columns: a scheduled run handled meanwhile moved last_due_at on this row.
+    site.save(update_fields=form._meta.fields)
     schedules.sync(site)
     if site.is_scheduled:
         messages.success(request, f"Schedule saved: next run {schedules.next_run(site):%Y-%m-%d %H:%M %Z}.")

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 import time_machine
 from django.urls import reverse
+from django.utils import timezone
 from django_q.models import Schedule
 
 from audits import diff
@@ -168,6 +169,24 @@ def test_scheduling_more_sites_than_the_quota_is_refused(owner_client, owner, se
     assert owner_client.post(reverse("site-schedule", args=[first.pk]), data).status_code == 302
     response = owner_client.post(reverse("site-schedule", args=[second.pk]), data)
     assert response.status_code == 400 and "scheduled sites" in response.content.decode()
+
+
+def test_saving_the_schedule_keeps_what_a_run_fired_meanwhile_wrote_on_the_site(owner_client, owner, monkeypatch):
+    from audits.forms import SiteScheduleForm
+
+    site = make_audit(owner).site
+    fired = timezone.now().replace(microsecond=0)
+    clean = SiteScheduleForm.clean
+
+    def clean_while_a_run_fires(form):
+        Site.objects.filter(pk=site.pk).update(last_due_at=fired, max_pages=77)
+        return clean(form)
+
+    monkeypatch.setattr(SiteScheduleForm, "clean", clean_while_a_run_fires)
+    data = {"cadence": "daily", "minute": 5, "hour": 3, "weekday": 1, "time_zone": "UTC", "notify_severity": ""}
+    assert owner_client.post(reverse("site-schedule", args=[site.pk]), data).status_code == 302
+    site.refresh_from_db()
+    assert (site.cadence, site.hour, site.last_due_at, site.max_pages) == ("daily", 3, fired, 77)
 
 
 def test_run_now_queues_an_audit_with_the_sites_settings(owner_client, owner):
