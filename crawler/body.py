@@ -114,6 +114,29 @@ async def read_body(raw: httpcore.Response, response: _Response, plan: BodyPlan,
     cut_at_cap = isinstance(response.error, (BodyTooLarge, DecompressionLimit))
     if into is None and (response.error is None or (partial and cut_at_cap)):
         response.body = bytes(body)
+        if response.content_type in UNLABELLED and response.error is None:
+            _sniff_unlabelled(response)
+
+
+# Types a browser sniffs the body of instead of believing (WHATWG MIME Sniffing 7): none sent, or a
+# placeholder. A page served so is HTML to a browser when it opens like HTML, so to the crawl too.
+UNLABELLED = frozenset({"", "unknown/unknown", "application/unknown", "*/*"})
+# WHATWG MIME Sniffing 7.1's patterns for HTML, each followed by a space or ">" (or, as
+# browsers accept in practice, another whitespace byte), after any leading whitespace.
+_HTML_OPENERS = (b"<!doctype html", b"<html", b"<head", b"<script", b"<iframe", b"<h1", b"<div", b"<font",
+                 b"<table", b"<a", b"<style", b"<title", b"<b", b"<body", b"<br", b"<p", b"<!--")
+_TAG_END = frozenset(b" >\t\n\r\x0c")
+
+
+def _sniff_unlabelled(response: _Response) -> None:
+    """An unlabelled body is read as HTML when it opens like HTML, and is no page's body otherwise."""
+    head = response.body[:SNIFF_BYTES].removeprefix(b"\xef\xbb\xbf").lstrip(b"\t\n\x0c\r ").lower()
+    for opener in _HTML_OPENERS:
+        if head.startswith(opener) and len(head) > len(opener) and head[len(opener)] in _TAG_END:
+            response.detail = "served without a usable Content-Type; read as HTML, as a browser sniffs it"
+            response.content_type = "text/html"
+            return
+    response.body = None
 
 
 def _binary(response: _Response, body: bytearray) -> bool:

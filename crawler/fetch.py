@@ -44,7 +44,7 @@ from typing import BinaryIO
 import httpcore
 import httpx
 
-from .body import HEADERS_ONLY, BodyPlan, read_body
+from .body import HEADERS_ONLY, UNLABELLED, BodyPlan, read_body
 from .credentials import Credentials
 from .errors import (
     CrawlError,
@@ -442,7 +442,8 @@ class Fetcher:
                 redirect = response.status in REDIRECT_STATUSES and "location" in response.headers
                 # A 204 or 304 has no body by the protocol: drained, its connection stays.
                 bodiless = method == "HEAD" or response.status in (204, 304)
-                want = body.keep if body.keep is not None else response.content_type in HTML_TYPES
+                want = body.keep if body.keep is not None else (
+                    response.content_type in HTML_TYPES or response.content_type in UNLABELLED)
                 # An error page's HTML is never parsed: its answer is its status, which a slow, cut or
                 # huge body must not turn into a fetch failure. Drained, a small one keeps its connection.
                 error_page = body.keep is None and want and not 200 <= response.status < 300

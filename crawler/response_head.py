@@ -20,11 +20,18 @@ def header_text(value: bytes) -> str:
 
 
 def parse_content_type(value: str) -> tuple[str, str | None]:
+    """The media type (lower-cased) and charset of a Content-Type value.
+
+    A type followed by its parameters with no ';' ("text/html charset=UTF-8",
+    a common typo) is that type with those parameters, as browsers take it;
+    of two charsets the first counts (WHATWG's MIME type parser).
+    """
     mime, _, params = value.partition(";")
+    mime, _, rest = mime.strip().partition(" ")
     charset = None
-    for param in params.split(";"):
+    for param in [*rest.split(), *params.split(";")]:
         key, _, val = param.partition("=")
-        if key.strip().lower() == "charset":
+        if key.strip().lower() == "charset" and charset is None:
             charset = val.strip().strip("\"'").lower() or None
     return mime.strip().lower(), charset
 
