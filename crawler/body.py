@@ -44,7 +44,10 @@ async def read_body(raw: httpcore.Response, response: _Response, plan: BodyPlan,
     A body read because its type said HTML is sniffed: the reading stops at
     the first bytes if they are binary data (``response.binary``).
     """
-    max_bytes, partial, sniff, into = plan.max_bytes, plan.keep is True, plan.keep is None, plan.into
+    # A body written to a file is whole or nothing (a sitemap cut at its cap is not read):
+    # a Content-Length over the cap ends the read before its first byte.
+    max_bytes, sniff, into = plan.max_bytes, plan.keep is None, plan.into
+    partial = plan.keep is True and into is None
     if into is not None:
         # Emptied for each read: a retried answer replaces the one before. The
         # writes go to a spooled file, in memory until it rolls over to disk.

@@ -233,10 +233,11 @@ class Fetcher:
         at a cap is kept as a prefix beside BODY_TOO_LARGE / DECOMPRESSION_LIMIT,
         which robots.txt needs), ``False`` never. ``max_bytes`` replaces both
         caps. ``headers`` go on the first hop only: a conditional request's
-        validators are ``url``'s, not its redirect target's. ``into``: the final
+        validators are ``url``'s, not its redirect target's. ``into``: a 2xx final
         answer's body, any type, is written to this file (emptied as each read of
         it starts) instead of ``body``, so a 50 MiB sitemap is not held in memory;
-        what the file holds otherwise is undefined, so read it only on a 2xx.
+        whole or not at all (one declared or grown past the cap is BODY_TOO_LARGE),
+        and an error's body is never read into it; read it only on a 2xx.
         ``max_redirects`` lowers the policy's (robots.txt follows five).
         """
         body = BodyPlan(True if into is not None else keep_body, max_bytes, into)
@@ -446,7 +447,8 @@ class Fetcher:
                     response.content_type in HTML_TYPES or response.content_type in UNLABELLED)
                 # An error page's HTML is never parsed: its answer is its status, which a slow, cut or
                 # huge body must not turn into a fetch failure. Drained, a small one keeps its connection.
-                error_page = body.keep is None and want and not 200 <= response.status < 300
+                # The same for a body bound for a file: read only to be read whole, which an error's never is.
+                error_page = (body.keep is None and want or body.into is not None) and not 200 <= response.status < 300
                 if response.plan.action != "final" or bodiless or redirect or error_page:
                     await drain(raw, method, response, loop_deadline)
                     if bodiless and want and method != "HEAD" and response.plan.action == "final":

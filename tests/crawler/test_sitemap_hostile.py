@@ -14,7 +14,7 @@ import tracemalloc
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.net import AddressGuard
 from crawler.sitemap import MAX_EMPTY_ENTRIES, discover_sitemaps, parse_sitemap
-from tests.crawler.hostile_server import HostileServer, static
+from tests.crawler.hostile_server import HostileServer, head_bytes, send, static
 
 NS = b'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 
@@ -219,3 +219,37 @@ def wait_listening(port: int) -> None:
                 return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listens on {port}")
+
+
+# ---------------------------------------------------------------- answers whose bodies are not worth reading
+
+
+def discover(server: HostileServer, listed: list[str], **kwargs):
+    policy = FetchPolicy(deadline=5.0, read_timeout=5.0, max_retries=0)
+    guard = AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
+
+    async def go():
+        async with Fetcher(policy, guard) as fetcher:
+            return await discover_sitemaps(fetcher, server.origin, listed, **kwargs)
+
+    return asyncio.run(go())
+
+
+def test_a_sitemap_declaring_more_than_the_cap_is_refused_before_its_first_byte():
+    with HostileServer() as server:
+        report = discover(server, [server.url("/declared-huge")], max_bytes=1024 * 1024)
+        sent = server.bytes_sent["/declared-huge"]
+    assert [(f.kind, f.problem) for f in report.files] == [("invalid", f"larger than {1024 * 1024} bytes")]
+    assert sent < 256 * 1024, "the crawler stopped reading at the head, not at the cap"
+
+
+def test_a_sitemap_answering_404_with_a_body_that_breaks_off_is_an_answered_404_not_an_unreachable_file():
+    with HostileServer() as server:
+        async def broken_404(request, reader, writer, srv):
+            head = head_bytes(404, {"Content-Type": "text/html", "Content-Length": "50000", "Connection": "close"})
+            await send(writer, srv, request.path, head + b"<html>Not found")
+            writer.close()
+
+        server.route("/sitemap.xml", broken_404)
+        report = discover(server, [server.url("/sitemap.xml")])
+    assert [(f.kind, f.status, f.problem) for f in report.files] == [("unreachable", 404, "answered 404")]
