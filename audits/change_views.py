@@ -57,9 +57,13 @@ def audit_compare(request, audit, other_id):
     show = request.GET.get("show", "new")
     if show not in SHOWS:
         show = "new"
-    counts = newer.change_counts if stored else diff.live_counts(newer, base)
-    context = {"audit": newer, "base": base, "site": newer.site, "counts": counts, "show": show,
-               "stored": stored, "totals": diff.totals(counts)}
+    partial = wants_partial(request)
+    context = {"audit": newer, "base": base, "site": newer.site, "show": show, "stored": stored}
+    if not partial:
+        # The counts are the whole page's (compare.html); a tab or page click swaps
+        # the table alone, and live counts are several full queries over both audits.
+        counts = newer.change_counts if stored else diff.live_counts(newer, base)
+        context.update(counts=counts, totals=diff.totals(counts))
     if show in ("new", "persisting"):
         # The stored counts leave ignored issues out (diff.stored_counts), so the
         # stored list does too; the live counts and list both keep them.
@@ -81,7 +85,7 @@ def audit_compare(request, audit, other_id):
         else:
             page = _listed(lambda **kw: diff.page_changes(newer, base, show, **kw), request)
         context.update(page_obj=page, table="pages")
-    if wants_partial(request):
+    if partial:
         return render(request, "audits/_compare_table.html", context)
     return render(request, "audits/compare.html", context)
 

@@ -15,6 +15,8 @@ CSV_TABLES = {
     "issues": (exports.ISSUE_COLUMNS, exports.issue_rows),
     "links": (exports.LINK_COLUMNS, exports.link_rows),
     "broken": (exports.BROKEN_COLUMNS, exports.broken_rows),
+    # A validation's verdicts; any other audit has none (the header alone).
+    "verdicts": (exports.VERDICT_COLUMNS, exports.verdict_rows),
 }
 
 
@@ -33,6 +35,7 @@ export_pages = _csv_view("pages")
 export_issues = _csv_view("issues")
 export_links = _csv_view("links")
 export_broken = _csv_view("broken")
+export_verdicts = _csv_view("verdicts")
 
 
 @audit_view("GET")

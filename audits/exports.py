@@ -19,7 +19,7 @@ from django.http import StreamingHttpResponse
 
 from crawler.catalogue import CATALOGUE
 
-from . import broken
+from . import broken, validation
 from .models import Audit, GoneIssue, Issue, LinkEdge, Page, PageChange
 
 CHUNK_SIZE = 2000
@@ -180,3 +180,15 @@ def change_rows(audit: Audit) -> Iterator[list]:
             f"status {page.status_after or '—'}" if page.change == PageChange.Change.ADDED
             else f"was status {page.status_before or '—'}")
         yield [page.change, "page", "", "", "", page.url, "", detail]
+
+
+# A validation's verdict on each issue it re-checked (audits.validation), in the
+# checklist's order: still there, then unknown, then fixed. The screen shows the
+# first rows only; this has every one. "message" is the re-checked issue's detail,
+# "why" says why an unknown could not be judged (empty for the other results).
+VERDICT_COLUMNS = ["result", "severity", "code", "title", "url", "target_url", "message", "why"]
+
+
+def verdict_rows(audit: Audit) -> Iterator[list]:
+    for v in validation.verdicts(audit):
+        yield [v.result, v.severity, v.code, v.title, v.url, v.target_url, v.message, v.why]

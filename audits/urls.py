@@ -24,6 +24,7 @@ urlpatterns = [
     path("audits/<int:audit_id>/export/issues.csv", export_views.export_issues, name="export-issues"),
     path("audits/<int:audit_id>/export/links.csv", export_views.export_links, name="export-links"),
     path("audits/<int:audit_id>/export/broken.csv", export_views.export_broken, name="export-broken"),
+    path("audits/<int:audit_id>/export/verdicts.csv", export_views.export_verdicts, name="export-verdicts"),
     path("audits/<int:audit_id>/export/audit.xlsx", export_views.export_xlsx, name="export-xlsx"),
     path("audits/<int:audit_id>/export/report.html", export_views.export_report, name="export-report"),
     path("audits/<int:audit_id>/broken/", broken_views.broken_list, name="broken-list"),
