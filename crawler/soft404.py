@@ -20,20 +20,40 @@ if TYPE_CHECKING:
 
 # The probe's whole budget, retries included: one page, at the audit's start.
 PROBE_SECONDS = 10.0
-# A title says "not found" when one of its parts (split at | – — : · and " - ")
-# opens with 404 or "not found", or says the page does not exist: "Page not
-# found | Shop", "Error 404", "Oops! That page doesn't exist". A title that only
-# mentions them ("How to fix 404 errors", "Room 404", "command not found in bash") does not.
-_TITLE_PARTS = re.compile(r"\s[-–—]\s|[|–—:·•]")
-_NOT_FOUND_PART = re.compile(
-    r"(?:error\s*)?404\b|(?:(?:page|file|url|document)\s+)?not\s+found\b"
-    r"|.*\b(?:page|file|url) (?:does not|doesn['’]t|no longer) exists?\b",
+# A title says "not found" when one of its parts (split at | – — · • and " - ")
+# is only that: 404 or "not found", or a sentence that the page cannot be found
+# or does not exist, dressed in nothing but words such as error, page, oops and
+# punctuation: "Page not found | Shop", "Error 404", "Oops! That page doesn't
+# exist", Django's "Page not found at /x". A part where the phrase opens or sits
+# in a longer headline is about something else: "404 pages that convert",
+# "Not Found Records", "How to fix 404 errors", "Room 404", "command not found in bash".
+_TITLE_PARTS = re.compile(r"\s[-–—]\s|[|–—·•]")
+_NOT_FOUND = re.compile(
+    r"\b404\b|\bnot[\s_-]+found(?:\s+at\s+/.*)?"  # Django's debug page names the path
+    r"|\b(?:(?:the|that|this)\s+)?(?:page|file|url|document)"
+    r"(?:\s+you(?:['’]re|\s+are|\s+were)?\s+looking\s+for|\s+you\s+requested)?\s+"
+    r"(?:(?:can(?:not|\s+not|['’]t)|could(?:\s+not|n['’]t))\s+be\s+found"
+    r"|(?:does\s+not|doesn['’]t|no\s+longer)\s+exists?|(?:is|was)\s+not\s+found)\b",
     re.IGNORECASE,
 )
+_DRESSING = re.compile(r"\b(?:error|http|page|file|url|document|oops|whoops|sorry)\b|\W+", re.IGNORECASE)
 
 
+def _only_not_found(text: str) -> bool:
+    rest, said = _NOT_FOUND.subn(" ", text)
+    return bool(said) and not _DRESSING.sub("", rest)
+
+
+# A colon in a part joins a lead-in to what the title is about: the part counts
+# when all of it says "not found" ("Error 404: Page not found") or what follows
+# its last colon does ("Acme: Page not found"), not for a lead-in alone ("Not
+# Found: a novel", "Error 404: Best practices for custom 404 pages"). The cost,
+# a site name after the colon ("Error 404: Acme"), is left to the probe's body text.
 def says_not_found(title: str) -> bool:
-    return any(_NOT_FOUND_PART.match(part.strip(" \t!.")) for part in _TITLE_PARTS.split(title or ""))
+    return any(
+        _only_not_found(part) or _only_not_found(part.rpartition(":")[2])
+        for part in _TITLE_PARTS.split(title or "")
+    )
 
 
 def probe_url(origin: str) -> str:
