@@ -16,14 +16,20 @@ _OUR_AGENTS = frozenset({"", "robots", "*", "googlebot"})
 # An agent is one name (letters first, no spaces), so the "06 Nov 2026 08:49"
 # left of a colon in an RFC 822 date split at its comma is not taken for one.
 _AGENT_PREFIX = re.compile(r"([a-z*][a-z0-9_.*\-]*)\s*:\s*(.*)", re.S)
+# Google documents comma-separated lists, but "noindex nofollow" is common and
+# other crawlers read it as two directives: an entry made only of bare names is
+# split at its spaces. Any other entry stays whole, so no value is cut: "max-snippet:
+# 20", "unavailable_after: 25 Jun 2010 15:00:00 PST", an RFC 822 date's tail.
+_BARE_NAMES = re.compile(r"[a-z][a-z0-9_\-]*(?:\s+[a-z][a-z0-9_\-]*)+")
 
 
 def robots_directives(value: str | None) -> frozenset[str]:
     """Directives from an ``X-Robots-Tag`` value (or a meta robots content).
 
-    ``googlebot: noindex, nofollow`` applies both directives to googlebot;
-    directives for other named agents are ignored. Entries are read in order,
-    each agent prefix holding until the next one within this value.
+    ``googlebot: noindex, nofollow`` (or ``googlebot: noindex nofollow``) applies
+    both directives to googlebot; directives for other named agents are ignored.
+    Entries are read in order, each agent prefix holding until the next one
+    within this value.
     """
     if not value:
         return frozenset()
@@ -37,7 +43,11 @@ def robots_directives(value: str | None) -> frozenset[str]:
             token = match.group(2).strip()
         elif match:
             token = f"{match.group(1).strip()}:{match.group(2).strip()}"
-        if token and agent in _OUR_AGENTS:
+        if not token or agent not in _OUR_AGENTS:
+            continue
+        if _BARE_NAMES.fullmatch(token):
+            found.extend(name[:DIRECTIVE_MAX] for name in token.split()[:MAX_DIRECTIVES])
+        else:
             found.append(" ".join(token.split())[:DIRECTIVE_MAX])
     return frozenset(found[:MAX_DIRECTIVES])
 
