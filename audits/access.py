@@ -10,8 +10,9 @@ from .models import Audit, Site
 
 
 def audit_for_user(request, audit_id: int) -> Audit:
-    return get_object_or_404(Audit, pk=audit_id, owner=request.user)
+    # One being deleted is gone for its owner at once (audits.purge.delete_soon), and for its site's.
+    return get_object_or_404(Audit, pk=audit_id, owner=request.user, deleting=False, site__deleting=False)
 
 
 def site_for_user(request, site_id: int) -> Site:
-    return get_object_or_404(Site, pk=site_id, owner=request.user)
+    return get_object_or_404(Site, pk=site_id, owner=request.user, deleting=False)

@@ -15,6 +15,7 @@ from django.db import connection, transaction
 
 from . import schedules
 from .models import Audit, FrontierURL, GoneIssue, Inlink, Issue, LinkEdge, Page, PageChange, Site
+from .services import enqueue
 
 # Rows a statement deletes: small enough that a crawl's writer waits well under a second for the lock.
 BATCH = 20_000
@@ -31,13 +32,26 @@ def reusers(audit: Audit) -> list[int]:
     return list(Audit.objects.filter(source=audit, status__in=Audit.ACTIVE).values_list("pk", flat=True))
 
 
-def purge_audit(audit: Audit) -> None:
-    """Delete ``audit`` and everything it holds, the big tables in committed batches.
+def delete_soon(audit: Audit) -> None:
+    """Take ``audit`` off every screen now and leave deleting its rows to a worker (``purge_rows``).
 
-    Refused (``AuditInUse``) while an active audit reuses its rows. A running
-    crawl of its own is cancelled first; it may still write one last sub-batch,
-    which the final cascade takes.
+    A big audit's rows take minutes to go, longer than a browser or a proxy waits
+    for an answer. Refused (``AuditInUse``) while an active audit reuses its rows;
+    the watchdog enqueues the deletion again should its task be lost.
     """
+    _start_deleting(audit)
+    enqueue("audits.tasks.purge_audit", audit.pk, name=f"audit-{audit.pk}-purge")
+
+
+def purge_audit(audit: Audit) -> None:
+    """Delete ``audit`` and everything it holds now, the big tables in committed batches (see ``delete_soon``)."""
+    _start_deleting(audit)
+    purge_rows(audit.pk)
+
+
+def _start_deleting(audit: Audit) -> None:
+    """Mark ``audit`` deleting, unless an active audit reuses its rows (``AuditInUse``), and cancel its own
+    crawl: it may still write one last sub-batch, which the final cascade takes."""
     with transaction.atomic():
         # Locked, so no delta or validation can start from it between the check and the mark (services.new_audit).
         Audit.objects.select_for_update().filter(pk=audit.pk).first()
@@ -49,38 +63,56 @@ def purge_audit(audit: Audit) -> None:
     audit.mark_links_indexed()
     if audit.is_active:
         audit.cancel()
+
+
+def purge_rows(audit_id: int) -> None:
+    """Delete a deleting audit's rows, the big tables in committed batches, then the audit; run again, it goes on."""
     quote = connection.ops.quote_name
     for model in BY_ID:
         table = quote(model._meta.db_table)
         delete_batches(f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE audit_id = %s LIMIT %s)",
-                        audit.pk)
+                        audit_id)
     # A page an issue of a late sub-batch names is left to the cascade, not a foreign key failure.
     pages, issues = quote(Page._meta.db_table), quote(Issue._meta.db_table)
     delete_batches(f"DELETE FROM {pages} WHERE id IN (SELECT p.id FROM {pages} p WHERE p.audit_id = %s AND NOT "
-                    f"EXISTS (SELECT 1 FROM {issues} i WHERE i.page_id = p.id) LIMIT %s)", audit.pk)
+                    f"EXISTS (SELECT 1 FROM {issues} i WHERE i.page_id = p.id) LIMIT %s)", audit_id)
     # Inlink's key is (audit, target, tag, edge): no id to batch by.
     table = quote(Inlink._meta.db_table)
     delete_batches(f"DELETE FROM {table} WHERE (audit_id, target_hash, tag, edge_id) IN "
                     f"(SELECT audit_id, target_hash, tag, edge_id FROM {table} WHERE audit_id = %s LIMIT %s)",
-                    audit.pk)
-    audit.delete()
+                    audit_id)
+    for audit in Audit.objects.filter(pk=audit_id, deleting=True):
+        audit.delete()
 
 
-def purge_site(site: Site) -> None:
-    """Delete ``site``, its audits (each through ``purge_audit``) and the rest it holds.
+def delete_site_soon(site: Site) -> None:
+    """Take ``site`` and its audits off every screen now, and leave deleting them to a worker (``purge_site_rows``).
 
     Its schedule goes and its active audits are cancelled first, so no audit
     starts or crawls on while the older ones are deleted.
     """
+    _start_deleting_site(site)
+    enqueue("audits.tasks.purge_site", site.pk, name=f"site-{site.pk}-purge")
+
+
+def purge_site(site: Site) -> None:
+    """Delete ``site``, its audits (each in batches) and the rest it holds now (see ``delete_site_soon``)."""
+    _start_deleting_site(site)
+    purge_site_rows(site.pk)
+
+
+def _start_deleting_site(site: Site) -> None:
     schedules.remove(site.pk)
-    audits = list(site.audits.order_by("pk"))
-    for audit in audits:
-        if audit.is_active:
-            audit.cancel()
-    for audit in audits:
-        audit.refresh_from_db()
+    Site.objects.filter(pk=site.pk).update(deleting=True)
+    for audit in site.audits.filter(status__in=Audit.ACTIVE):
+        audit.cancel()
+
+
+def purge_site_rows(site_id: int) -> None:
+    """Delete a deleting site's audits, oldest first, then the site; run again, it goes on."""
+    for audit in Audit.objects.filter(site_id=site_id).order_by("pk"):
         purge_audit(audit)
-    site.delete()
+    Site.objects.filter(pk=site_id, deleting=True).delete()
 
 
 def delete_batches(sql: str, audit_id: int) -> None:

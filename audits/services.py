@@ -101,6 +101,8 @@ def new_audit(owner, *, trigger: str = Audit.Trigger.MANUAL, site: Site | None =
     if site is None:
         site = Site.objects.for_start_url(
             owner, limits["start_url"], **{name: limits[name] for name in CRAWL_SETTINGS if name in limits})
+    if site.deleting:  # its deletion would take the new audit with it
+        raise SiteBusy("This site is being deleted with its audits; audit it again once it is gone from the list.")
     return Audit.objects.create(owner=owner, site=site, trigger=trigger, **limits)
 
 

@@ -23,7 +23,7 @@ from .diff import totals
 from .forms import IgnoreRuleForm, SiteScheduleForm
 from .issue_views import codes_present
 from .models import Audit, IgnoreRule, Notification, Site
-from .purge import purge_site
+from .purge import delete_site_soon
 from .services import PrivateTargetsRefused, QuotaExceeded, SiteBusy, run_site_now
 from .tables import owned_view, window
 
@@ -43,8 +43,8 @@ def site_list(request):
     # A validation re-fetches only the URLs with issues, so its counts are not the
     # site's: the figures and the delta are the latest audit that crawled the site,
     # or a validation when that is all the site has left.
-    audits = Audit.objects.filter(site=OuterRef("pk")).order_by("-pk").values("pk")
-    sites = (Site.objects.filter(owner=request.user)
+    audits = Audit.objects.filter(site=OuterRef("pk"), deleting=False).order_by("-pk").values("pk")
+    sites = (Site.objects.filter(owner=request.user, deleting=False)
              .annotate(latest_id=Coalesce(Subquery(audits.exclude(mode=Audit.Mode.VALIDATE)[:1]),
                                           Subquery(audits[:1])))
              .order_by("start_url", "id"))
@@ -70,7 +70,7 @@ def _delta(audit: Audit | None, base: Audit | None) -> dict:
 
 def _trend(site: Site):
     # A validation re-checks a few URLs: its counts are not the site's, so it is no point on a trend.
-    audits = list(site.audits.filter(status=Audit.Status.COMPLETED).exclude(mode=Audit.Mode.VALIDATE)
+    audits = list(site.audits.filter(status=Audit.Status.COMPLETED, deleting=False).exclude(mode=Audit.Mode.VALIDATE)
                   .order_by("-pk")[:TREND_AUDITS])[::-1]
     # In the site's zone, as its schedule and history read, so a 02:00 run is labelled 02:00.
     zone = site.zone()
@@ -96,7 +96,7 @@ def _when(audit: Audit, zone) -> str:
 
 def _site_context(request, site: Site, form: SiteScheduleForm | None = None,
                   rule_form: IgnoreRuleForm | None = None) -> dict:
-    history = window(site.audits.order_by("-pk"), request, per_page=20)
+    history = window(site.audits.filter(deleting=False).order_by("-pk"), request, per_page=20)
     issues_chart, pages_chart, score_chart = _trend(site)
     next_run = schedules.next_run(site) if site.is_scheduled and site.cron_expression() else None
     return {
@@ -184,8 +184,9 @@ def site_run(request, site):
 @site_view("POST")
 def site_delete(request, site):
     label = site.start_url
-    purge_site(site)
-    messages.success(request, f"Deleted the site {label}, its schedule and all its audits.")
+    delete_site_soon(site)
+    messages.success(request, f"Deleted the site {label}, its schedule and all its audits; "
+                              "a worker removes their rows in the background.")
     return redirect("site-list")
 
 

@@ -11,7 +11,7 @@ import logging
 import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError
 
-from . import inlinks, notify, schedules
+from . import inlinks, notify, purge, schedules
 from .crawl.chunk import run_chunk
 from .crawl.db_retry import close_connection, storage_full
 from .crawl.resume import run_resume
@@ -113,3 +113,13 @@ def scheduled_run(site_id: int, due: str | None = None) -> str:
 
 def send_notifications(audit_id: int) -> str:
     return notify.notify(audit_id)
+
+
+def purge_audit(audit_id: int) -> None:
+    """Delete an audit a person deleted (audits.purge.delete_soon)."""
+    purge.purge_rows(audit_id)
+
+
+def purge_site(site_id: int) -> None:
+    """Delete a site a person deleted, and its audits (audits.purge.delete_site_soon)."""
+    purge.purge_site_rows(site_id)

@@ -30,7 +30,7 @@ from .issue_views import CHANGE_FILTERS
 from .models import Audit, ChunkLease, Issue, Page
 from .page_views import STATUS_CLASSES, redirect_of
 from .progress_panel import progress, stop_note
-from .purge import AuditInUse, purge_audit
+from .purge import AuditInUse, delete_soon
 from .sections import section_counts
 from .services import (
     PrivateTargetsRefused,
@@ -56,7 +56,7 @@ CHECKLIST_ROWS = 500
 
 @require_GET
 def audit_list(request):
-    audits = Audit.objects.filter(owner=request.user).order_by("-created_at", "-id")
+    audits = Audit.objects.filter(owner=request.user, deleting=False, site__deleting=False).order_by("-created_at", "-id")
     page = window(audits, request, per_page=25)
     return render(request, "audits/audit_list.html", {"page_obj": page})
 
@@ -291,9 +291,9 @@ def audit_follow_up(request, audit, mode):
 def audit_delete(request, audit):
     label = audit.start_url
     try:
-        purge_audit(audit)
+        delete_soon(audit)
     except AuditInUse as exc:
         messages.error(request, str(exc))
         return redirect(audit)
-    messages.success(request, f"Deleted the audit of {label}.")
+    messages.success(request, f"Deleted the audit of {label}; a worker removes its rows in the background.")
     return redirect("audit-list")

@@ -22,7 +22,7 @@ from django_q.models import OrmQ
 from . import inlinks, notify, schedules
 from .crawl.progress import abandon_chunk, advance, has_work, retry_wait
 from .dispatch import Dispatcher
-from .models import Audit, ChunkLease
+from .models import Audit, ChunkLease, Site
 from .services import crawl_queue, enqueue
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 INDEX_PER_TICK = 5
 # Audits whose alerts are sent a tick, at most (each send has its own timeout).
 NOTIFY_PER_TICK = 20
+# Deletions enqueued again a tick; one running twice at once only deletes the same batches.
+PURGE_PER_TICK = 5
 
 
 def queued_task_names() -> set[str]:
@@ -111,6 +113,14 @@ def run_watchdog(now=None) -> str:
     # Sites whose Schedule row vanished get it back; alerts whose task died mid-send
     # are recorded failed; scheduled audits that ended without their alerts (a
     # failure anywhere, a lost enqueue) get them.
+    # Audits and sites a person deleted whose deletion task was lost (a worker killed in it): again.
+    actions.extend(_enqueue_each(Audit.objects.filter(deleting=True, site__deleting=False), PURGE_PER_TICK,
+                                 "purge_audit", "purge", "the deletion", names))
+    for site_id in Site.objects.filter(deleting=True).order_by("id").values_list("pk", flat=True)[:PURGE_PER_TICK]:
+        if f"site-{site_id}-purge" not in names:
+            with transaction.atomic():
+                enqueue("audits.tasks.purge_site", site_id, name=f"site-{site_id}-purge")
+            actions.append(f"enqueued the deletion of site {site_id}")
     actions.extend(schedules.heal())
     actions.extend(notify.fail_stuck())
     actions.extend(_enqueue_each(notify.due_audits(), NOTIFY_PER_TICK, "send_notifications", "notify",

@@ -53,8 +53,8 @@ def time_zone_choices() -> list[tuple[str, str]]:
 
 class SiteQuerySet(models.QuerySet):
     def scheduled(self):
-        """Sites whose schedule should be live: a cadence chosen and not paused."""
-        return self.exclude(cadence=Site.Cadence.NONE).filter(paused=False)
+        """Sites whose schedule should be live: a cadence chosen, not paused, not being deleted."""
+        return self.exclude(cadence=Site.Cadence.NONE).filter(paused=False, deleting=False)
 
     def for_start_url(self, owner, start_url: str, **crawl_settings) -> Site:
         """The owner's site for ``start_url`` (already normalised), created if new.
@@ -141,6 +141,8 @@ class Site(models.Model):
                                            help_text="When the schedule was last set, changed or resumed")
 
     created_at = models.DateTimeField(auto_now_add=True)
+    deleting = models.BooleanField(default=False, editable=False,
+                                   help_text="Taken off every screen; a worker deletes it and its audits")
 
     objects = SiteQuerySet.as_manager()
 
@@ -165,7 +167,7 @@ class Site(models.Model):
 
     @property
     def is_scheduled(self) -> bool:
-        return self.cadence != self.Cadence.NONE and not self.paused
+        return self.cadence != self.Cadence.NONE and not self.paused and not self.deleting
 
     def crawl_settings(self) -> dict:
         return {name: getattr(self, name) for name in CRAWL_SETTINGS}

@@ -1,10 +1,12 @@
 """Dashboard test fixtures: a DNS stub (no test ever asks a real resolver) and settings helpers."""
 
+import importlib
 import socket
 
 import pytest
 
 import audits.forms
+from audits import purge
 
 # Names the stub resolver knows; everything else does not exist.
 PUBLIC_IP = "93.184.215.14"
@@ -26,6 +28,17 @@ def stub_resolver(host, port):
 @pytest.fixture(autouse=True)
 def no_real_dns(monkeypatch):
     monkeypatch.setattr(audits.forms, "resolver", stub_resolver)
+
+
+@pytest.fixture(autouse=True)
+def deletions_run_at_once(monkeypatch):
+    """A worker takes each deletion as it is enqueued (audits.purge.delete_soon), so the screens' tests see it
+    done; tests/orchestration/test_deleting_in_the_background.py shows what happens before a worker runs it."""
+    def run(func, *args, name, queue=None):
+        module, _, task = func.rpartition(".")
+        getattr(importlib.import_module(module), task)(*args)
+
+    monkeypatch.setattr(purge, "enqueue", run)
 
 
 @pytest.fixture

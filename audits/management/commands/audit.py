@@ -46,6 +46,7 @@ from ...system_checks import CLUSTER_CHECKS
 from ...thresholds import BY_NAME, THRESHOLDS
 from ..access_args import access_from_options, add_access_arguments, save_access
 from ..mode_args import add_mode_arguments, apply_mode, earlier_audit, source_from_options
+from ..refusals import refused_as_command_error
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
 log = logging.getLogger(__name__)
@@ -213,7 +214,7 @@ class Command(BaseCommand):
             # right before it is handed the audit, however the command was run.
             self.check(tags=[CLUSTER_CHECKS])
             # One transaction: the start is enqueued on commit, with the baseline already set.
-            with transaction.atomic():
+            with transaction.atomic(), refused_as_command_error():
                 audit = create_audit(owner, enforce_quota=False, trigger=Audit.Trigger.COMMAND, **limits)
                 apply_mode(audit, opts, source)
                 if access:
@@ -223,7 +224,7 @@ class Command(BaseCommand):
             self.stdout.write(str(audit.pk))
             return
         console = self.stderr if opts.get("out") == "-" else self.stdout
-        with transaction.atomic():  # access the site cannot take leaves no audit behind
+        with transaction.atomic(), refused_as_command_error():  # access the site cannot take leaves no audit behind
             audit = new_audit(owner, trigger=Audit.Trigger.COMMAND, **limits)
             apply_mode(audit, opts, source)
             if access:
