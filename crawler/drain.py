@@ -11,6 +11,10 @@ from .transport_errors import HTTPCORE_ERRORS
 
 # Unwanted bodies up to this size are read so the connection can be reused.
 DRAIN_LIMIT = 16 * 1024
+# ... when they arrive within this many seconds: one that has not is a server's stall, and
+# waiting the request's whole deadline for it at each hop of a redirect chain would spend
+# the fetch's budget on bytes nobody reads.
+DRAIN_SECONDS = 2.0
 
 
 async def drain_small(
@@ -34,7 +38,8 @@ async def drain_small(
     if not bodiless and (not small or "transfer-encoding" in response.headers):
         return
     try:
-        async with asyncio.timeout_at(loop_deadline):
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout_at(min(loop_deadline, loop.time() + DRAIN_SECONDS)):
             async for chunk in raw.aiter_stream():
                 response.size += len(chunk)
     except (TimeoutError, *HTTPCORE_ERRORS):

@@ -13,6 +13,7 @@ import zlib
 import httpcore
 import pytest
 
+from crawler import drain
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.net import AddressGuard
 from crawler.types import FetchError
@@ -491,3 +492,24 @@ def test_an_error_pages_slow_body_leaves_its_status_the_answer(server):
     result, seconds = timed_fetch(server, "/gone")
     assert (result.status, result.error, result.body) == (404, None, None)
     assert seconds < 1.5
+
+
+def test_redirects_whose_small_bodies_never_arrive_cost_seconds_not_the_fetchs_budget(monkeypatch):
+    # Each hop declares a 100-byte body and sends none: waiting the request's deadline at every
+    # hop would have spent the whole fetch budget on bytes nobody reads.
+    monkeypatch.setattr(drain, "DRAIN_SECONDS", 0.5)
+    policy = FetchPolicy(connect_timeout=1.0, read_timeout=10.0, deadline=10.0, total_budget=25.0)
+    with HostileServer() as server:
+        for n in range(3):
+            async def stalled(request, reader, writer, srv, n=n):
+                head = head_bytes(301, {"Location": f"/hop{n + 1}", "Content-Length": "100"})
+                await send(writer, srv, request.path, head)
+                await asyncio.sleep(30)
+
+            server.route(f"/hop{n}", stalled)
+        server.route("/hop3", static(OK_HTML))
+        started = time.monotonic()
+        result = fetch(server, "/hop0", policy=policy)
+        elapsed = time.monotonic() - started
+    assert (result.error, result.status, len(result.redirects)) == (None, 200, 3)
+    assert elapsed < 5.0  # three short drains, not three 10 s deadlines
