@@ -11,7 +11,6 @@ the whole crawl and run at finalize time.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -19,6 +18,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from .catalogue import CATALOGUE, finding
 from .directives import canonical_from_link_header, header_robots_directives
 from .html_rules import Resolver, resolve_url
+from .lang_codes import lang_code_problem
 from .structured_data import described
 from .types import FetchError, FetchResult, Finding, PageFacts, Severity
 from .urls import InvalidURL, normalize
@@ -103,8 +103,6 @@ def run_response_checks(result: FetchResult, facts: PageFacts | None, ctx: PageC
 _LOOP_ERRORS = frozenset({FetchError.REDIRECT_LOOP, FetchError.TOO_MANY_REDIRECTS})
 # Outcomes reported under their own codes (or not at all), not as fetch failures.
 _NOT_FETCH_FAILURES = _LOOP_ERRORS | {FetchError.BLOCKED_BY_ROBOTS, FetchError.TRAP_SUSPECTED}
-# BCP 47 as hreflang uses it: language, optional script, optional region.
-_LANG_CODE = re.compile(r"[a-z]{2,3}(-[a-z]{4})?(-([a-z]{2}|[0-9]{3}))?", re.I)
 _TRACKING_PARAMS = frozenset(
     {"gclid", "fbclid", "msclkid", "dclid", "yclid", "igshid", "mc_cid", "mc_eid", "_ga", "_gl"}
 )
@@ -470,10 +468,10 @@ def hreflang_error(result, facts, ctx):
         return
     invalid = _unique(
         code for code, _ in facts.hreflang
-        if code.lower() != "x-default" and not _LANG_CODE.fullmatch(code)
+        if code.lower() != "x-default" and lang_code_problem(code)
     )
     if invalid:
-        codes = ", ".join(f'"{code}"' for code in invalid[:5])
+        codes = ", ".join(f'"{code}" ({lang_code_problem(code)})' for code in invalid[:5])
         noun = "codes" if len(invalid) > 1 else "code"
         yield finding("hreflang_error", f"Invalid hreflang language {noun} {codes}", variant="codes")
     # A page canonicalised elsewhere (a sorted or filtered variant) carries its
@@ -515,8 +513,8 @@ def binary_html(result: FetchResult) -> Finding:
 def html_lang_missing(result, facts, ctx):
     if not facts.lang:
         yield finding("html_lang_missing", "<html> has no lang attribute")
-    elif not _LANG_CODE.fullmatch(facts.lang):
-        yield finding("html_lang_missing", f'<html lang="{_short(facts.lang, 40)}"> is not a valid language code')
+    elif problem := lang_code_problem(facts.lang):
+        yield finding("html_lang_missing", f'<html lang="{_short(facts.lang, 40)}"> is not a valid language code: {problem}')
 
 
 @page_check
