@@ -8,8 +8,8 @@ import json
 import pytest
 from django.core.management import call_command
 
-from audits.management.commands import audit as audit_command
-from audits.management.commands.audit import Report
+from audits.management import jsonl_report
+from audits.management.jsonl_report import Report
 from audits.models import Audit, GoneIssue, Issue
 from tests.audit_command import CountingFlushes
 from tests.audit_command import run_audit as exit_code_of
@@ -222,7 +222,7 @@ def test_change_records_are_streamed_in_chunks_from_the_stored_diff(owner, monke
     GoneIssue.objects.bulk_create(
         GoneIssue(audit=audit, url=f"{url}g{n}", code="broken_link_internal", severity="critical", message="m",
                   key=f"g{n}", target_url=f"{url}x", change="unknown" if n == 2 else "fixed") for n in range(3))
-    monkeypatch.setattr(audit_command, "FLUSH_EVERY", 2)
+    monkeypatch.setattr(jsonl_report, "FLUSH_EVERY", 2)
     out = CountingFlushes()
     Report(out).changes(audit)
     records = [json.loads(line) for line in out.getvalue().splitlines()]

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from audits.management.commands.audit import Report
+from audits.management.jsonl_report import Report
 from audits.models import Issue
 from crawler.page import PageOutcome
 from crawler.types import FetchError, FetchResult, PageFacts

@@ -89,7 +89,7 @@ def test_a_private_address_is_refused_without_allow_private(site, fast_settings,
     assert site.hits("/") == 0 and Audit.objects.count() == 0
 
 
-def test_an_audit_that_cannot_start_exits_2(fast_settings, tmp_path):
+def test_an_audit_that_cannot_start_exits_2_and_says_why_on_stderr(fast_settings, tmp_path, capsys):
     import socket
 
     with socket.socket() as sock:
@@ -99,6 +99,30 @@ def test_an_audit_that_cannot_start_exits_2(fast_settings, tmp_path):
     assert run_audit(f"http://127.0.0.1:{port}/", "--allow-private", "--out", str(out)) == 2
     summary = json.loads(out.read_text().splitlines()[-1])
     assert summary["status"] == "failed" and summary["error_code"] == "start_url_unreachable"
+    assert f"error: audit {summary['audit_id']} failed: start_url_unreachable: " in capsys.readouterr().err
+
+
+def test_the_report_holds_every_issue_the_gate_counts_the_site_wide_ones_too(fast_settings, tmp_path):
+    from werkzeug.wrappers import Response
+
+    from tests.loopback import Loopback
+
+    def handle(request):
+        if request.path == "/robots.txt":
+            return Response(f"User-agent: *\nAllow: /\nSitemap: {site.url('/sitemap.xml')}\n", content_type="text/plain")
+        if request.path == "/sitemap.xml":
+            return Response("this is no sitemap", content_type="application/xml")
+        return Response("<!doctype html><html lang=en><head><title>Home page of the site</title></head>"
+                        "<body><h1>Home</h1></body></html>", content_type="text/html")
+
+    with Loopback(handle) as site:
+        out = tmp_path / "r.jsonl"
+        run_audit(site.url("/"), "--allow-private", "--out", str(out))
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    reported = {r["code"] for r in records if r["type"] == "issue"}
+    stored = set(Audit.objects.get(pk=records[-1]["audit_id"]).issues.values_list("code", flat=True))
+    assert "sitemap_invalid" in stored
+    assert reported == stored
 
 
 def test_enqueue_hands_the_audit_to_the_cluster_and_prints_its_id(site, fast_settings, capsys,

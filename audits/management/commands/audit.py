@@ -17,9 +17,6 @@ site's ignore rules) are left out of the summary's counts and of both gates unle
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import itertools
-import json
 import logging
 import signal
 import sys
@@ -32,27 +29,23 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Max
 from psycopg.pq import TransactionStatus
 
-from crawler.render_rules import DIFFERENCE_CODES
-
-from ... import diff, validation
-from ...crawl.rows import raw_facts
+from ... import validation
 from ...finalize import ESCALATED_CODE, run_finalize
 from ...forms import AuditForm
 from ...inline import run_audit_inline
-from ...models import Audit, GoneIssue, Issue, Page, Severity
+from ...models import Audit, Issue, Page, Severity
 from ...services import command_owner, create_audit, new_audit
 from ...summary import severity_counts
 from ...system_checks import CLUSTER_CHECKS
 from ...thresholds import BY_NAME, THRESHOLDS
 from ..access_args import access_from_options, add_access_arguments, save_access
+from ..jsonl_report import CHANGES, Report, change_totals
 from ..mode_args import add_mode_arguments, apply_mode, earlier_audit, source_from_options
 from ..refusals import refused_as_command_error
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
 log = logging.getLogger(__name__)
 
-# The order change records and counts are written in.
-CHANGES = ("new", "fixed", "persisting", "unknown")
 PREVIOUS = "previous"
 
 
@@ -102,11 +95,6 @@ class Interrupts:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-
-
-def change_totals(audit: Audit, include_ignored: bool) -> dict:
-    """{change: n} since the baseline; the stored counts leave ignored issues out, --include-ignored counts them."""
-    return diff.totals(diff.stored_counts(audit, include_ignored=True) if include_ignored else audit.change_counts)
 
 
 class Command(BaseCommand):
@@ -258,6 +246,8 @@ class Command(BaseCommand):
             if out not in (None, sys.stdout):
                 out.close()
         self._print_summary(console, audit, code, compared=bool(compare_to), include_ignored=include_ignored)
+        if audit.error_code and console is not self.stderr:  # a CI log's error stream names why, too
+            self.stderr.write(f"error: audit {audit.pk} {audit.status}: {audit.error_code}: {audit.error_detail}")
         if code:
             raise SystemExit(code)
 
@@ -272,15 +262,15 @@ class Command(BaseCommand):
             warned = list(warned.values_list("id", flat=True))
             run_finalize(audit_id)
             issues = Issue.objects.filter(audit_id=audit_id)
-            report.issue_values(issues.filter(id__gt=before).order_by("id")
-                                .values_list(*Report.ISSUE_FIELDS, "review").iterator(2000))
+            report.issues_of(issues.filter(id__gt=before))
             # Written again as finalize left them (severity raised, ignored by the site's
             # triage): the last record of an issue holds.
             raised = list(issues.filter(id__in=warned).exclude(severity=Severity.WARNING).values_list("id", flat=True))
-            report.issue_values(issues.filter(id__in=raised).order_by("id")
-                                .values_list(*Report.ISSUE_FIELDS, "review"), escalated=True)
-            report.issue_values(issues.filter(id__lte=before, review=Issue.Review.IGNORED).exclude(id__in=raised)
-                                .order_by("id").values_list(*Report.ISSUE_FIELDS, "review").iterator(2000))
+            report.issues_of(issues.filter(id__in=raised), escalated=True)
+            earlier = issues.filter(id__lte=before).exclude(id__in=raised)
+            report.issues_of(earlier.filter(review=Issue.Review.IGNORED))
+            # No sub-batch carried the issues that name no page: the start's site-wide ones, blocked_by_robots.
+            report.issues_of(earlier.filter(page__isnull=True).exclude(review=Issue.Review.IGNORED))
 
         def waiting(seconds: float) -> None:
             # Otherwise a run that waits out a Retry-After looks hung.
@@ -450,150 +440,3 @@ def _thresholds(given: list[str]) -> dict[str, str]:
 
 # Issues the console lists of a validation's checklist (the report has them all).
 CHECKLIST_LINES = 40
-# Issue lines written between two flushes of the report.
-FLUSH_EVERY = 2000
-
-
-class Report:
-    """The JSON Lines report, written as results arrive: one object a line, each with a "type".
-
-    Lines are flushed once per batch (and every FLUSH_EVERY issue lines), not
-    per line, so a reader sees each batch as soon as it is stored without a
-    write call for every record.
-    """
-
-    ISSUE_FIELDS = ("code", "severity", "url", "target_url", "message")
-    CHANGE_FIELDS = ("code", "severity", "url", "target_url")
-
-    def __init__(self, out, mode: str = Audit.Mode.FULL):
-        self.out = out
-        self.delta = mode == Audit.Mode.DELTA
-
-    def _write(self, records) -> None:
-        self.out.write("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
-
-    def batch(self, outcomes, issues) -> None:
-        if self.out is None:
-            return
-        codes_by_url: dict[str, list[str]] = {}
-        for issue in issues:
-            codes_by_url.setdefault(issue.url, []).append(issue.code)
-        self._write(
-            {"type": "page", "url": outcome.url, "final_url": outcome.result.final_url,
-             "status": outcome.result.status, "depth": outcome.depth,
-             "title": outcome.facts.title if outcome.facts else None,
-             "error": outcome.result.error.value if outcome.result.error else None,
-             "issues": codes_by_url.get(outcome.url, []),
-             **({"unchanged": outcome.unchanged} if self.delta else {}),
-             **(self._rendered(outcome) if outcome.rendered else {})}
-            for outcome in outcomes
-        )
-        self.issue_values((i.code, i.severity, i.url, i.target_url, i.message) for i in issues)
-
-    @staticmethod
-    def _rendered(outcome) -> dict:
-        """A rendered page's record: what its HTML said, and what JavaScript changed."""
-        return {"rendered": True, "raw": raw_facts(outcome.raw_facts),
-                "differences": [{"code": f.code, "message": f.message} for f in outcome.findings
-                                if f.code in DIFFERENCE_CODES]}
-
-    def issue_values(self, rows, *, escalated: bool = False) -> None:
-        """Issue records from (code, severity, url, target_url, message[, review]) tuples.
-
-        ``escalated``: records of issues written before, whose severity finalize
-        raised (they carry ``"escalated": true``). An issue whose review is
-        ignored carries ``"ignored": true``.
-        """
-        if self.out is None:
-            return
-        self._stream(self._issue_records(rows, escalated))
-
-    @staticmethod
-    def _issue_records(rows, escalated: bool):
-        for code, severity, url, target, message, *review in rows:
-            record = {"type": "issue", "code": code, "severity": severity, "url": url, "target": target or None,
-                      "message": message}
-            if escalated:
-                record["escalated"] = True
-            if review and review[0] == Issue.Review.IGNORED:
-                record["ignored"] = True
-            yield record
-
-    def change_values(self, change: str, rows) -> None:
-        """Change records from (code, severity, url, target_url) tuples."""
-        if self.out is None:
-            return
-        self._stream(
-            {"type": "change", "change": change, "code": code, "severity": severity, "url": url,
-             "target": target or None}
-            for code, severity, url, target in rows
-        )
-
-    def changes(self, audit: Audit, *, include_ignored: bool = False) -> None:
-        """The diff finalize stored, one record per issue: new, fixed, persisting, then unknown.
-
-        Ignored issues are left out, as from the summary's counts, unless ``include_ignored``.
-        """
-        if self.out is None:
-            return
-        issues = Issue.objects.filter(audit=audit)
-        if not include_ignored:
-            issues = issues.exclude(review=Issue.Review.IGNORED)
-        sources = {"new": issues.filter(change=Issue.Change.NEW),
-                   "fixed": GoneIssue.objects.filter(audit=audit, change=GoneIssue.Change.FIXED),
-                   "persisting": issues.filter(change=Issue.Change.PERSISTING),
-                   "unknown": GoneIssue.objects.filter(audit=audit, change=GoneIssue.Change.UNKNOWN)}
-        for change in CHANGES:
-            # A server-side cursor on PostgreSQL: 100,000 rows never sit in memory at once.
-            self.change_values(change, sources[change].order_by("id").values_list(*self.CHANGE_FIELDS)
-                               .iterator(FLUSH_EVERY))
-
-    def validation(self, audit: Audit) -> None:
-        """A validation's verdict on each issue it re-checked: still there, unknown, then fixed."""
-        if self.out is None or validation.counts(audit) is None:
-            return
-        self._stream(
-            {"type": "validation", "result": v.result, "code": v.code, "severity": v.severity, "url": v.url,
-             "target": v.target_url or None, "message": v.message, **({"why": v.why} if v.why else {})}
-            for v in validation.verdicts(audit)
-        )
-
-    def _stream(self, records) -> None:
-        records = iter(records)
-        while chunk := list(itertools.islice(records, FLUSH_EVERY)):
-            self._write(chunk)
-            if len(chunk) == FLUSH_EVERY:  # a long run of records (finalize's) shows as it comes
-                self.out.flush()
-        self.out.flush()
-
-    def summary(self, audit: Audit, code: int, *, compared: bool = False, include_ignored: bool = False) -> None:
-        """The closing record; with ``compared``, also the baseline and the counts of each change.
-
-        "issues" counts by severity without ignored issues (with them under
-        ``include_ignored``); "ignored" says how many were left out or included.
-
-        "changes" is null, not zeros, when there was nothing to compare with (or
-        the audit did not complete): zeros would claim nothing changed.
-        """
-        if self.out is None:
-            return
-        record = {
-            "type": "summary", "audit_id": audit.pk, "status": audit.status, "error_code": audit.error_code or None,
-            "error_detail": audit.error_detail or None, "pages": audit.pages_crawled,
-            "issues": severity_counts(audit, include_ignored=include_ignored),
-            "ignored": audit.issues.filter(review=Issue.Review.IGNORED).count(),
-        }
-        if compared:
-            totals = change_totals(audit, include_ignored) if audit.baseline_id and audit.change_counts else {}
-            record["baseline_id"] = audit.baseline_id if totals else None
-            record["changes"] = {change: totals[change] for change in CHANGES} if totals else None
-        record["mode"] = audit.mode
-        record["thresholds"] = dataclasses.asdict(audit.check_settings())  # what the checks judged by
-        if audit.mode != Audit.Mode.FULL:
-            record["from_audit_id"] = audit.source_id
-        verdicts = validation.counts(audit)
-        if verdicts is not None:
-            record["validation"] = verdicts
-        record["exit_code"] = code
-        self._write([record])
-        self.out.flush()
