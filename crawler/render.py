@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .fetch import REDIRECT_STATUSES, Fetcher
+from .html_rules import URL_MAX
 from .types import FetchError
 from .urls import InvalidURL, origin_of
 
@@ -194,43 +195,51 @@ class Renderer:
         page.on("pageerror", lambda error: _note(out.errors, str(error)[:300]))
         requests = 0
         home = _origin(url)
+        served = False
 
         async def handle(route) -> None:
-            nonlocal requests
+            nonlocal requests, served
             request = route.request
-            if request.url == url and request.is_navigation_request():
-                await route.fulfill(status=200, headers={"content-type": content_type}, body=body)
-                return
             if request.is_navigation_request() and request.frame == page.main_frame:
-                await route.abort()  # the page may not leave itself: one URL is rendered
+                # The first is the page itself, however Chromium spells its URL (it writes ' in a query
+                # as %27). Any later one is the page leaving itself, by script or refresh: one URL is
+                # rendered. Aborted as a cancelled navigation ("aborted"), the page stays as it was; a
+                # failed one ("failed") would put Chromium's error page in its place.
+                if not served:
+                    served = True
+                    await route.fulfill(status=200, headers={"content-type": content_type}, body=body)
+                else:
+                    _note(out.blocked, (request.url[:URL_MAX], "the page navigated there itself (script or "
+                                        "refresh); only the page's own URL is rendered"))
+                    await route.abort("aborted")
                 return
             requests += 1
             why = self._refusal(request.url, request.method, requests) or _asked_across(request, home)
             if why:
-                _note(out.blocked, (request.url, why))
+                _note(out.blocked, (request.url[:URL_MAX], why))
                 await route.abort("blockedbyclient")
                 return
             result = await self.fetcher.fetch(request.url, keep_body=True, max_bytes=MAX_RESOURCE_BYTES)
             if result.error is FetchError.SSRF_BLOCKED:
-                _note(out.blocked, (request.url, "a private or reserved address"))
+                _note(out.blocked, (request.url[:URL_MAX], "a private or reserved address"))
                 await route.abort("blockedbyclient")
             elif result.error is not None or result.status is None:
-                _note(out.failed, (request.url, result.error.label if result.error else "no answer"))
+                _note(out.failed, (request.url[:URL_MAX], result.error.label if result.error else "no answer"))
                 await route.abort("failed")
             elif _origin(request.url) != home and _origin(result.final_url) == home:
                 # Fulfilled under the URL asked for, the site's answer (its credentials' answer) would be
                 # readable by that other origin's frames.
-                _note(out.blocked, (request.url, "a redirect into the audited site from another origin"))
+                _note(out.blocked, (request.url[:URL_MAX], "a redirect into the audited site from another origin"))
                 await route.abort("blockedbyclient")
             elif result.status in REDIRECT_STATUSES and result.redirects:
                 # A hop the fetcher would not follow (robots.txt, the logout): refused as the URL would be. Not
                 # handed to the browser to follow: Playwright routes only a redirect's first request.
                 why = self._refusal(result.final_url, request.method, requests) or "a redirect not followed"
-                _note(out.blocked, (result.final_url, why))
+                _note(out.blocked, (result.final_url[:URL_MAX], why))
                 await route.abort("blockedbyclient")
             else:
                 if result.status >= 400:
-                    _note(out.failed, (request.url, f"answered {result.status}"))
+                    _note(out.failed, (request.url[:URL_MAX], f"answered {result.status}"))
                 headers = {"content-type": result.headers.get("content-type", "application/octet-stream"),
                            **_cors(result.headers, request.url)}
                 await route.fulfill(status=result.status, headers=headers, body=result.body or b"")

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from crawler.checks import PageContext
 from crawler.fetch import Fetcher
-from crawler.net import AddressGuard
+from crawler.net import AddressGuard, LookupLane
 from crawler.page import PageOutcome
 from crawler.render import Renderer
 from crawler.render_rules import needs_render
@@ -37,7 +37,9 @@ async def browser(setup: CrawlSetup) -> AsyncIterator[Renderer | None]:
     if setup.render == "none" or setup.scope is None:
         yield None
         return
-    guard = browser_guard(setup.guard, setup.scope.origin)
+    # Its lookups in a lane of their own, as external checks': third-party hosts' slow nameservers
+    # must not hold the lookup threads the audited site's own fetches wait for.
+    guard = browser_guard(setup.guard.in_lane(LookupLane()), setup.scope.origin)
     # The page's own requests go to third parties too (scripts, embeds): their redirects elsewhere are
     # followed, as the browser would, whether or not the audit checks external links.
     avoid = dataclasses.replace(setup, stay_on_origin=False).avoid

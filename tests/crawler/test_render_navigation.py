@@ -1,0 +1,50 @@
+"""The rendered page is the one URL asked for: the document request is served whatever Chromium's spelling of
+that URL, and a script or refresh that navigates away leaves the page as it was, the move noted."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from crawler.fetch import Fetcher, FetchPolicy
+from crawler.net import AddressGuard
+from crawler.render import Renderer
+from tests.render_site import RenderSite
+
+pytestmark = pytest.mark.browser
+
+
+def render(site: RenderSite, path: str, body: bytes):
+    guard = AddressGuard(allowed_targets=[("127.0.0.1", site.server.port)])
+
+    async def go():
+        policy = FetchPolicy(connect_timeout=1.0, read_timeout=2.0, deadline=5.0)
+        async with Fetcher(policy, guard) as fetcher, Renderer(fetcher, deadline=5.0) as renderer:
+            return await renderer.render(site.url(path), body)
+
+    return asyncio.run(go())
+
+
+PAGE = b"<!doctype html><html><head><title>Shop search</title></head><body><h1>Results</h1>%s</body></html>"
+
+
+@pytest.mark.parametrize("path", ["/search?q=it's", "/search?q=a%20b&x=[1]", "/caf\u00e9/"])
+def test_a_page_whose_url_chromium_spells_otherwise_is_still_rendered(path):
+    with RenderSite() as site:
+        rendered = render(site, path, PAGE % b"")
+    assert rendered.problem == "", rendered.detail
+    assert b"<title>Shop search</title>" in rendered.html
+
+
+@pytest.mark.parametrize("leaving", [
+    b"<script>location.href = '/elsewhere';</script>",
+    b"<script>setTimeout(() => location.replace('/elsewhere'), 50);</script>",
+    b'<meta http-equiv="refresh" content="0; url=/elsewhere">',
+])
+def test_a_page_that_navigates_away_by_script_or_refresh_is_read_as_it_was_and_the_move_noted(leaving):
+    with RenderSite() as site:
+        rendered = render(site, "/start", PAGE % leaving)
+    assert rendered.problem == "", rendered.detail
+    assert b"<title>Shop search</title>" in rendered.html and b"<h1>Results</h1>" in rendered.html
+    assert [url for url, _ in rendered.blocked] == [rendered.url.rsplit("/", 1)[0] + "/elsewhere"]
