@@ -58,6 +58,13 @@ FOREIGN_TAGS = frozenset({"svg", "math"})
 # heading, title or refresh inside is none of the page's (a tracking pixel's <img> has no alt,
 # a "please enable JavaScript" <h1> is no second heading). Its links are still followed.
 INERT_TAGS = frozenset({"noscript", "template"})
+# ... except a <template> declaring a shadow root (declarative shadow DOM, and how a rendered page's open shadow
+# roots are written out): the browser shows its content as the component's.
+SHADOW_ROOT_ATTRS = ("shadowrootmode", "shadowroot")
+
+
+def is_shadow_root(attrib) -> bool:
+    return any(attrib.get(name) is not None for name in SHADOW_ROOT_ATTRS)
 HEADING_LEVELS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 HTML_SPACE = " \t\n\r\x0c"
 

@@ -51,6 +51,7 @@ from .html_rules import (
     clip,
     image_name,
     image_url,
+    is_shadow_root,
     rel_tokens,
     resolve_url,
     settle_chunk,
@@ -88,6 +89,7 @@ class _Collector:
         self.in_head = 0
         self.foreign = 0
         self.inert = 0  # open INERT_TAGS
+        self.templates: list[bool] = []  # open <template>s: whether each is inert (no shadow root)
         self.text: list[str] = []
         self.anchors: list[list | None] = []  # open <a>: their link record, or None
         # Open anchors' text groups, outermost first; only the last reads text.
@@ -346,10 +348,16 @@ class _Collector:
         self.foreign -= 1
 
     def _inert_start(self, tag, attrib) -> None:
+        if tag == "template":
+            self.templates.append(not is_shadow_root(attrib))
+            if not self.templates[-1]:
+                return  # a shadow root's content is the page's
         self.hidden += 1
         self.inert += 1
 
     def _inert_end(self, tag) -> None:
+        if tag == "template" and self.templates and not self.templates.pop():
+            return
         self.hidden -= 1
         self.inert -= 1
 
@@ -503,6 +511,8 @@ _END = {
 
 # ---------------------------------------------------------------- the tree path
 
+# What a shadow-root <template> is renamed to in the tree, so that it holds ordinary content.
+SHADOW_ROOT_TAG = "siteward-shadow-root"
 # Elements the tree walk looks at; everything else is passed over in C.
 _WANTED = tuple(
     {"a", "area", "img", "link", "meta", "base", "html", "title", *RESOURCE_ATTRS, *HEADING_LEVELS}
@@ -609,5 +619,9 @@ def parse_html(
             _parse_events(collector, source)
         return collector.facts(max_links, charset)
     tops = _tops(root)
+    for top in tops:
+        for template in top.iter("template"):
+            if is_shadow_root(template.attrib):
+                template.tag = SHADOW_ROOT_TAG  # not a <template> to every rule below: shown content
     _walk(collector, tops)
     return collector.facts(max_links, charset, tops)

@@ -40,6 +40,7 @@ from .html_rules import (
     clip,
     image_name,
     image_url,
+    is_shadow_root,
     joined_clip,
     rel_tokens,
     resolve_url,
@@ -89,8 +90,13 @@ def _in_foreign(tag: Tag) -> bool:
     return any(parent.name in FOREIGN_TAGS for parent in tag.parents)
 
 
-def _inert(tag: Tag) -> bool:
-    return any(parent.name in INERT_TAGS for parent in tag.parents)
+def _inert(tag) -> bool:
+    return any(_hides(parent, INERT_TAGS) for parent in tag.parents)
+
+
+def _hides(parent: Tag, tags) -> bool:
+    """Whether ``parent`` is one of ``tags`` whose content is not shown (a shadow-root <template>'s is)."""
+    return parent.name in tags and not (parent.name == "template" and is_shadow_root(parent.attrs))
 
 
 def _meta_name(tag: Tag) -> str:
@@ -188,7 +194,7 @@ def parse_html_bs4(
         s
         for s in soup.find_all(string=True)
         if not isinstance(s, PreformattedString)
-        and not any(parent.name in HIDDEN_TEXT_TAGS for parent in s.parents)
+        and not any(_hides(parent, HIDDEN_TEXT_TAGS) for parent in s.parents)
     ]
     text = " ".join(visible)
     words = text.split()

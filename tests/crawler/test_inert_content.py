@@ -50,3 +50,17 @@ def test_a_page_with_the_pixel_and_one_heading_reports_neither_a_missing_alt_nor
     body = "<noscript><h1>Enable JS</h1></noscript><template><title>Dialog</title></template>"
     codes = {finding.code for finding in page_findings(page(head=PIXEL, body=body))}
     assert not codes & {"img_alt_missing", "h1_multiple", "head_tags_multiple", "meta_refresh"}
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("attribute", ['shadowrootmode="open"', 'shadowrootmode="closed"', 'shadowroot="open"'])
+def test_a_shadow_root_template_holds_the_components_content_which_counts(reader, attribute):
+    # Declarative shadow DOM, and how a rendered page's open shadow roots are written out: shown content.
+    body = (f'<shop-app><template {attribute}><h1>Shop</h1><img src="/logo.png">'
+            f'<p>{"component words " * 20}</p></template></shop-app>'
+            '<template><h1>Not shown</h1><p>hidden words</p></template>')
+    facts = READERS[reader](page(body=body))
+    assert facts.h1_count == 2 and facts.headings == (1, 1)
+    assert [image.url.rsplit("/", 1)[1] for image in facts.images] == ["logo.png"]
+    plain = READERS[reader](page(body='<shop-app><h1>Shop</h1></shop-app>'))
+    assert facts.word_count == plain.word_count + 40
