@@ -31,7 +31,7 @@ from psycopg.pq import TransactionStatus
 
 from ... import validation
 from ...finalize import ESCALATED_CODE, run_finalize
-from ...forms import AuditForm
+from ...forms import MAX_CONCURRENCY, MAX_DEPTH, MAX_PAGES, AuditForm
 from ...inline import run_audit_inline
 from ...models import Audit, Issue, Page, Severity
 from ...services import command_owner, create_audit, new_audit
@@ -105,13 +105,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("url", help="Start URL (http or https)")
-        parser.add_argument("--max-pages", type=int, default=500)
-        parser.add_argument("--max-depth", type=int, default=10)
-        parser.add_argument("--concurrency", type=int, default=8)
+        parser.add_argument("--max-pages", type=int, default=500, help=f"Pages to crawl at most (1-{MAX_PAGES:,})")
+        parser.add_argument("--max-depth", type=int, default=10, help=f"Clicks from the start URL (0-{MAX_DEPTH})")
+        parser.add_argument("--concurrency", type=int, default=8, help=f"Requests at once (1-{MAX_CONCURRENCY})")
         parser.add_argument("--rate", type=float, default=None, help="Requests per second (default: no limit)")
         parser.add_argument("--include", action="append", default=[], help="Regex a URL must match (repeatable)")
         parser.add_argument("--exclude", action="append", default=[], help="Regex that excludes a URL (repeatable)")
-        parser.add_argument("--user-agent", default="")
+        parser.add_argument("--user-agent", default="", help="The User-Agent sent (default: SITEWARD_USER_AGENT's, SitewardBot/0.1)")
         parser.add_argument("--ignore-robots", action="store_true", help="Ignore robots.txt (sites you own)")
         parser.add_argument("--no-external", action="store_true", help="Do not check external links")
         parser.add_argument("--allow-private", action="store_true",
