@@ -218,9 +218,17 @@ class AuditForm(CrawlSettingsForm):
                 code="no_scheme",
             )
         try:
+            userinfo = "@" in urlsplit(raw).netloc
             url = normalize(raw)
-        except InvalidURL as exc:
+        except (InvalidURL, ValueError) as exc:
             raise forms.ValidationError(f"This is not a valid web address: {exc}.", code="invalid") from None
+        if userinfo:
+            # Dropped, it would leave the crawl unauthenticated with no word said; kept, it would be stored
+            # and shown in the clear.
+            raise forms.ValidationError(
+                "This address holds a user name or password: give the address alone, and set basic auth on the "
+                "site's Access screen (or --auth-basic-env on the command line), where it is stored encrypted.",
+                code="userinfo")
         if len(url) > START_URL_MAX:
             # Percent-encoding makes a non-Latin address up to nine times as long as typed.
             raise forms.ValidationError(

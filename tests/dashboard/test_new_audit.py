@@ -54,6 +54,8 @@ def test_it_creates_a_queued_audit_and_goes_to_its_page(owner_client, owner):
     ({"start_url": "ftp://www.example.com/"}, "start_url", "Only http:// and https://"),
     ({"start_url": "javascript:alert(1)"}, "start_url", "Only http:// and https://"),
     ({"start_url": "www.example.com"}, "start_url", "including http:// or https://"),
+    ({"start_url": "https://ann:s3cret@www.example.com/"}, "start_url", "holds a user name or password"),
+    ({"start_url": "https://ann@www.example.com/"}, "start_url", "Access screen"),
     # 1,020 characters typed, 6,020 once percent-encoded: over the column's 2,048.
     ({"start_url": "https://www.example.com/" + "é" * 1000}, "start_url", "6,024 characters long once encoded"),
     ({"start_url": "https://nosuchhost.invalid/"}, "start_url", "does not resolve"),
