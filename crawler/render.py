@@ -158,6 +158,10 @@ class Renderer:
             return out
         async with self._slots:
             page = None
+            # The route handlers still answering this page's requests: ended with the page. Playwright
+            # leaves them running after it closes, and each would still take a slot of the fetcher the
+            # chunk's next pages wait on.
+            answering: set[asyncio.Task] = set()
             if not self._browser.is_connected():  # it died since the last page: launch another first
                 await self._revive()
                 if self.unavailable or self._context is None:
@@ -166,7 +170,7 @@ class Renderer:
             try:
                 async with asyncio.timeout(self.deadline + GRACE):
                     page = await self._context.new_page()
-                    await self._watch(page, url, body, content_type, out)
+                    await self._watch(page, url, body, content_type, out, answering)
                     try:
                         await page.goto(url, wait_until="networkidle", timeout=self.deadline * 1000)
                     except Exception as exc:
@@ -183,13 +187,16 @@ class Renderer:
                 out.problem = "render_failed"
                 out.detail = f"{type(exc).__name__}: {exc}"[:300]
             finally:
+                for task in answering:
+                    task.cancel()
                 if not self._browser.is_connected():
                     await self._revive()
                 elif page is not None and not await self._closed(page):
                     await self._restart()
         return out
 
-    async def _watch(self, page, url: str, body: bytes, content_type: str, out: Rendered) -> None:
+    async def _watch(self, page, url: str, body: bytes, content_type: str, out: Rendered,
+                     answering: set[asyncio.Task]) -> None:
         """Record the page's errors and answer every request it makes."""
         page.on("console", lambda message: message.type == "error" and _note(out.errors, message.text[:300]))
         page.on("pageerror", lambda error: _note(out.errors, str(error)[:300]))
@@ -198,6 +205,14 @@ class Renderer:
         served = False
 
         async def handle(route) -> None:
+            task = asyncio.current_task()
+            answering.add(task)
+            try:
+                await answer(route)
+            finally:
+                answering.discard(task)
+
+        async def answer(route) -> None:
             nonlocal requests, served
             request = route.request
             if request.is_navigation_request() and request.frame == page.main_frame:

@@ -48,3 +48,32 @@ def test_a_page_that_navigates_away_by_script_or_refresh_is_read_as_it_was_and_t
     assert rendered.problem == "", rendered.detail
     assert b"<title>Shop search</title>" in rendered.html and b"<h1>Results</h1>" in rendered.html
     assert [url for url, _ in rendered.blocked] == [rendered.url.rsplit("/", 1)[0] + "/elsewhere"]
+
+
+def test_requests_a_page_left_running_end_with_it_and_never_hold_the_next_pages_back():
+    from tests.crawler.hostile_server import HostileServer, respond, static
+
+    async def slow(request, reader, writer, server):
+        await asyncio.sleep(3)
+        return await respond(request, writer, server, body=b"late", headers={"Content-Type": "text/plain"})
+
+    with HostileServer() as server:
+        server.route("/slow", slow)
+        server.route("/b.js", static(b"document.getElementById('root').textContent = 'script ran';",
+                                     headers={"Content-Type": "application/javascript"}))
+        greedy = b"<!doctype html><title>Greedy</title><script>for (let i = 0; i < 40; i++) fetch('/slow?n=' + i);</script>"
+        second = b"<!doctype html><title>Second</title><div id=root></div><script src='/b.js'></script>"
+        guard = AddressGuard(allowed_targets=[("127.0.0.1", server.port)])
+
+        async def go():
+            policy = FetchPolicy(connect_timeout=1.0, read_timeout=5.0, deadline=5.0)
+            async with (Fetcher(policy, guard, concurrency=8) as fetcher,
+                        Renderer(fetcher, deadline=1.5, slots=1) as renderer):
+                first = await renderer.render(server.url("/greedy"), greedy)
+                return first, await renderer.render(server.url("/second"), second)
+
+        first, then = asyncio.run(go())
+        asked = server.requests["/slow"]
+    assert first.idle is False  # its requests were still running when its time was up
+    assert then.problem == "" and b"script ran" in then.html
+    assert asked <= 16, "the first page's requests ended with it, not all 40 sent after"
