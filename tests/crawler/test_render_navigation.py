@@ -15,13 +15,14 @@ from tests.render_site import RenderSite
 pytestmark = pytest.mark.browser
 
 
-def render(site: RenderSite, path: str, body: bytes):
+def render(site: RenderSite, pages: list[tuple[str, bytes]]):
+    """Each (path, body) rendered in turn by one browser."""
     guard = AddressGuard(allowed_targets=[("127.0.0.1", site.server.port)])
 
     async def go():
         policy = FetchPolicy(connect_timeout=1.0, read_timeout=2.0, deadline=5.0)
         async with Fetcher(policy, guard) as fetcher, Renderer(fetcher, deadline=5.0) as renderer:
-            return await renderer.render(site.url(path), body)
+            return [await renderer.render(site.url(path), body) for path, body in pages]
 
     return asyncio.run(go())
 
@@ -29,25 +30,25 @@ def render(site: RenderSite, path: str, body: bytes):
 PAGE = b"<!doctype html><html><head><title>Shop search</title></head><body><h1>Results</h1>%s</body></html>"
 
 
-@pytest.mark.parametrize("path", ["/search?q=it's", "/search?q=a%20b&x=[1]", "/caf\u00e9/"])
-def test_a_page_whose_url_chromium_spells_otherwise_is_still_rendered(path):
+def test_a_page_whose_url_chromium_spells_otherwise_is_still_rendered():
+    paths = ["/search?q=it's", "/search?q=a%20b&x=[1]", "/caf\u00e9/"]
     with RenderSite() as site:
-        rendered = render(site, path, PAGE % b"")
-    assert rendered.problem == "", rendered.detail
-    assert b"<title>Shop search</title>" in rendered.html
+        results = render(site, [(path, PAGE % b"") for path in paths])
+    for path, rendered in zip(paths, results, strict=True):
+        assert rendered.problem == "", (path, rendered.detail)
+        assert b"<title>Shop search</title>" in rendered.html, path
 
 
-@pytest.mark.parametrize("leaving", [
-    b"<script>location.href = '/elsewhere';</script>",
-    b"<script>setTimeout(() => location.replace('/elsewhere'), 50);</script>",
-    b'<meta http-equiv="refresh" content="0; url=/elsewhere">',
-])
-def test_a_page_that_navigates_away_by_script_or_refresh_is_read_as_it_was_and_the_move_noted(leaving):
+def test_a_page_that_navigates_away_by_script_or_refresh_is_read_as_it_was_and_the_move_noted():
+    leaving = [b"<script>location.href = '/elsewhere';</script>",
+               b"<script>setTimeout(() => location.replace('/elsewhere'), 50);</script>",
+               b'<meta http-equiv="refresh" content="0; url=/elsewhere">']
     with RenderSite() as site:
-        rendered = render(site, "/start", PAGE % leaving)
-    assert rendered.problem == "", rendered.detail
-    assert b"<title>Shop search</title>" in rendered.html and b"<h1>Results</h1>" in rendered.html
-    assert [url for url, _ in rendered.blocked] == [rendered.url.rsplit("/", 1)[0] + "/elsewhere"]
+        results = render(site, [("/start", PAGE % how) for how in leaving])
+    for how, rendered in zip(leaving, results, strict=True):
+        assert rendered.problem == "", (how, rendered.detail)
+        assert b"<title>Shop search</title>" in rendered.html and b"<h1>Results</h1>" in rendered.html, how
+        assert [url for url, _ in rendered.blocked] == [rendered.url.rsplit("/", 1)[0] + "/elsewhere"], how
 
 
 def test_requests_a_page_left_running_end_with_it_and_never_hold_the_next_pages_back():
