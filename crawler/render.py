@@ -44,8 +44,8 @@ LAUNCH_ARGS = [
 ]
 # WebRTC's UDP (STUN, peer checks) goes around any proxy (Chromium's disable_non_proxied_udp policy
 # still sent STUN to a named server here): every frame's page loses the API before its scripts run.
-# And a page opens no windows: Chromium runs without a popup blocker under Playwright, and a
-# popup is neither routed nor closed with the page (a storm of them takes the browser down).
+# And a page opens no windows with window.open: Chromium runs without a popup blocker under
+# Playwright, and a popup is neither routed nor closed with the page (see _watch for the rest).
 PAGE_LIMITS = """for (const name of ["RTCPeerConnection", "webkitRTCPeerConnection", "RTCDataChannel",
                    "RTCRtpSender", "RTCRtpReceiver", "RTCIceCandidate", "RTCSessionDescription"]) {
   try { Object.defineProperty(globalThis, name, {value: undefined, writable: false, configurable: false}); }
@@ -108,6 +108,8 @@ class Renderer:
         self._context = None
         self._launches = 0
         self._restarting = asyncio.Lock()
+        self._rendering: set = set()  # the pages the slots are rendering now; any other page is a popup
+        self._opening = 0  # the slots' new_page calls under way
         self.unavailable = ""
 
     async def __aenter__(self) -> Renderer:
@@ -149,6 +151,7 @@ class Renderer:
             accept_downloads=False, service_workers="block", user_agent=self.user_agent,
             java_script_enabled=True, bypass_csp=False)
         await self._context.add_init_script(PAGE_LIMITS)
+        self._context.on("page", self._on_page)
 
     async def render(self, url: str, body: bytes, content_type: str = "text/html; charset=utf-8") -> Rendered:
         """Load ``url`` as the browser would, its document being ``body`` (already fetched); never raises."""
@@ -169,7 +172,12 @@ class Renderer:
                     return out
             try:
                 async with asyncio.timeout(self.deadline + GRACE):
-                    page = await self._context.new_page()
+                    self._opening += 1
+                    try:
+                        page = await self._context.new_page()
+                        self._rendering.add(page)
+                    finally:
+                        self._opening -= 1
                     await self._watch(page, url, body, content_type, out, answering)
                     try:
                         await page.goto(url, wait_until="networkidle", timeout=self.deadline * 1000)
@@ -189,11 +197,28 @@ class Renderer:
             finally:
                 for task in answering:
                     task.cancel()
+                self._rendering.discard(page)
                 if not self._browser.is_connected():
                     await self._revive()
                 elif page is not None and not await self._closed(page):
                     await self._restart()
         return out
+
+    @property
+    def open_pages(self) -> int:
+        """The pages the browser holds now: the slots' own, and any window a page opened not closed yet."""
+        return len(self._context.pages) if self._context is not None else 0
+
+    async def _on_page(self, page) -> None:
+        """Close a window a page opened (a target=_blank link or form, which PAGE_LIMITS' window.open cannot
+        stop): nothing routes it, and a storm of them would take the browser down. A slot's own page may be
+        opening still: it is known once its new_page returns."""
+        for _ in range(200):
+            if not self._opening:
+                break
+            await asyncio.sleep(0.05)
+        if page not in self._rendering:
+            await _close_quietly(page)
 
     async def _watch(self, page, url: str, body: bytes, content_type: str, out: Rendered,
                      answering: set[asyncio.Task]) -> None:
@@ -310,6 +335,11 @@ class Renderer:
         except Exception as exc:
             self.unavailable = f"The browser stopped answering: {type(exc).__name__}: {exc}"[:300]
             self._context = None
+
+
+async def _close_quietly(page) -> None:
+    with contextlib.suppress(Exception):  # closed already, or the browser went first
+        await page.close()
 
 
 def _note(kept: list, item) -> None:

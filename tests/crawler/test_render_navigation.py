@@ -78,3 +78,23 @@ def test_requests_a_page_left_running_end_with_it_and_never_hold_the_next_pages_
     assert first.idle is False  # its requests were still running when its time was up
     assert then.problem == "" and b"script ran" in then.html
     assert asked <= 16, "the first page's requests ended with it, not all 40 sent after"
+
+
+def test_windows_a_page_opens_by_link_or_form_are_closed_not_left_to_pile_up():
+    storm = (b"<!doctype html><title>Popups</title><a id=a target=_blank href='/x'>x</a>"
+             b"<form id=f target=_blank action='/y'></form><script>for (let i = 0; i < 10; i++) "
+             b"{ document.getElementById('a').click(); document.getElementById('f').submit(); }</script>")
+    with RenderSite() as site:
+        guard = AddressGuard(allowed_targets=[("127.0.0.1", site.server.port)])
+
+        async def go():
+            policy = FetchPolicy(connect_timeout=1.0, read_timeout=2.0, deadline=5.0)
+            async with Fetcher(policy, guard) as fetcher, Renderer(fetcher, deadline=3.0) as renderer:
+                first = await renderer.render(site.url("/storm"), storm)
+                second = await renderer.render(site.url("/after"), PAGE % b"")
+                await asyncio.sleep(1.0)  # a window opens a moment after its click
+                return first, second, renderer.open_pages
+
+        first, second, left = asyncio.run(go())
+    assert first.problem == "" and second.problem == "" and b"Shop search" in second.html
+    assert left == 0
