@@ -23,7 +23,7 @@ from crawler.catalogue import (
     START_CODES,
 )
 
-from .models import Audit, GoneIssue, IgnoreRule, Issue, PageChange, Severity
+from .models import Audit, GoneIssue, IgnoreRule, Issue, Page, PageChange, Severity
 
 
 def _codes(codes) -> str:
@@ -263,6 +263,7 @@ def record(audit: Audit) -> dict | None:
     for review in (Issue.Review.IGNORED, Issue.Review.REVIEWED):
         issues.filter(review=Issue.Review.OPEN).filter(same_issue(base.pk, review=review)).update(review=review)
     _carry_ignored_back(issues, base)
+    _persisting_back(issues, base)  # after: the carry-back asks the issues still new
     # After the carried-forward decisions, so an issue a person reviewed stays reviewed.
     IgnoreRule.objects.apply_to(audit)
     params = _params(audit, base)
@@ -281,6 +282,20 @@ def record(audit: Audit) -> dict | None:
 
 # Runs before the baseline asked about an issue the baseline lacks: a week of nightly runs.
 CARRY_BACK = 7
+
+
+def _persisting_back(issues, base: Audit) -> None:
+    """A new issue on a page the baseline did not read (it failed or answered 5xx that night) that an earlier
+    run reported, up to CARRY_BACK runs back, is persisting: missing from the baseline was no fix, and an
+    alert or a --fail-on-new gate must not take it for news. On a page the baseline read, it is new."""
+    unseen = issues.filter(change=Issue.Change.NEW).exclude(Exists(Page.objects.filter(
+        audit_id=base.pk, url_hash=OuterRef("url_hash"), fetch_error="", status_code__lt=500)))
+    earlier = base.baseline_id
+    for _ in range(CARRY_BACK):
+        if earlier is None or not unseen.exists():
+            return
+        unseen.filter(same_issue(earlier)).update(change=Issue.Change.PERSISTING)
+        earlier = Audit.objects.filter(pk=earlier).values_list("baseline_id", flat=True).first()
 
 
 def _carry_ignored_back(issues, base: Audit) -> None:

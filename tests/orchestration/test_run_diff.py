@@ -504,6 +504,32 @@ def test_an_ignored_issue_missing_for_a_week_of_nights_is_still_ignored_when_it_
     assert reviews(site, again)[BROKEN_404] == Issue.Review.IGNORED
 
 
+def test_an_issue_whose_page_failed_the_night_before_is_persisting_when_it_comes_back_not_new(
+        owner, site, fast_settings):
+    """Compared with a baseline that never read its page, an old issue is no news: no alert, no --fail-on-new."""
+    first_version(site)
+    completed_audit_of(owner, site)
+    site.set(**{"/broken": (503, "down for the night")})
+    for _ in range(2):
+        missed = completed_audit_of(owner, site)
+        assert BROKEN_404 not in reviews(site, missed)
+    site.set(**{"/broken": None})  # a 404 again
+    again = completed_audit_of(owner, site)
+    assert issue(site, again, *BROKEN_404).change == Issue.Change.PERSISTING
+
+
+def test_an_issue_back_on_a_page_the_baseline_read_without_it_is_new(owner, site, fast_settings):
+    """A page that answered fine and then broke again: a regression, news."""
+    first_version(site)
+    completed_audit_of(owner, site)
+    site.set(**{"/broken": html(site, "/broken", ["/"])})  # fixed for a night
+    fixed = completed_audit_of(owner, site)
+    assert BROKEN_404 not in reviews(site, fixed)
+    site.set(**{"/broken": None})  # gone again
+    again = completed_audit_of(owner, site)
+    assert issue(site, again, *BROKEN_404).change == Issue.Change.NEW
+
+
 def test_a_mark_taken_off_after_the_ignoring_run_is_not_brought_back(owner, site, fast_settings):
     ignored_first(owner, site)
     second = completed_audit_of(owner, site)
