@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
@@ -136,15 +137,62 @@ def run_due(site_id: int, due: str | None = None) -> str:
         if not private_targets_allowed(site):
             return _skip(site, due_at, SkippedRun.Reason.PRIVATE_REFUSED)
         try:
-            try:
-                audit = create_audit(site.owner, site=site, trigger=Audit.Trigger.SCHEDULE,
-                                     start_url=site.start_url, **site.crawl_settings(), **_mode_fields(site))
-            except SourceGone:  # the audit a delta run would reuse is being deleted: crawl in full
-                audit = create_audit(site.owner, site=site, trigger=Audit.Trigger.SCHEDULE,
-                                     start_url=site.start_url, **site.crawl_settings())
+            audit = _start(site)
         except QuotaExceeded as exc:
-            return _skip(site, due_at, SkippedRun.Reason.QUOTA, str(exc))
+            return _skip(site, due_at, SkippedRun.Reason.QUOTA, f"{exc} It starts as soon as one of them ends.")
     return f"started audit {audit.pk} of site {site_id}"
+
+
+def _start(site: Site) -> Audit:
+    """The scheduled audit of ``site``, queued; QuotaExceeded when its owner has as many running as allowed."""
+    try:
+        return create_audit(site.owner, site=site, trigger=Audit.Trigger.SCHEDULE,
+                            start_url=site.start_url, **site.crawl_settings(), **_mode_fields(site))
+    except SourceGone:  # the audit a delta run would reuse is being deleted: crawl in full
+        return create_audit(site.owner, site=site, trigger=Audit.Trigger.SCHEDULE,
+                            start_url=site.start_url, **site.crawl_settings())
+
+
+# Runs the running-audit limit held back that one watchdog pass starts, at most.
+WAITING_PER_TICK = 10
+
+
+def start_waiting() -> list[str]:
+    """Start the scheduled runs the owner's running-audit limit held back, oldest first, as slots free.
+
+    Without this, sites sharing a run time (every daily site defaults to 03:00)
+    past the limit were skipped every night, unseen. A run waits until its site's
+    next run time (a later fire takes its place), and starts only as its fire
+    would have: no audit of the site active, private targets still allowed.
+    """
+    actions = []
+    waiting = (SkippedRun.objects.filter(reason=SkippedRun.Reason.QUOTA, site__deleting=False,
+                                         site__last_due_at=F("due_at"))
+               .select_related("site__owner").order_by("created_at", "pk"))
+    for skipped in waiting[:WAITING_PER_TICK]:
+        site = skipped.site
+        if not (site.is_scheduled and site.owner.is_active and private_targets_allowed(site)):
+            continue
+        try:
+            with transaction.atomic():
+                locked = lock_site(site)
+                # Claimed first, in the transaction that starts the audit: two watchdogs start it once.
+                claimed = SkippedRun.objects.filter(pk=skipped.pk, reason=SkippedRun.Reason.QUOTA).update(
+                    reason=SkippedRun.Reason.STARTED_LATE)
+                if locked is None or not claimed or site.audits.filter(status__in=Audit.ACTIVE).exists():
+                    raise _NotNow
+                audit = _start(site)
+                SkippedRun.objects.filter(pk=skipped.pk).update(
+                    detail=f"Started at {_local(site, timezone.now())} as audit {audit.pk}, "
+                           "once one of the owner's audits had ended.")
+        except (QuotaExceeded, _NotNow):
+            continue
+        actions.append(f"started the held-back run of site {site.pk} as audit {audit.pk}")
+    return actions
+
+
+class _NotNow(Exception):
+    """The held-back run cannot start now: rolled back, it stays waiting."""
 
 
 def _mode_fields(site: Site) -> dict:

@@ -122,6 +122,7 @@ def run_watchdog(now=None) -> str:
                 enqueue("audits.tasks.purge_site", site_id, name=f"site-{site_id}-purge")
             actions.append(f"enqueued the deletion of site {site_id}")
     actions.extend(schedules.heal())
+    actions.extend(schedules.start_waiting())
     actions.extend(notify.fail_stuck())
     actions.extend(_enqueue_each(notify.due_audits(), NOTIFY_PER_TICK, "send_notifications", "notify",
                                  "the notifications", names))

@@ -217,6 +217,7 @@ class SkippedRun(models.Model):
         QUOTA = "quota", "The owner already had as many audits running as allowed"
         PRIVATE_REFUSED = "private_refused", "Private targets are no longer allowed on this deployment"
         MISSED = "missed", "No worker cluster fired the schedule at that time"
+        STARTED_LATE = "started_late", "Held back by the owner's running-audit limit, then started"
 
     site = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="skipped_runs")
     due_at = models.DateTimeField(help_text="The run time the schedule fired for")

@@ -65,6 +65,48 @@ def test_a_fire_past_the_owners_running_audit_quota_is_skipped_and_recorded(owne
     assert SkippedRun.objects.get(site=site).reason == SkippedRun.Reason.QUOTA
 
 
+def test_a_run_the_quota_held_back_starts_once_a_slot_frees_and_only_once(owner, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True, "MAX_RUNNING_AUDITS_PER_USER": 1}
+    other = make_audit(owner, start_url="https://elsewhere.example/", status=Audit.Status.RUNNING)
+    site = scheduled_site(owner)
+    schedules.run_due(site.pk, due_now(site))
+    assert "starts as soon as one of them ends" in SkippedRun.objects.get(site=site).detail
+    assert schedules.start_waiting() == []  # still no slot
+    Audit.objects.filter(pk=other.pk).update(status=Audit.Status.COMPLETED)
+    started = schedules.start_waiting()
+    audit = Audit.objects.get(site=site)
+    assert started == [f"started the held-back run of site {site.pk} as audit {audit.pk}"]
+    assert audit.trigger == Audit.Trigger.SCHEDULE and audit.status == "queued"
+    skipped = SkippedRun.objects.get(site=site)
+    assert skipped.reason == SkippedRun.Reason.STARTED_LATE and f"as audit {audit.pk}" in skipped.detail
+    Audit.objects.filter(pk=audit.pk).update(status=Audit.Status.COMPLETED)
+    assert schedules.start_waiting() == [] and Audit.objects.filter(site=site).count() == 1
+
+
+def test_a_held_back_run_whose_next_run_time_came_waits_no_more(owner, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True, "MAX_RUNNING_AUDITS_PER_USER": 1}
+    other = make_audit(owner, start_url="https://elsewhere.example/", status=Audit.Status.RUNNING)
+    site = scheduled_site(owner)
+    schedules.run_due(site.pk, due_now(site, days=1))
+    schedules.run_due(site.pk, due_now(site))  # the next night's fire, held back too
+    Audit.objects.filter(pk=other.pk).update(status=Audit.Status.COMPLETED)
+    assert len(schedules.start_waiting()) == 1  # the latest run only
+    assert Audit.objects.filter(site=site).count() == 1
+    assert sorted(SkippedRun.objects.filter(site=site).values_list("reason", flat=True)) == [
+        SkippedRun.Reason.QUOTA, SkippedRun.Reason.STARTED_LATE]
+
+
+def test_the_watchdog_starts_held_back_runs(owner, settings, django_capture_on_commit_callbacks):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True, "MAX_RUNNING_AUDITS_PER_USER": 1}
+    other = make_audit(owner, start_url="https://elsewhere.example/", status=Audit.Status.RUNNING)
+    site = scheduled_site(owner)
+    schedules.run_due(site.pk, due_now(site))
+    Audit.objects.filter(pk=other.pk).update(status=Audit.Status.COMPLETED)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert "started the held-back run" in run_watchdog()
+    assert Audit.objects.filter(site=site, trigger=Audit.Trigger.SCHEDULE).exists()
+
+
 def test_a_private_site_is_skipped_once_the_deployment_refuses_private_targets(owner, settings):
     settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": False}
     site = scheduled_site(owner)
