@@ -174,9 +174,19 @@ def _params(audit: Audit, base: Audit) -> dict:
 
 
 def baseline_for(audit: Audit) -> Audit | None:
-    """The audit ``audit`` is compared with: the one given beforehand, else the site's previous completed one."""
+    """The audit ``audit`` is compared with: the one given beforehand, else the site's previous completed one.
+
+    A scheduled run's is the previous scheduled run, when there is one: its news alerts, and an audit run
+    between the two (a CI job on the command line, a press of Run now), which alerts nobody, must not make
+    what it found old news.
+    """
     if audit.baseline_id:
         return Audit.objects.filter(pk=audit.baseline_id).first()
+    if audit.trigger == Audit.Trigger.SCHEDULE:
+        last = (Audit.comparable().filter(site_id=audit.site_id, pk__lt=audit.pk, trigger=Audit.Trigger.SCHEDULE)
+                .order_by("-pk").first())
+        if last is not None:
+            return last
     return audit.previous_completed()
 
 

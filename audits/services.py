@@ -99,8 +99,10 @@ def new_audit(owner, *, trigger: str = Audit.Trigger.MANUAL, site: Site | None =
     if limits.get("source") is not None:
         refuse_deleting_source(limits["source"])
     if site is None:
+        # A CI job's limits (--max-pages 50 after a deploy) must not become the site's nightly crawl.
         site = Site.objects.for_start_url(
-            owner, limits["start_url"], **{name: limits[name] for name in CRAWL_SETTINGS if name in limits})
+            owner, limits["start_url"], keep=trigger == Audit.Trigger.COMMAND,
+            **{name: limits[name] for name in CRAWL_SETTINGS if name in limits})
     if site.deleting:  # its deletion would take the new audit with it
         raise SiteBusy("This site is being deleted with its audits; audit it again once it is gone from the list.")
     return Audit.objects.create(owner=owner, site=site, trigger=trigger, **limits)

@@ -56,14 +56,15 @@ class SiteQuerySet(models.QuerySet):
         """Sites whose schedule should be live: a cadence chosen, not paused, not being deleted."""
         return self.exclude(cadence=Site.Cadence.NONE).filter(paused=False, deleting=False)
 
-    def for_start_url(self, owner, start_url: str, **crawl_settings) -> Site:
+    def for_start_url(self, owner, start_url: str, *, keep: bool = False, **crawl_settings) -> Site:
         """The owner's site for ``start_url`` (already normalised), created if new.
 
         The settings given become the site's saved settings: the last audit a
-        person asked for is how they want the site crawled from now on.
+        person asked for is how they want the site crawled from now on. ``keep``:
+        an existing site keeps its own (a command-line run's limits are that run's).
         """
         site, created = self.get_or_create(owner=owner, start_url=start_url, defaults=crawl_settings)
-        if not created and crawl_settings:
+        if not created and crawl_settings and not keep:
             changed = [name for name, value in crawl_settings.items() if getattr(site, name) != value]
             for name in changed:
                 setattr(site, name, crawl_settings[name])

@@ -261,3 +261,21 @@ def test_a_run_refused_before_the_crawl_leaves_the_previous_report_as_it_was(fas
     assert run_audit(start, "--allow-private", "--header-env", "SITE_AUTH", "--out", str(report)) == 2
     assert report.read_text() == '{"type": "summary"}\n'
     assert Audit.objects.count() == 1
+
+
+def test_a_command_line_run_keeps_the_sites_saved_settings_and_a_nightly_run_ignores_it_as_baseline(
+        owner, fast_settings):
+    from audits import diff
+    from audits.models import Site
+    from tests.factories import make_audit
+
+    with GridSite(pages=3) as small:
+        nightly = make_audit(owner, start_url=small.url("/"), max_pages=300, allow_private=True,
+                             trigger=Audit.Trigger.SCHEDULE, status=Audit.Status.COMPLETED)
+        assert run_audit(small.url("/"), "--allow-private", "--owner", owner.username, "--max-pages", "5") == 0
+    ci = Audit.objects.filter(site=nightly.site).exclude(pk=nightly.pk).get()
+    assert ci.max_pages == 5 and Site.objects.get(pk=nightly.site_id).max_pages == 300
+    tonight = make_audit(owner, start_url=nightly.start_url, trigger=Audit.Trigger.SCHEDULE)
+    assert diff.baseline_for(tonight) == nightly  # what the CI run found is still news tonight
+    by_hand = make_audit(owner, start_url=nightly.start_url)
+    assert diff.baseline_for(by_hand) == ci
