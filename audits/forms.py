@@ -304,6 +304,11 @@ class SiteScheduleForm(forms.ModelForm):
             return ""
         if urlsplit(url).scheme not in ("http", "https"):
             raise forms.ValidationError("A webhook must be an http:// or https:// address.", code="scheme")
+        if "@" in urlsplit(url).netloc:
+            # It would be stored and shown in the clear, and sent as basic auth even over http://.
+            raise forms.ValidationError(
+                "A webhook address may not hold a user name or password: the address is stored and shown as "
+                "it is. Use a receiver that takes a token in its path or query.", code="userinfo")
         # URLField lets any five digits through as a port; urlsplit raises past 65535.
         try:
             port = urlsplit(url).port

@@ -108,3 +108,13 @@ def test_a_refused_schedule_pages_the_history_on_the_site_url(owner_client, owne
     # The schedule URL answers POST only: a pager link to it would be a 405.
     assert f'href="{site.get_absolute_url()}?page=2"' in body
     assert "/schedule/?page=" not in body
+
+
+def test_a_webhook_address_holding_a_user_and_password_is_refused_not_stored_in_the_clear(owner_client, owner):
+    site = make_audit(owner).site
+    url = "http://alerts:hunter2@www.example.com/hook"
+    response = owner_client.post(reverse("site-schedule", args=[site.pk]), schedule_data(webhook_url=url))
+    assert response.status_code == 400
+    assert "may not hold a user name or password" in " ".join(response.context["form"].errors["webhook_url"])
+    site.refresh_from_db()
+    assert site.webhook_url == ""
