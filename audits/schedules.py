@@ -122,7 +122,10 @@ def run_due(site_id: int, due: str | None = None) -> str:
     if not site.is_run_time(due_at) or repeated_wall_time(site, due_at):
         return f"{due_at.isoformat()} is not a run time of site {site_id} in {site.time_zone}"
     if not site.owner.is_active:
-        # A deactivated account is how an operator stops a person: their schedules stop with it.
+        # A deactivated account is how an operator stops a person: their schedules stop with it. The fire
+        # still counts as handled, or a reactivated account's next fire would list these as missed.
+        Site.objects.filter(pk=site.pk, last_due_at__lt=due_at).update(last_due_at=due_at)
+        Site.objects.filter(pk=site.pk, last_due_at__isnull=True).update(last_due_at=due_at)
         return f"site {site_id}: its owner's account is deactivated"
     with transaction.atomic():
         locked = lock_site(site)

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from audits import schedules
-from audits.models import Audit, Site
+from audits.models import Audit, Site, SkippedRun
 
 pytestmark = pytest.mark.django_db
 
@@ -19,11 +19,20 @@ def test_a_fire_for_a_deactivated_owner_starts_no_audit(owner, settings):
     owner.is_active = False
     owner.save(update_fields=["is_active"])
 
-    due = site.next_run_after(timezone.now() - timedelta(days=2)).isoformat()
-    assert schedules.run_due(site.pk, due) == f"site {site.pk}: its owner's account is deactivated"
+    # Scheduled for a week, its last fire handled four days ago.
+    Site.objects.filter(pk=site.pk).update(schedule_set_at=timezone.now() - timedelta(days=7),
+                                           last_due_at=site.next_run_after(timezone.now() - timedelta(days=5)))
+    runs = [site.next_run_after(timezone.now() - timedelta(days=4))]
+    while (later := site.next_run_after(runs[-1])) <= timezone.now():
+        runs.append(later)
+    *off, tonight = runs  # the nights the account was off, and the latest run time
+    for due in off:
+        assert schedules.run_due(site.pk, due.isoformat()) == f"site {site.pk}: its owner's account is deactivated"
     assert not Audit.objects.filter(site=site).exists()
 
     owner.is_active = True
     owner.save(update_fields=["is_active"])
-    assert schedules.run_due(site.pk, due).startswith("started audit")
+    assert schedules.run_due(site.pk, tonight.isoformat()).startswith("started audit")
+    # The nights the account was off had their fires: none is listed as a run no cluster fired.
+    assert not SkippedRun.objects.filter(site=site, reason=SkippedRun.Reason.MISSED).exists()
 
