@@ -117,9 +117,11 @@ def notify(audit_id: int) -> str:
     if not Audit.objects.filter(pk=audit.pk).filter(_due()).exists():
         return f"audit {audit_id}: nothing due"
     alert = Alert(audit)
+    # The webhook first: its whole exchange has one deadline, while a mail server's timeout is per socket
+    # operation, so a slow one could hold the task until django-q2 kills it, the webhook unsent.
     channels = [(Notification.Channel.EMAIL, _send_email)]
     if audit.site.webhook_url:
-        channels.append((Notification.Channel.WEBHOOK, _send_webhook))
+        channels.insert(0, (Notification.Channel.WEBHOOK, _send_webhook))
     # Every channel is claimed before any is sent, so a sweep that finds rows
     # finds all of them; a crash mid-send loses an alert but never repeats one.
     claimed = [(row, send) for channel, send in channels

@@ -43,12 +43,12 @@ def complete_resumed(audit: Audit, new=CRITICAL_NEW) -> Audit:
 def test_a_resumed_audit_that_completes_after_its_failure_alert_sends_its_completion_alert(
         alerts, owner, mailoutbox, hook):
     audit = ended(owner, status=Audit.Status.FAILED, webhook=hook.url_for("/hook"))
-    assert notify(audit.pk) == f"audit {audit.pk}: email sent, webhook sent"
+    assert notify(audit.pk) == f"audit {audit.pk}: webhook sent, email sent"
 
     complete_resumed(audit)
 
     assert list(due_audits().values_list("pk", flat=True)) == [audit.pk]  # the watchdog would send it too
-    assert notify(audit.pk) == f"audit {audit.pk}: email sent, webhook sent"
+    assert notify(audit.pk) == f"audit {audit.pk}: webhook sent, email sent"
     assert notify(audit.pk) == f"audit {audit.pk}: already notified"
     assert [mail.subject for mail in mailoutbox] == [
         "[Siteward] Audit of https://shop.example/ failed",
