@@ -72,6 +72,7 @@ def run_watchdog(now=None) -> str:
     conf = settings.SITEWARD
     stall = timedelta(seconds=conf["STALL_SECONDS"])
     grace = timedelta(seconds=conf["WATCHDOG_GRACE_SECONDS"])
+    queue_wait = timedelta(seconds=conf["QUEUE_WAIT_SECONDS"])
     names, orphaned = broker_tasks()
     dispatcher = Dispatcher()
     actions: list[str] = []
@@ -79,12 +80,15 @@ def run_watchdog(now=None) -> str:
         at = now or audit.db_now
         last = audit.heartbeat_at or audit.created_at
         idle = at - last
-        if idle > stall and not _waiting_on_retry_after(audit) and not _waiting_for_worker(audit, names):
-            if audit.fail(Audit.ErrorCode.STALLED,
-                          f"No progress for {int(idle.total_seconds())} s (limit {conf['STALL_SECONDS']} s).",
-                          quiet=True):
-                actions.append(f"failed {audit.pk}: stalled")
-            continue
+        if idle > stall and not _waiting_on_retry_after(audit):
+            waiting = _waiting_for_worker(audit, names)
+            if not waiting or idle > queue_wait:
+                why = (f"No worker took its next task in {int(idle.total_seconds()) // 3600} h: is a worker cluster "
+                       f"serving the {crawl_queue(audit) or 'crawl'} queue running?" if waiting else
+                       f"No progress for {int(idle.total_seconds())} s (limit {conf['STALL_SECONDS']} s).")
+                if audit.fail(Audit.ErrorCode.STALLED, why, quiet=True):
+                    actions.append(f"failed {audit.pk}: stalled")
+                continue
         if audit.status == Audit.Status.RUNNING and audit.phase == Audit.Phase.CRAWLING:
             actions.extend(_reconcile_chunks(audit, names, orphaned, at, grace, dispatcher))
             continue

@@ -261,6 +261,10 @@ SITEWARD = {
         "SITEWARD_CHUNKS_PER_AUDIT", 1 if DATABASES["default"]["ENGINE"].endswith("sqlite3") else 4,
         minimum=1, maximum=64),
     "STALL_SECONDS": env_int("SITEWARD_STALL_SECONDS", 900, minimum=5),
+    # An audit whose next task no worker has taken for this long fails as stalled, saying so: no
+    # cluster serves its queue (a rendered audit without a render cluster), and a schedule would
+    # otherwise skip every later run as "still running", alerting nobody.
+    "QUEUE_WAIT_SECONDS": env_int("SITEWARD_QUEUE_WAIT_SECONDS", 43200, minimum=60),
     # How long a queued/starting/finalizing audit may sit with no task before
     # the watchdog enqueues it again.
     "WATCHDOG_GRACE_SECONDS": env_int("SITEWARD_WATCHDOG_GRACE", 120, minimum=1),

@@ -196,6 +196,25 @@ def test_an_audit_whose_next_task_waits_in_a_busy_queue_is_not_failed_as_stalled
     assert (audit.status, audit.error_code) == ("failed", "stalled")
 
 
+def test_an_audit_whose_task_no_worker_takes_for_hours_fails_saying_no_cluster_serves_its_queue(
+        owner, grid_site, fast_settings):
+    # A rendered audit with no render cluster: its task waits forever, and a schedule would skip every
+    # later run as "still running", alerting nobody.
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "STALL_SECONDS": 60, "QUEUE_WAIT_SECONDS": 3600}
+    audit = crawling_audit(owner, grid_site)
+    with transaction.atomic():
+        Dispatcher().chunk(audit.pk, 1)
+    age(audit, 3000)
+    run_watchdog()
+    audit.refresh_from_db()
+    assert audit.status == "running"
+    age(audit, 3 * 3600)
+    run_watchdog()
+    audit.refresh_from_db()
+    assert (audit.status, audit.error_code) == ("failed", "stalled")
+    assert audit.error_detail == "No worker took its next task in 3 h: is a worker cluster serving the crawl queue running?"
+
+
 def taken(seconds_ago: float) -> None:
     """Every task in the broker taken by a cluster ``seconds_ago``, as django-q2's ORM broker stamps it."""
     from django.conf import settings
