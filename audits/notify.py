@@ -5,7 +5,9 @@ A scheduled audit that completed with new issues at or above its site's
 "due". ``notify`` sends each channel at most once per event (failed, completed):
 the Notification row (unique per audit, event and channel) is the claim, inserted
 in state SENDING before anything is sent; only the call that inserted it sends,
-then records SENT, FAILED or SKIPPED. A resumed audit that failed and then
+then records SENT, FAILED or SKIPPED, or RETRY when the other end surely did not take
+it: the watchdog's sweep (``retry_audits``) sends it again after each of LATER_DELAYS,
+the row re-claimed by a conditional UPDATE as the insert claimed it. A resumed audit that failed and then
 completed is therefore told twice, once for each. A call that dies between the
 claim and the record leaves SENDING: the alert may be lost, never sent twice, and
 ``fail_stuck`` records it FAILED once no task can still be sending it.
@@ -50,6 +52,10 @@ SWEEP_WINDOW = timedelta(hours=24)
 RETRY_DELAYS: tuple[float, ...] = (0.5, 2.0)
 # What an alert whose sending task died says on the site page.
 STUCK_DETAIL = "Its sending task stopped before it finished (a worker died); it may not have been delivered"
+# When an alert the other end surely did not take (the same test as the quick tries') is sent again,
+# after each round of quick tries: a mail server or a receiver down for an hour loses no alert.
+LATER_DELAYS: tuple[timedelta, ...] = (timedelta(minutes=5), timedelta(minutes=30), timedelta(hours=2),
+                                       timedelta(hours=6))
 
 
 def at_or_above(threshold: str) -> tuple[str, ...]:
@@ -88,6 +94,12 @@ def due_audits():
     )
 
 
+def retry_audits():
+    """Audits with an alert due to be sent again (state RETRY, its time come)."""
+    return Audit.objects.filter(Exists(Notification.objects.filter(
+        audit=OuterRef("pk"), state=Notification.State.RETRY, retry_at__lte=timezone.now())))
+
+
 def fail_stuck() -> list[str]:
     """Record FAILED the alerts left SENDING longer than a task may run: their task was killed mid-send.
 
@@ -95,7 +107,7 @@ def fail_stuck() -> list[str]:
     most once. django-q2 kills a task at its timeout, so an older claim has no sender left.
     """
     bound = timezone.now() - timedelta(seconds=settings.Q_CLUSTER["timeout"])
-    stuck = Notification.objects.filter(state=Notification.State.SENDING, created_at__lt=bound)
+    stuck = Notification.objects.filter(state=Notification.State.SENDING, claimed_at__lt=bound)
     count = stuck.update(state=Notification.State.FAILED, detail=STUCK_DETAIL)
     return [f"recorded {count} alert(s) stuck sending as failed"] if count else []
 
@@ -115,6 +127,9 @@ def notify(audit_id: int) -> str:
     if audit.status not in (Audit.Status.COMPLETED, Audit.Status.FAILED):
         return f"audit {audit_id}: {audit.status}, no alerts"
     if not Audit.objects.filter(pk=audit.pk).filter(_due()).exists():
+        # Turned off since (the site's alerts, its threshold): an alert waiting to be sent again is not.
+        Notification.objects.filter(audit=audit, state=Notification.State.RETRY).update(
+            state=Notification.State.FAILED, retry_at=None)
         return f"audit {audit_id}: nothing due"
     alert = Alert(audit)
     # The webhook first: its whole exchange has one deadline, while a mail server's timeout is per socket
@@ -125,12 +140,11 @@ def notify(audit_id: int) -> str:
     # Every channel is claimed before any is sent, so a sweep that finds rows
     # finds all of them; a crash mid-send loses an alert but never repeats one.
     claimed = [(row, send) for channel, send in channels
-               if (row := _claim(audit, audit.status, channel, alert.reason)) is not None]
+               if (row := _claim(audit, audit.status, channel, alert.reason) or _reclaim(audit, channel)) is not None]
     outcomes = []
     for row, send in claimed:
-        state, detail = send(alert)
-        Notification.objects.filter(pk=row.pk).update(state=state, detail=detail[:500])
-        outcomes.append(f"{row.channel} {state}")
+        state, detail, undelivered = send(alert)
+        outcomes.append(f"{row.channel} {_record(row, state, detail, undelivered)}")
     if not outcomes:
         return f"audit {audit_id}: already notified"
     return f"audit {audit_id}: " + ", ".join(outcomes)
@@ -145,6 +159,30 @@ def _claim(audit: Audit, event: str, channel: str, reason: str) -> Notification 
         defaults={"state": Notification.State.SENDING, "reason": reason[:200]},
     )
     return row if created else None
+
+
+def _reclaim(audit: Audit, channel: str) -> Notification | None:
+    """The channel's alert waiting to be sent again, if its time has come and this call took it (a conditional
+    UPDATE decides between two calls), else None."""
+    row = Notification.objects.filter(audit=audit, event=audit.status, channel=channel,
+                                      state=Notification.State.RETRY, retry_at__lte=timezone.now()).first()
+    if row is None:
+        return None
+    taken = Notification.objects.filter(pk=row.pk, state=Notification.State.RETRY, tries=row.tries).update(
+        state=Notification.State.SENDING, claimed_at=timezone.now())
+    return row if taken else None
+
+
+def _record(row: Notification, state: str, detail: str, undelivered: bool) -> str:
+    """Note a round's outcome; a failure the other end surely did not take waits for its next round."""
+    tries = row.tries + 1
+    if state == Notification.State.FAILED and undelivered and tries <= len(LATER_DELAYS):
+        retry_at = timezone.now() + LATER_DELAYS[tries - 1]
+        state, detail = Notification.State.RETRY, f"{detail}; tried again at {retry_at:%Y-%m-%d %H:%M %Z}"
+    else:
+        retry_at = None
+    Notification.objects.filter(pk=row.pk).update(state=state, detail=detail[:500], tries=tries, retry_at=retry_at)
+    return state
 
 
 class Alert:
@@ -252,12 +290,13 @@ def _label(choices, value: str) -> str:
         return value or "unknown"
 
 
-def _send_email(alert: Alert) -> tuple[str, str]:
+def _send_email(alert: Alert) -> tuple[str, str, bool]:
+    """(state, detail, whether a failure surely left it undelivered): so for every channel."""
     if not alert.site.notify_email:
-        return Notification.State.SKIPPED, "E-mail alerts are off for this site"
+        return Notification.State.SKIPPED, "E-mail alerts are off for this site", False
     address = alert.audit.owner.email
     if not address:
-        return Notification.State.SKIPPED, "The owner has no e-mail address"
+        return Notification.State.SKIPPED, "The owner has no e-mail address", False
 
     def mail() -> Exception | None:
         try:
@@ -268,9 +307,9 @@ def _send_email(alert: Alert) -> tuple[str, str]:
 
     failure, tries = _tried(mail, again=lambda exc: exc is not None and _not_taken(exc))
     if failure is None:
-        return Notification.State.SENT, address + tries
+        return Notification.State.SENT, address + tries, False
     log.warning("audit %s: e-mail alert failed: %s%s", alert.audit.pk, failure, tries)
-    return Notification.State.FAILED, f"{type(failure).__name__}: {failure}{tries}"
+    return Notification.State.FAILED, f"{type(failure).__name__}: {failure}{tries}", _not_taken(failure)
 
 
 def _tried(send, *, again) -> tuple[object, str]:
@@ -297,7 +336,7 @@ def _not_taken(exc: Exception) -> bool:
     return isinstance(exc, ConnectionRefusedError)
 
 
-def _send_webhook(alert: Alert) -> tuple[str, str]:
+def _send_webhook(alert: Alert) -> tuple[str, str, bool]:
     # The deployment's setting only: a site's allow_private was chosen for its
     # crawl target, not for where its alerts may be posted.
     guard = AddressGuard(allow_private=settings.SITEWARD["ALLOW_PRIVATE_TARGETS"])
@@ -306,6 +345,6 @@ def _send_webhook(alert: Alert) -> tuple[str, str]:
         lambda: post_json(alert.site.webhook_url, payload, guard=guard, timeout=settings.SITEWARD["WEBHOOK_TIMEOUT"]),
         again=lambda result: not result.ok and result.retry)
     if result.ok:
-        return Notification.State.SENT, result.detail + tries
+        return Notification.State.SENT, result.detail + tries, False
     log.warning("audit %s: webhook alert failed: %s%s", alert.audit.pk, result.detail, tries)
-    return Notification.State.FAILED, result.detail + tries
+    return Notification.State.FAILED, result.detail + tries, result.retry

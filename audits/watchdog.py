@@ -128,6 +128,8 @@ def run_watchdog(now=None) -> str:
     actions.extend(schedules.heal())
     actions.extend(schedules.start_waiting())
     actions.extend(notify.fail_stuck())
+    actions.extend(_enqueue_each(notify.retry_audits(), NOTIFY_PER_TICK, "send_notifications", "notify",
+                                 "the alerts tried again", names))
     actions.extend(_enqueue_each(notify.due_audits(), NOTIFY_PER_TICK, "send_notifications", "notify",
                                  "the notifications", names))
     if actions:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
+from django.utils import timezone
 
 from .audit import Audit
 
@@ -30,6 +31,7 @@ class Notification(models.Model):
         SENT = "sent", "Sent"
         FAILED = "failed", "Failed"
         SKIPPED = "skipped", "Not sent"
+        RETRY = "retry", "Not delivered yet: tried again later"
 
     audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="notifications")
     event = models.CharField(max_length=10, choices=Event.choices, help_text="What the alert told of")
@@ -38,6 +40,11 @@ class Notification(models.Model):
     reason = models.CharField(max_length=200, blank=True, help_text="Why it was sent: new issues, or a failure")
     detail = models.CharField(max_length=500, blank=True, help_text="The outcome: an address, a status, an error")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Rounds of sending made (each of at most three quick tries), and when a RETRY row is due again.
+    tries = models.PositiveSmallIntegerField(default=0)
+    retry_at = models.DateTimeField(null=True, blank=True)
+    # When its sender took it (the insert, or a later round's claim): how long it may stay SENDING.
+    claimed_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["id"]

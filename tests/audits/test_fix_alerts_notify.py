@@ -69,7 +69,7 @@ def test_an_alert_left_sending_by_a_killed_task_is_recorded_failed_by_the_watchd
     for channel in Notification.Channel.values:
         row = Notification.objects.create(audit=audit, event="completed", channel=channel,
                                           reason="3 new critical issues")
-        Notification.objects.filter(pk=row.pk).update(created_at=killed_at)
+        Notification.objects.filter(pk=row.pk).update(created_at=killed_at, claimed_at=killed_at)
     # Another audit's alert claimed just now: its task may still be sending it.
     live = ended(owner, new=CRITICAL_NEW)
     Notification.objects.create(audit=live, event="completed", channel="email", reason="3 new critical issues")

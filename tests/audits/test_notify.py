@@ -310,7 +310,7 @@ def test_a_webhook_redirect_is_recorded_failed_and_not_followed(alerts, owner, h
     assert [request.path for request, _ in httpserver_ipv4.log] == ["/hook"]
 
 
-def test_a_webhook_with_nothing_listening_is_recorded_failed(alerts, owner):
+def test_a_webhook_with_nothing_listening_is_sent_again_later(alerts, owner):
     with socket.create_server(("127.0.0.1", 0)) as probe:
         port = probe.getsockname()[1]  # closed again: nothing listens there
     audit = ended(owner, new=CRITICAL_NEW, webhook=f"http://127.0.0.1:{port}/hook")
@@ -318,7 +318,7 @@ def test_a_webhook_with_nothing_listening_is_recorded_failed(alerts, owner):
     notify(audit.pk)
 
     state, detail = rows(audit)["webhook"]
-    assert state == "failed" and detail.startswith("Could not connect")
+    assert state == "retry" and detail.startswith("Could not connect")
 
 
 # ------------------------------------------------------------------ what is due
