@@ -10,7 +10,7 @@ the site's zone and a fire that is not one of the site's run times starts nothin
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -192,6 +192,20 @@ def start_waiting() -> list[str]:
             continue
         actions.append(f"started the held-back run of site {site.pk} as audit {audit.pk}")
     return actions
+
+
+# How long skipped runs are kept, and how many one watchdog pass deletes at most: an hourly site that
+# keeps skipping would otherwise add 8,760 rows a year, every one listed on its admin page.
+SKIPPED_KEPT = timedelta(days=90)
+PRUNE_PER_TICK = 10_000
+
+
+def prune_skipped() -> list[str]:
+    """Delete the skipped runs older than SKIPPED_KEPT, at most PRUNE_PER_TICK a pass."""
+    old = SkippedRun.objects.filter(created_at__lt=timezone.now() - SKIPPED_KEPT).order_by("pk")
+    ids = list(old.values_list("pk", flat=True)[:PRUNE_PER_TICK])
+    deleted = SkippedRun.objects.filter(pk__in=ids).delete()[0] if ids else 0
+    return [f"deleted {deleted} skipped run(s) older than {SKIPPED_KEPT.days} days"] if deleted else []
 
 
 class _NotNow(Exception):

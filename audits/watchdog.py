@@ -127,6 +127,7 @@ def run_watchdog(now=None) -> str:
             actions.append(f"enqueued the deletion of site {site_id}")
     actions.extend(schedules.heal())
     actions.extend(schedules.start_waiting())
+    actions.extend(schedules.prune_skipped())
     actions.extend(notify.fail_stuck())
     actions.extend(_enqueue_each(notify.retry_audits(), NOTIFY_PER_TICK, "send_notifications", "notify",
                                  "the alerts tried again", names))

@@ -322,3 +322,19 @@ def test_an_outage_of_weeks_is_told_in_a_bounded_number_of_rows(owner, settings)
     assert len(missed) == schedules.MISSED_RECORDED
     assert missed[0].due_at == latest - timedelta(days=7) + timedelta(hours=1)
     assert "Every run time from this one to" in missed[-1].detail
+
+
+def test_skipped_runs_older_than_ninety_days_are_pruned_and_the_admin_lists_the_recent(
+        owner, client, django_user_model):
+    from django.urls import reverse
+
+    client.force_login(django_user_model.objects.create_superuser("boss", password="boss-pass-123"))
+    site = scheduled_site(owner)
+    for days in (200, 100, 20, 1):
+        row = SkippedRun.objects.create(site=site, due_at=timezone.now() - timedelta(days=days),
+                                        reason=SkippedRun.Reason.STILL_RUNNING, detail=f"{days} days ago")
+        SkippedRun.objects.filter(pk=row.pk).update(created_at=timezone.now() - timedelta(days=days))
+    assert "deleted 2 skipped run(s) older than 90 days" in run_watchdog()
+    assert sorted(SkippedRun.objects.values_list("detail", flat=True)) == ["1 days ago", "20 days ago"]
+    page = client.get(reverse("admin:audits_site_change", args=[site.pk])).content.decode()
+    assert "1 days ago" in page and "20 days ago" not in page
