@@ -40,6 +40,7 @@ def sync(site: Site) -> Schedule | None:
     if not site.is_scheduled:
         Schedule.objects.filter(name=site.schedule_name).delete()
         return None
+    _drop_twins(site.schedule_name)
     schedule, _ = Schedule.objects.update_or_create(
         name=site.schedule_name,
         defaults={
@@ -53,6 +54,13 @@ def sync(site: Site) -> Schedule | None:
     Schedule.objects.filter(pk=schedule.pk).update(next_run=schedule.next_run)
     Site.objects.filter(pk=site.pk).update(schedule_set_at=timezone.now())
     return schedule
+
+
+def _drop_twins(name: str) -> int:
+    """Keep one Schedule row of ``name``: django-q2's name is not unique, so a save and a watchdog's heal (or two
+    watchdogs) at once can each insert one; the second would fire every run twice and fail the next save."""
+    rows = list(Schedule.objects.filter(name=name).order_by("pk").values_list("pk", flat=True))
+    return Schedule.objects.filter(pk__in=rows[1:]).delete()[0] if len(rows) > 1 else 0
 
 
 def next_run(site: Site, moment: datetime | None = None) -> datetime:
@@ -92,6 +100,8 @@ def heal() -> list[str]:
     wanted = set()
     for site in Site.objects.scheduled():
         wanted.add(site.schedule_name)
+        if twins := _drop_twins(site.schedule_name):
+            actions.append(f"removed {twins} second schedule(s) of site {site.pk}")
         if site.schedule_name not in present:
             sync(site)
             actions.append(f"recreated the schedule of site {site.pk}")

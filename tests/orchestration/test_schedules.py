@@ -338,3 +338,18 @@ def test_skipped_runs_older_than_ninety_days_are_pruned_and_the_admin_lists_the_
     assert sorted(SkippedRun.objects.values_list("detail", flat=True)) == ["1 days ago", "20 days ago"]
     page = client.get(reverse("admin:audits_site_change", args=[site.pk])).content.decode()
     assert "1 days ago" in page and "20 days ago" not in page
+
+
+def test_a_second_schedule_row_of_a_site_is_dropped_by_the_next_save_or_watchdog_pass(owner, settings):
+    # django-q2's Schedule.name is not unique: a save and a watchdog's heal at once can each insert one.
+    site = scheduled_site(owner)
+    original = Schedule.objects.get(name=site.schedule_name)
+    Schedule.objects.create(name=site.schedule_name, func=original.func, args=original.args,
+                            schedule_type=Schedule.CRON, cron=original.cron, repeats=-1)
+    assert f"removed 1 second schedule(s) of site {site.pk}" in schedules.heal()
+    assert Schedule.objects.filter(name=site.schedule_name).count() == 1
+    Schedule.objects.create(name=site.schedule_name, func=original.func, args=original.args,
+                            schedule_type=Schedule.CRON, cron=original.cron, repeats=-1)
+    site.hour = 5
+    schedules.sync(site)  # update_or_create would raise MultipleObjectsReturned
+    assert list(Schedule.objects.filter(name=site.schedule_name).values_list("pk", flat=True)) == [original.pk]
