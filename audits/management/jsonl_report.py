@@ -32,8 +32,10 @@ class Report:
     write call for every record.
     """
 
-    ISSUE_FIELDS = ("code", "severity", "url", "target_url", "message")
-    CHANGE_FIELDS = ("code", "severity", "url", "target_url")
+    # "key" is the issue's stable key (audits.diff matches issues across audits by it): the field a reader
+    # joins an issue's records on, and this run's on a later run's.
+    ISSUE_FIELDS = ("code", "severity", "url", "target_url", "message", "key")
+    CHANGE_FIELDS = ("code", "severity", "url", "target_url", "key")
 
     def __init__(self, out, mode: str = Audit.Mode.FULL):
         self.out = out
@@ -58,7 +60,7 @@ class Report:
              **(self._rendered(outcome) if outcome.rendered else {})}
             for outcome in outcomes
         )
-        self.issue_values((i.code, i.severity, i.url, i.target_url, i.message) for i in issues)
+        self.issue_values((i.code, i.severity, i.url, i.target_url, i.message, i.key) for i in issues)
 
     @staticmethod
     def _rendered(outcome) -> dict:
@@ -72,7 +74,7 @@ class Report:
                           escalated=escalated)
 
     def issue_values(self, rows, *, escalated: bool = False) -> None:
-        """Issue records from (code, severity, url, target_url, message[, review]) tuples.
+        """Issue records from (code, severity, url, target_url, message[, key[, review]]) tuples.
 
         ``escalated``: records of issues written before, whose severity finalize
         raised (they carry ``"escalated": true``). An issue whose review is
@@ -84,23 +86,25 @@ class Report:
 
     @staticmethod
     def _issue_records(rows, escalated: bool):
-        for code, severity, url, target, message, *review in rows:
+        for code, severity, url, target, message, *rest in rows:
             record = {"type": "issue", "code": code, "severity": severity, "url": url, "target": target or None,
                       "message": message}
+            if rest and rest[0]:
+                record["key"] = rest[0]
             if escalated:
                 record["escalated"] = True
-            if review and review[0] == Issue.Review.IGNORED:
+            if rest[1:] and rest[1] == Issue.Review.IGNORED:
                 record["ignored"] = True
             yield record
 
     def change_values(self, change: str, rows) -> None:
-        """Change records from (code, severity, url, target_url) tuples."""
+        """Change records from (code, severity, url, target_url[, key]) tuples."""
         if self.out is None:
             return
         self._stream(
             {"type": "change", "change": change, "code": code, "severity": severity, "url": url,
-             "target": target or None}
-            for code, severity, url, target in rows
+             "target": target or None, **({"key": key[0]} if key else {})}
+            for code, severity, url, target, *key in rows
         )
 
     def changes(self, audit: Audit, *, include_ignored: bool = False) -> None:

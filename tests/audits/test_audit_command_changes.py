@@ -101,7 +101,10 @@ def test_compare_to_previous_writes_every_change_after_the_issues_and_counts_the
     assert kinds[-1] == "summary" and set(kinds[kinds.index("change"):-1]) == {"change"}
     order = [r["change"] for r in of(records, "change")]
     assert order == sorted(order, key=["new", "fixed", "persisting", "unknown"].index)
-    assert set(of(records, "change")[0]) == {"type", "change", "code", "severity", "url", "target"}
+    assert set(of(records, "change")[0]) == {"type", "change", "code", "severity", "url", "target", "key"}
+    # The key joins a change record to its issue record (a fixed one's to the baseline's).
+    issue_keys = {r["key"] for r in of(records, "issue")}
+    assert {r["key"] for r in of(records, "change") if r["change"] == "new"} <= issue_keys
 
     summary = records[-1]
     assert summary["baseline_id"] == first_id and summary["exit_code"] == 1

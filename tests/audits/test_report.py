@@ -34,10 +34,12 @@ def _outcome(url: str, *, title: str | None, error: FetchError | None = None) ->
 def test_a_batch_writes_one_line_per_page_then_its_issues_in_order():
     out = io.StringIO()
     issues = [
-        SimpleNamespace(url="http://s/a", code="missing_h1", severity="warning", target_url="", message="No h1"),
-        SimpleNamespace(url="http://s/a", code="thin_content", severity="notice", target_url="", message="Thin"),
+        SimpleNamespace(url="http://s/a", code="missing_h1", severity="warning", target_url="", message="No h1",
+                        key="k1"),
+        SimpleNamespace(url="http://s/a", code="thin_content", severity="notice", target_url="", message="Thin",
+                        key="k2"),
         SimpleNamespace(url="http://s/b", code="broken_link_internal", severity="critical",
-                        target_url="http://s/x", message="Link “x” answered 404"),
+                        target_url="http://s/x", message="Link “x” answered 404", key="k3"),
     ]
     Report(out).batch([_outcome("http://s/a", title="A “title”"), _outcome("http://s/b", title=None),
                        _outcome("http://s/c", title=None, error=FetchError.READ_TIMEOUT)], issues)
@@ -47,8 +49,8 @@ def test_a_batch_writes_one_line_per_page_then_its_issues_in_order():
                           "depth": 2, "title": "A “title”", "error": None, "issues": ["missing_h1", "thin_content"]}
     assert records[1]["issues"] == ["broken_link_internal"] and records[1]["title"] is None
     assert records[2]["error"] == "read_timeout" and records[2]["status"] is None and records[2]["issues"] == []
-    assert [(r["code"], r["target"]) for r in records[3:]] == [
-        ("missing_h1", None), ("thin_content", None), ("broken_link_internal", "http://s/x")]
+    assert [(r["code"], r["target"], r["key"]) for r in records[3:]] == [
+        ("missing_h1", None, "k1"), ("thin_content", None, "k2"), ("broken_link_internal", "http://s/x", "k3")]
 
 
 def test_issue_values_write_every_row_in_order_and_flush_every_2000_lines_and_at_the_end():
@@ -63,7 +65,8 @@ def test_issue_values_write_every_row_in_order_and_flush_every_2000_lines_and_at
 def test_hostile_text_from_a_site_comes_back_exactly_one_record_a_line():
     out = io.StringIO()
     issues = [SimpleNamespace(url=f"http://s/{text}", code="missing_h1", severity="warning",
-                              target_url=f"http://t/{text}" if text else "", message=text) for text in HOSTILE]
+                              target_url=f"http://t/{text}" if text else "", message=text, key="k")
+              for text in HOSTILE]
     Report(out).batch([_outcome(f"http://s/{text}", title=text) for text in HOSTILE], issues)
     lines = out.getvalue().split("\n")
     assert lines.pop() == ""  # the report ends with a newline, and no record spans two lines
