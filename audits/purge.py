@@ -85,6 +85,12 @@ def purge_rows(audit_id: int) -> None:
         audit.delete()
 
 
+def purge_site(site: Site) -> None:
+    """Delete ``site``, its audits (each in batches) and the rest it holds now (see ``delete_site_soon``)."""
+    _start_deleting_site(site)
+    purge_site_rows(site.pk)
+
+
 def delete_site_soon(site: Site) -> None:
     """Take ``site`` and its audits off every screen now, and leave deleting them to a worker (``purge_site_rows``).
 
@@ -93,12 +99,6 @@ def delete_site_soon(site: Site) -> None:
     """
     _start_deleting_site(site)
     enqueue("audits.tasks.purge_site", site.pk, name=f"site-{site.pk}-purge")
-
-
-def purge_site(site: Site) -> None:
-    """Delete ``site``, its audits (each in batches) and the rest it holds now (see ``delete_site_soon``)."""
-    _start_deleting_site(site)
-    purge_site_rows(site.pk)
 
 
 def _start_deleting_site(site: Site) -> None:

@@ -15,14 +15,16 @@ from tests.render_site import RenderSite
 pytestmark = pytest.mark.browser
 
 
-def render(site: RenderSite, pages: list[tuple[str, bytes]]):
-    """Each (path, body) rendered in turn by one browser."""
+def render(site: RenderSite, pages: list[tuple[str, bytes]], *, settle: float = 0.0):
+    """Each (path, body) rendered in turn by one browser; and the pages it holds ``settle`` s after the last."""
     guard = AddressGuard(allowed_targets=[("127.0.0.1", site.server.port)])
 
     async def go():
         policy = FetchPolicy(connect_timeout=1.0, read_timeout=2.0, deadline=5.0)
-        async with Fetcher(policy, guard) as fetcher, Renderer(fetcher, deadline=5.0) as renderer:
-            return [await renderer.render(site.url(path), body) for path, body in pages]
+        async with Fetcher(policy, guard) as fetcher, Renderer(fetcher, deadline=3.0) as renderer:
+            results = [await renderer.render(site.url(path), body) for path, body in pages]
+            await asyncio.sleep(settle)
+            return results, renderer.open_pages
 
     return asyncio.run(go())
 
@@ -33,7 +35,7 @@ PAGE = b"<!doctype html><html><head><title>Shop search</title></head><body><h1>R
 def test_a_page_whose_url_chromium_spells_otherwise_is_still_rendered():
     paths = ["/search?q=it's", "/search?q=a%20b&x=[1]", "/caf\u00e9/"]
     with RenderSite() as site:
-        results = render(site, [(path, PAGE % b"") for path in paths])
+        results, _ = render(site, [(path, PAGE % b"") for path in paths])
     for path, rendered in zip(paths, results, strict=True):
         assert rendered.problem == "", (path, rendered.detail)
         assert b"<title>Shop search</title>" in rendered.html, path
@@ -44,7 +46,7 @@ def test_a_page_that_navigates_away_by_script_or_refresh_is_read_as_it_was_and_t
                b"<script>setTimeout(() => location.replace('/elsewhere'), 50);</script>",
                b'<meta http-equiv="refresh" content="0; url=/elsewhere">']
     with RenderSite() as site:
-        results = render(site, [("/start", PAGE % how) for how in leaving])
+        results, _ = render(site, [("/start", PAGE % how) for how in leaving])
     for how, rendered in zip(leaving, results, strict=True):
         assert rendered.problem == "", (how, rendered.detail)
         assert b"<title>Shop search</title>" in rendered.html and b"<h1>Results</h1>" in rendered.html, how
@@ -85,16 +87,7 @@ def test_windows_a_page_opens_by_link_or_form_are_closed_not_left_to_pile_up():
              b"<form id=f target=_blank action='/y'></form><script>for (let i = 0; i < 10; i++) "
              b"{ document.getElementById('a').click(); document.getElementById('f').submit(); }</script>")
     with RenderSite() as site:
-        guard = AddressGuard(allowed_targets=[("127.0.0.1", site.server.port)])
-
-        async def go():
-            policy = FetchPolicy(connect_timeout=1.0, read_timeout=2.0, deadline=5.0)
-            async with Fetcher(policy, guard) as fetcher, Renderer(fetcher, deadline=3.0) as renderer:
-                first = await renderer.render(site.url("/storm"), storm)
-                second = await renderer.render(site.url("/after"), PAGE % b"")
-                await asyncio.sleep(1.0)  # a window opens a moment after its click
-                return first, second, renderer.open_pages
-
-        first, second, left = asyncio.run(go())
+        # A window opens a moment after its click: counted a second after the last page.
+        (first, second), left = render(site, [("/storm", storm), ("/after", PAGE % b"")], settle=1.0)
     assert first.problem == "" and second.problem == "" and b"Shop search" in second.html
     assert left == 0

@@ -179,12 +179,17 @@ def test_migrating_the_audits_app_alone_on_a_fresh_database_works_and_a_full_mig
     assert rows == [("audits.tasks.watchdog",)]
 
 
-def test_an_audit_whose_next_task_waits_in_a_busy_queue_is_not_failed_as_stalled(owner, grid_site, fast_settings):
-    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "STALL_SECONDS": 60}
-    audit = crawling_audit(owner, grid_site)
-    # Chunk 1 was enqueued and sits behind other audits' chunks; no worker has taken it.
+def queued_chunk(owner, site) -> Audit:
+    """A crawling audit whose chunk 1 was enqueued and sits in the queue, no worker having taken it."""
+    audit = crawling_audit(owner, site)
     with transaction.atomic():
         Dispatcher().chunk(audit.pk, 1)
+    return audit
+
+
+def test_an_audit_whose_next_task_waits_in_a_busy_queue_is_not_failed_as_stalled(owner, grid_site, fast_settings):
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "STALL_SECONDS": 60}
+    audit = queued_chunk(owner, grid_site)  # behind other audits' chunks
     age(audit, 600)
     run_watchdog()
     audit.refresh_from_db()
@@ -201,9 +206,7 @@ def test_an_audit_whose_task_no_worker_takes_for_hours_fails_saying_no_cluster_s
     # A rendered audit with no render cluster: its task waits forever, and a schedule would skip every
     # later run as "still running", alerting nobody.
     fast_settings.SITEWARD = {**fast_settings.SITEWARD, "STALL_SECONDS": 60, "QUEUE_WAIT_SECONDS": 3600}
-    audit = crawling_audit(owner, grid_site)
-    with transaction.atomic():
-        Dispatcher().chunk(audit.pk, 1)
+    audit = queued_chunk(owner, grid_site)
     age(audit, 3000)
     run_watchdog()
     audit.refresh_from_db()
