@@ -56,7 +56,7 @@ from .html_rules import (
     resolve_url,
     settle_chunk,
 )
-from .html_tree import build_tree
+from .html_tree import build_tree, feed_events, tree_tops
 from .structured_data import MAX_BLOCKS, is_jsonld, judged
 from .tree_text import AnchorText, has_ancestor, has_image_alt, joined_text, visible_text
 from .types import Canonical, Image, Link, PageFacts
@@ -511,8 +511,6 @@ _END = {
 
 # ---------------------------------------------------------------- the tree path
 
-# What a shadow-root <template> is renamed to in the tree, so that it holds ordinary content.
-SHADOW_ROOT_TAG = "siteward-shadow-root"
 # Elements the tree walk looks at; everything else is passed over in C.
 _WANTED = tuple(
     {"a", "area", "img", "link", "meta", "base", "html", "title", *RESOURCE_ATTRS, *HEADING_LEVELS}
@@ -521,23 +519,8 @@ _WANTED = tuple(
 _STRING = etree.XPath("string()", smart_strings=False)
 
 
-def _tops(root) -> list:
-    """The document's top-level elements: libxml2 reopens ``<html>`` for content
-    after ``</html>``, which the tree keeps as further roots, in order."""
-    tops = [root]
-    for sibling in root.itersiblings():
-        if isinstance(sibling.tag, str):
-            tops.append(sibling)
-    return tops
-
-
-def _walk(c: _Collector, tops: list) -> None:
-    """Fill the collector from a tree: one C-level pass over the wanted elements."""
-    for top in tops:
-        _walk_top(c, top)
-
-
 def _walk_top(c: _Collector, top) -> None:
+    """Fill the collector from one top of the tree: one C-level pass over the wanted elements."""
     refs = c.refs
     # Most pages hold no INERT_TAGS: then no element needs its ancestors looked at.
     inert = next(top.iter(*INERT_TAGS), None) is not None
@@ -590,17 +573,6 @@ def _walk_top(c: _Collector, top) -> None:
             c._html(tag, el.attrib)
 
 
-def _parse_events(collector: _Collector, text: str) -> None:
-    parser = etree.HTMLParser(target=collector, recover=True, no_network=True)
-    try:
-        parser.feed(text)
-        parser.close()
-    except (etree.LxmlError, ValueError):
-        # libxml2 gave up part-way (it reports rather than recovers from a few
-        # input errors); the facts gathered so far still describe the page.
-        collector.close()
-
-
 def parse_html(
     body: bytes, url: str, *, http_charset: str | None = None, max_links: int = 2000
 ) -> PageFacts:
@@ -616,12 +588,9 @@ def parse_html(
         if source:
             if isinstance(source, bytes):
                 source = source.decode("utf-8")
-            _parse_events(collector, source)
+            feed_events(collector, source)
         return collector.facts(max_links, charset)
-    tops = _tops(root)
+    tops = tree_tops(root)
     for top in tops:
-        for template in top.iter("template"):
-            if is_shadow_root(template.attrib):
-                template.tag = SHADOW_ROOT_TAG  # not a <template> to every rule below: shown content
-    _walk(collector, tops)
+        _walk_top(collector, top)
     return collector.facts(max_links, charset, tops)
