@@ -11,6 +11,8 @@ same SELECTs, unwritten, answer the compare view for any two audits of a site.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from django.db import connection
 from django.db.models import Case, Count, Exists, OuterRef, Q, Value, When
 
@@ -300,12 +302,10 @@ def _persisting_back(issues, base: Audit) -> None:
     alert or a --fail-on-new gate must not take it for news. On a page the baseline read, it is new."""
     unseen = issues.filter(change=Issue.Change.NEW).exclude(Exists(Page.objects.filter(
         audit_id=base.pk, url_hash=OuterRef("url_hash"), fetch_error="", status_code__lt=500)))
-    earlier = base.baseline_id
-    for _ in range(CARRY_BACK):
-        if earlier is None or not unseen.exists():
+    for earlier in _runs_before(base):
+        if not unseen.exists():
             return
         unseen.filter(same_issue(earlier)).update(change=Issue.Change.PERSISTING)
-        earlier = Audit.objects.filter(pk=earlier).values_list("baseline_id", flat=True).first()
 
 
 def _carry_ignored_back(issues, base: Audit) -> None:
@@ -316,14 +316,20 @@ def _carry_ignored_back(issues, base: Audit) -> None:
     that none of the runs after it reported, so a mark a person took off later wins.
     """
     absent = ~same_issue(base.pk)
-    earlier = base.baseline_id
-    for _ in range(CARRY_BACK):
-        if earlier is None:
-            return
+    for earlier in _runs_before(base):
         if Issue.objects.filter(audit_id=earlier, review=Issue.Review.IGNORED).exists():
             issues.filter(review=Issue.Review.OPEN, change=Issue.Change.NEW).filter(absent).filter(
                 same_issue(earlier, review=Issue.Review.IGNORED)).update(review=Issue.Review.IGNORED)
         absent &= ~same_issue(earlier)
+
+
+def _runs_before(base: Audit) -> Iterator[int]:
+    """The audits ``base`` was compared with, its baseline's, and so on: CARRY_BACK of them at most, latest first."""
+    earlier = base.baseline_id
+    for _ in range(CARRY_BACK):
+        if earlier is None:
+            return
+        yield earlier
         earlier = Audit.objects.filter(pk=earlier).values_list("baseline_id", flat=True).first()
 
 
