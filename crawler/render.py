@@ -249,37 +249,37 @@ class Renderer:
                     served = True
                     await route.fulfill(status=200, headers={"content-type": content_type}, body=body)
                 else:
-                    _note(out.blocked, (request.url[:URL_MAX], "the page navigated there itself (script or "
+                    _note(out.blocked, (request.url, "the page navigated there itself (script or "
                                         "refresh); only the page's own URL is rendered"))
                     await route.abort("aborted")
                 return
             requests += 1
             why = self._refusal(request.url, request.method, requests) or _asked_across(request, home)
             if why:
-                _note(out.blocked, (request.url[:URL_MAX], why))
+                _note(out.blocked, (request.url, why))
                 await route.abort("blockedbyclient")
                 return
             result = await self.fetcher.fetch(request.url, keep_body=True, max_bytes=MAX_RESOURCE_BYTES)
             if result.error is FetchError.SSRF_BLOCKED:
-                _note(out.blocked, (request.url[:URL_MAX], "a private or reserved address"))
+                _note(out.blocked, (request.url, "a private or reserved address"))
                 await route.abort("blockedbyclient")
             elif result.error is not None or result.status is None:
-                _note(out.failed, (request.url[:URL_MAX], result.error.label if result.error else "no answer"))
+                _note(out.failed, (request.url, result.error.label if result.error else "no answer"))
                 await route.abort("failed")
             elif _origin(request.url) != home and _origin(result.final_url) == home:
                 # Fulfilled under the URL asked for, the site's answer (its credentials' answer) would be
                 # readable by that other origin's frames.
-                _note(out.blocked, (request.url[:URL_MAX], "a redirect into the audited site from another origin"))
+                _note(out.blocked, (request.url, "a redirect into the audited site from another origin"))
                 await route.abort("blockedbyclient")
             elif result.status in REDIRECT_STATUSES and result.redirects:
                 # A hop the fetcher would not follow (robots.txt, the logout): refused as the URL would be. Not
                 # handed to the browser to follow: Playwright routes only a redirect's first request.
                 why = self._refusal(result.final_url, request.method, requests) or "a redirect not followed"
-                _note(out.blocked, (result.final_url[:URL_MAX], why))
+                _note(out.blocked, (result.final_url, why))
                 await route.abort("blockedbyclient")
             else:
                 if result.status >= 400:
-                    _note(out.failed, (request.url[:URL_MAX], f"answered {result.status}"))
+                    _note(out.failed, (request.url, f"answered {result.status}"))
                 headers = {"content-type": result.headers.get("content-type", "application/octet-stream"),
                            **_cors(result.headers, request.url)}
                 await route.fulfill(status=result.status, headers=headers, body=result.body or b"")
@@ -343,8 +343,9 @@ async def _close_quietly(page) -> None:
 
 
 def _note(kept: list, item) -> None:
+    """Keep ``item``, up to MAX_NOTES: an error's text, or a request's (URL, why), its URL cut to URL_MAX."""
     if len(kept) < MAX_NOTES:
-        kept.append(item)
+        kept.append((item[0][:URL_MAX], *item[1:]) if isinstance(item, tuple) else item)
 
 
 def _is_timeout(exc: Exception) -> bool:
