@@ -21,8 +21,9 @@ def _sendable(text: str) -> bool:
     return all(" " <= ch <= "\xff" and ch != "\x7f" for ch in text)
 
 
-def read_cookies(jar: dict[str, str], set_cookies: tuple[str, ...]) -> None:
-    """Apply Set-Cookie headers to ``jar`` (name → value); an expired or emptied cookie leaves it.
+def read_cookies(jar: dict[str, str], set_cookies: tuple[str, ...], *, deletions: bool = True) -> None:
+    """Apply Set-Cookie headers to ``jar`` (name → value); an expired or emptied cookie leaves it,
+    unless ``deletions`` is false (then such a line changes nothing).
 
     Each line is read as RFC 6265 5.2 and browsers read it: the cookie is what
     stands before the first ``;`` (its value quotes included), the rest are
@@ -37,7 +38,8 @@ def read_cookies(jar: dict[str, str], set_cookies: tuple[str, ...]) -> None:
         if not eq or not name or not (_sendable(name) and _sendable(value)):
             continue  # no "=", or no name: not a cookie (RFC 6265 5.2 steps 2 and 5)
         if not value or _deleted(attributes):
-            jar.pop(name, None)
+            if deletions:
+                jar.pop(name, None)
         elif name in jar or len(jar) < MAX_COOKIES:
             jar[name] = value
 

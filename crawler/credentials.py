@@ -19,7 +19,7 @@ import httpx
 from lxml import etree
 from lxml import html as lxml_html
 
-from .cookies import MAX_COOKIES, read_cookies
+from .cookies import read_cookies
 from .request_url import origin
 from .urls import InvalidURL, origin_of
 
@@ -145,11 +145,8 @@ class Credentials:
         """
         if not set_cookies or origin(url) != self.origin:
             return self
-        jar, fresh = dict(self.session), {}
-        read_cookies(fresh, tuple(set_cookies))
-        for name, value in fresh.items():
-            if name in jar or len(jar) < MAX_COOKIES:
-                jar[name] = value
+        jar = dict(self.session)
+        read_cookies(jar, tuple(set_cookies), deletions=False)
         return self if jar == dict(self.session) else self.with_cookies(jar)
 
     def without_session(self) -> Credentials:
