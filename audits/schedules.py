@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
@@ -134,8 +134,8 @@ def run_due(site_id: int, due: str | None = None) -> str:
     if not site.owner.is_active:
         # A deactivated account is how an operator stops a person: their schedules stop with it. The fire
         # still counts as handled, or a reactivated account's next fire would list these as missed.
-        Site.objects.filter(pk=site.pk, last_due_at__lt=due_at).update(last_due_at=due_at)
-        Site.objects.filter(pk=site.pk, last_due_at__isnull=True).update(last_due_at=due_at)
+        Site.objects.filter(Q(last_due_at__lt=due_at) | Q(last_due_at__isnull=True), pk=site.pk).update(
+            last_due_at=due_at)
         return f"site {site_id}: its owner's account is deactivated"
     with transaction.atomic():
         locked = lock_site(site)

@@ -120,11 +120,8 @@ def run_watchdog(now=None) -> str:
     # Audits and sites a person deleted whose deletion task was lost (a worker killed in it): again.
     actions.extend(_enqueue_each(Audit.objects.filter(deleting=True, site__deleting=False), PURGE_PER_TICK,
                                  "purge_audit", "purge", "the deletion", names))
-    for site_id in Site.objects.filter(deleting=True).order_by("id").values_list("pk", flat=True)[:PURGE_PER_TICK]:
-        if f"site-{site_id}-purge" not in names:
-            with transaction.atomic():
-                enqueue("audits.tasks.purge_site", site_id, name=f"site-{site_id}-purge")
-            actions.append(f"enqueued the deletion of site {site_id}")
+    actions.extend(_enqueue_each(Site.objects.filter(deleting=True), PURGE_PER_TICK, "purge_site", "purge",
+                                 "the deletion", names))
     actions.extend(schedules.heal())
     actions.extend(schedules.start_waiting())
     actions.extend(schedules.prune_skipped())
@@ -138,15 +135,16 @@ def run_watchdog(now=None) -> str:
     return "; ".join(actions) or "nothing to do"
 
 
-def _enqueue_each(audits, limit: int, task: str, suffix: str, what: str, names: set[str]) -> list[str]:
-    """Enqueue ``task`` for the first ``limit`` of ``audits`` that have none queued already."""
+def _enqueue_each(rows, limit: int, task: str, suffix: str, what: str, names: set[str]) -> list[str]:
+    """Enqueue ``task`` for the first ``limit`` of ``rows`` (audits, or sites) that have none queued already."""
+    kind = "site" if rows.model is Site else "audit"
     actions = []
-    for audit_id in audits.order_by("id").values_list("pk", flat=True)[:limit]:
-        name = f"audit-{audit_id}-{suffix}"
+    for pk in rows.order_by("id").values_list("pk", flat=True)[:limit]:
+        name = f"{kind}-{pk}-{suffix}"
         if name not in names:
             with transaction.atomic():
-                enqueue(f"audits.tasks.{task}", audit_id, name=name)
-            actions.append(f"enqueued {what} of {audit_id}")
+                enqueue(f"audits.tasks.{task}", pk, name=name)
+            actions.append(f"enqueued {what} of {'site ' if kind == 'site' else ''}{pk}")
     return actions
 
 
