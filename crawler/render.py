@@ -218,7 +218,7 @@ class Renderer:
                 break
             await asyncio.sleep(0.05)
         if page not in self._rendering:
-            await _close_quietly(page)
+            await self._closed(page)
 
     async def _watch(self, page, url: str, body: bytes, content_type: str, out: Rendered,
                      answering: set[asyncio.Task]) -> None:
@@ -335,11 +335,6 @@ class Renderer:
         except Exception as exc:
             self.unavailable = f"The browser stopped answering: {type(exc).__name__}: {exc}"[:300]
             self._context = None
-
-
-async def _close_quietly(page) -> None:
-    with contextlib.suppress(Exception):  # closed already, or the browser went first
-        await page.close()
 
 
 def _note(kept: list, item) -> None:
