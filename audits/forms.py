@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 
 from crawler.errors import DnsFailure, UnsafeAddress
 from crawler.net import AddressGuard
-from crawler.urls import InvalidURL, compile_patterns, normalize
+from crawler.urls import InvalidURL, compile_patterns, holds_userinfo, normalize
 
 from .models import IgnoreRule, IssueCode, Site
 from .models.audit import RENDER_CHOICES
@@ -218,7 +218,7 @@ class AuditForm(CrawlSettingsForm):
                 code="no_scheme",
             )
         try:
-            userinfo = "@" in urlsplit(raw).netloc
+            userinfo = holds_userinfo(raw)
             url = normalize(raw)
         except (InvalidURL, ValueError) as exc:
             raise forms.ValidationError(f"This is not a valid web address: {exc}.", code="invalid") from None
@@ -304,7 +304,7 @@ class SiteScheduleForm(forms.ModelForm):
             return ""
         if urlsplit(url).scheme not in ("http", "https"):
             raise forms.ValidationError("A webhook must be an http:// or https:// address.", code="scheme")
-        if "@" in urlsplit(url).netloc:
+        if holds_userinfo(url):
             # It would be stored and shown in the clear, and sent as basic auth even over http://.
             raise forms.ValidationError(
                 "A webhook address may not hold a user name or password: the address is stored and shown as "

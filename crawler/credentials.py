@@ -21,7 +21,7 @@ from lxml import html as lxml_html
 
 from .cookies import read_cookies
 from .request_url import origin
-from .urls import InvalidURL, origin_of
+from .urls import InvalidURL, holds_userinfo, origin_of
 
 # Followed, a logout link ends the session the crawl runs on: URLs matching this
 # (case-insensitive, on the whole URL) are never requested when a site has a login.
@@ -158,12 +158,12 @@ def login_page_problem(login_url: str, start_url: str) -> str | None:
     """Why ``login_url`` cannot be the login page of a crawl of ``start_url``, or None: it must be on its origin,
     and hold no user or password (the address is stored and shown as it is; secrets are sealed)."""
     try:
-        if "@" in urlsplit(login_url.strip()).netloc:
+        if holds_userinfo(login_url):
             return ("The login page's address holds a user name or password: give the address alone, "
                     "and put a password in the basic auth or login fields, which are stored encrypted.")
         if origin_of(login_url) == origin_of(start_url):
             return None
-    except (InvalidURL, ValueError):  # urlsplit's ValueError: an unclosed IPv6 bracket
+    except (InvalidURL, ValueError):  # holds_userinfo's ValueError: an unclosed IPv6 bracket
         pass
     return f"The login page must be on {origin_of(start_url)}: credentials never leave the site."
 

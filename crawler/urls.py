@@ -151,6 +151,15 @@ def origin_of(url: str) -> str:
     return normal[: normal.index("/", normal.index("://") + 3)]
 
 
+def holds_userinfo(url: str) -> bool:
+    """Whether ``url`` carries a user name or password (``user:pass@host``); ValueError when it does not parse.
+
+    normalize() drops them, and an address is stored and shown as typed: a form refuses such
+    an address and says where a secret goes instead.
+    """
+    return "@" in urlsplit(url.strip()).netloc
+
+
 def url_hash(url: str) -> str:
     """A stable 32-hex-character key for ``url`` (pass it a normalised URL)."""
     return hashlib.blake2b(url.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
