@@ -50,6 +50,10 @@ RESOURCE_ATTRS = {
 # alt check reads them when src is missing, blank or a data: placeholder; nothing fetches them.
 LAZY_SRC_ATTRS = ("data-src", "data-lazy-src", "data-original")
 LAZY_SRCSET_ATTRS = ("srcset", "data-srcset")
+# A browser picks one srcset candidate by screen, so any of them can be the one a visitor gets:
+# each is checked as the element's resource, the first MAX_SRCSET of an attribute.
+SRCSET_TAGS = frozenset({"img", "source"})
+MAX_SRCSET = 32
 # Text inside these never counts as visible body text.
 HIDDEN_TEXT_TAGS = frozenset({"head", "script", "style", "noscript", "template", "title"})
 # <title> inside inline SVG or MathML is an accessible name, not the page title.
@@ -89,6 +93,8 @@ def clip(text: str, cap: int) -> str:
 
 
 _SRCSET_FIRST_URL = re.compile(r"[ \t\n\r\x0c,]*([^ \t\n\r\x0c]*)")
+_SRCSET_GAP = re.compile(r"[ \t\n\r\x0c,]*")
+_SRCSET_URL = re.compile(r"[^ \t\n\r\x0c]*")
 
 
 def image_url(src: str | None, attrib) -> str | None:
@@ -111,6 +117,51 @@ def image_url(src: str | None, attrib) -> str | None:
             if url:
                 return url
     return src
+
+
+def srcset_urls(value: str) -> list[str]:
+    """The candidates' URLs of a ``srcset``, as HTML parses it: a URL runs to whitespace (less
+    trailing commas), and its descriptors to the next comma outside parentheses."""
+    urls: list[str] = []
+    pos, end = 0, len(value)
+    while len(urls) < MAX_SRCSET:
+        pos = _SRCSET_GAP.match(value, pos).end()
+        if pos >= end:
+            break
+        url = _SRCSET_URL.match(value, pos)[0]
+        pos += len(url)
+        if url.endswith(","):
+            url = url.rstrip(",")
+        else:
+            pos = _descriptors_end(value, pos)
+        if url:
+            urls.append(url)
+    return urls
+
+
+def _descriptors_end(value: str, pos: int) -> int:
+    while True:
+        comma, paren = value.find(",", pos), value.find("(", pos)
+        if comma == -1:
+            return len(value)
+        if paren == -1 or comma < paren:
+            return comma + 1
+        close = value.find(")", paren)
+        if close == -1:
+            return len(value)
+        pos = close + 1
+
+
+def media_urls(tag: str, attrib) -> list[str]:
+    """The URLs an element makes a browser fetch besides its main attribute's: an
+    ``<img>``'s or ``<picture><source>``'s srcset candidates, a ``<video>``'s poster."""
+    if tag in SRCSET_TAGS:
+        value = attrib.get("srcset")
+        return srcset_urls(value) if value else []
+    if tag == "video":
+        poster = attrib.get("poster")
+        return [poster] if poster is not None else []
+    return []
 
 
 def image_name(shown: str, resolved: str | None) -> str:

@@ -52,6 +52,7 @@ from .html_rules import (
     image_name,
     image_url,
     is_shadow_root,
+    media_urls,
     rel_tokens,
     resolve_url,
     settle_chunk,
@@ -238,8 +239,7 @@ class _Collector:
     def _img(self, tag, attrib) -> None:
         src = attrib.get("src")
         if self.inert:
-            if src is not None:
-                self._add_ref(src, "img")
+            self._resource(tag, attrib)
             return
         alt = attrib.get("alt")
         if alt is not None:
@@ -253,11 +253,12 @@ class _Collector:
                     flag[0] = True
         shown = image_url(src, attrib)
         self.images.append((shown or "", alt))
-        if src is not None:
-            self._add_ref(src, "img")
+        self._resource(tag, attrib)
 
     def _resource(self, tag, attrib) -> None:
         self._add_ref(attrib.get(RESOURCE_ATTRS[tag]), tag)
+        for url in media_urls(tag, attrib):
+            self._add_ref(url, tag)
 
     def _link(self, tag, attrib, element=None) -> None:
         href = attrib.get("href")
@@ -540,10 +541,9 @@ def _walk_top(c: _Collector, top) -> None:
             if not (inert and has_ancestor(el, *INERT_TAGS)):
                 alt = el.get("alt")
                 c.images.append((image_url(src, el) or "", None if alt is None else clip(alt, ALT_MAX)))
-            if src is not None:
-                c._add_ref(src, "img")
+            c._resource(tag, el.attrib)
         elif tag in RESOURCE_ATTRS:
-            c._add_ref(el.get(RESOURCE_ATTRS[tag]), tag)
+            c._resource(tag, el.attrib)
             if tag == "script" and is_jsonld(el.get("type")) and len(c.jsonld) < MAX_BLOCKS:
                 c.jsonld.append(el.text or "")
         elif tag == "link":

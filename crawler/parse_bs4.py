@@ -42,6 +42,7 @@ from .html_rules import (
     image_url,
     is_shadow_root,
     joined_clip,
+    media_urls,
     rel_tokens,
     resolve_url,
 )
@@ -136,8 +137,10 @@ def parse_html_bs4(
             refs.append((tag["href"], "area", clip(tag.get("alt") or "", ANCHOR_MAX), _rel(tag)))
         elif tag.name == "link" and tag.get("href") is not None and "stylesheet" in _rel(tag):
             refs.append((tag["href"], "link", "", _rel(tag)))
-        elif tag.name in RESOURCE_ATTRS and tag.get(RESOURCE_ATTRS[tag.name]) is not None:
-            refs.append((tag[RESOURCE_ATTRS[tag.name]], tag.name, "", ()))
+        elif tag.name in RESOURCE_ATTRS:
+            if tag.get(RESOURCE_ATTRS[tag.name]) is not None:
+                refs.append((tag[RESOURCE_ATTRS[tag.name]], tag.name, "", ()))
+            refs.extend((url, tag.name, "", ()) for url in media_urls(tag.name, tag))
     dropped = max(0, len(refs) - MAX_RAW_REFS)
     links: list[Link] = []
     seen: set[tuple[str, str]] = set()

@@ -1,5 +1,6 @@
 """Lazy-loaded images (URL in ``data-src``, ``srcset`` or behind a ``data:``
-placeholder) are images to the alt check, and nothing new is fetched for them."""
+placeholder) are images to the alt check. What only a lazy-loading script reads
+(``data-*``) is not fetched; ``srcset`` is, as browsers do (tests/crawler/test_srcset.py)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_an_image_with_no_url_anywhere_is_named_by_its_source_for_the_alt_check(
 
 @pytest.mark.parametrize("reader", READERS)
 def test_lazy_urls_are_not_fetched_as_resources(reader):
-    facts = READERS[reader](page(f'<img data-src="/a.jpg"><img srcset="/b.jpg 2x"><img src="{GIF}" data-src="/c.jpg">'))
+    facts = READERS[reader](page(f'<img data-src="/a.jpg"><img data-srcset="/b.jpg 2x"><img src="{GIF}" data-src="/c.jpg">'))
     assert [link.url for link in facts.links if link.tag == "img"] == []
     facts = READERS[reader](page('<img src="/real.jpg" data-src="/a.jpg">'))
     assert [link.url for link in facts.links if link.tag == "img"] == ["https://example.com/real.jpg"]
