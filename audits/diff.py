@@ -55,8 +55,9 @@ SAME_LINK_SQL = f"""
 #   own tags (PAGE_AND_CROSS_CODES with no target) are its page check's, judged below.
 # - A start step's (robots.txt, sitemaps): the start always runs again, but reads the
 #   sitemaps and probes http:// only when robots.txt lets it crawl the start page; a
-#   validation goes on without them, and their issues are unknown.
-# - A link's: fixed when its source page answered and either no longer links
+#   validation goes on without them, and their issues are unknown. So is a one-a-site
+#   code (all but a sitemap's) reported under another key: the start page lands on another origin.
+# - A link's: fixed when its source page answered, was parsed if it was then, and either no longer links
 #   the target or the target answered without error below 400 (and without a
 #   redirect, for a redirecting link); else unknown: an external target that
 #   refuses crawlers (UNVERIFIED_STATUSES) is never reported, so says nothing.
@@ -78,6 +79,10 @@ _TWIN_GONE_SQL = """
               AND NOT EXISTS (SELECT 1 FROM audits_page ap WHERE ap.audit_id = %(audit)s AND ap.url_hash = tw.url_hash
                               AND ap.fetch_error = '' AND ap.status_code < 500))
 """
+# The page was parsed this time if it was parsed then: a page now cut at the size cap, served
+# as another type, or whose parse broke, has no links or content anybody checked.
+_PARSED_SQL = """({alias}.head_facts IS NOT NULL
+     OR NOT EXISTS (SELECT 1 FROM audits_page p WHERE p.id = b.page_id AND p.head_facts IS NOT NULL))"""
 GONE_ISSUES_SQL = f"""
     SELECT CASE WHEN b.code = 'broken_link_external'
                      AND EXISTS (SELECT 1 FROM audits_issue n WHERE n.audit_id = %(audit)s
@@ -86,7 +91,10 @@ GONE_ISSUES_SQL = f"""
                 WHEN %(partial)s AND b.code IN ({_codes(SITE_WIDE_CODES)})
                      AND NOT (b.code IN ({_codes(PAGE_AND_CROSS_CODES)}) AND b.target_url = '') THEN 'unknown'
                 WHEN b.code IN ({_codes(SITE_READ_CODES)}) AND NOT %(site_read)s THEN 'unknown'
-                WHEN b.code IN ({_codes(START_CODES)}) THEN 'fixed'
+                WHEN b.code IN ({_codes(START_CODES)}) THEN
+                    CASE WHEN b.code <> 'sitemap_invalid'
+                              AND EXISTS (SELECT 1 FROM audits_issue n WHERE n.audit_id = %(audit)s AND n.code = b.code)
+                         THEN 'unknown' ELSE 'fixed' END
                 WHEN b.code = 'title_duplicate' AND {_TWIN_GONE_SQL.format(column="title")} THEN 'unknown'
                 WHEN b.code = 'duplicate_content' AND {_TWIN_GONE_SQL.format(column="content_hash")} THEN 'unknown'
                 WHEN b.code = 'meta_description_duplicate' AND {_TWIN_GONE_SQL.format(column="description_hash")}
@@ -94,7 +102,8 @@ GONE_ISSUES_SQL = f"""
                 WHEN b.code IN ({_codes(LINK_CODES - {"redirect_broken_target"})}) THEN
                     CASE WHEN EXISTS (SELECT 1 FROM audits_page s WHERE s.audit_id = %(audit)s
                                       AND s.url_hash = b.url_hash AND s.fetch_error = ''
-                                      AND s.status_code BETWEEN 200 AND 299 AND s.redirect_count = 0)
+                                      AND s.status_code BETWEEN 200 AND 299 AND s.redirect_count = 0
+                                      AND {_PARSED_SQL.format(alias="s")})
                           AND (NOT EXISTS (SELECT 1 FROM audits_linkedge e WHERE e.audit_id = %(audit)s
                                            AND e.source_hash = b.url_hash AND e.target_url = b.target_url)
                                OR EXISTS (SELECT 1 FROM audits_linkedge e
@@ -110,9 +119,7 @@ GONE_ISSUES_SQL = f"""
                                     OR (b.code IN ({_codes(BROKEN_ANSWER_CODES)}) AND c.status_code < 400)
                                     OR (b.code NOT IN ({_codes(ANSWER_CODES)})
                                         AND c.status_code BETWEEN 200 AND 299 AND c.redirect_count = 0
-                                        AND (c.head_facts IS NOT NULL
-                                             OR NOT EXISTS (SELECT 1 FROM audits_page p WHERE p.id = b.page_id
-                                                            AND p.head_facts IS NOT NULL)))))
+                                        AND {_PARSED_SQL.format(alias="c")})))
                 THEN 'fixed' ELSE 'unknown' END AS change,
            b.key, b.url, b.code, b.severity, b.message, b.target_url
     FROM audits_issue b

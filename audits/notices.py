@@ -51,9 +51,18 @@ class ExternalReach:
 
 
 def external_reach(audit_id: int) -> ExternalReach:
-    """The audit's external checks (one aggregate over its pages); a worker lost on one did not try it."""
-    counts = Page.objects.filter(audit_id=audit_id, kind=Page.Kind.EXTERNAL).exclude(
-        fetch_error=FetchError.WORKER_LOST.value).aggregate(
+    """The audit's external checks (one aggregate over its pages); a worker lost on one did not try it.
+
+    A validation checks only the external links that were broken, many of them on dead
+    domains: its sample is the ones whose server answered in the audit it re-checks.
+    """
+    pages = Page.objects.filter(audit_id=audit_id, kind=Page.Kind.EXTERNAL).exclude(
+        fetch_error=FetchError.WORKER_LOST.value)
+    mode, source_id = Audit.objects.filter(pk=audit_id).values_list("mode", "source_id").get()
+    if mode == Audit.Mode.VALIDATE:
+        pages = pages.filter(url_hash__in=Page.objects.filter(
+            audit_id=source_id, kind=Page.Kind.EXTERNAL, fetch_error="").values("url_hash"))
+    counts = pages.aggregate(
         attempted=Count("id"), unreachable=Count("id", filter=Q(fetch_error__in=UNREACHABLE)))
     return ExternalReach(counts["attempted"], counts["unreachable"])
 

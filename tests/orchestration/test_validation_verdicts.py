@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from audits import diff, validation
+from audits import diff, notices, validation
 from audits.models import Audit, IgnoreRule, Issue
 from audits.notices import site_notice
 from audits.services import follow_up_fields
+from tests.conftest import free_port
 from tests.factories import make_audit
 from tests.scripted_site import Answer, ScriptedSite
 
@@ -151,3 +152,51 @@ def test_a_pages_own_hreflang_tags_are_rechecked_and_can_be_fixed(owner, fast_se
     (verdict,) = [v for v in validation.checklist(check) if v.code == "hreflang_error"]
     assert verdict.result == "fixed", verdict
     assert check.pages.filter(url=web.url("/intl")).exists()  # fetched for it
+
+
+def test_a_broken_link_on_a_page_no_longer_parsed_is_unknown_not_fixed(owner, fast_settings):
+    """The page still answers, but as text/plain: nobody read its links, so nobody saw the link go."""
+    with ScriptedSite() as web:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/p">p</a>')),
+                          "/p": Answer(page("Links to a missing page", '<a href="/gone">gone</a>'))})
+
+        def change():
+            web.pages["/p"] = Answer(page("Links to a missing page", '<a href="/gone">gone</a>'), ctype="text/plain")
+
+        first, check = first_and_check(owner, web, change)
+    assert Issue.objects.filter(audit=first, url=web.url("/p"), code="broken_link_internal").exists()
+    assert verdicts(check)[("broken_link_internal", "p")] == "unknown"
+
+
+def test_dead_domains_among_the_links_re_checked_are_still_broken_not_a_crawler_offline(owner, fast_settings):
+    """A validation re-checks only broken external links, often all on dead hosts: that is no sign
+    that the crawler lost the internet, and the ones that answer now are fixed."""
+    with ScriptedSite() as web, ScriptedSite() as other:
+        other.pages.update({f"/fine-{n}": Answer(page(f"Fine {n}")) for n in range(30)})
+        dead = [f"http://127.0.0.1:{free_port()}/dead" for _ in range(notices.MIN_CHECKS + 2)]
+        links = [*dead, other.url("/back"), *(other.url(f"/fine-{n}") for n in range(30))]
+        web.pages["/"] = Answer(page("Home of the validation site", "".join(f'<a href="{u}">x</a>' for u in links)))
+        first = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=True))
+        assert Issue.objects.filter(audit=first, code="broken_link_external").count() == len(dead) + 1
+        other.pages["/back"] = Answer(page("Back again"))
+        check = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=True,
+                               **follow_up_fields(first, Audit.Mode.VALIDATE)))
+    assert not Issue.objects.filter(audit=check, code="external_links_unchecked").exists()
+    results = {v.target_url: v.result for v in validation.checklist(check) if v.code == "broken_link_external"}
+    assert results == {**dict.fromkeys(dead, "still"), other.url("/back"): "fixed"}
+
+
+def test_a_robots_txt_issue_is_unknown_when_the_start_page_now_lands_on_another_origin(owner, fast_settings):
+    """robots.txt is read where the start page lands: the old origin's file was not looked at again."""
+    with ScriptedSite() as web, ScriptedSite() as new_home:
+        web.pages["/"] = Answer(page("Home of the validation site", '<a href="/p">p</a>'))
+        web.pages["/p"] = Answer(page(None))
+        new_home.pages["/"] = Answer(page("The site's new home"))
+
+        def change():
+            web.pages["/"] = Answer(status=301, headers={"Location": new_home.url("/")})
+
+        first, check = first_and_check(owner, web, change)
+    assert Issue.objects.filter(audit=first, code="robots_txt_missing").exists()
+    assert Issue.objects.filter(audit=check, code="robots_txt_missing", url=new_home.url("/robots.txt")).exists()
+    assert verdicts(check)[("robots_txt_missing", "robots.txt")] == "unknown"
