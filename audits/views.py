@@ -25,6 +25,7 @@ from config.client_ip import client_address
 
 from . import validation
 from .charts import Bar, bar_chart
+from .crawl import reuse
 from .forms import AuditForm
 from .issue_views import CHANGE_FILTERS
 from .models import Audit, ChunkLease, Issue, Page
@@ -179,6 +180,7 @@ def _body_context(audit: Audit) -> dict:
             context["checklist_rows"] = CHECKLIST_ROWS
         if audit.mode == Audit.Mode.DELTA:
             context["reused"] = Page.objects.filter(audit=audit).exclude(unchanged_since=None).count()
+            context["reuse_refusal"] = reuse.refusal(audit) if audit.source_id and not context["reused"] else None
     if audit.is_active:
         # Chunks running, and queued ones no worker has taken yet: when none
         # runs, the clusters are busy and the audit is not stuck.

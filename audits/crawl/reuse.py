@@ -44,17 +44,9 @@ _PAGE_FIELDS = ["id", "url_hash", "status_code", "content_type", "size_bytes", "
 
 
 def source_of(audit: Audit) -> int | None:
-    """The audit a delta crawl reuses, or None: another mode, a deleted source, or one of another origin or access.
-
-    The stored edges say internal or not against their audit's origin: a site
-    that moved (http to https, a new host) is crawled in full. So is one crawled
-    as someone else (logged in now, anonymous then), whose pages differ though a
-    server may answer 304 by a page's date alone; and, from then on, one whose
-    site access changed after its start (every chunk reads the access again).
-    So is one whose checks judged by other thresholds: its page issues would be wrong here.
-    So is one read another way: rendered or not (a reused page keeps whose
-    reading it was), or as another user agent (servers vary pages by it).
-    """
+    """The audit a delta crawl reuses, or None: another mode, a deleted source, or one crawled otherwise
+    (``refusal``). The site's access is read again: every chunk reads it, so one changed since the
+    start (logged in now, anonymous then) would see other pages than the source did."""
     if audit.mode != Audit.Mode.DELTA or audit.source_id is None:
         return None
     access = site_access(audit)
@@ -64,11 +56,39 @@ def source_of(audit: Audit) -> int | None:
         return None
     if now != audit.access_identity:
         return None
-    found = list(Audit.objects.filter(pk=audit.source_id, origin=audit.origin, access_identity=audit.access_identity,
-                                      render=audit.render, user_agent=audit.user_agent, deleting=False)
-                 .values_list("thresholds", flat=True))
-    same = bool(found) and check_settings(found[0]) == audit.check_settings()
-    return audit.source_id if same else None
+    return audit.source_id if refusal(audit) is None else None
+
+
+def refusal(audit: Audit) -> str | None:
+    """Why a delta crawl reuses nothing of its source, in words for its page; None when it may reuse it.
+
+    The stored edges say internal or not against their audit's origin: a site
+    that moved (http to https, a new host) is crawled in full. So is one crawled
+    as someone else (logged in now, anonymous then), whose pages differ though a
+    server may answer 304 by a page's date alone. So is one whose checks judged
+    by other thresholds: its page issues would be wrong here. So is one read
+    another way: rendered or not (a reused page keeps whose reading it was), as
+    another user agent (servers vary pages by it), or by another version of the
+    crawler (``crawler.reading``).
+    """
+    source = Audit.objects.filter(pk=audit.source_id, deleting=False).values(
+        "origin", "access_identity", "render", "user_agent", "reading", "thresholds").first()
+    if source is None:
+        return "the audit it would reuse is deleted."
+    name = f"audit {audit.source_id}"
+    if source["origin"] != audit.origin:
+        return f"{name} crawled the site at {source['origin']}, and it answers at {audit.origin} now."
+    if source["access_identity"] != audit.access_identity:
+        return f"{name} was crawled with other access to the site (another login, or none)."
+    if source["render"] != audit.render:
+        return f"{name} rendered pages otherwise."
+    if source["user_agent"] != audit.user_agent:
+        return f"{name} was crawled as another user agent."
+    if source["reading"] != audit.reading:
+        return f"{name} was read by another version of Siteward's crawler."
+    if check_settings(source["thresholds"]) != audit.check_settings():
+        return f"{name} judged pages by other thresholds."
+    return None
 
 
 def validators(source_id: int, hashes: list[str]) -> dict[str, Validators]:

@@ -71,6 +71,7 @@ class Migration(migrations.Migration):
                 ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='audits', to=settings.AUTH_USER_MODEL)),
                 ('source', models.ForeignKey(blank=True, help_text='The earlier audit a validation re-checks or a delta crawl reuses', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='audits.audit')),
                 ('access_identity', models.CharField(blank=True, max_length=64)),
+                ('reading', models.CharField(blank=True, max_length=16)),
             ],
             options={
                 'ordering': ['-created_at', '-id'],

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from crawler.checks import CheckSettings
+from crawler.reading import reading
 from crawler.types import Severity as CrawlSeverity
 
 from ..thresholds import check_settings, described
@@ -113,6 +114,8 @@ class Audit(models.Model):
     # Who the site saw crawling (SiteAccess.identity; empty: anyone): a delta
     # crawl reuses only an audit crawled as the same, whose pages it would see.
     access_identity = models.CharField(max_length=64, blank=True)
+    # How the crawl read pages (crawler.reading): a delta crawl reuses only pages read the same way.
+    reading = models.CharField(max_length=16, blank=True)
 
     # Limits the audit runs with.
     max_pages = models.PositiveIntegerField(default=500)
@@ -241,7 +244,7 @@ class Audit(models.Model):
     def begin_crawl(self, origin: str, access_identity: str = "", not_found_hash: str = "") -> bool:
         return self._transition(
             [self.Status.RUNNING], phase=self.Phase.CRAWLING, origin=origin, access_identity=access_identity,
-            not_found_hash=not_found_hash, heartbeat_at=Now(),
+            not_found_hash=not_found_hash, reading=reading(), heartbeat_at=Now(),
         )
 
     def resume_crawl(self) -> bool:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 import crawler.page
+from audits.crawl import reuse
 from audits.inline import run_audit_inline
 from audits.models import Audit, Issue, LinkEdge, Page
+from crawler.reading import reading
 from tests.factories import make_audit
 from tests.versioned_site import VersionedSite
 
@@ -118,3 +120,25 @@ def test_a_delta_audit_of_a_site_that_moved_crawls_everything_in_full(owner, fas
         delta = audit_of(owner, site, mode=Audit.Mode.DELTA, source=first)
         assert not site.not_modified
     assert not Page.objects.filter(audit=delta).exclude(unchanged_since=None).exists()
+    assert reuse.refusal(delta) == f"audit {first.pk} crawled the site at https://elsewhere.example, " \
+                                   f"and it answers at {delta.origin} now."
+
+
+def test_a_delta_audit_whose_source_another_crawler_version_read_crawls_everything_in_full(
+        owner, fast_settings, owner_client):
+    """After an upgrade that reads pages otherwise (a new check, other default thresholds), reused
+    pages would keep the old reading's links and issues: none is reused until a crawl reads them anew."""
+    with VersionedSite(10) as site:
+        first = audit_of(owner, site)
+        assert first.reading == reading()
+        Audit.objects.filter(pk=first.pk).update(reading="0" * 16)  # as an older release stored it
+        site.reset_counts()
+        delta = audit_of(owner, site, mode=Audit.Mode.DELTA, source=first)
+        assert not site.not_modified and sum(site.full.values()) == 10
+        again = audit_of(owner, site, mode=Audit.Mode.DELTA, source=delta)
+    assert not Page.objects.filter(audit=delta).exclude(unchanged_since=None).exists()
+    assert Page.objects.filter(audit=again).exclude(unchanged_since=None).count() == 9
+    # The delta's page says why it reused nothing; the next one has nothing to explain.
+    body = owner_client.get(delta.get_absolute_url()).content.decode()
+    assert f"Every page was fetched in full: audit {first.pk} was read by another version" in body
+    assert 'id="reuse-refusal"' not in owner_client.get(again.get_absolute_url()).content.decode()
