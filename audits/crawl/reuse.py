@@ -37,6 +37,8 @@ NOT_CARRIED = CROSS_PAGE_CODES | START_CODES
 # The checks that read the answer or the context: judged on this fetch. Only
 # their findings about a link on the page (with a target) are the body's, and kept.
 REJUDGED = frozenset(RESPONSE_CODES)
+# A rendered audit's page that carries these was stored as its HTML alone.
+RENDER_FAILURES = ("render_failed", "render_timeout")
 # What a reused page's row takes from the source row, beside what PageFacts carries.
 _PAGE_FIELDS = ["id", "url_hash", "status_code", "content_type", "size_bytes", "title", "description", "canonical",
                 "h1_count", "word_count", "robots", "content_hash", "body_hash", "etag", "last_modified",
@@ -95,8 +97,9 @@ def validators(source_id: int, hashes: list[str]) -> dict[str, Validators]:
     """Validators of the source audit's pages among ``hashes`` that answered 200 directly.
 
     A page that redirected or failed last time is fetched in full: there is nothing to revalidate.
-    So is a page the browser rendered: what it showed came from its scripts and
-    their requests, which an unchanged HTML shell (an app's index.html) says nothing about.
+    So is a page the browser rendered, or failed to: what it showed came from its scripts and
+    their requests, which an unchanged HTML shell (an app's index.html) says nothing about,
+    and a page stored unrendered for want of a browser is to be rendered when there is one.
     So is an HTML page without head facts (stored before they were, or not
     parsed): its meta robots cannot be told from its headers'. A page whose
     robots or canonical came from its headers is asked without the ETag and
@@ -110,7 +113,8 @@ def validators(source_id: int, hashes: list[str]) -> dict[str, Validators]:
             status_code=200, redirect_count=0, fetch_error="", rendered=False,
         ).exclude(etag="", last_modified="", body_hash="").exclude(
             head_facts__isnull=True, content_type__in=HTML_TYPES,
-        ).values_list("url_hash", "etag", "last_modified", "body_hash", "robots", "canonical", "head_facts",
+        ).exclude(id__in=Issue.objects.filter(audit_id=source_id, code__in=RENDER_FAILURES, page__isnull=False)
+                  .values("page_id")).values_list("url_hash", "etag", "last_modified", "body_hash", "robots", "canonical", "head_facts",
                       "content_type")
         for digest, etag, modified, body, robots, canonical, head, content_type in rows:
             if _said_by_headers(robots, canonical, head):

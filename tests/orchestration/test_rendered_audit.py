@@ -208,6 +208,31 @@ def test_a_delta_crawl_of_a_rendered_audit_renders_its_pages_again_though_their_
     assert all(p.rendered and p.title != "Loading" for p in found.values())
 
 
+class PlainHomeSite(RenderSite):
+    """Its home page is plain HTML linking the first app page, which a crawl without a browser finds too."""
+
+    def answer(self, path: str) -> tuple[int, str, bytes]:
+        if path == "/":
+            return 200, "text/html; charset=utf-8", (b'<!doctype html><html lang="en"><head><title>Home</title>'
+                                                     b'</head><body><h1>Home</h1><a href="/app/0">app</a></body></html>')
+        return super().answer(path)
+
+
+def test_a_delta_crawl_renders_the_pages_its_source_could_not_render(owner, fast_settings, settings):
+    """Stored unrendered for want of a browser, a page's unchanged shell says nothing of what it shows."""
+    with PlainHomeSite(pages=2) as site:
+        chromium = settings.SITEWARD["CHROMIUM"]
+        settings.SITEWARD = {**settings.SITEWARD, "CHROMIUM": "/nonexistent/chromium"}
+        first = audit_of(owner, site, render="all")
+        assert codes(first, site.url("/app/0")) >= {"render_failed"}
+        settings.SITEWARD = {**settings.SITEWARD, "CHROMIUM": chromium}
+        delta = audit_of(owner, site, render="all", mode=Audit.Mode.DELTA, source=first)
+    app = pages(delta)[site.url("/app/0")]
+    assert app.unchanged_since is None and app.rendered and app.title == "App page 0 of the rendered app"
+    assert "render_failed" not in codes(delta, site.url("/app/0"))
+    assert site.url("/app/1") in pages(delta)
+
+
 class LogoutScriptSite(RenderSite):
     """``/leaving``'s script asks for the logout URL, as a single-logout page or a stray beacon does."""
 
