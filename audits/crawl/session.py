@@ -22,7 +22,7 @@ import httpx
 
 from crawler.charset import decode_text
 from crawler.credentials import Credentials, LoginForm, login_page_problem
-from crawler.login import LoginFailed, is_login_redirect, log_in
+from crawler.login import LoginFailed, is_login_page, is_login_redirect, log_in
 from crawler.urls import InvalidURL, compile_patterns, origin_of
 
 from ..models import Audit
@@ -237,8 +237,9 @@ class SessionKeeper:
         renewal is made, whose login walks with cookies of its own; nor from the login page, whose
         cookies (a new anonymous session) belong to no one logged in."""
         credentials = self.fetcher.credentials
-        if self._lock.locked():
-            return
+        if self._lock.locked() or (self.login is not None and result.final_url
+                                   and is_login_page(result.final_url, self.login.url)):
+            return  # a linked login page, crawled as a page, is the login page all the same
         renewed = renewed_by_answer(credentials, result)
         if renewed is not credentials:
             self._set(renewed)

@@ -133,3 +133,23 @@ def test_the_login_pages_anonymous_session_never_replaces_the_members_session(ow
         assert site.logins == 1
         member_requests = [headers.get("Cookie", "") for _, path, headers in site.log if path.startswith("/account/")]
         assert member_requests and not any("sessionid=anonymous" in cookie for cookie in member_requests)
+
+
+class LinkedLoginSite(AnonymousSessionSite):
+    """Every members' page links the login page itself too (a "switch account" link), not only by a redirect."""
+
+    def _page(self, path: str) -> Response:
+        if path in ("/", *self.paths()):
+            return Response(page(f"Members {path}", ["/login/", *self.paths()]), content_type="text/html")
+        return super()._page(path)
+
+
+def test_a_linked_login_page_crawled_as_a_page_leaves_the_members_session_alone(owner, fast_settings):
+    with LinkedLoginSite(pages=12, session_uses=40, sliding=True) as site:
+        audit = audit_of(owner, site, concurrency=2)
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        assert {site.url(p) for p in site.paths()} <= crawled(audit, site)
+        assert site.logins == 1
+        assert any(path == "/login/" for method, path, _ in site.log if method == "GET")
+        member_requests = [headers.get("Cookie", "") for _, path, headers in site.log if path.startswith("/account/")]
+        assert member_requests and not any("sessionid=anonymous" in cookie for cookie in member_requests)
