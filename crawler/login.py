@@ -9,6 +9,7 @@ redirects elsewhere has failed, and nothing of it is sent there.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urljoin
 
 import httpx
@@ -21,6 +22,14 @@ from .types import FetchResult
 from .urls import compile_patterns
 
 MAX_HOPS = 10
+
+
+@dataclass(frozen=True)
+class Session:
+    """A login's cookies, and the page it ended on, which showed the success pattern."""
+
+    cookies: dict[str, str]
+    landing: str
 
 
 class LoginFailed(Exception):
@@ -59,8 +68,8 @@ async def _walk(fetcher, method: str, url: str, jar: dict[str, str], home, base:
     raise LoginFailed(f"The login redirected more than {MAX_HOPS} times.")
 
 
-async def log_in(fetcher, login: LoginForm) -> dict[str, str]:
-    """Log in with ``login`` through ``fetcher``; the session cookies, or LoginFailed saying why."""
+async def log_in(fetcher, login: LoginForm) -> Session:
+    """Log in with ``login`` through ``fetcher``; the session, or LoginFailed saying why."""
     base = fetcher.credentials
     try:
         return await _log_in(fetcher, login, base)
@@ -68,7 +77,7 @@ async def log_in(fetcher, login: LoginForm) -> dict[str, str]:
         fetcher.credentials = base  # the caller decides what the crawl carries next
 
 
-async def _log_in(fetcher, login: LoginForm, base: Credentials | None) -> dict[str, str]:
+async def _log_in(fetcher, login: LoginForm, base: Credentials | None) -> Session:
     home = origin(httpx.URL(login.url))
     if base is not None and base.origin != home:
         # The password would go to a page the site's other credentials may not reach.
@@ -91,7 +100,7 @@ async def _log_in(fetcher, login: LoginForm, base: Credentials | None) -> dict[s
                           f"does not match the success pattern: check the user name, password and pattern.{how}")
     if not jar:
         raise LoginFailed("The login set no cookie, so there is no session to crawl with.")
-    return jar
+    return Session(jar, done.final_url or sent.url)
 
 
 def is_login_redirect(result: FetchResult, login_url: str) -> bool:

@@ -3,7 +3,8 @@
 The start step logs in (when the site has a login form) and stores the session
 cookies sealed on ``AuditSession``; every chunk, on any worker, builds its
 ``Credentials`` from them. A chunk whose page lands on the login page, while the
-start page no longer shows the login's success pattern, renews the session once for the whole audit; a
+start page (or the page the login ended on) no longer shows the login's success pattern, renews
+the session once for the whole audit; a
 second expiry, or a login that fails, ends the audit as ``login_failed`` with
 what was crawled kept. The login page and the cookies stay on the audit's origin.
 
@@ -22,7 +23,7 @@ import httpx
 
 from crawler.charset import decode_text
 from crawler.credentials import Credentials, LoginForm, login_page_problem
-from crawler.login import LoginFailed, is_login_page, is_login_redirect, log_in
+from crawler.login import LoginFailed, Session, is_login_page, is_login_redirect, log_in
 from crawler.urls import InvalidURL, compile_patterns, origin_of
 
 from ..models import Audit
@@ -103,10 +104,11 @@ def login_form(audit: Audit, access: SiteAccess | None) -> LoginForm | None:
     return login
 
 
-def record_start_login(audit: Audit, cookies: dict[str, str]) -> None:
+def record_start_login(audit: Audit, session: Session) -> None:
     """Store the start step's login as the audit's first, however often the start ran (a worker killed in
     it is run again): a crawl then still has its one login to renew an expired session with."""
-    AuditSession.objects.update_or_create(audit=audit, defaults={"cookies": seal(json.dumps(cookies)), "logins": 1})
+    AuditSession.objects.update_or_create(audit=audit, defaults={
+        "cookies": seal(json.dumps(session.cookies)), "landing": seal(session.landing), "logins": 1})
 
 
 def claim_login(audit: Audit, after: int) -> bool:
@@ -122,9 +124,19 @@ def claim_login(audit: Audit, after: int) -> bool:
     return AuditSession.objects.filter(pk=row.pk, logins=after).update(logins=after + 1, cookies="") == 1
 
 
-def store_login(audit: Audit, cookies: dict[str, str]) -> None:
-    """The cookies of the login this chunk claimed, for the audit's other chunks."""
-    AuditSession.objects.filter(audit=audit).update(cookies=seal(json.dumps(cookies)))
+def store_login(audit: Audit, session: Session) -> None:
+    """The session of the login this chunk claimed, for the audit's other chunks."""
+    AuditSession.objects.filter(audit=audit).update(cookies=seal(json.dumps(session.cookies)),
+                                                    landing=seal(session.landing))
+
+
+def login_landing(audit: Audit) -> str:
+    """Where the audit's last login ended; "" when unknown or sealed under a key changed since."""
+    sealed = AuditSession.objects.filter(audit=audit).values_list("landing", flat=True).first()
+    try:
+        return unseal(sealed) if sealed else ""
+    except SecretUnreadable:
+        return ""
 
 
 def store_refreshed(audit: Audit, cookies: dict[str, str]) -> None:
@@ -169,7 +181,7 @@ def logged_in(credentials: Credentials | None, login: LoginForm, cookies: dict[s
     return credentials.with_cookies(cookies)
 
 
-async def open_session(fetcher, login: LoginForm) -> dict[str, str]:
+async def open_session(fetcher, login: LoginForm) -> Session:
     """Log in through ``fetcher``; SessionLost says why not, in words (never a secret)."""
     try:
         return await log_in(fetcher, login)
@@ -250,19 +262,25 @@ class SessionKeeper:
         return dict(self.fetcher.credentials.session) if self.fetcher.credentials is not None else {}
 
     async def _session_holds(self) -> bool:
-        """Whether the start page, fetched with the session, shows the login's success pattern.
+        """Whether the start page, or else the page the last login ended on, fetched with the session,
+        shows the login's success pattern.
 
         Only that proves the session still on: a public start page opens logged
         out too, and taking that for a live session left an expired one unrenewed.
-        Without a pattern nothing proves it, and the page counts as an expiry.
+        The pattern was written for the page after logging in (a dashboard), which a
+        public start page need not show. Without a pattern nothing proves it, and the
+        page counts as an expiry.
         """
         if not self.login.success.strip():
             return False
-        result = await self.fetcher.fetch(self.audit.start_url)
-        if result.error is not None or is_login_redirect(result, self.login.url):
-            return False
-        text = decode_text(result.body or b"", result.charset)
-        return compile_patterns([self.login.success])[0].search(text) is not None
+        pattern = compile_patterns([self.login.success])[0]
+        landing = await self.db(login_landing, self.audit)
+        for url in dict.fromkeys(filter(None, (self.audit.start_url, landing))):
+            result = await self.fetcher.fetch(url)
+            if result.error is None and not is_login_redirect(result, self.login.url) \
+                    and pattern.search(decode_text(result.body or b"", result.charset)):
+                return True
+        return False
 
     async def _renew(self) -> None:
         """A new session: another chunk's, when it renewed since this one read the session; else a login."""
@@ -288,9 +306,9 @@ class SessionKeeper:
 
     async def _log_in(self) -> dict[str, str]:
         self.fetcher.credentials = start_login(self.fetcher.credentials)
-        cookies = await open_session(self.fetcher, self.login)
-        await self.db(store_login, self.audit, cookies)
-        return cookies
+        session = await open_session(self.fetcher, self.login)
+        await self.db(store_login, self.audit, session)
+        return session.cookies
 
     async def _cookies_of_other_login(self, sent: dict[str, str]) -> dict[str, str]:
         """The cookies another chunk's login stores, once it has (it claimed the login first).

@@ -24,7 +24,7 @@ from crawler.catalogue import START_CODES, finding
 from crawler.checks import PageContext
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.http_probe import PROBE_SECONDS, probe_http_form
-from crawler.login import is_login_redirect
+from crawler.login import Session, is_login_redirect
 from crawler.page import PageOutcome, build_outcome, without_body
 from crawler.retry import parse_retry_after
 from crawler.robots import (
@@ -115,8 +115,8 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
     budget = settings.Q_CLUSTER["timeout"] * START_SHARE
     outcome = run_with_db_here(lambda db: _explore(audit, start_url, setup, budget),
                                idle=functools.partial(_beat, audit), idle_every=knob("WATCHDOG_GRACE_SECONDS") / 4)
-    if outcome.cookies is not None and not outcome.error_code:
-        record_start_login(audit, outcome.cookies)
+    if outcome.session is not None and not outcome.error_code:
+        record_start_login(audit, outcome.session)
     if outcome.error_code:
         if outcome.robots is not None:  # robots.txt unreachable: the failure is the site's issue too
             with transaction.atomic():
@@ -223,7 +223,7 @@ class StartOutcome:
     sitemap_notes: tuple[str, ...] = ()  # where the walk stopped at a limit of its own
     not_found_hash: str = ""  # what the site answers a URL that cannot exist with (crawler.soft404)
     pages: list[PageOutcome] = field(default_factory=list)  # the start page, fetched once here
-    cookies: dict[str, str] | None = None  # a login's session, for every chunk to use
+    session: Session | None = None  # a login's, for every chunk to use
     error_code: str = ""
     error_detail: str = ""
 
@@ -259,24 +259,25 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: floa
             return found
         outcome = await _read_site(start_url, setup, fetcher, *found, ends,
                                    whole_site=audit.mode != Audit.Mode.VALIDATE)
-        if outcome.cookies is not None and fetcher.credentials is not None:
+        if outcome.session is not None and fetcher.credentials is not None:
             # The session as the start's own fetches left it: a sliding session renewed its ticket on them.
-            outcome = dataclasses.replace(outcome, cookies=dict(fetcher.credentials.session))
+            session = dataclasses.replace(outcome.session, cookies=dict(fetcher.credentials.session))
+            outcome = dataclasses.replace(outcome, session=session)
         return outcome
 
 
 async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: Fetcher,
                       ends: float) -> StartOutcome | tuple[FetchResult, str, Robots, dict | None]:
-    """The login, robots.txt and the start page: (the start page's answer, where it landed, robots, cookies),
+    """The login, robots.txt and the start page: (the start page's answer, where it landed, robots, session),
     or the failure that ends the audit."""
-    cookies = None
+    session = None
     if setup.login is not None:
         # Logged in before anything else, so robots.txt, the sitemaps and the
         # start page are read as a member sees them.
         fetcher.credentials = start_login(fetcher.credentials)
         try:
-            cookies = await open_session(fetcher, setup.login)
-            fetcher.credentials = logged_in(fetcher.credentials, setup.login, cookies)
+            session = await open_session(fetcher, setup.login)
+            fetcher.credentials = logged_in(fetcher.credentials, setup.login, session.cookies)
         except SessionLost as exc:
             return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED, error_detail=str(exc))
     # robots.txt before the start page: an unreachable one disallows the start page
@@ -291,7 +292,7 @@ async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: 
             return _robots_unreachable(typed_origin, typed_robots, asked)
         # (An unavailable file here is a host fault: the start page's fetch names it.)
         if typed_robots.status != "unavailable" and not typed_robots.allowed(start_url, setup.user_agent):
-            return _start_blocked(audit, start_url, setup.user_agent, typed_origin, typed_robots, cookies)
+            return _start_blocked(audit, start_url, setup.user_agent, typed_origin, typed_robots, session)
     first = await _start_page(fetcher, start_url, typed_robots, read_at, setup.user_agent)
     if setup.login is not None and is_login_redirect(first, setup.login.url):
         return StartOutcome(error_code=Audit.ErrorCode.LOGIN_FAILED,
@@ -322,8 +323,8 @@ async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: 
     if robots.status == "unavailable":
         return _robots_unreachable(origin, robots, asked)
     if audit.respect_robots and not robots.allowed(final, setup.user_agent):
-        return _start_blocked(audit, final, setup.user_agent, origin, robots, cookies)
-    return first, final, robots, cookies
+        return _start_blocked(audit, final, setup.user_agent, origin, robots, session)
+    return first, final, robots, session
 
 
 async def _start_page(fetcher: Fetcher, start_url: str, robots: Robots | None, read_at: set[str],
@@ -346,7 +347,7 @@ async def _start_page(fetcher: Fetcher, start_url: str, robots: Robots | None, r
 
 
 async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first: FetchResult, final: str,
-                     robots: Robots, cookies: dict | None, ends: float, *, whole_site: bool) -> StartOutcome:
+                     robots: Robots, session: Session | None, ends: float, *, whole_site: bool) -> StartOutcome:
     """The sitemaps and the probes, in the time left before ``ends``; then the start page's outcome.
 
     ``whole_site`` (not a validation, which re-checks some URLs): the start page's checks
@@ -395,7 +396,7 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
     return StartOutcome(
         start_url=final, origin=origin, robots=robots, sitemap_urls=tuple(report.urls),
         sitemap_found=report.found, sitemap_problems=problems, sitemap_notes=report.problems, pages=pages,
-        cookies=cookies, not_found_hash=not_found,
+        session=session, not_found_hash=not_found,
     )
 
 
@@ -441,11 +442,11 @@ def _robots_unreachable(origin: str, robots: Robots, asked: int = 1) -> StartOut
 
 
 def _start_blocked(audit: Audit, url: str, user_agent: str, origin: str, robots: Robots,
-                   cookies: dict | None) -> StartOutcome:
+                   session: Session | None) -> StartOutcome:
     """A start URL robots.txt disallows: the end of a crawl. A validation re-checks its own URLs without it
     (no start page row: its source's issues on it are unknown)."""
     if audit.mode == Audit.Mode.VALIDATE:
-        return StartOutcome(start_url=url, origin=origin, robots=robots, cookies=cookies)
+        return StartOutcome(start_url=url, origin=origin, robots=robots, session=session)
     return StartOutcome(
         error_code=Audit.ErrorCode.START_BLOCKED_BY_ROBOTS,
         error_detail=f"robots.txt disallows {url} for the user agent {user_agent!r}, so Siteward crawls "

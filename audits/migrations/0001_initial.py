@@ -83,6 +83,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('cookies', models.TextField(blank=True, help_text='Sealed JSON of the session cookies')),
                 ('logins', models.PositiveSmallIntegerField(default=0)),
+                ('landing', models.TextField(blank=True, help_text='Sealed URL of the page the last login ended on')),
                 ('audit', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='session', to='audits.audit')),
             ],
         ),

@@ -126,6 +126,8 @@ class AuditSession(models.Model):
     audit = models.OneToOneField("audits.Audit", on_delete=models.CASCADE, related_name="session")
     cookies = models.TextField(blank=True, help_text="Sealed JSON of the session cookies")
     logins = models.PositiveSmallIntegerField(default=0)
+    # Sealed too: a cookieless session's URL carries its id.
+    landing = models.TextField(blank=True, help_text="Sealed URL of the page the last login ended on")
 
     def __str__(self):
         return f"session of audit {self.audit_id}"

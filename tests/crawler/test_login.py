@@ -35,7 +35,7 @@ def form(site: LoginSite, password: str = PASSWORD, success: str = r"Members") -
 
 def test_a_form_login_returns_the_session_cookie_that_opens_the_members_pages():
     with LoginSite() as site:
-        cookies = run(site, lambda f: log_in(f, form(site)))
+        cookies = run(site, lambda f: log_in(f, form(site))).cookies
         assert set(cookies) == {"csrftoken", "sessionid"}
         creds = Credentials.for_site(site.url("/"), cookies=cookies)
         result = run(site, lambda f: f.fetch(site.url("/account/1/")), credentials=creds)
@@ -45,13 +45,13 @@ def test_a_form_login_returns_the_session_cookie_that_opens_the_members_pages():
 def test_a_login_form_whose_site_requires_its_submit_buttons_name_gets_in():
     """Pressing Enter sends the form's first submit button too; a plain ``type=button`` input is never sent."""
     with LoginSite(button="login") as site:
-        cookies = run(site, lambda f: log_in(f, form(site)))
+        cookies = run(site, lambda f: log_in(f, form(site))).cookies
         assert "sessionid" in cookies and site.logins == 1
 
 
 def test_a_login_form_without_method_post_is_sent_as_a_get_and_a_failure_never_shows_the_password():
     with LoginSite(form_method="get") as site:
-        assert "sessionid" in run(site, lambda f: log_in(f, form(site)))
+        assert "sessionid" in run(site, lambda f: log_in(f, form(site))).cookies
         assert [m for m, path, _ in site.log if path.startswith("/login/?")] == ["GET"]
         with pytest.raises(LoginFailed, match="sent as a GET") as failed:
             run(site, lambda f: log_in(f, form(site, password="wr0ng-secret")))
@@ -145,7 +145,7 @@ def test_a_fetch_that_lands_on_the_login_page_means_the_session_expired():
 def test_a_persons_cookie_header_and_the_logins_cookies_go_out_as_one_header():
     with LoginSite() as site:
         creds = Credentials.for_site(site.url("/"), headers=["Cookie: theme=dark"])
-        cookies = run(site, lambda f: log_in(f, form(site)), credentials=creds)
+        cookies = run(site, lambda f: log_in(f, form(site)), credentials=creds).cookies
         assert "sessionid" in cookies
         posted = [headers for method, path, headers in site.log if method == "POST"]
         assert "theme=dark" in posted[0]["Cookie"] and "csrftoken=" in posted[0]["Cookie"]
@@ -220,5 +220,5 @@ def test_the_page_after_logging_in_is_read_whatever_charset_it_declares(charset)
     # neither a LoginFailed, so the audit's start crashed; punycode is quadratic.
     with _OddCharsetSite() as site:
         site.charset = charset
-        cookies = run(site, lambda f: log_in(f, form(site)))
+        cookies = run(site, lambda f: log_in(f, form(site))).cookies
         assert "sessionid" in cookies

@@ -15,6 +15,7 @@ from audits.crawl.session import (
 )
 from audits.inline import run_audit_inline
 from audits.models import Audit, ChunkLease, Page, SiteAccess
+from crawler.login import Session
 from tests.factories import make_audit
 from tests.login_site import PASSWORD, USER, LoginSite, page
 
@@ -94,11 +95,11 @@ def test_renewed_cookies_wait_while_another_chunk_logs_in_again(owner):
     # A claimed renewal stores no cookies until its login does: the chunks waiting on it must not
     # take a page's renewed ticket of the expired session for the new login's.
     audit = make_audit(owner)
-    record_start_login(audit, {"sessionid": "first"})
+    record_start_login(audit, Session({"sessionid": "first"}, "/"))
     assert claim_login(audit, session_state(audit)[1])
     store_refreshed(audit, {"sessionid": "renewed-by-a-page"})
     assert session_state(audit)[0] == {} and session_state(audit)[2], "still waiting for the login"
-    store_login(audit, {"sessionid": "new-login"})
+    store_login(audit, Session({"sessionid": "new-login"}, "/"))
     store_refreshed(audit, {"sessionid": "renewed-after"})
     assert session_state(audit)[0] == {"sessionid": "renewed-after"}
 

@@ -148,6 +148,43 @@ def test_an_expired_session_is_renewed_even_when_the_start_page_is_public(owner,
         assert {site.url(p) for p in site.paths()} <= members
 
 
+class DashboardSite(StaffOnlyPageSite):
+    """The login ends on a dashboard, the one page saying so; the start page greets everyone the same."""
+
+    def handle(self, request):
+        if request.path == "/" and request.method == "GET":
+            return Response(page("Welcome to the site", [*self.paths(), "/staff-only/"]), content_type="text/html")
+        return super().handle(request)
+
+    def _login(self, request):
+        response = super()._login(request)
+        if response.status_code == 302:
+            response.headers["Location"] = "/dashboard/"
+        return response
+
+    def _page(self, path):
+        if path == "/dashboard/":
+            return Response(page("Your dashboard", self.paths()), content_type="text/html")
+        return super()._page(path)
+
+
+def test_a_page_the_member_may_not_see_is_told_from_an_expiry_by_the_page_the_login_ended_on(owner, fast_settings):
+    """The success pattern was written for the page after logging in: a start page that never shows
+    it must not make a permission redirect look like an expired session, nor end the audit."""
+    with DashboardSite(pages=6) as site:
+        audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=30, concurrency=2)
+        access = SiteAccess(site=audit.site)
+        access.set_login(site.url("/login/"), {"username": USER}, {"password": PASSWORD}, r"Your dashboard")
+        access.save()
+        run_audit_inline(audit.pk)
+        audit.refresh_from_db()
+        assert audit.status == "completed", (audit.error_code, audit.error_detail)
+        assert site.logins == 1
+    assert {site.url(p) for p in site.paths()} <= set(
+        Page.objects.filter(audit=audit, status_code=200).values_list("url", flat=True))
+    assert "/login/" in Page.objects.get(audit=audit, url=site.url("/staff-only/")).final_url
+
+
 def two_chunks_after_an_expiry(owner, site: LoginSite, crawl, before=None):
     """Two chunks side by side (PostgreSQL runs several an audit), each with its own keeper, once the
     start's session has expired on the server: ``await crawl(fetch_one, fetch_other)``, each taking a path.
