@@ -148,7 +148,8 @@ def checklist(audit: Audit, *, limit: int | None = None) -> list[Verdict]:
     return list(verdicts(audit, limit=limit))
 
 
-# Verdicts read from the cursor this many at a time: a re-check of 100,000 issues never holds them all.
+# Verdicts read from the cursor this many at a time: a re-check of 100,000 issues never holds them all
+# (a server-side cursor on PostgreSQL, whose client-side one fetches the whole result first).
 FETCH_BATCH = 2000
 
 
@@ -161,7 +162,7 @@ def verdicts(audit: Audit, *, limit: int | None = None) -> Iterator[Verdict]:
     if limit is not None:
         sql += " LIMIT %(limit)s"
         params["limit"] = limit
-    with connection.cursor() as cursor:
+    with connection.chunked_cursor() as cursor:
         cursor.execute(sql, params)
         while rows := cursor.fetchmany(FETCH_BATCH):
             yield from (Verdict(*row) for row in rows)
