@@ -107,7 +107,24 @@ CHECKLIST_SQL = f"""
            b.code, b.severity, b.url, b.target_url, b.message
     FROM audits_issue b
     WHERE b.audit_id = %(source)s AND b.review <> 'ignored'
+      AND NOT EXISTS (SELECT 1 FROM audits_issue i WHERE i.audit_id = %(audit)s AND i.key = b.key
+                      AND i.review = 'ignored')
 """
+# Once the source is deleted, the validation's own rows: what it reported again, and its stored
+# diff (fixed or unknown). Written at finalize, they keep the checklist whatever becomes of the source.
+KEPT_CHECKLIST_SQL = """
+    SELECT 'still' AS result, a.code, a.severity, a.url, a.target_url, a.message
+    FROM audits_issue a
+    WHERE a.audit_id = %(audit)s AND a.change = 'persisting' AND a.review <> 'ignored'
+    UNION ALL
+    SELECT g.change AS result, g.code, g.severity, g.url, g.target_url, g.message
+    FROM audits_goneissue g
+    WHERE g.audit_id = %(audit)s
+"""
+
+
+def _checklist_sql(audit: Audit) -> str:
+    return CHECKLIST_SQL if audit.source_id is not None else KEPT_CHECKLIST_SQL
 ORDER = " ORDER BY CASE result WHEN 'still' THEN 0 WHEN 'unknown' THEN 1 ELSE 2 END, " \
         "CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, code, url"
 
@@ -155,9 +172,9 @@ FETCH_BATCH = 2000
 
 def verdicts(audit: Audit, *, limit: int | None = None) -> Iterator[Verdict]:
     """``checklist``'s verdicts one at a time, for a report of any size."""
-    if audit.mode != Audit.Mode.VALIDATE or audit.source_id is None:
+    if audit.mode != Audit.Mode.VALIDATE or (audit.source_id is None and audit.status != Audit.Status.COMPLETED):
         return
-    sql = f"SELECT * FROM ({CHECKLIST_SQL}) AS v" + ORDER
+    sql = f"SELECT * FROM ({_checklist_sql(audit)}) AS v" + ORDER
     params = {"audit": audit.pk, "source": audit.source_id}
     if limit is not None:
         sql += " LIMIT %(limit)s"
@@ -170,11 +187,11 @@ def verdicts(audit: Audit, *, limit: int | None = None) -> Iterator[Verdict]:
 
 def counts(audit: Audit) -> dict[str, int] | None:
     """{result: n} for a finished validation; None for any other audit."""
-    if audit.mode != Audit.Mode.VALIDATE or audit.source_id is None or audit.status != Audit.Status.COMPLETED:
+    if audit.mode != Audit.Mode.VALIDATE or audit.status != Audit.Status.COMPLETED:
         return None
     found = {result: 0 for result in RESULTS}
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT result, COUNT(*) FROM ({CHECKLIST_SQL}) AS v GROUP BY result",
+        cursor.execute(f"SELECT result, COUNT(*) FROM ({_checklist_sql(audit)}) AS v GROUP BY result",
                        {"audit": audit.pk, "source": audit.source_id})
         found.update(dict(cursor.fetchall()))
     return found

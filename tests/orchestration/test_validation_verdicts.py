@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from audits import diff, notices, validation
+from audits import diff, notices, purge, validation
 from audits.models import Audit, IgnoreRule, Issue
 from audits.notices import site_notice
 from audits.services import follow_up_fields
@@ -200,3 +200,40 @@ def test_a_robots_txt_issue_is_unknown_when_the_start_page_now_lands_on_another_
     assert Issue.objects.filter(audit=first, code="robots_txt_missing").exists()
     assert Issue.objects.filter(audit=check, code="robots_txt_missing", url=new_home.url("/robots.txt")).exists()
     assert verdicts(check)[("robots_txt_missing", "robots.txt")] == "unknown"
+
+
+def test_an_issue_ignored_on_the_validation_leaves_its_checklist_at_once(owner, fast_settings):
+    with ScriptedSite() as web:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/a">a</a>')),
+                          "/a": Answer(page(None, h1=False))})
+        _, check = first_and_check(owner, web, lambda: None)
+    assert {("title_missing", "a"), ("h1_missing", "a")} <= set(verdicts(check))
+    Issue.objects.filter(audit=check, url=web.url("/a"), code="h1_missing").update(review=Issue.Review.IGNORED)
+    assert ("h1_missing", "a") not in verdicts(check) and verdicts(check)[("title_missing", "a")] == "still"
+
+
+def test_the_checklist_outlives_the_audit_it_re_checked(owner, fast_settings, owner_client):
+    with ScriptedSite() as web:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/p">p</a><a href="/q">q</a>')),
+                          "/p": Answer(page(None)), "/q": Answer(page(None)), "/r": Answer(page("R"), status=404)})
+        web.pages["/"] = Answer(page("Home of the validation site", '<a href="/p">p</a><a href="/q">q</a>'
+                                     '<a href="/r">r</a>'))
+
+        def change():
+            web.pages["/p"] = Answer(page("A page of the validation site, now titled"))
+            web.pages["/r"] = Answer(page("R"), status=500)
+
+        first, check = first_and_check(owner, web, change)
+    def judged():  # a still-there issue is then told with this audit's words ("answered 500", not 404)
+        return sorted((v.result, v.code, v.url, v.target_url) for v in validation.checklist(check))
+
+    before = judged()
+    counted = validation.counts(check)
+    assert {v[0] for v in before} == {"still", "fixed", "unknown"}
+    purge.delete_soon(first)
+    purge.purge_rows(first.pk)
+    check.refresh_from_db()
+    assert check.source_id is None
+    assert judged() == before and validation.counts(check) == counted
+    body = owner_client.get(check.get_absolute_url()).content.decode()
+    assert "Re-check of audit (deleted)" in body and "Still there" in body
