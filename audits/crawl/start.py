@@ -304,6 +304,10 @@ async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: 
             FetchError.DNS_FAILURE: Audit.ErrorCode.START_URL_UNRESOLVABLE,
             FetchError.INVALID_URL: Audit.ErrorCode.START_URL_INVALID,
         }.get(first.error, Audit.ErrorCode.START_URL_UNREACHABLE)
+        if audit.mode == Audit.Mode.VALIDATE and code == Audit.ErrorCode.START_URL_UNREACHABLE:
+            robots = typed_robots or await load_robots(fetcher, typed_origin, ignore=True)
+            if robots.status != "unavailable":
+                return _start_unanswered(start_url, first, setup, typed_origin, robots, session)
         return StartOutcome(error_code=code, error_detail=f"{first.error.label}: {first.error_detail}".strip(": "))
     # Anchor the crawl on where the start URL really lives (apex -> www,
     # http -> https), so a host-changing redirect doesn't end the crawl. A
@@ -439,6 +443,15 @@ def _robots_unreachable(origin: str, robots: Robots, asked: int = 1) -> StartOut
                      "'disallow everything', so Siteward crawls nothing (RFC 9309). Fix robots.txt "
                      "or untick 'respect robots.txt' to audit a site you own.",
     )
+
+
+def _start_unanswered(start_url: str, first: FetchResult, setup: CrawlSetup, origin: str, robots: Robots,
+                      session: Session | None) -> StartOutcome:
+    """A validation's start page that gave no answer (a timeout, a refused connection): one verdict
+    among its URLs, as a 5xx is. Its row records the failure; the sitemaps are not read."""
+    url = normalize(start_url)
+    page = build_outcome(first, url, 0, PageContext(setup.checks, is_internal=internal_test(Scope(origin))))
+    return StartOutcome(start_url=url, origin=origin, robots=robots, session=session, pages=[page])
 
 
 def _start_blocked(audit: Audit, url: str, user_agent: str, origin: str, robots: Robots,
