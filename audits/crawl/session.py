@@ -20,6 +20,7 @@ import json
 import time
 
 import httpx
+from django.db import transaction
 
 from crawler.charset import decode_text
 from crawler.credentials import Credentials, LoginForm, login_page_problem
@@ -139,12 +140,24 @@ def login_landing(audit: Audit) -> str:
         return ""
 
 
-def store_refreshed(audit: Audit, cookies: dict[str, str]) -> None:
-    """Cookies the crawled pages renewed, for the audit's other chunks. Never while a renewal is
-    claimed (no cookies stored yet): the chunks waiting on it would take these for its login's."""
+def store_refreshed(audit: Audit, cookies: dict[str, str], expected: dict[str, str] | None = None) -> bool:
+    """Cookies the crawled pages renewed, for the audit's other chunks; whether they were stored.
+
+    Never while a renewal is claimed (no cookies stored yet): the chunks waiting on it would
+    take these for its login's. With ``expected`` (the session the caller's cookies grew from),
+    only over that session: a chunk beside it may have logged in again since, and cookies of the
+    expired session (a load balancer's renewed sticky cookie on it) must not undo that login.
+    """
     sealed = seal(json.dumps(cookies))
-    if not AuditSession.objects.filter(audit=audit).exclude(cookies="").update(cookies=sealed):
-        AuditSession.objects.get_or_create(audit=audit, defaults={"cookies": sealed})
+    with transaction.atomic():
+        row = AuditSession.objects.select_for_update().filter(audit=audit).first()
+        if row is None:
+            AuditSession.objects.create(audit=audit, cookies=sealed)
+            return True
+        if not row.cookies or (expected is not None and _cookies(audit) != expected):
+            return False
+        AuditSession.objects.filter(pk=row.pk).update(cookies=sealed)
+        return True
 
 
 def session_state(audit: Audit) -> tuple[dict[str, str], int, bool]:
@@ -223,7 +236,8 @@ class SessionKeeper:
         renewals = self._renewals
         outcome = await make()
         if self.login is None or not is_login_redirect(outcome.result, self.login.url):
-            await self._take_cookies(outcome.result)
+            if self._renewals == renewals:  # else it was sent with the expired session: its cookies are that one's
+                await self._take_cookies(outcome.result)
             return outcome
         async with self._lock:
             if self._renewals == renewals:  # nobody renewed it meanwhile
@@ -240,8 +254,9 @@ class SessionKeeper:
         """Store the cookies the site renewed since the last store, for the audit's next chunks."""
         session = self._session()
         if session != self._stored and not self._lock.locked():
-            self._stored, self._stored_at = session, time.monotonic()
-            await self.db(store_refreshed, self.audit, session)
+            self._stored_at = time.monotonic()
+            if await self.db(store_refreshed, self.audit, session, self._stored):
+                self._stored = session
 
     async def _take_cookies(self, result) -> None:
         """The cookies an answer that did not land on the login page set (``Credentials.renewed_by``): the

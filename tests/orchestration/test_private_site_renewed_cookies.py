@@ -154,3 +154,18 @@ def test_a_linked_login_page_crawled_as_a_page_leaves_the_members_session_alone(
         assert any(path == "/login/" for method, path, _ in site.log if method == "GET")
         member_requests = [headers.get("Cookie", "") for _, path, headers in site.log if path.startswith("/account/")]
         assert member_requests and not any("sessionid=anonymous" in cookie for cookie in member_requests)
+
+
+def test_cookies_renewed_on_an_expired_session_never_undo_another_chunks_login(owner):
+    # Chunk B still holds the first session when chunk A logs in again; a page then renews a cookie of
+    # B's (a load balancer's sticky cookie): stored, it would hand every next chunk the expired session.
+    audit = make_audit(owner)
+    record_start_login(audit, Session({"sessionid": "first"}, "/"))
+    held_by_b = session_state(audit)[0]
+    assert claim_login(audit, session_state(audit)[1])
+    store_login(audit, Session({"sessionid": "second"}, "/"))
+    assert not store_refreshed(audit, {"sessionid": "first", "AWSALB": "renewed"}, held_by_b)
+    assert session_state(audit)[0] == {"sessionid": "second"}
+    # Grown from the session stored, they are stored.
+    assert store_refreshed(audit, {"sessionid": "second", "AWSALB": "renewed"}, {"sessionid": "second"})
+    assert session_state(audit)[0] == {"sessionid": "second", "AWSALB": "renewed"}
