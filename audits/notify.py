@@ -342,7 +342,8 @@ def _send_webhook(alert: Alert) -> tuple[str, str, bool]:
     guard = AddressGuard(allow_private=settings.SITEWARD["ALLOW_PRIVATE_TARGETS"])
     payload = alert.payload()
     result, tries = _tried(
-        lambda: post_json(alert.site.webhook_url, payload, guard=guard, timeout=settings.SITEWARD["WEBHOOK_TIMEOUT"]),
+        lambda: post_json(alert.site.webhook_url, payload, guard=guard, timeout=settings.SITEWARD["WEBHOOK_TIMEOUT"],
+                          secret=alert.site.webhook_secret()),
         again=lambda result: not result.ok and result.retry)
     if result.ok:
         return Notification.State.SENT, result.detail + tries, False

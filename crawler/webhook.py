@@ -13,6 +13,9 @@ answer all come back as a ``WebhookResult`` with ``ok=False`` and a short detail
   second, unchecked request the site owner did not configure.
 * A 2xx answer's body is not read; of any other, at most ``MAX_RESPONSE_BYTES``
   are read, only for the detail.
+* With a ``secret``, the body is signed as GitHub signs its webhooks: header
+  ``X-Siteward-Signature-256: sha256=<hex HMAC-SHA256 of the body's bytes>``,
+  so a receiver can tell the alert came from this server, unchanged.
 * ``retry`` is set only when the alert was surely not taken: no connection was
   made, or the answer was 429, 502, 503 or 504. A timeout is not retried: the
   endpoint may have acted on the request, and an alert must not arrive twice.
@@ -23,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import hashlib
+import hmac
 import json
 import ssl
 from dataclasses import dataclass
@@ -36,6 +41,7 @@ from .net import AddressGuard, GuardedBackend
 from .request_url import basic_auth, parse_url, strip
 
 MAX_RESPONSE_BYTES = 4096
+SIGNATURE_HEADER = b"X-Siteward-Signature-256"
 # Answers that say "not now" about a request not acted on.
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 USER_AGENT = "SitewardBot/0.1 (+self-hosted site audit; webhook)"
@@ -57,13 +63,15 @@ def post_json(
     guard: AddressGuard,
     timeout: float,
     user_agent: str = USER_AGENT,
+    secret: str = "",
 ) -> WebhookResult:
     """POST ``payload`` as JSON to ``url``; the outcome as a result, never an exception."""
     try:
         body = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
     except (TypeError, ValueError) as exc:
         return WebhookResult(False, None, _short(f"The payload is not JSON: {exc}"))
-    run = functools.partial(_post, url, body, guard, timeout, user_agent)
+    signed = [(SIGNATURE_HEADER, b"sha256=" + signature(secret, body).encode())] if secret else []
+    run = functools.partial(_post, url, body, guard, timeout, user_agent, signed)
     try:
         try:
             asyncio.get_running_loop()
@@ -77,8 +85,13 @@ def post_json(
         return WebhookResult(False, None, _short(f"{type(exc).__name__}: {exc}"))
 
 
+def signature(secret: str, body: bytes) -> str:
+    """The hex HMAC-SHA256 of ``body`` keyed with ``secret``: what a receiver computes to check a POST."""
+    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
 async def _post(
-    url: str, body: bytes, guard: AddressGuard, timeout: float, user_agent: str
+    url: str, body: bytes, guard: AddressGuard, timeout: float, user_agent: str, signed: list
 ) -> WebhookResult:
     try:
         target = parse_url(url)
@@ -93,6 +106,7 @@ async def _post(
         (b"Accept", b"*/*"),
         # httpcore sends the body as given; h11 needs the length declared.
         (b"Content-Length", str(len(body)).encode()),
+        *signed,
     ]
     if credentials:
         headers.append((b"Authorization", credentials.encode()))

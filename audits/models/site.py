@@ -19,6 +19,7 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 from django.utils.functional import SimpleLazyObject
 
 from ..thresholds import described
@@ -175,6 +176,11 @@ class Site(models.Model):
 
     def thresholds_described(self) -> list[str]:
         return described(self.thresholds)
+
+    def webhook_secret(self) -> str:
+        """The key the site's webhook POSTs are signed with (``crawler.webhook``): derived from SECRET_KEY
+        and the site, so nothing is stored, and a new SECRET_KEY gives every site a new one."""
+        return salted_hmac("siteward.webhook", str(self.pk), algorithm="sha256").hexdigest()[:40]
 
     def cron_expression(self) -> str:
         """The schedule as a five-field cron expression, read in the site's time zone."""

@@ -6,6 +6,8 @@ turns on ALLOW_PRIVATE_TARGETS, the deployment setting the webhook guard reads.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import socket
 import threading
@@ -210,6 +212,10 @@ def test_the_webhook_receives_the_json_summary_exactly_once_when_notify_runs_twi
         "new_issues": {"critical": 3, "warning": 1, "notice": 0},
         "issues": {"critical": 7, "warning": 2, "notice": 1},
     }
+    # Signed with the site's key, over the very bytes sent, as a receiver checks it.
+    key = audit.site.webhook_secret()
+    expected = "sha256=" + hmac.new(key.encode(), request.get_data(), hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(request.headers["X-Siteward-Signature-256"], expected)
     assert rows(audit) == {"email": ("sent", "owner@example.com"), "webhook": ("sent", "HTTP 204")}
 
 

@@ -118,3 +118,12 @@ def test_a_webhook_address_holding_a_user_and_password_is_refused_not_stored_in_
     assert "may not hold a user name or password" in " ".join(response.context["form"].errors["webhook_url"])
     site.refresh_from_db()
     assert site.webhook_url == ""
+
+
+def test_a_site_with_a_webhook_shows_the_key_its_posts_are_signed_with_and_each_site_has_its_own(owner_client, owner):
+    site, other = make_audit(owner).site, make_audit(owner, start_url="https://other.example.com/").site
+    assert 'id="webhook-secret"' not in owner_client.get(site.get_absolute_url()).content.decode()
+    Site.objects.filter(pk=site.pk).update(webhook_url="https://hooks.example.com/siteward")
+    page = owner_client.get(site.get_absolute_url()).content.decode()
+    assert "X-Siteward-Signature-256" in page and site.webhook_secret() in page
+    assert len(site.webhook_secret()) == 40 and site.webhook_secret() != other.webhook_secret()
