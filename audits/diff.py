@@ -212,6 +212,18 @@ def same_issue(audit_id: int, **marked) -> Q:
     return Q(Exists(there.filter(key=OuterRef("key")))) | (Q(code__in=ANCHORED_CODES) & Q(Exists(same_link)))
 
 
+def marked_in(audit_id: int, review: str) -> Q:
+    """Whether ``audit_id`` holds the outer issue marked ``review``: by key; a link issue whose key it lacks
+    (its anchor text changed) by code, page and target. Not by the link when the key is there: two links
+    from one page to one dead target are two issues, and ignoring one says nothing of the other."""
+    there = Issue.objects.filter(audit_id=audit_id)
+    by_key = there.filter(key=OuterRef("key"))
+    same_link = there.filter(code=OuterRef("code"), url_hash=OuterRef("url_hash"), target_url=OuterRef("target_url"),
+                             review=review)
+    return Q(Exists(by_key.filter(review=review))) | (
+        Q(code__in=ANCHORED_CODES) & ~Q(Exists(by_key)) & Q(Exists(same_link)))
+
+
 def new_issues(audit: Audit, base: Audit):
     return Issue.objects.filter(audit=audit).exclude(same_issue(base.pk))
 
@@ -258,10 +270,10 @@ def record(audit: Audit) -> dict | None:
     """Write ``audit``'s diff against its baseline; run inside finalize's transaction.
 
     Idempotent: a second finalize replaces what the first wrote. Also carries
-    review forward: an issue ignored last time (or on a validation of last
-    time's, or the time before when last time missed it) stays ignored, one
-    reviewed last time and still here is marked reviewed; then the site's ignore
-    rules mark the matching issues still open ignored (a first audit gets its rules too).
+    review forward: an issue keeps the mark a person last gave it (``_mark_sources``:
+    the latest audit, its validations, the baseline; or, when those missed it, up to
+    CARRY_BACK runs before); then the site's ignore rules mark the matching issues
+    still open ignored (a first audit gets its rules too).
     Returns the counts (None without a baseline).
     """
     base = baseline_for(audit)
@@ -279,9 +291,8 @@ def record(audit: Audit) -> dict | None:
     # where a person did it.
     if base.adopt_validation_marks():
         base.rescore()
-    for review in (Issue.Review.IGNORED, Issue.Review.REVIEWED):
-        issues.filter(review=Issue.Review.OPEN).filter(same_issue(base.pk, review=review)).update(review=review)
-    _carry_ignored_back(issues, base)
+    _carry_marks(issues, _mark_sources(audit, base))
+    _carry_marks_back(issues, base)
     _persisting_back(issues, base)  # after: the carry-back asks the issues still new
     # After the carried-forward decisions, so an issue a person reviewed stays reviewed.
     IgnoreRule.objects.apply_to(audit)
@@ -315,8 +326,35 @@ def _persisting_back(issues, base: Audit) -> None:
         unseen.filter(same_issue(earlier)).update(change=Issue.Change.PERSISTING)
 
 
-def _carry_ignored_back(issues, base: Audit) -> None:
-    """Ignore the new issues that the latest earlier run to report them had ignored, up to CARRY_BACK runs back.
+def _mark_sources(audit: Audit, base: Audit) -> list[int]:
+    """Where a person last marked the issues ``audit`` found, newest first: the validations of the site's
+    latest whole audit, that audit, then the baseline's validations and the baseline. The latest audit is
+    not always the baseline (a scheduled run is compared with the previous scheduled one), and a mark made
+    on a run between them (Run now, a CI job, a validation) is the person's latest word."""
+    sources: list[int] = []
+    for whole in (audit.previous_completed(), base):
+        if whole is None or whole.pk in sources:
+            continue
+        sources += Audit.objects.filter(source=whole, mode=Audit.Mode.VALIDATE, status=Audit.Status.COMPLETED,
+                                        deleting=False).order_by("-pk").values_list("pk", flat=True)
+        sources.append(whole.pk)
+    return sources
+
+
+def _carry_marks(issues, sources: list[int]) -> None:
+    """Each open issue takes its mark (ignored or reviewed) from the first of ``sources`` holding it; one
+    there open, a person's reopening, stays open whatever older ones say."""
+    absent = Q()
+    for source in sources:
+        for review in (Issue.Review.IGNORED, Issue.Review.REVIEWED):
+            issues.filter(review=Issue.Review.OPEN).filter(absent).filter(marked_in(source, review)).update(
+                review=review)
+        absent &= ~same_issue(source)
+
+
+def _carry_marks_back(issues, base: Audit) -> None:
+    """Mark the new issues as the latest earlier run to report them had (ignored or reviewed), up to CARRY_BACK
+    runs back.
 
     Missing from the baseline (its page failed those nights, a smaller crawl)
     is not a person's decision undone. Each run is asked only about issues
@@ -324,9 +362,10 @@ def _carry_ignored_back(issues, base: Audit) -> None:
     """
     absent = ~same_issue(base.pk)
     for earlier in _runs_before(base):
-        if Issue.objects.filter(audit_id=earlier, review=Issue.Review.IGNORED).exists():
-            issues.filter(review=Issue.Review.OPEN, change=Issue.Change.NEW).filter(absent).filter(
-                same_issue(earlier, review=Issue.Review.IGNORED)).update(review=Issue.Review.IGNORED)
+        if Issue.objects.filter(audit_id=earlier).exclude(review=Issue.Review.OPEN).exists():
+            for review in (Issue.Review.IGNORED, Issue.Review.REVIEWED):
+                issues.filter(review=Issue.Review.OPEN, change=Issue.Change.NEW).filter(absent).filter(
+                    marked_in(earlier, review)).update(review=review)
         absent &= ~same_issue(earlier)
 
 

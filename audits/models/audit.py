@@ -434,17 +434,21 @@ class Audit(models.Model):
 
         One UPDATE however many are chosen; the totals and the score follow. The same issues on this
         audit's validations take the mark too: the latest mark wins, and a validation's older one
-        would otherwise be adopted back (``adopt_validation_marks``).
+        would otherwise be adopted back (``adopt_validation_marks``). Marked on a validation, they
+        take it on the audit it re-checked as well, which the next validation re-checks from.
         """
         Issue = self.issues.model
         chosen = issues.filter(audit=self).exclude(review=review)
         echoes = Issue.objects.filter(audit__source=self, audit__mode=self.Mode.VALIDATE,
                                       key__in=chosen.values("key")).exclude(review=review)
-        validations = set(echoes.values_list("audit_id", flat=True))
-        if validations:
+        if self.mode == self.Mode.VALIDATE and self.source_id is not None:
+            echoes = echoes | Issue.objects.filter(audit_id=self.source_id, key__in=chosen.values("key")).exclude(
+                review=review)
+        touched = set(echoes.values_list("audit_id", flat=True))
+        if touched:
             echoes.update(review=review)
-            for validation in type(self).objects.filter(pk__in=validations):
-                validation.rescore()
+            for other in type(self).objects.filter(pk__in=touched):
+                other.rescore()
         changed = chosen.update(review=review)
         if changed:
             self.rescore()

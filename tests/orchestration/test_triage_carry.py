@@ -1,0 +1,73 @@
+"""A person's marks last: they follow an issue to the next audit from wherever the person last made them."""
+
+from __future__ import annotations
+
+import pytest
+
+from audits.crawl import setup as crawl_setup
+from audits.models import Audit, Issue
+from audits.services import follow_up_fields
+from crawler.checks import CheckSettings
+from tests.editable_site import EditableSite
+
+from .test_run_diff import (
+    BROKEN_404,
+    BROKEN_LINK,
+    completed_audit_of,
+    first_version,
+    issue,
+    mark,
+    reviews,
+)
+
+pytestmark = pytest.mark.django_db
+SCHEDULED = {"trigger": Audit.Trigger.SCHEDULE}
+
+
+@pytest.fixture
+def site(monkeypatch):
+    """The editable site of test_run_diff, with slow_response out of the way as there."""
+    monkeypatch.setattr(crawl_setup, "CheckSettings", lambda: CheckSettings(slow_ms=600_000))
+    with EditableSite(sitemap=True) as editable:
+        yield editable
+
+
+def test_marks_made_on_a_run_between_two_scheduled_runs_carry_to_the_next_scheduled_run(owner, site, fast_settings):
+    """A scheduled run is compared with the previous scheduled one; the person triaged the Run now in between."""
+    first_version(site)
+    nightly = completed_audit_of(owner, site, **SCHEDULED)
+    mark(site, nightly, Issue.Review.IGNORED, BROKEN_LINK)
+    by_hand = completed_audit_of(owner, site)
+    assert reviews(site, by_hand)[BROKEN_LINK] == Issue.Review.IGNORED
+    mark(site, by_hand, Issue.Review.IGNORED, BROKEN_404)
+    mark(site, by_hand, Issue.Review.OPEN, BROKEN_LINK)  # the person changed their mind
+    next_night = completed_audit_of(owner, site, **SCHEDULED)
+    assert next_night.baseline_id == nightly.pk
+    assert reviews(site, next_night)[BROKEN_404] == Issue.Review.IGNORED
+    assert reviews(site, next_night)[BROKEN_LINK] == Issue.Review.OPEN
+
+
+def test_an_issue_reviewed_then_ignored_on_a_validation_is_ignored_on_the_audit_and_the_next(owner, site, fast_settings):
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    first.set_review(Issue.objects.filter(pk=issue(site, first, *BROKEN_404).pk), Issue.Review.REVIEWED)
+    check = completed_audit_of(owner, site, **follow_up_fields(first, Audit.Mode.VALIDATE))
+    assert reviews(site, check)[BROKEN_404] == Issue.Review.REVIEWED
+    check.set_review(Issue.objects.filter(pk=issue(site, check, *BROKEN_404).pk), Issue.Review.IGNORED)
+    # The audit it re-checked says so too: the next validation of it leaves the issue out.
+    assert reviews(site, first)[BROKEN_404] == Issue.Review.IGNORED
+    again = completed_audit_of(owner, site)
+    assert reviews(site, again)[BROKEN_404] == Issue.Review.IGNORED
+
+
+def test_a_reviewed_issue_missing_for_a_night_is_still_reviewed_when_it_comes_back(owner, site: EditableSite,
+                                                                                  fast_settings):
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    mark(site, first, Issue.Review.REVIEWED, BROKEN_404)
+    site.set(**{"/broken": (503, "down for the night")})
+    missed = completed_audit_of(owner, site)
+    assert BROKEN_404 not in reviews(site, missed)
+    site.set(**{"/broken": None})  # a 404 again
+    again = completed_audit_of(owner, site)
+    assert reviews(site, again)[BROKEN_404] == Issue.Review.REVIEWED
