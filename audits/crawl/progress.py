@@ -86,6 +86,8 @@ def schedule_chunk(audit: Audit, number: int, dispatcher: Dispatcher) -> None:
 def has_work(audit: Audit) -> bool:
     """Whether a chunk started now would lease anything."""
     due = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING).due()
+    if FrontierURL.objects.links_to_follow(audit.pk):
+        due = due.exclude(kind=Page.Kind.PAGE, linked=False)  # sitemap-only pages wait (FrontierURL.lease_next)
     if page_budget(audit) > 0 and due.exists():
         return True
     # Out of pages: resources, external links and rescheduled pages still go.

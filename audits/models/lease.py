@@ -41,6 +41,17 @@ class FrontierQuerySet(models.QuerySet):
         """Rows no Retry-After holds back (never rate limited, or their wait is over)."""
         return self.filter(Q(not_before__isnull=True) | Q(not_before__lte=Now()))
 
+    def links_to_follow(self, audit_id: int) -> bool:
+        """Whether link-found pages are still to crawl: due, or held by an open chunk (of any cluster).
+
+        Sitemap-only pages wait for them: such a page is seeded at max_depth,
+        and crawled there, its links would go nowhere before a link reaches it at its click depth.
+        """
+        linked = self.filter(audit_id=audit_id, kind=Page.Kind.PAGE, linked=True)
+        open_chunks = ChunkLease.objects.open_for(audit_id).values("number")
+        return (linked.filter(state=FrontierURL.State.LEASED, chunk__in=open_chunks).exists()
+                or linked.filter(state=FrontierURL.State.PENDING).due().exists())
+
     def waiting(self):
         """Rows still waiting out a Retry-After."""
         return self.filter(not_before__gt=Now())
@@ -78,11 +89,11 @@ class FrontierQuerySet(models.QuerySet):
             # Down to the sitemap reserve: only sitemap-only pages (and checks,
             # rescheduled pages) go, so orphans and bad sitemap URLs get fetched.
             pending = pending.exclude(kind=Page.Kind.PAGE, linked=True, reschedules=0)
-        elif pending.filter(kind=Page.Kind.PAGE, linked=True).exists():
+        elif FrontierURL.objects.links_to_follow(lease.audit_id):
             # Pages reached through links go first, so a page both in the sitemap
             # and linked is crawled at its click depth; sitemap-only pages (orphan
-            # candidates) wait until links have nothing more to give or only the
-            # sitemap reserve is left.
+            # candidates) wait until links have nothing more to give, in this chunk
+            # or one beside it, or only the sitemap reserve is left.
             pending = pending.exclude(kind=Page.Kind.PAGE, linked=False)
             cap = linked_budget
         # Chunks of one audit running at once skip the rows another is leasing
