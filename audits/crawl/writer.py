@@ -222,6 +222,18 @@ class ChunkWriter:
             raise AuditStopped()
         self._retrying(planner_stats.keep_up, self.audit.pk, pages, what="planner statistics")
 
+    def _at_current_depth(self, outcomes: list[PageOutcome]) -> list[PageOutcome]:
+        """Pages at the depth limit, at the depth their frontier row has now: a chunk beside this one (or an
+        earlier sub-batch) may have reached one by a shorter path since it was leased, and at the limit its
+        links would be dropped as too deep. Deeper pages' depths finalize settles (``depths.settle``)."""
+        edge = [url_hash(o.url) for o in outcomes if o.depth >= self.audit.max_depth and o.outlinks]
+        if not edge:
+            return outcomes
+        now = dict(FrontierURL.objects.filter(audit=self.audit, url_hash__in=edge, depth__lt=self.audit.max_depth)
+                   .values_list("url_hash", "depth"))
+        return [dataclasses.replace(o, depth=now[digest]) if (digest := url_hash(o.url)) in now else o
+                for o in outcomes]
+
     def _forget(self, outcomes: list[PageOutcome]) -> None:
         """Drop what ``hold`` kept for URLs now stored (a rescheduled one is held again when re-leased)."""
         for o in outcomes:
@@ -235,6 +247,7 @@ class ChunkWriter:
         with transaction.atomic():
             self._fence()
             outcomes = self._reschedule_rate_limited(outcomes)
+            outcomes = self._at_current_depth(outcomes)
             carried: dict[str, reuse.Carried] = {}
             if self.source is not None:
                 outcomes, carried = reuse.revive(self.audit.pk, self.source, outcomes, self.setup)

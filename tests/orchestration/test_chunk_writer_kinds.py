@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 
 from audits.crawl.setup import crawl_setup
 from audits.crawl.writer import ChunkWriter
-from audits.models import Page
+from audits.models import Audit, FrontierURL, Page
 from crawler.page import PageOutcome
 from crawler.types import FetchResult
 
@@ -52,3 +52,16 @@ def test_only_parsed_pages_have_their_earlier_link_edges_replaced(chunk_writer):
     image = page.url.rstrip("/") + "/logo.png"
     assert edge_deletes(plain, [resource_check(image)]) == 0  # checks are never parsed: no edges
     assert edge_deletes(plain, [parsed_page(page.url), resource_check(image)]) == 1
+
+
+def test_a_page_at_the_depth_limit_reached_since_by_a_shorter_path_has_its_links_queued(chunk_writer):
+    """Leased at the limit, then linked from a shallower page by a chunk beside this one: its frontier row
+    says so by the time it is written, and its links are a click below that, within the limit."""
+    writer, items = chunk_writer
+    page = next(item for item in items if item.kind == Page.Kind.PAGE)
+    Audit.objects.filter(pk=writer.audit.pk).update(max_depth=page.depth + 1)
+    writer.audit.refresh_from_db()
+    beyond = page.url.rstrip("/") + "/only-linked-from-here"
+    writer.write([parsed_page(page.url, (beyond, "deeper"), depth=page.depth + 1)])
+    assert FrontierURL.objects.get(audit=writer.audit, url=beyond).depth == page.depth + 1
+    assert Page.objects.get(audit=writer.audit, url=page.url).depth == page.depth
