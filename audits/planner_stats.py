@@ -40,11 +40,18 @@ def due(pages: int, believed: float) -> bool:
     return pages >= FIRST_PAGES and pages >= 2 * believed
 
 
+# The advisory lock one analyze at a time holds (any number that names nothing else of ours).
+ANALYZE_LOCK = 0x5173_1A4E
+
+
 def keep_up(audit_id: int, pages: int) -> bool:
     """Analyze the crawl's tables when the audit's ``pages`` have outgrown their statistics; whether it did.
 
     Run outside the chunk's write transaction: ANALYZE waits for another
-    chunk's, and a long one must not hold the write's locks meanwhile.
+    chunk's, and a long one must not hold the write's locks meanwhile. Only one
+    runs at a time (a try of an advisory lock): chunks side by side cross the
+    threshold together, and each would otherwise queue behind the others' ANALYZE
+    for longer than its lease lasts, then lose its chunk to the watchdog.
     """
     if connection.vendor != "postgresql" or pages < FIRST_PAGES:
         return False
@@ -53,5 +60,12 @@ def keep_up(audit_id: int, pages: int) -> bool:
         (believed,) = cursor.fetchone()
         if not due(pages, float(believed or 0)):
             return False
-        cursor.execute("ANALYZE " + ", ".join(f"{table} ({', '.join(columns)})" for table, columns in TABLES.items()))
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [ANALYZE_LOCK])
+        if not cursor.fetchone()[0]:
+            return False  # another chunk is analyzing: its statistics will do for this one too
+        try:
+            cursor.execute("ANALYZE " + ", ".join(f"{table} ({', '.join(columns)})"
+                                                  for table, columns in TABLES.items()))
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [ANALYZE_LOCK])
     return True

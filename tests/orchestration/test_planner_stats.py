@@ -1,7 +1,7 @@
 """A running audit's lookups keep their plan as it grows: the crawl analyzes its tables when it outgrows their statistics."""
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
 from audits import planner_stats
 from audits.crawl.admission import FRONTIER_COLUMNS, known_targets
@@ -89,3 +89,20 @@ def test_a_crawl_checks_its_statistics_after_each_write_with_the_pages_it_knows_
         assert analyzed and analyzed[0] >= 20
     else:
         assert not analyzed
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_chunk_whose_audit_outgrew_the_statistics_leaves_the_analyze_to_one_already_running(admin_user):
+    running = make_audit(admin_user)
+    _queue(running, 3000, "running")
+    other = connections.create_connection("default")  # another chunk's connection, analyzing now
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s)", [planner_stats.ANALYZE_LOCK])
+        assert not keep_up(running.pk, 3000)  # no wait behind it
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [planner_stats.ANALYZE_LOCK])
+        assert keep_up(running.pk, 3000)
+    finally:
+        other.close()
