@@ -6,9 +6,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import timedelta
 from urllib.parse import urlsplit
 
 from django.db import transaction
+from django.db.models.functions import Now
 
 from crawler.checks import PageContext
 from crawler.fetch import Fetcher
@@ -105,7 +107,8 @@ _UNREACHABLE_SINCE: dict[int, tuple[float, float]] = {}
 
 
 def _unreachable(audit_id: int, number: int) -> str:
-    """A chunk gave up on an unreachable database: past DB_UNAVAILABLE_SECONDS, fail the audit.
+    """A chunk gave up on an unreachable database: past DB_UNAVAILABLE_SECONDS, fail the audit, unless
+    other workers are still beating it.
 
     Best effort: recording the failure needs the database too. Until then the
     chunk's lease expires and the watchdog runs it again.
@@ -121,6 +124,11 @@ def _unreachable(audit_id: int, number: int) -> str:
         return "db-unavailable"
     detail = f"The database could not be reached for {int(now - since)} s (chunk {number})."
     try:
+        # Other workers (clusters on other machines) beating the audit reach the database: the trouble
+        # is this process's (its link, a statement timing out), and the audit goes on without it.
+        recent = Now() - timedelta(seconds=knob("DB_RETRY_SECONDS"))
+        if Audit.objects.filter(pk=audit_id, heartbeat_at__gte=recent).exists():
+            return "db-unavailable"
         failed = Audit.objects.get(pk=audit_id).fail(Audit.ErrorCode.DB_UNAVAILABLE, detail, Audit.Phase.CRAWLING)
     except Exception as exc:
         if db_fault(exc) is None:

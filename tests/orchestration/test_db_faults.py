@@ -12,10 +12,12 @@ import socket
 import sqlite3
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import OperationalError as DjangoOperationalError
 from django.db import connection
+from django.utils import timezone
 
 from audits.crawl.chunk import run_chunk
 from audits.crawl.db_retry import db_fault
@@ -304,10 +306,27 @@ def test_a_database_unreachable_past_the_bound_fails_the_audit_as_database_unava
     audit.refresh_from_db()
     assert audit.status == Audit.Status.RUNNING
     clock.now += 31
+    quiet_since(audit, minutes=2)  # and no other worker got through meanwhile
     assert run_chunk(audit.pk, 1) == "failed"
     audit.refresh_from_db()
     assert (audit.status, audit.error_code) == ("failed", "database_unavailable")
     assert "could not be reached for" in audit.error_detail
+
+
+def quiet_since(audit: Audit, *, minutes: int) -> None:
+    Audit.objects.filter(pk=audit.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=minutes))
+
+
+def test_a_worker_that_cannot_reach_the_database_leaves_the_audit_running_while_others_beat_it(
+        owner, grid_site, fast_settings, monkeypatch):
+    """One machine's link to PostgreSQL is down; the other clusters crawl on, and their beats say so."""
+    audit, clock = _unreachable_database(owner, grid_site, fast_settings, monkeypatch)
+    assert run_chunk(audit.pk, 1) == "db-unavailable"
+    clock.now += 61
+    Audit.objects.filter(pk=audit.pk).update(heartbeat_at=timezone.now())  # another cluster's write
+    assert run_chunk(audit.pk, 1) == "db-unavailable"
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.RUNNING
 
 
 def test_two_short_outages_hours_apart_do_not_add_up_to_one_long_one(owner, grid_site, fast_settings, monkeypatch):
