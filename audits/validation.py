@@ -64,6 +64,16 @@ def checked(source: Audit):
     return Issue.objects.filter(audit=source).exclude(review=Issue.Review.IGNORED)
 
 
+def start_rechecks(audit: Audit) -> frozenset[str]:
+    """The codes of the source's re-checked issues that the start step judges from the sitemaps and
+    the http:// probe (SITE_READ_CODES): what a validation's start reads them for."""
+    if audit.source_id is None:
+        return frozenset()
+    codes = Issue.objects.filter(audit_id=audit.source_id, code__in=SITE_READ_CODES).exclude(
+        review=Issue.Review.IGNORED).order_by().values_list("code", flat=True).distinct()
+    return frozenset(codes)
+
+
 def targets(source: Audit) -> Iterator[Target]:
     """The URLs that carried the source's issues, and their link issues' targets, each once.
 

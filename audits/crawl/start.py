@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Now
 
-from crawler.catalogue import START_CODES, finding
+from crawler.catalogue import SITE_READ_CODES, START_CODES, finding
 from crawler.checks import PageContext
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.http_probe import PROBE_SECONDS, probe_http_form
@@ -113,7 +113,9 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
     # The fetches run beside a heartbeat: an audit the command runs in-process has no task in the
     # broker, so a start longer than the watchdog's grace would read as a start that was lost.
     budget = settings.Q_CLUSTER["timeout"] * START_SHARE
-    outcome = run_with_db_here(lambda db: _explore(audit, start_url, setup, budget),
+    # A validation reads the sitemaps and probes http:// only for the issues of them it re-checks.
+    rechecks = validation.start_rechecks(audit) if audit.mode == Audit.Mode.VALIDATE else None
+    outcome = run_with_db_here(lambda db: _explore(audit, start_url, setup, budget, rechecks),
                                idle=functools.partial(_beat, audit), idle_every=knob("WATCHDOG_GRACE_SECONDS") / 4)
     if outcome.session is not None and not outcome.error_code:
         record_start_login(audit, outcome.session)
@@ -228,6 +230,10 @@ class StartOutcome:
     error_detail: str = ""
 
 
+# The start codes that come of reading the sitemaps.
+SITEMAP_CODES = SITE_READ_CODES - {"http_not_redirected"}
+
+
 def _beat(audit: Audit) -> None:
     """The start's heartbeat, every quarter of the watchdog's grace."""
     try:
@@ -236,7 +242,8 @@ def _beat(audit: Audit) -> None:
         beat_missed(exc, f"audit {audit.pk} start")
 
 
-async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: float) -> StartOutcome:
+async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: float,
+                   rechecks: frozenset[str] | None = None) -> StartOutcome:
     """Fetch the start page, robots.txt and the sitemaps, and probe the http:// form: no database.
 
     Within ``budget`` seconds: past it, a start still waiting on the login,
@@ -257,8 +264,7 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: floa
                              f"{budget:.0f} s to answer, the start step's share of the task time limit (Q_TIMEOUT).")
         if isinstance(found, StartOutcome):
             return found
-        outcome = await _read_site(start_url, setup, fetcher, *found, ends,
-                                   whole_site=audit.mode != Audit.Mode.VALIDATE)
+        outcome = await _read_site(start_url, setup, fetcher, *found, ends, rechecks=rechecks)
         if outcome.session is not None and fetcher.credentials is not None:
             # The session as the start's own fetches left it: a sliding session renewed its ticket on them.
             session = dataclasses.replace(outcome.session, cookies=dict(fetcher.credentials.session))
@@ -351,24 +357,31 @@ async def _start_page(fetcher: Fetcher, start_url: str, robots: Robots | None, r
 
 
 async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first: FetchResult, final: str,
-                     robots: Robots, session: Session | None, ends: float, *, whole_site: bool) -> StartOutcome:
+                     robots: Robots, session: Session | None, ends: float, *,
+                     rechecks: frozenset[str] | None) -> StartOutcome:
     """The sitemaps and the probes, in the time left before ``ends``; then the start page's outcome.
 
-    ``whole_site`` (not a validation, which re-checks some URLs): the start page's checks
-    know whether the sitemap lists it, as any page's do, and the site's "not found" page is probed.
+    A whole crawl (``rechecks`` None): the start page's checks know whether the sitemap lists
+    it, as any page's do, and the site's "not found" page is probed. A validation reads the
+    sitemaps and probes the http:// form only when it re-checks an issue of theirs.
     """
+    whole_site = rechecks is None
     origin = origin_of(final)
     left = max(0.0, ends - asyncio.get_running_loop().time())
-    report = await discover_sitemaps(fetcher, origin, robots.sitemaps, budget=min(SITEMAP_SECONDS, left),
-                                     never=setup.is_logout if setup.logout else None)
+    report = None
+    if whole_site or rechecks & SITEMAP_CODES:
+        report = await discover_sitemaps(fetcher, origin, robots.sitemaps, budget=min(SITEMAP_SECONDS, left),
+                                         never=setup.is_logout if setup.logout else None)
     # http_not_redirected: does the http:// form of an https start page still serve it?
     left = max(0.0, ends - asyncio.get_running_loop().time())
-    plain_http = await probe_http_form(fetcher, final, budget=min(PROBE_SECONDS, left)) if left else None
+    plain_http = None
+    if left and (whole_site or "http_not_redirected" in rechecks):
+        plain_http = await probe_http_form(fetcher, final, budget=min(PROBE_SECONDS, left))
     probe, missing = None, probe_url(origin)
     left = max(0.0, ends - asyncio.get_running_loop().time())
     if whole_site and left and robots.allowed(missing, setup.user_agent):
         probe = await fetch_not_found(fetcher, missing, budget=min(NOT_FOUND_SECONDS, left))
-    problems = [(f.url, f.problem) for f in report.files if f.problem]
+    problems = [(f.url, f.problem) for f in report.files if f.problem] if report is not None else []
     # The start page was fetched above; record it instead of fetching it again.
     # A typed URL that redirects is its own row (with its chain), as any
     # redirecting URL is; the page it lands on is the crawl's depth-0 page.
@@ -397,6 +410,8 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
         not_found = ""  # unknown URLs get the start page (a catch-all, an app's shell): no "not found" page to match
     if plain_http is not None:  # after rendering, whose checks replace the page's findings
         pages[-1] = dataclasses.replace(pages[-1], findings=(*pages[-1].findings, plain_http))
+    if report is None:  # not read: its issues are unknown (audits.diff), and none is new
+        return StartOutcome(start_url=final, origin=origin, robots=robots, pages=pages, session=session)
     return StartOutcome(
         start_url=final, origin=origin, robots=robots, sitemap_urls=tuple(report.urls),
         sitemap_found=report.found, sitemap_problems=problems, sitemap_notes=report.problems, pages=pages,

@@ -10,7 +10,7 @@ from audits.notices import site_notice
 from audits.services import follow_up_fields
 from tests.conftest import free_port
 from tests.factories import make_audit
-from tests.scripted_site import Answer, ScriptedSite
+from tests.scripted_site import Answer, ScriptedSite, listing
 
 from .test_validation import page, run, verdicts
 
@@ -259,3 +259,18 @@ def test_a_validation_judges_its_urls_when_the_start_page_no_longer_answers(owne
     home = check.pages.get(url=web.url("/"))
     assert home.fetch_error and home.status_code is None
     assert found[("sitemap_missing", "sitemap.xml")] == "unknown"
+
+
+def test_a_validation_reads_the_sitemaps_only_to_re_check_an_issue_of_theirs(owner, fast_settings):
+    """Last night's 40 issues in seconds: a site's big sitemap is not walked again for nothing."""
+    with ScriptedSite() as web, ScriptedSite() as bare:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/q">q</a>')),
+                          "/q": Answer(page(None)), **listing(web, ["/", "/q"])})
+        bare.pages.update({"/": Answer(page("Home of the validation site", '<a href="/q">q</a>')),
+                           "/q": Answer(page(None))})  # no sitemap anywhere: sitemap_missing
+        for site in (web, bare):
+            first, check = first_and_check(owner, site, lambda: None)
+            assert verdicts(check)[("title_missing", "q")] == "still"
+        assert web.requests["/sitemap.xml"] == 1  # the full audit's read alone
+        assert bare.requests["/sitemap.xml"] == 2
+    assert verdicts(check)[("sitemap_missing", "sitemap.xml")] == "still"
