@@ -291,8 +291,9 @@ def record(audit: Audit) -> dict | None:
     # where a person did it.
     if base.adopt_validation_marks():
         base.rescore()
-    _carry_marks(issues, _mark_sources(audit, base))
-    _carry_marks_back(issues, base)
+    sources = _mark_sources(audit, base)
+    _carry_marks(issues, sources)
+    _carry_marks_back(issues, base, sources)
     _persisting_back(issues, base)  # after: the carry-back asks the issues still new
     # After the carried-forward decisions, so an issue a person reviewed stays reviewed.
     IgnoreRule.objects.apply_to(audit)
@@ -352,15 +353,17 @@ def _carry_marks(issues, sources: list[int]) -> None:
         absent &= ~same_issue(source)
 
 
-def _carry_marks_back(issues, base: Audit) -> None:
+def _carry_marks_back(issues, base: Audit, sources: list[int]) -> None:
     """Mark the new issues as the latest earlier run to report them had (ignored or reviewed), up to CARRY_BACK
     runs back.
 
     Missing from the baseline (its page failed those nights, a smaller crawl)
     is not a person's decision undone. Each run is asked only about issues
-    that none of the runs after it reported, so a mark a person took off later wins.
+    that none of the runs after it (nor the mark ``sources``) reported, so a mark a person took off later wins.
     """
-    absent = ~same_issue(base.pk)
+    absent = Q()
+    for source in sources:  # the baseline among them
+        absent &= ~same_issue(source)
     for earlier in _runs_before(base):
         if Issue.objects.filter(audit_id=earlier).exclude(review=Issue.Review.OPEN).exists():
             for review in (Issue.Review.IGNORED, Issue.Review.REVIEWED):

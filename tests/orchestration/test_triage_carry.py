@@ -71,3 +71,19 @@ def test_a_reviewed_issue_missing_for_a_night_is_still_reviewed_when_it_comes_ba
     site.set(**{"/broken": None})  # a 404 again
     again = completed_audit_of(owner, site)
     assert reviews(site, again)[BROKEN_404] == Issue.Review.REVIEWED
+
+
+def test_an_issue_reopened_on_a_run_between_stays_open_though_an_older_run_ignored_it(owner, site, fast_settings):
+    first_version(site)
+    nightly = completed_audit_of(owner, site, **SCHEDULED)
+    mark(site, nightly, Issue.Review.IGNORED, BROKEN_404)
+    site.set(**{"/broken": (503, "down for the night")})
+    missed = completed_audit_of(owner, site, **SCHEDULED)
+    assert BROKEN_404 not in reviews(site, missed)
+    site.set(**{"/broken": None})  # a 404 again
+    by_hand = completed_audit_of(owner, site)
+    assert reviews(site, by_hand)[BROKEN_404] == Issue.Review.IGNORED  # carried over the night it was missing
+    mark(site, by_hand, Issue.Review.OPEN, BROKEN_404)
+    next_night = completed_audit_of(owner, site, **SCHEDULED)
+    assert next_night.baseline_id == missed.pk
+    assert reviews(site, next_night)[BROKEN_404] == Issue.Review.OPEN
