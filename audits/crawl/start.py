@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Now
 
-from crawler.catalogue import SITE_READ_CODES, START_CODES, finding
+from crawler.catalogue import START_CODES, finding
 from crawler.checks import PageContext
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.http_probe import PROBE_SECONDS, probe_http_form
@@ -230,10 +230,6 @@ class StartOutcome:
     error_detail: str = ""
 
 
-# The start codes that come of reading the sitemaps.
-SITEMAP_CODES = SITE_READ_CODES - {"http_not_redirected"}
-
-
 def _beat(audit: Audit) -> None:
     """The start's heartbeat, every quarter of the watchdog's grace."""
     try:
@@ -363,19 +359,21 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
 
     A whole crawl (``rechecks`` None): the start page's checks know whether the sitemap lists
     it, as any page's do, and the site's "not found" page is probed. A validation reads the
-    sitemaps and probes the http:// form only when it re-checks an issue of theirs.
+    sitemaps and probes the http:// form only when it re-checks an issue of theirs (SITE_READ_CODES).
     """
     whole_site = rechecks is None
+    # Both or neither: whether their issues were judged is one flag (the sitemaps read, audits.diff).
+    site_read = whole_site or bool(rechecks)
     origin = origin_of(final)
     left = max(0.0, ends - asyncio.get_running_loop().time())
     report = None
-    if whole_site or rechecks & SITEMAP_CODES:
+    if site_read:
         report = await discover_sitemaps(fetcher, origin, robots.sitemaps, budget=min(SITEMAP_SECONDS, left),
                                          never=setup.is_logout if setup.logout else None)
     # http_not_redirected: does the http:// form of an https start page still serve it?
     left = max(0.0, ends - asyncio.get_running_loop().time())
     plain_http = None
-    if left and (whole_site or "http_not_redirected" in rechecks):
+    if left and site_read:
         plain_http = await probe_http_form(fetcher, final, budget=min(PROBE_SECONDS, left))
     probe, missing = None, probe_url(origin)
     left = max(0.0, ends - asyncio.get_running_loop().time())

@@ -432,19 +432,18 @@ class Audit(models.Model):
     def set_review(self, issues, review: str) -> int:
         """Mark ``issues`` (a queryset; only this audit's count) reviewed, ignored or open; returns how many changed.
 
-        One UPDATE however many are chosen; the totals and the score follow. The same issues on this
-        audit's validations take the mark too: the latest mark wins, and a validation's older one
-        would otherwise be adopted back (``adopt_validation_marks``). Marked on a validation, they
-        take it on the audit it re-checked as well, which the next validation re-checks from.
+        One UPDATE however many are chosen; the totals and the score follow. The
+        same issues take the mark on every later audit of the site too, and, marked
+        on a validation, on the audit it re-checked and that audit's other
+        validations: the next audit takes each issue's mark from the newest audit
+        holding it (``audits.diff``), so the newest must hold the person's latest word.
         """
         Issue = self.issues.model
         chosen = issues.filter(audit=self).exclude(review=review)
-        echoes = Issue.objects.filter(audit__source=self, audit__mode=self.Mode.VALIDATE,
-                                      key__in=chosen.values("key")).exclude(review=review)
-        if self.mode == self.Mode.VALIDATE and self.source_id is not None:
-            echoes = echoes | Issue.objects.filter(audit_id=self.source_id, key__in=chosen.values("key")).exclude(
-                review=review)
-        touched = set(echoes.values_list("audit_id", flat=True))
+        first = self.source_id if self.mode == self.Mode.VALIDATE and self.source_id else self.pk
+        echoes = Issue.objects.filter(audit__site_id=self.site_id, audit_id__gte=first, audit__deleting=False,
+                                      key__in=chosen.values("key")).exclude(audit=self).exclude(review=review)
+        touched = set(echoes.values_list("audit_id", flat=True).distinct().order_by())
         if touched:
             echoes.update(review=review)
             for other in type(self).objects.filter(pk__in=touched):

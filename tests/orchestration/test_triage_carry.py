@@ -87,3 +87,28 @@ def test_an_issue_reopened_on_a_run_between_stays_open_though_an_older_run_ignor
     next_night = completed_audit_of(owner, site, **SCHEDULED)
     assert next_night.baseline_id == missed.pk
     assert reviews(site, next_night)[BROKEN_404] == Issue.Review.OPEN
+
+
+def test_a_mark_made_on_an_older_audit_after_a_newer_one_ran_is_the_one_carried(owner, site, fast_settings):
+    """The alert links to the scheduled run; the person ignores there after a Run now has finished."""
+    first_version(site)
+    nightly = completed_audit_of(owner, site, **SCHEDULED)
+    by_hand = completed_audit_of(owner, site)
+    nightly.set_review(Issue.objects.filter(pk=issue(site, nightly, *BROKEN_404).pk), Issue.Review.IGNORED)
+    assert reviews(site, by_hand)[BROKEN_404] == Issue.Review.IGNORED  # the newer audit holds it too
+    next_night = completed_audit_of(owner, site, **SCHEDULED)
+    assert reviews(site, next_night)[BROKEN_404] == Issue.Review.IGNORED
+
+
+def test_a_mark_made_on_one_validation_reaches_the_audit_and_its_other_validations(owner, site, fast_settings):
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    older = completed_audit_of(owner, site, **follow_up_fields(first, Audit.Mode.VALIDATE))
+    newer = completed_audit_of(owner, site, **follow_up_fields(first, Audit.Mode.VALIDATE))
+    older.set_review(Issue.objects.filter(pk=issue(site, older, *BROKEN_404).pk), Issue.Review.IGNORED)
+    assert all(reviews(site, audit)[BROKEN_404] == Issue.Review.IGNORED for audit in (first, newer))
+    newer.refresh_from_db()
+    assert newer.issues_critical == Issue.objects.filter(audit=newer, severity="critical").exclude(
+        review=Issue.Review.IGNORED).count()
+    again = completed_audit_of(owner, site)
+    assert reviews(site, again)[BROKEN_404] == Issue.Review.IGNORED
