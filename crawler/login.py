@@ -26,7 +26,7 @@ MAX_HOPS = 10
 
 @dataclass(frozen=True)
 class Session:
-    """A login's cookies, and the page it ended on, which showed the success pattern."""
+    """A login's cookies, and the page it redirected to, which showed the success pattern ("" for none)."""
 
     cookies: dict[str, str]
     landing: str
@@ -100,7 +100,10 @@ async def _log_in(fetcher, login: LoginForm, base: Credentials | None) -> Sessio
                           f"does not match the success pattern: check the user name, password and pattern.{how}")
     if not jar:
         raise LoginFailed("The login set no cookie, so there is no session to crawl with.")
-    return Session(jar, done.final_url or sent.url)
+    # Only a page the login redirected to: the form's own target, fetched again, would log in again
+    # (a GET form's carries the password in its query).
+    landing = done.final_url if done.final_url and done.final_url != sent.url else ""
+    return Session(jar, landing)
 
 
 def is_login_redirect(result: FetchResult, login_url: str) -> bool:

@@ -6,6 +6,7 @@ import asyncio
 
 import httpx
 import pytest
+from werkzeug.wrappers import Response
 
 from crawler.cookies import read_cookies
 from crawler.credentials import Credentials, LoginForm
@@ -222,3 +223,24 @@ def test_the_page_after_logging_in_is_read_whatever_charset_it_declares(charset)
         site.charset = charset
         cookies = run(site, lambda f: log_in(f, form(site))).cookies
         assert "sessionid" in cookies
+
+
+class _NoRedirectSite(LoginSite):
+    """A GET login form answered 200 in place: the page after logging in is the form's own target."""
+
+    def _login(self, request):
+        response = super()._login(request)
+        if response.status_code != 302:
+            return response
+        members = Response(b"<html><body>Members area</body></html>", content_type="text/html")
+        members.headers["Set-Cookie"] = response.headers["Set-Cookie"]
+        return members
+
+
+def test_the_page_a_login_redirects_to_is_kept_and_a_forms_own_target_never_is():
+    with LoginSite(form_method="get") as site:
+        assert run(site, lambda f: log_in(f, form(site))).landing == site.url("/")
+    with _NoRedirectSite(form_method="get") as site:
+        session = run(site, lambda f: log_in(f, form(site)))
+        # Fetched again to tell an expiry, it would log in anew, its password in the query.
+        assert "sessionid" in session.cookies and session.landing == ""
