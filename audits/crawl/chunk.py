@@ -300,7 +300,8 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
                 browser(setup) as renderer):
 
         session = SessionKeeper(writer.audit, setup.login, fetcher, db,
-                                followers=(renderer.fetcher,) if renderer is not None else ())
+                                followers=(renderer.fetcher,) if renderer is not None else (),
+                                session_login=setup.session_login)
 
         async def work(item: Item) -> PageOutcome:
             if serial:

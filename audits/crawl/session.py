@@ -20,7 +20,6 @@ import json
 import time
 
 import httpx
-from django.db import transaction
 
 from crawler.charset import decode_text
 from crawler.credentials import Credentials, LoginForm, login_page_problem
@@ -52,13 +51,16 @@ def site_access(audit: Audit) -> SiteAccess | None:
     return access if access is not None and access.is_set else None
 
 
-def _cookies(audit: Audit) -> dict[str, str]:
-    """The session's stored cookies; none when they were sealed under a key that has changed since."""
+def stored_session(audit: Audit) -> tuple[dict[str, str], int]:
+    """The session's stored cookies (none when they were sealed under a key that has changed since), and
+    the login they came of: the audit's login count when they were read."""
     row = AuditSession.objects.filter(audit=audit).first()
+    if row is None:
+        return {}, 0
     try:
-        return json.loads(unseal(row.cookies)) if row and row.cookies else {}
+        return (json.loads(unseal(row.cookies)) if row.cookies else {}), row.logins
     except SecretUnreadable:
-        return {}  # no session: the first page that meets the login page logs in again
+        return {}, row.logins  # no session: the first page that meets the login page logs in again
 
 
 def moved_problem(start_url: str, crawled: str) -> str | None:
@@ -77,14 +79,16 @@ def moved_problem(start_url: str, crawled: str) -> str | None:
             f"audit {crawled}/ and set its access there.")
 
 
-def credentials_for(audit: Audit, access: SiteAccess | None) -> Credentials | None:
-    """What the audit's requests to its own origin carry: the site's access and the session's cookies."""
+def credentials_for(audit: Audit, access: SiteAccess | None) -> tuple[Credentials | None, int]:
+    """What the audit's requests to its own origin carry: the site's access and the session's cookies;
+    and the login those came of (``stored_session``)."""
     if access is None:
-        return None
+        return None, 0
     if problem := moved_problem(audit.start_url, audit.origin):
         raise SessionLost(problem)
+    cookies, login = stored_session(audit)
     try:
-        return access.credentials(audit.start_url, cookies=_cookies(audit))
+        return access.credentials(audit.start_url, cookies=cookies), login
     except SecretUnreadable as exc:
         raise SessionLost(f"{exc} (site access)") from None
 
@@ -125,10 +129,11 @@ def claim_login(audit: Audit, after: int) -> bool:
     return AuditSession.objects.filter(pk=row.pk, logins=after).update(logins=after + 1, cookies="") == 1
 
 
-def store_login(audit: Audit, session: Session) -> None:
-    """The session of the login this chunk claimed, for the audit's other chunks."""
+def store_login(audit: Audit, session: Session) -> int:
+    """The session of the login this chunk claimed, for the audit's other chunks; the login count it is of."""
     AuditSession.objects.filter(audit=audit).update(cookies=seal(json.dumps(session.cookies)),
                                                     landing=seal(session.landing))
+    return AuditSession.objects.filter(audit=audit).values_list("logins", flat=True).first() or 0
 
 
 def login_landing(audit: Audit) -> str:
@@ -140,24 +145,22 @@ def login_landing(audit: Audit) -> str:
         return ""
 
 
-def store_refreshed(audit: Audit, cookies: dict[str, str], expected: dict[str, str] | None = None) -> bool:
+def store_refreshed(audit: Audit, cookies: dict[str, str], login: int | None = None) -> bool:
     """Cookies the crawled pages renewed, for the audit's other chunks; whether they were stored.
 
     Never while a renewal is claimed (no cookies stored yet): the chunks waiting on it would
-    take these for its login's. With ``expected`` (the session the caller's cookies grew from),
-    only over that session: a chunk beside it may have logged in again since, and cookies of the
-    expired session (a load balancer's renewed sticky cookie on it) must not undo that login.
+    take these for its login's. With ``login`` (the login the caller's cookies came of), only
+    while that is still the audit's session: a chunk beside it may have logged in again since,
+    and cookies of the expired session (a load balancer's renewed sticky cookie on it) must not
+    undo that login. Chunks of one login overwrite each other: each one's renewed ticket is good.
     """
     sealed = seal(json.dumps(cookies))
-    with transaction.atomic():
-        row = AuditSession.objects.select_for_update().filter(audit=audit).first()
-        if row is None:
-            AuditSession.objects.create(audit=audit, cookies=sealed)
-            return True
-        if not row.cookies or (expected is not None and _cookies(audit) != expected):
-            return False
-        AuditSession.objects.filter(pk=row.pk).update(cookies=sealed)
+    stored = AuditSession.objects.filter(audit=audit).exclude(cookies="")
+    if login is not None:
+        stored = stored.filter(logins=login)
+    if stored.update(cookies=sealed):
         return True
+    return AuditSession.objects.get_or_create(audit=audit, defaults={"cookies": sealed})[1]
 
 
 def session_state(audit: Audit) -> tuple[dict[str, str], int, bool]:
@@ -166,7 +169,7 @@ def session_state(audit: Audit) -> tuple[dict[str, str], int, bool]:
     row = AuditSession.objects.filter(audit=audit).first()
     if row is None:
         return {}, 0, False
-    return _cookies(audit), row.logins, row.logins > 0 and not row.cookies
+    return stored_session(audit)[0], row.logins, row.logins > 0 and not row.cookies
 
 
 def renewed_by_answer(credentials: Credentials | None, result) -> Credentials | None:
@@ -222,13 +225,15 @@ class SessionKeeper:
        expiring does.
     """
 
-    def __init__(self, audit: Audit, login: LoginForm | None, fetcher, db, followers=()):
-        """``followers``: other fetchers of the chunk (the browser's) that carry the session too."""
+    def __init__(self, audit: Audit, login: LoginForm | None, fetcher, db, followers=(), session_login: int = 0):
+        """``followers``: other fetchers of the chunk (the browser's) that carry the session too;
+        ``session_login``: the login the fetcher's cookies came of (``stored_session``)."""
         self.audit, self.login, self.fetcher, self.db = audit, login, fetcher, db
         self.followers = tuple(followers)
         self._lock = asyncio.Lock()
         self._renewals = 0  # sessions this chunk took after an expiry; renewed cookies are not one
         self._stored = self._session()  # the session as the audit's row holds it, as far as this chunk knows
+        self._login = session_login  # the login it came of
         self._stored_at = time.monotonic()
 
     async def fetch(self, make):
@@ -255,7 +260,7 @@ class SessionKeeper:
         session = self._session()
         if session != self._stored and not self._lock.locked():
             self._stored_at = time.monotonic()
-            if await self.db(store_refreshed, self.audit, session, self._stored):
+            if await self.db(store_refreshed, self.audit, session, self._login):
                 self._stored = session
 
     async def _take_cookies(self, result) -> None:
@@ -304,45 +309,44 @@ class SessionKeeper:
         if stored and stored != sent:
             # Chunks side by side: another one logged in again already, or its pages renewed the
             # cookies. Those of a renewal may have run out by now too; then a login it is.
-            self._use(stored)
+            self._use(stored, logins)
             if not self.login.success.strip() or await self._session_holds():
                 return
             sent = stored
         if renewing:
-            self._use(await self._cookies_of_other_login(sent))  # and another is logging in now
+            self._use(*await self._cookies_of_other_login(sent))  # and another is logging in now
             return
         if logins >= MAX_LOGINS:
             raise SessionLost("The session expired again after the crawler had logged in again; "
                               "the site may end sessions early or log out on some page.")
         if await self.db(claim_login, self.audit, logins):
-            self._use(await self._log_in())
+            self._use(*await self._log_in())
             return
-        self._use(await self._cookies_of_other_login(sent))  # one session for the audit
+        self._use(*await self._cookies_of_other_login(sent))  # one session for the audit
 
-    async def _log_in(self) -> dict[str, str]:
+    async def _log_in(self) -> tuple[dict[str, str], int]:
         self.fetcher.credentials = start_login(self.fetcher.credentials)
         session = await open_session(self.fetcher, self.login)
-        await self.db(store_login, self.audit, session)
-        return session.cookies
+        return session.cookies, await self.db(store_login, self.audit, session)
 
-    async def _cookies_of_other_login(self, sent: dict[str, str]) -> dict[str, str]:
+    async def _cookies_of_other_login(self, sent: dict[str, str]) -> tuple[dict[str, str], int]:
         """The cookies another chunk's login stores, once it has (it claimed the login first).
 
         A claim still open after LOGIN_WAIT is a chunk that died logging in: its login is made here.
         """
         for _ in range(int(LOGIN_WAIT / LOGIN_POLL)):
-            stored, _, renewing = await self.db(session_state, self.audit)
+            stored, logins, renewing = await self.db(session_state, self.audit)
             if stored and stored != sent:
-                return stored
+                return stored, logins
             if not renewing or not await self.db(self.audit.running_now):
                 raise SessionLost("The session expired again after the crawler had logged in again.")
             await asyncio.sleep(LOGIN_POLL)
         return await self._log_in()
 
-    def _use(self, cookies: dict[str, str]) -> None:
-        """Crawl on with a renewed session (another login's cookies)."""
+    def _use(self, cookies: dict[str, str], login: int) -> None:
+        """Crawl on with a renewed session: the cookies of login number ``login``, as stored."""
         self._renewals += 1
-        self._stored = cookies  # stored by the login that made them
+        self._stored, self._login = cookies, login
         self._set(logged_in(start_login(self.fetcher.credentials), self.login, cookies))
 
     def _set(self, credentials: Credentials) -> None:

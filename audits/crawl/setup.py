@@ -66,6 +66,8 @@ class CrawlSetup:
     logout: tuple = ()
     # External links go unchecked: the crawl contacts no other site, by a redirect neither.
     stay_on_origin: bool = False
+    # The login the credentials' session cookies came of (audits.crawl.session.stored_session).
+    session_login: int = 0
 
     def is_logout(self, url: str) -> bool:
         """Whether ``url`` matches the logout pattern as written or normalised: a redirect's Location or a
@@ -136,11 +138,12 @@ def crawl_setup(audit: Audit) -> CrawlSetup:
     access = site_access(audit)
     include, exclude = crawl_patterns(audit, access)
     scope = Scope(audit.origin, include, exclude) if audit.origin else None
+    credentials, session_login = credentials_for(audit, access)
     return CrawlSetup(AddressGuard(allow_private=allow_private), policy, scope, robots, window,
                       audit.check_settings(), user_agent, include, exclude,
-                      credentials_for(audit, access), login_form(audit, access), audit.render, audit.respect_robots,
+                      credentials, login_form(audit, access), audit.render, audit.respect_robots,
                       compile_patterns([access.logout_pattern]) if access is not None else (),
-                      stay_on_origin=not audit.check_external)
+                      stay_on_origin=not audit.check_external, session_login=session_login)
 
 def internal_test(scope: Scope | None) -> Callable[[str], bool]:
     """Whether a URL is on the crawl's origin, as the page checks ask."""

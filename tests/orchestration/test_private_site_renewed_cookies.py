@@ -12,6 +12,7 @@ from audits.crawl.session import (
     session_state,
     store_login,
     store_refreshed,
+    stored_session,
 )
 from audits.inline import run_audit_inline
 from audits.models import Audit, ChunkLease, Page, SiteAccess
@@ -157,15 +158,17 @@ def test_a_linked_login_page_crawled_as_a_page_leaves_the_members_session_alone(
 
 
 def test_cookies_renewed_on_an_expired_session_never_undo_another_chunks_login(owner):
-    # Chunk B still holds the first session when chunk A logs in again; a page then renews a cookie of
-    # B's (a load balancer's sticky cookie): stored, it would hand every next chunk the expired session.
+    # Chunk B still holds the first login's session when chunk A logs in again; a page then renews a cookie
+    # of B's (a load balancer's sticky cookie): stored, it would hand every next chunk the expired session.
     audit = make_audit(owner)
     record_start_login(audit, Session({"sessionid": "first"}, "/"))
-    held_by_b = session_state(audit)[0]
+    held_by_b = stored_session(audit)
+    assert held_by_b == ({"sessionid": "first"}, 1)
     assert claim_login(audit, session_state(audit)[1])
     store_login(audit, Session({"sessionid": "second"}, "/"))
-    assert not store_refreshed(audit, {"sessionid": "first", "AWSALB": "renewed"}, held_by_b)
+    assert not store_refreshed(audit, {"sessionid": "first", "AWSALB": "renewed"}, held_by_b[1])
     assert session_state(audit)[0] == {"sessionid": "second"}
-    # Grown from the session stored, they are stored.
-    assert store_refreshed(audit, {"sessionid": "second", "AWSALB": "renewed"}, {"sessionid": "second"})
-    assert session_state(audit)[0] == {"sessionid": "second", "AWSALB": "renewed"}
+    # Chunks of the same login store over each other: each one's renewed ticket is good.
+    assert store_refreshed(audit, {"sessionid": "second-a"}, 2)
+    assert store_refreshed(audit, {"sessionid": "second-b"}, 2)
+    assert stored_session(audit) == ({"sessionid": "second-b"}, 2)

@@ -205,8 +205,9 @@ def two_chunks_after_an_expiry(owner, site: LoginSite, crawl, before=None):
                     return SimpleNamespace(url=site.url(path), result=await fetcher.fetch(site.url(path)))
                 return lambda path: keeper.fetch(lambda: fetched(path))
 
-            return await crawl(fetching(SessionKeeper(audit, setup.login, one, db), one),
-                               fetching(SessionKeeper(audit, setup.login, other, db), other))
+            return await crawl(
+                fetching(SessionKeeper(audit, setup.login, one, db, session_login=setup.session_login), one),
+                fetching(SessionKeeper(audit, setup.login, other, db, session_login=setup.session_login), other))
 
     return audit, run_with_db_here(chunks)
 
