@@ -327,6 +327,11 @@ def _persisting_back(issues, base: Audit) -> None:
         unseen.filter(same_issue(earlier)).update(change=Issue.Change.PERSISTING)
 
 
+# A mark made on a validation is made on the audit it re-checked too (Audit.set_review): its newest few
+# validations are asked only for issues that audit lacks, so each finalize runs a bounded number of UPDATEs.
+VALIDATIONS_ASKED = 3
+
+
 def _mark_sources(audit: Audit, base: Audit) -> list[int]:
     """Where a person last marked the issues ``audit`` found, newest first: the validations of the site's
     latest whole audit, that audit, then the baseline's validations and the baseline. The latest audit is
@@ -337,7 +342,7 @@ def _mark_sources(audit: Audit, base: Audit) -> list[int]:
         if whole is None or whole.pk in sources:
             continue
         sources += Audit.objects.filter(source=whole, mode=Audit.Mode.VALIDATE, status=Audit.Status.COMPLETED,
-                                        deleting=False).order_by("-pk").values_list("pk", flat=True)
+                                        deleting=False).order_by("-pk").values_list("pk", flat=True)[:VALIDATIONS_ASKED]
         sources.append(whole.pk)
     return sources
 

@@ -134,7 +134,10 @@ KEPT_CHECKLIST_SQL = """
 
 
 def _checklist_sql(audit: Audit) -> str:
-    return CHECKLIST_SQL if audit.source_id is not None else KEPT_CHECKLIST_SQL
+    """The live checklist while the source is there; the kept one once it is deleted, or being deleted
+    (its issues go in batches, and the live one would shrink meanwhile)."""
+    there = audit.source_id is not None and Audit.objects.filter(pk=audit.source_id, deleting=False).exists()
+    return CHECKLIST_SQL if there else KEPT_CHECKLIST_SQL
 ORDER = " ORDER BY CASE result WHEN 'still' THEN 0 WHEN 'unknown' THEN 1 ELSE 2 END, " \
         "CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, code, url"
 
