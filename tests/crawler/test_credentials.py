@@ -171,6 +171,8 @@ def test_a_login_page_with_no_document_is_a_clear_error(body):
     ("https://x.test/user/sign_off", True), ("https://x.test/log-offset/", False),
     ("https://x.test/catalog-offers/", False), ("https://x.test/signoffice", False),
     ("https://x.test/logoutAction.do", True), ("https://x.test/signout-oidc", True),
+    ("https://x.test/Account/LogOffUser", True), ("https://x.test/Home/SignOffNow?x=1", True),
+    ("https://x.test/logoffice/", False),
 ])
 def test_the_default_logout_pattern_catches_logout_links_and_not_words_that_contain_one(url, logout):
     assert bool(compile_patterns([LOGOUT_DEFAULT])[0].search(url)) is logout
