@@ -109,11 +109,13 @@ def test_what_a_person_ignored_on_a_validation_stays_ignored_in_the_next(owner, 
 FRONT_DOOR_CLOSED = {
     "start-page-500": ("/", lambda: Answer(page("Down"), status=500)),
     "robots-disallow-start": ("/robots.txt", lambda: Answer("User-agent: *\nDisallow: /$\n", ctype="text/plain")),
+    "start-page-timeout": ("/", lambda: Answer(page("Home, slow now"), delay=3.0)),  # past FETCH_DEADLINE below
 }
 
 
 @pytest.mark.parametrize("closed", list(FRONT_DOOR_CLOSED))
 def test_a_validation_judges_its_urls_when_the_start_page_is_down_or_disallowed_now(owner, fast_settings, closed):
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "FETCH_DEADLINE": 1.0}
     with ScriptedSite() as web:
         web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/p">p</a><a href="/q">q</a>')),
                           "/p": Answer(page("Gone"), status=404), "/q": Answer(page(None))})
@@ -129,6 +131,10 @@ def test_a_validation_judges_its_urls_when_the_start_page_is_down_or_disallowed_
     found = verdicts(check)
     assert found[("http_4xx", "p")] == "fixed"
     assert found[("title_missing", "q")] == "still"
+    if closed == "start-page-timeout":  # one verdict among the URLs, as a 5xx is
+        home = check.pages.get(url=web.url("/"))
+        assert home.fetch_error and home.status_code is None
+        assert found[("sitemap_missing", "sitemap.xml")] == "unknown"
     if closed == "robots-disallow-start":
         assert not check.pages.filter(url=web.url("/")).exists()  # never fetched
         assert web.requests["/"] == 1  # the source audit's fetch alone
@@ -239,28 +245,6 @@ def test_the_checklist_outlives_the_audit_it_re_checked(owner, fast_settings, ow
     assert judged() == before and validation.counts(check) == counted
     body = owner_client.get(check.get_absolute_url()).content.decode()
     assert "Re-check of audit (deleted)" in body and "Still there" in body
-
-
-def test_a_validation_judges_its_urls_when_the_start_page_no_longer_answers(owner, fast_settings):
-    """A home page that times out is one verdict among the URLs re-checked, as a 5xx one is."""
-    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "FETCH_DEADLINE": 1.0}
-    with ScriptedSite() as web:
-        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/p">p</a><a href="/q">q</a>')),
-                          "/p": Answer(page("Gone"), status=404), "/q": Answer(page(None))})
-
-        def change():
-            web.pages["/"] = Answer(page("Home, slow now"), delay=3.0)
-            web.pages["/p"] = Answer(page("A page of the validation site, back again"))
-
-        _, check = first_and_check(owner, web, change)
-    check.refresh_from_db()
-    assert check.status == Audit.Status.COMPLETED, check.error_detail
-    found = verdicts(check)
-    assert found[("http_4xx", "p")] == "fixed"
-    assert found[("title_missing", "q")] == "still"
-    home = check.pages.get(url=web.url("/"))
-    assert home.fetch_error and home.status_code is None
-    assert found[("sitemap_missing", "sitemap.xml")] == "unknown"
 
 
 def test_a_validation_reads_the_sitemaps_only_to_re_check_an_issue_of_theirs(owner, fast_settings):
