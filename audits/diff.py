@@ -212,16 +212,21 @@ def same_issue(audit_id: int, **marked) -> Q:
     return Q(Exists(there.filter(key=OuterRef("key")))) | (Q(code__in=ANCHORED_CODES) & Q(Exists(same_link)))
 
 
-def marked_in(audit_id: int, review: str) -> Q:
-    """Whether ``audit_id`` holds the outer issue marked ``review``: by key; a link issue whose key it lacks
+def marked_in(audit_id: int, **mark) -> Q:
+    """Whether ``audit_id`` holds the outer issue marked so (``MARKS``): by key; a link issue whose key it lacks
     (its anchor text changed) by code, page and target. Not by the link when the key is there: two links
     from one page to one dead target are two issues, and ignoring one says nothing of the other."""
     there = Issue.objects.filter(audit_id=audit_id)
     by_key = there.filter(key=OuterRef("key"))
     same_link = there.filter(code=OuterRef("code"), url_hash=OuterRef("url_hash"), target_url=OuterRef("target_url"),
-                             review=review)
-    return Q(Exists(by_key.filter(review=review))) | (
+                             **mark)
+    return Q(Exists(by_key.filter(**mark))) | (
         Q(code__in=ANCHORED_CODES) & ~Q(Exists(by_key)) & Q(Exists(same_link)))
+
+
+# What a person's mark on an issue can be, as carried to the next audit: ignored, reviewed, or reopened.
+MARKS = ({"review": Issue.Review.IGNORED}, {"review": Issue.Review.REVIEWED},
+         {"review": Issue.Review.OPEN, "reopened": True})
 
 
 def new_issues(audit: Audit, base: Audit):
@@ -348,13 +353,13 @@ def _mark_sources(audit: Audit, base: Audit) -> list[int]:
 
 
 def _carry_marks(issues, sources: list[int]) -> None:
-    """Each open issue takes its mark (ignored or reviewed) from the first of ``sources`` holding it; one
-    there open, a person's reopening, stays open whatever older ones say."""
+    """Each open issue takes its mark (ignored, reviewed or reopened: ``MARKS``) from the first of ``sources``
+    holding it; one there open stays open whatever older ones say."""
     absent = Q()
     for source in sources:
-        for review in (Issue.Review.IGNORED, Issue.Review.REVIEWED):
-            issues.filter(review=Issue.Review.OPEN).filter(absent).filter(marked_in(source, review)).update(
-                review=review)
+        for mark in MARKS:
+            issues.filter(review=Issue.Review.OPEN, reopened=False).filter(absent).filter(
+                marked_in(source, **mark)).update(**mark)
         absent &= ~same_issue(source)
 
 
@@ -370,10 +375,10 @@ def _carry_marks_back(issues, base: Audit, sources: list[int]) -> None:
     for source in sources:  # the baseline among them
         absent &= ~same_issue(source)
     for earlier in _runs_before(base):
-        if Issue.objects.filter(audit_id=earlier).exclude(review=Issue.Review.OPEN).exists():
-            for review in (Issue.Review.IGNORED, Issue.Review.REVIEWED):
-                issues.filter(review=Issue.Review.OPEN, change=Issue.Change.NEW).filter(absent).filter(
-                    marked_in(earlier, review)).update(review=review)
+        if Issue.objects.filter(audit_id=earlier).filter(~Q(review=Issue.Review.OPEN) | Q(reopened=True)).exists():
+            for mark in MARKS:
+                issues.filter(review=Issue.Review.OPEN, reopened=False, change=Issue.Change.NEW).filter(
+                    absent).filter(marked_in(earlier, **mark)).update(**mark)
         absent &= ~same_issue(earlier)
 
 

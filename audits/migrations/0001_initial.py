@@ -154,6 +154,7 @@ class Migration(migrations.Migration):
                 ('target_url', models.TextField(blank=True)),
                 ('key', models.CharField(help_text='Stable hash of what makes the issue unique', max_length=32)),
                 ('review', models.CharField(choices=[('open', 'Open'), ('reviewed', 'Reviewed'), ('ignored', 'Ignored')], default='open', max_length=10)),
+                ('reopened', models.BooleanField(db_default=False, default=False)),
                 ('change', models.CharField(blank=True, choices=[('', 'No earlier audit to compare with'), ('new', 'New'), ('persisting', 'Persisting')], default='', max_length=10)),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('audit', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='issues', to='audits.audit')),

@@ -444,11 +444,13 @@ class Audit(models.Model):
         echoes = Issue.objects.filter(audit__site_id=self.site_id, audit_id__gte=first, audit__deleting=False,
                                       key__in=chosen.values("key")).exclude(audit=self).exclude(review=review)
         touched = set(echoes.values_list("audit_id", flat=True).distinct().order_by())
+        # Reopened by a person, an issue stays open under the site's ignore rules (IgnoreRule.apply_to).
+        mark = {"review": review, "reopened": review == Issue.Review.OPEN}
         if touched:
-            echoes.update(review=review)
+            echoes.update(**mark)
             for other in type(self).objects.filter(pk__in=touched):
                 other.rescore()
-        changed = chosen.update(review=review)
+        changed = chosen.update(**mark)
         if changed:
             self.rescore()
         return changed

@@ -53,8 +53,9 @@ class IgnoreRule(models.Model):
         return f"ignore {self.code} on {self.pattern or 'every URL'}"
 
     def apply_to(self, audit: Audit) -> int:
-        """Mark ``audit``'s open issues of this type on matching URLs ignored; returns how many changed."""
-        issues = Issue.objects.filter(audit=audit, code=self.code, review=Issue.Review.OPEN)
+        """Mark ``audit``'s open issues of this type on matching URLs ignored; returns how many changed.
+        One a person reopened stays open."""
+        issues = Issue.objects.filter(audit=audit, code=self.code, review=Issue.Review.OPEN, reopened=False)
         if not self.pattern:
             return issues.update(review=Issue.Review.IGNORED)
         (regex,) = compile_patterns([self.pattern])
@@ -66,7 +67,7 @@ class IgnoreRule(models.Model):
             last = batch[-1][0]
             ids = [pk for pk, url in batch if regex.search(url)]
             if ids:
-                changed += Issue.objects.filter(id__in=ids, review=Issue.Review.OPEN).update(
+                changed += Issue.objects.filter(id__in=ids, review=Issue.Review.OPEN, reopened=False).update(
                     review=Issue.Review.IGNORED)
         return changed
 

@@ -135,6 +135,9 @@ class Issue(models.Model):
     target_url = models.TextField(blank=True)
     key = models.CharField(max_length=32, help_text="Stable hash of what makes the issue unique")
     review = models.CharField(max_length=10, choices=Review.choices, default=Review.OPEN)
+    # A person reopened it (Audit.set_review): the site's ignore rules leave it open, in this audit and the next.
+    # A database default too: the crawl writes issues with SQL of its own (insert_issues, a delta's copies).
+    reopened = models.BooleanField(default=False, db_default=False)
     # Set at finalize against the baseline audit (audits.diff).
     change = models.CharField(max_length=10, choices=Change.choices, blank=True, default=Change.NONE)
     created_at = models.DateTimeField(default=timezone.now)

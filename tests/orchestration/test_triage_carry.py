@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from audits.crawl import setup as crawl_setup
-from audits.models import Audit, Issue
+from audits.models import Audit, IgnoreRule, Issue
 from audits.services import follow_up_fields
 from crawler.checks import CheckSettings
 from tests.editable_site import EditableSite
@@ -112,3 +112,19 @@ def test_a_mark_made_on_one_validation_reaches_the_audit_and_its_other_validatio
         review=Issue.Review.IGNORED).count()
     again = completed_audit_of(owner, site)
     assert reviews(site, again)[BROKEN_404] == Issue.Review.IGNORED
+
+
+def test_an_issue_a_person_reopened_stays_open_under_the_sites_ignore_rule(owner, site, fast_settings):
+    """The site page says to open again from the issues table what a rule ignored: that must last."""
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    IgnoreRule.objects.create(site=first.site, code="http_4xx").apply_to(first)
+    assert reviews(site, first)[BROKEN_404] == Issue.Review.IGNORED
+    first.set_review(Issue.objects.filter(pk=issue(site, first, *BROKEN_404).pk), Issue.Review.OPEN)
+    second = completed_audit_of(owner, site)
+    assert reviews(site, second)[BROKEN_404] == Issue.Review.OPEN
+    # Ignored again by hand, it is ignored again, and the rule goes on ignoring it.
+    second.set_review(Issue.objects.filter(pk=issue(site, second, *BROKEN_404).pk), Issue.Review.IGNORED)
+    third = completed_audit_of(owner, site)
+    assert reviews(site, third)[BROKEN_404] == Issue.Review.IGNORED
+    assert not issue(site, third, *BROKEN_404).reopened
