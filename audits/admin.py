@@ -202,9 +202,12 @@ class IssueAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
         if "review" in form.changed_data:
-            obj.audit.rescore()  # ignored issues leave the audit's totals and score
+            # Only the review is editable: through Audit.set_review, as the actions and the triage screen,
+            # so the totals, the score, the later audits and "reopened" follow.
+            obj.audit.set_review(Issue.objects.filter(pk=obj.pk), obj.review)
+            return
+        super().save_model(request, obj, form, change)
 
     def _mark(self, request, queryset, review):
         # Through Audit.set_review, audit by audit, so each audit's totals and score follow.

@@ -140,6 +140,9 @@ def test_an_issues_crawl_facts_are_read_only_and_its_review_is_what_the_admin_ed
     # As in the dashboard, the ignored issue leaves the audit's totals.
     audit.refresh_from_db()
     assert audit.issues_notice == 0
+    # Opened again here, it is a person's reopening, which the site's ignore rules respect.
+    superuser_client.post(change, {"review": "open"})
+    assert Issue.objects.filter(pk=issue.pk, review="open", reopened=True).exists()
 
 
 def test_the_admins_review_actions_keep_each_audits_totals_in_step(superuser_client, owner):
