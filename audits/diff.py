@@ -204,10 +204,9 @@ def in_audit(audit_id: int):
     return Issue.objects.filter(audit_id=audit_id, key=OuterRef("key"))
 
 
-def same_issue(audit_id: int, **marked) -> Q:
-    """Whether ``audit_id`` has the outer issue (``marked`` so, e.g. ``review="ignored"``): by key, or a
-    link issue by code, page and target (SAME_LINK_SQL)."""
-    there = Issue.objects.filter(audit_id=audit_id, **marked)
+def same_issue(audit_id: int) -> Q:
+    """Whether ``audit_id`` has the outer issue: by key, or a link issue by code, page and target (SAME_LINK_SQL)."""
+    there = Issue.objects.filter(audit_id=audit_id)
     same_link = there.filter(code=OuterRef("code"), url_hash=OuterRef("url_hash"), target_url=OuterRef("target_url"))
     return Q(Exists(there.filter(key=OuterRef("key")))) | (Q(code__in=ANCHORED_CODES) & Q(Exists(same_link)))
 
@@ -357,9 +356,7 @@ def _carry_marks(issues, sources: list[int]) -> None:
     holding it; one there open stays open whatever older ones say."""
     absent = Q()
     for source in sources:
-        for mark in MARKS:
-            issues.filter(review=Issue.Review.OPEN, reopened=False).filter(absent).filter(
-                marked_in(source, **mark)).update(**mark)
+        _take_marks(issues.filter(review=Issue.Review.OPEN, reopened=False), source, absent)
         absent &= ~same_issue(source)
 
 
@@ -376,10 +373,15 @@ def _carry_marks_back(issues, base: Audit, sources: list[int]) -> None:
         absent &= ~same_issue(source)
     for earlier in _runs_before(base):
         if Issue.objects.filter(audit_id=earlier).filter(~Q(review=Issue.Review.OPEN) | Q(reopened=True)).exists():
-            for mark in MARKS:
-                issues.filter(review=Issue.Review.OPEN, reopened=False, change=Issue.Change.NEW).filter(
-                    absent).filter(marked_in(earlier, **mark)).update(**mark)
+            _take_marks(issues.filter(review=Issue.Review.OPEN, reopened=False, change=Issue.Change.NEW), earlier,
+                        absent)
         absent &= ~same_issue(earlier)
+
+
+def _take_marks(unmarked, source: int, absent: Q) -> None:
+    """Give the ``unmarked`` issues that no newer source holds (``absent``) the marks ``source`` has for them."""
+    for mark in MARKS:
+        unmarked.filter(absent).filter(marked_in(source, **mark)).update(**mark)
 
 
 def _runs_before(base: Audit) -> Iterator[int]:

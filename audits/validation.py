@@ -67,11 +67,10 @@ def checked(source: Audit):
 def start_rechecks(audit: Audit) -> frozenset[str]:
     """The codes of the source's re-checked issues that the start step judges from the sitemaps and
     the http:// probe (SITE_READ_CODES): what a validation's start reads them for."""
-    if audit.source_id is None:
+    if audit.source is None:
         return frozenset()
-    codes = Issue.objects.filter(audit_id=audit.source_id, code__in=SITE_READ_CODES).exclude(
-        review=Issue.Review.IGNORED).order_by().values_list("code", flat=True).distinct()
-    return frozenset(codes)
+    return frozenset(checked(audit.source).filter(code__in=SITE_READ_CODES).order_by()
+                     .values_list("code", flat=True).distinct())
 
 
 def targets(source: Audit) -> Iterator[Target]:

@@ -92,7 +92,6 @@ def clip(text: str, cap: int) -> str:
     return " ".join(text.split())[:cap].rstrip()
 
 
-_SRCSET_FIRST_URL = re.compile(r"[ \t\n\r\x0c,]*([^ \t\n\r\x0c]*)")
 _SRCSET_GAP = re.compile(r"[ \t\n\r\x0c,]*")
 _SRCSET_URL = re.compile(r"[^ \t\n\r\x0c]*")
 
@@ -111,20 +110,17 @@ def image_url(src: str | None, attrib) -> str | None:
             return value
     for name in LAZY_SRCSET_ATTRS:
         value = attrib.get(name)
-        if value:
-            # HTML's srcset parsing: a candidate's URL ends at whitespace, less trailing commas.
-            url = _SRCSET_FIRST_URL.match(value)[1].rstrip(",")
-            if url:
-                return url
+        if value and (first := srcset_urls(value, most=1)):
+            return first[0]
     return src
 
 
-def srcset_urls(value: str) -> list[str]:
-    """The candidates' URLs of a ``srcset``, as HTML parses it: a URL runs to whitespace (less
-    trailing commas), and its descriptors to the next comma outside parentheses."""
+def srcset_urls(value: str, most: int = MAX_SRCSET) -> list[str]:
+    """The first ``most`` candidates' URLs of a ``srcset``, as HTML parses it: a URL runs to whitespace
+    (less trailing commas), and its descriptors to the next comma outside parentheses."""
     urls: list[str] = []
     pos, end = 0, len(value)
-    while len(urls) < MAX_SRCSET:
+    while len(urls) < most:
         pos = _SRCSET_GAP.match(value, pos).end()
         if pos >= end:
             break

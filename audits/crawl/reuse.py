@@ -107,14 +107,16 @@ def validators(source_id: int, hashes: list[str]) -> dict[str, Validators]:
     unchanged body still reuses the page (``body_hash``), judged on headers that say them.
     """
     found: dict[str, Validators] = {}
+    unrendered = Issue.objects.filter(audit_id=source_id, code__in=RENDER_FAILURES, page__isnull=False).values("page_id")
     for start in range(0, len(hashes), LOOKUP_BATCH):
         rows = Page.objects.filter(
             audit_id=source_id, url_hash__in=hashes[start:start + LOOKUP_BATCH], kind=Page.Kind.PAGE,
             status_code=200, redirect_count=0, fetch_error="", rendered=False,
         ).exclude(etag="", last_modified="", body_hash="").exclude(
             head_facts__isnull=True, content_type__in=HTML_TYPES,
-        ).exclude(id__in=Issue.objects.filter(audit_id=source_id, code__in=RENDER_FAILURES, page__isnull=False)
-                  .values("page_id")).values_list("url_hash", "etag", "last_modified", "body_hash", "robots", "canonical", "head_facts",
+        ).exclude(
+            id__in=unrendered,
+        ).values_list("url_hash", "etag", "last_modified", "body_hash", "robots", "canonical", "head_facts",
                       "content_type")
         for digest, etag, modified, body, robots, canonical, head, content_type in rows:
             if _said_by_headers(robots, canonical, head):

@@ -52,15 +52,9 @@ def site_access(audit: Audit) -> SiteAccess | None:
 
 
 def stored_session(audit: Audit) -> tuple[dict[str, str], int]:
-    """The session's stored cookies (none when they were sealed under a key that has changed since), and
-    the login they came of: the audit's login count when they were read."""
-    row = AuditSession.objects.filter(audit=audit).first()
-    if row is None:
-        return {}, 0
-    try:
-        return (json.loads(unseal(row.cookies)) if row.cookies else {}), row.logins
-    except SecretUnreadable:
-        return {}, row.logins  # no session: the first page that meets the login page logs in again
+    """The session's stored cookies, and the login they came of: the audit's login count when they were read."""
+    cookies, logins, _ = session_state(audit)
+    return cookies, logins
 
 
 def moved_problem(start_url: str, crawled: str) -> str | None:
@@ -169,7 +163,11 @@ def session_state(audit: Audit) -> tuple[dict[str, str], int, bool]:
     row = AuditSession.objects.filter(audit=audit).first()
     if row is None:
         return {}, 0, False
-    return stored_session(audit)[0], row.logins, row.logins > 0 and not row.cookies
+    try:
+        cookies = json.loads(unseal(row.cookies)) if row.cookies else {}
+    except SecretUnreadable:
+        cookies = {}  # sealed under a key changed since: no session, the first page meeting the login logs in again
+    return cookies, row.logins, row.logins > 0 and not row.cookies
 
 
 def renewed_by_answer(credentials: Credentials | None, result) -> Credentials | None:

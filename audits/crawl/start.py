@@ -269,7 +269,7 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: floa
 
 
 async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: Fetcher,
-                      ends: float) -> StartOutcome | tuple[FetchResult, str, Robots, dict | None]:
+                      ends: float) -> StartOutcome | tuple[FetchResult, str, Robots, Session | None]:
     """The login, robots.txt and the start page: (the start page's answer, where it landed, robots, session),
     or the failure that ends the audit."""
     session = None
@@ -379,7 +379,6 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
     left = max(0.0, ends - asyncio.get_running_loop().time())
     if whole_site and left and robots.allowed(missing, setup.user_agent):
         probe = await fetch_not_found(fetcher, missing, budget=min(NOT_FOUND_SECONDS, left))
-    problems = [(f.url, f.problem) for f in report.files if f.problem] if report is not None else []
     # The start page was fetched above; record it instead of fetching it again.
     # A typed URL that redirects is its own row (with its chain), as any
     # redirecting URL is; the page it lands on is the crawl's depth-0 page.
@@ -408,13 +407,12 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
         not_found = ""  # unknown URLs get the start page (a catch-all, an app's shell): no "not found" page to match
     if plain_http is not None:  # after rendering, whose checks replace the page's findings
         pages[-1] = dataclasses.replace(pages[-1], findings=(*pages[-1].findings, plain_http))
-    if report is None:  # not read: its issues are unknown (audits.diff), and none is new
-        return StartOutcome(start_url=final, origin=origin, robots=robots, pages=pages, session=session)
-    return StartOutcome(
-        start_url=final, origin=origin, robots=robots, sitemap_urls=tuple(report.urls),
-        sitemap_found=report.found, sitemap_problems=problems, sitemap_notes=report.problems, pages=pages,
-        session=session, not_found_hash=not_found,
-    )
+    # Sitemaps not read: their issues are unknown (audits.diff), and none is new.
+    sitemaps = {} if report is None else {
+        "sitemap_urls": tuple(report.urls), "sitemap_found": report.found, "sitemap_notes": report.problems,
+        "sitemap_problems": [(f.url, f.problem) for f in report.files if f.problem]}
+    return StartOutcome(start_url=final, origin=origin, robots=robots, pages=pages, session=session,
+                        not_found_hash=not_found, **sitemaps)
 
 
 def _robots_read_at(fetched: FetchResult, typed_origin: str) -> set[str]:
