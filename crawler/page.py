@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from crawler.checks import PageContext, binary_html, large_unread_html, run_page_checks
 from crawler.css import CSS_TYPE, MAX_CSS_LINKS, css_links, decode_css
 from crawler.parse import parse_html
-from crawler.revalidate import Validators, body_hash, unchanged
+from crawler.revalidate import Validators, body_hash, same_version, unchanged
 from crawler.types import FetchError, FetchResult, Finding, Link, PageFacts
 from crawler.urls import InvalidURL, normalize
 
@@ -206,6 +206,9 @@ async def process_page(
     result = await fetcher.fetch(url, headers=previous.headers())
     if unchanged(result, previous):
         return PageOutcome(url, depth, replace(result, body=None), None, (), (), source=source, unchanged=True)
+    if result.status == 304 and not result.redirects and not same_version(result.headers, previous):
+        # Not modified, but another version than the stored one: the page is read again, unconditionally.
+        result = await fetcher.fetch(url)
     return build_outcome(result, url, depth, ctx, source=source)
 
 

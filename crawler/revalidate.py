@@ -9,7 +9,10 @@ byte for byte the one hashed last time: either way it needs no parse.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 
 from .types import FetchResult
 
@@ -51,14 +54,41 @@ def unchanged(result: FetchResult, previous: Validators) -> bool:
     """Whether ``result`` says the page is what ``previous`` described.
 
     A 304 only counts when it came for the URL itself (a redirect on the way
-    means the page moved) and answered validators that were sent: to a request
-    without any, only a broken server says "not modified". A 200 only counts
-    when its whole body was read and came as the same type and charset.
+    means the page moved), answered validators that were sent (to a request
+    without any, only a broken server says "not modified") and names the stored
+    version (``same_version``). A 200 only counts when its whole body was read
+    and came as the same type and charset.
     """
     if result.error is not None or result.redirects:
         return False
     if result.status == 304:
-        return bool(previous.headers())
+        return bool(previous.headers()) and same_version(result.headers, previous)
     return (result.status == 200 and result.body is not None and bool(previous.body_hash)
             and (result.content_type, result.charset or "") == (previous.content_type, previous.charset)
             and body_hash(result.body) == previous.body_hash)
+
+
+def same_version(headers: Mapping[str, str], previous: Validators) -> bool:
+    """Whether a 304's own validators, where it repeats them, are the stored ones (RFC 9111 4.3.4).
+
+    A server that answers If-Modified-Since with "not modified since" rather
+    than "exactly that date" says 304 to a file rolled back to an older copy,
+    but names that copy's date; a cache then must not take the stored answer
+    for it, and neither do we. An ETag, where both have one, decides alone; it
+    compares weakly, since gzip on the way turns a strong one weak.
+    """
+    etag = headers.get("etag", "")
+    if etag and previous.etag:
+        return etag.removeprefix("W/") == previous.etag.removeprefix("W/")
+    modified = headers.get("last-modified", "")
+    if modified and previous.last_modified and modified != previous.last_modified:
+        return _instant(modified) is not None and _instant(modified) == _instant(previous.last_modified)
+    return True
+
+
+def _instant(http_date: str) -> datetime | None:
+    """An HTTP date's instant, or None when it is not one."""
+    try:
+        return parsedate_to_datetime(http_date)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None

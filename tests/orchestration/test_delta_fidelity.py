@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from email.utils import formatdate, parsedate_to_datetime
+
 import pytest
+from werkzeug.wrappers import Response
 
 from audits.crawl.reuse import revive, source_of
 from audits.crawl.rows import head_facts
@@ -35,6 +38,61 @@ def test_a_304_to_a_request_that_sent_no_validator_is_not_taken_for_unchanged(ow
     assert reused.unchanged_since is None
     assert (reused.status_code, reused.title, reused.robots) == (fetched.status_code, fetched.title, fetched.robots)
     assert reused.status_code == 304
+
+
+class NotNewerSite(ScriptedSite):
+    """Answers If-Modified-Since as Apache does: 304 whenever the page is not newer than the date asked about."""
+
+    def _answer(self, request):
+        page, asked = self.pages.get(request.path), request.headers.get("If-Modified-Since")
+        modified = page.headers.get("Last-Modified") if page else None
+        if modified and asked and parsedate_to_datetime(modified) <= parsedate_to_datetime(asked):
+            with self._lock:
+                self.requests[request.path] += 1
+            return _Repeating304(status=304, headers={"Last-Modified": modified})
+        return super()._answer(request)
+
+
+class _Repeating304(Response):
+    """A 304 that repeats Last-Modified, as Apache and nginx do; werkzeug drops it from a 304."""
+
+    def get_wsgi_headers(self, environ):
+        headers = super().get_wsgi_headers(environ)
+        headers["Last-Modified"] = self.headers["Last-Modified"]
+        return headers
+
+
+def test_a_304_naming_an_older_copy_than_the_stored_one_is_read_again(owner, fast_settings):
+    """A page rolled back to an older file: not modified since the date asked, but not the stored version."""
+    with NotNewerSite() as web:
+        web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/a">a</a>'))
+        web.pages["/a"] = Answer(html("Page a, the new text", '<a href="/">home</a>'),
+                                 headers={"Last-Modified": formatdate(1_790_000_100, usegmt=True)})
+
+        def rolled_back():
+            web.pages["/a"] = Answer(html("Page a, the old text", '<a href="/">home</a>'),
+                                     headers={"Last-Modified": formatdate(1_790_000_000, usegmt=True)})
+
+        first, delta, full = first_delta_full(owner, web, rolled_back)
+    reused = row(delta, web, "/a")
+    assert row(first, web, "/a").title == "Page a, the new text"
+    assert reused.unchanged_since is None
+    assert (reused.status_code, reused.title) == (200, "Page a, the old text") == (row(full, web, "/a").status_code,
+                                                                                   row(full, web, "/a").title)
+
+
+def test_a_304_repeating_the_stored_date_in_another_spelling_is_still_unchanged(owner, fast_settings):
+    """The same instant written another way (RFC 850 instead of IMF-fixdate) names the same version."""
+    with NotNewerSite() as web:
+        web.pages["/"] = Answer(html("Home of the delta test site", '<a href="/a">a</a>'))
+        web.pages["/a"] = Answer(html("Page a of the delta test site", '<a href="/">home</a>'),
+                                 headers={"Last-Modified": "Sun, 21 Sep 2026 12:53:20 GMT"})
+
+        def respelt():
+            web.pages["/a"].headers["Last-Modified"] = "Sunday, 21-Sep-26 12:53:20 GMT"
+
+        first, delta, _ = first_delta_full(owner, web, respelt)
+    assert row(delta, web, "/a").unchanged_since == first.pk
 
 
 def test_a_reused_page_keeps_the_hreflang_findings_about_its_own_tags(owner, fast_settings):
