@@ -80,7 +80,7 @@ _TWIN_GONE_SQL = """
                               AND ap.fetch_error = '' AND ap.status_code < 500))
 """
 # The page was parsed this time if it was parsed then: a page now cut at the size cap, served
-# as another type, or whose parse broke, has no links or content anybody checked.
+# as another type, or whose parse or checks broke, has no links or content anybody checked.
 _PARSED_SQL = """({alias}.head_facts IS NOT NULL
      OR NOT EXISTS (SELECT 1 FROM audits_page p WHERE p.id = b.page_id AND p.head_facts IS NOT NULL))"""
 GONE_ISSUES_SQL = f"""

@@ -169,7 +169,8 @@ class Verdict:
             return "robots.txt now disallows the start page, so the sitemaps and the http:// address were not read."
         if self.code in LINK_CODES:
             return "The page or the link's target could not be fetched this time, or the page now redirects."
-        return "The URL could not be fetched this time, or did not answer with a page (it failed, or now redirects)."
+        return ("The URL could not be fetched this time, or was not checked as a page: it failed, now redirects, "
+                "is no longer read as HTML, or its checks broke.")
 
 
 def checklist(audit: Audit, *, limit: int | None = None) -> list[Verdict]:

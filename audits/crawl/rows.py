@@ -85,7 +85,8 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
         json.dumps(head_facts(facts, result.final_url or outcome.url, link_canonical=bool(linked),
                               charset=result.charset or "",
                               kept=[name for name in KEPT_HEADERS if name in result.headers]))
-        if facts is not None else None,
+        # A page whose checks broke keeps none: a validation or delta must not take it for checked.
+        if facts is not None and not outcome.problem else None,
     )
 
 

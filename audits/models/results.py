@@ -51,6 +51,7 @@ class Page(models.Model):
     # What the page's HTML says apart from its headers: its meta robots
     # directives and canonical tags (audits.crawl.rows.head_facts). A delta
     # crawl rebuilds a reused page from these and the headers of its new answer.
+    # NULL when the page was not parsed or its checks broke: nobody checked its content.
     head_facts = models.JSONField(null=True, blank=True)
     indexable = models.BooleanField(default=False)
     in_sitemap = models.BooleanField(default=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import crawler.page
 from audits import diff, notices, purge, validation
 from audits.models import Audit, IgnoreRule, Issue
 from audits.notices import site_notice
@@ -52,6 +53,28 @@ def test_a_content_issue_on_a_page_no_longer_served_as_html_is_unknown_not_fixed
             web.pages["/p"] = Answer(page(None), ctype="text/plain")  # never parsed, so never checked
 
         first, check = first_and_check(owner, web, change)
+    assert Issue.objects.filter(audit=first, url=web.url("/p"), code="title_missing").exists()
+    assert verdicts(check)[("title_missing", "p")] == "unknown"
+
+
+def test_a_content_issue_on_a_page_whose_checks_broke_this_time_is_unknown_not_fixed(owner, fast_settings,
+                                                                                      monkeypatch):
+    """A check that raises (a bug of ours, logged) found nothing on the page: that is no pass."""
+    with ScriptedSite() as web:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/p">p</a>')),
+                          "/p": Answer(page(None))})
+
+        def checks_break_on_p():
+            checks = crawler.page.run_page_checks
+
+            def breaking(result, facts, ctx):
+                if result.final_url.endswith("/p"):
+                    raise RuntimeError("a check's bug")
+                return checks(result, facts, ctx)
+
+            monkeypatch.setattr(crawler.page, "run_page_checks", breaking)
+
+        first, check = first_and_check(owner, web, checks_break_on_p)
     assert Issue.objects.filter(audit=first, url=web.url("/p"), code="title_missing").exists()
     assert verdicts(check)[("title_missing", "p")] == "unknown"
 
