@@ -73,6 +73,11 @@ def start_rechecks(audit: Audit) -> frozenset[str]:
                      .values_list("code", flat=True).distinct())
 
 
+def source_origin(audit: Audit) -> str:
+    """Where the re-checked audit crawled; empty once it is deleted."""
+    return Audit.objects.filter(pk=audit.source_id).values_list("origin", flat=True).first() or ""
+
+
 def targets(source: Audit) -> Iterator[Target]:
     """The URLs that carried the source's issues, and their link issues' targets, each once.
 

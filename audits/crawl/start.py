@@ -115,7 +115,8 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
     budget = settings.Q_CLUSTER["timeout"] * START_SHARE
     # A validation reads the sitemaps and probes http:// only for the issues of them it re-checks.
     rechecks = validation.start_rechecks(audit) if audit.mode == Audit.Mode.VALIDATE else None
-    outcome = run_with_db_here(lambda db: _explore(audit, start_url, setup, budget, rechecks),
+    crawled_at = validation.source_origin(audit) if audit.mode == Audit.Mode.VALIDATE else ""
+    outcome = run_with_db_here(lambda db: _explore(audit, start_url, setup, budget, rechecks, crawled_at),
                                idle=functools.partial(_beat, audit), idle_every=knob("WATCHDOG_GRACE_SECONDS") / 4)
     if outcome.session is not None and not outcome.error_code:
         record_start_login(audit, outcome.session)
@@ -239,8 +240,10 @@ def _beat(audit: Audit) -> None:
 
 
 async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: float,
-                   rechecks: frozenset[str] | None = None) -> StartOutcome:
+                   rechecks: frozenset[str] | None = None, crawled_at: str = "") -> StartOutcome:
     """Fetch the start page, robots.txt and the sitemaps, and probe the http:// form: no database.
+
+    ``crawled_at``: a validation's source audit's origin, where it anchors when its start page gives no answer.
 
     Within ``budget`` seconds: past it, a start still waiting on the login,
     robots.txt or the start page fails as ``timeout``; the sitemaps and the
@@ -252,7 +255,7 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: floa
                        avoid=setup.avoid) as fetcher:
         try:
             async with asyncio.timeout_at(ends):
-                found = await _front_door(audit, start_url, setup, fetcher, ends)
+                found = await _front_door(audit, start_url, setup, fetcher, ends, crawled_at)
         except TimeoutError:
             return StartOutcome(
                 error_code=Audit.ErrorCode.TIMEOUT,
@@ -269,7 +272,7 @@ async def _explore(audit: Audit, start_url: str, setup: CrawlSetup, budget: floa
 
 
 async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: Fetcher,
-                      ends: float) -> StartOutcome | tuple[FetchResult, str, Robots, Session | None]:
+                      ends: float, crawled_at: str = "") -> StartOutcome | tuple[FetchResult, str, Robots, Session | None]:
     """The login, robots.txt and the start page: (the start page's answer, where it landed, robots, session),
     or the failure that ends the audit."""
     session = None
@@ -307,9 +310,16 @@ async def _front_door(audit: Audit, start_url: str, setup: CrawlSetup, fetcher: 
             FetchError.INVALID_URL: Audit.ErrorCode.START_URL_INVALID,
         }.get(first.error, Audit.ErrorCode.START_URL_UNREACHABLE)
         if audit.mode == Audit.Mode.VALIDATE and code == Audit.ErrorCode.START_URL_UNREACHABLE:
-            robots = typed_robots or await load_robots(fetcher, typed_origin, ignore=True)
+            # Its URLs are judged where the re-checked audit crawled, as then (apex -> www).
+            anchor = crawled_at or typed_origin
+            if anchor == typed_origin and typed_robots is not None:
+                robots = typed_robots
+            elif audit.respect_robots:
+                robots = robots_from_result((await _read_robots(fetcher, anchor, ends))[0])
+            else:
+                robots = await load_robots(fetcher, anchor, ignore=True)
             if robots.status != "unavailable":
-                return _start_unanswered(start_url, first, setup, typed_origin, robots, session)
+                return _start_unanswered(start_url, first, setup, anchor, robots, session)
         return StartOutcome(error_code=code, error_detail=f"{first.error.label}: {first.error_detail}".strip(": "))
     # Anchor the crawl on where the start URL really lives (apex -> www,
     # http -> https), so a host-changing redirect doesn't end the crawl. A

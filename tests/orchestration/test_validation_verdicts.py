@@ -166,6 +166,27 @@ def test_a_validation_judges_its_urls_when_the_start_page_is_down_or_disallowed_
         assert sitemap.result == "unknown" and "were not read" in sitemap.why
 
 
+def test_a_validation_whose_typed_start_gives_no_answer_judges_the_urls_where_its_source_crawled(
+        owner, fast_settings):
+    """Last night the typed address redirected to the site; tonight it times out, the site itself is up."""
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "FETCH_DEADLINE": 1.0}
+    with ScriptedSite() as front, ScriptedSite() as web:
+        front.pages["/"] = Answer(status=301, headers={"Location": web.url("/")})
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/p">p</a><a href="/q">q</a>')),
+                          "/p": Answer(page("Gone"), status=404), "/q": Answer(page(None))})
+        first = run(make_audit(owner, start_url=front.url("/"), allow_private=True, check_external=False))
+
+        front.pages["/"] = Answer(page("Stalled"), delay=3.0)  # past FETCH_DEADLINE
+        web.pages["/p"] = Answer(page("A page of the validation site, back again"))
+        check = run(make_audit(owner, start_url=front.url("/"), allow_private=True, check_external=False,
+                               **follow_up_fields(first, Audit.Mode.VALIDATE)))
+    assert first.origin == web.base
+    assert check.origin == web.base
+    found = verdicts(check)
+    assert found[("http_4xx", "p")] == "fixed"
+    assert found[("title_missing", "q")] == "still"
+
+
 def test_a_pages_own_hreflang_tags_are_rechecked_and_can_be_fixed(owner, fast_settings):
     """An invalid language code is the page's own tag, not a cross-page check: fixed when corrected."""
     def intl(code: str) -> Answer:
