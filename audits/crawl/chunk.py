@@ -68,7 +68,7 @@ def claim(audit_id: int, number: int) -> ChunkLease | None:
 
 
 def run_chunk(audit_id: int, number: int, dispatcher: Dispatcher | None = None,
-              on_batch: Callable[[list[PageOutcome], list[Issue]], None] | None = None) -> str:
+              on_batch: Callable[[list[PageOutcome], list[Issue], list[str]], None] | None = None) -> str:
     """Crawl chunk ``number`` of an audit. Returns what happened, for logs and tests.
 
     A database that stays busy or away past DB_RETRY_SECONDS ends the chunk
@@ -140,7 +140,7 @@ def _unreachable(audit_id: int, number: int) -> str:
 
 
 def _run_chunk(audit_id: int, number: int, dispatcher: Dispatcher,
-               on_batch: Callable[[list[PageOutcome], list[Issue]], None] | None) -> str:
+               on_batch: Callable[[list[PageOutcome], list[Issue], list[str]], None] | None) -> str:
     what = f"audit {audit_id} chunk {number}"
     audit = with_db_retry(lambda: Audit.objects.get(pk=audit_id), what=f"{what} read")
     if audit.status != Audit.Status.RUNNING or audit.phase != Audit.Phase.CRAWLING:
@@ -164,7 +164,7 @@ def _run_chunk(audit_id: int, number: int, dispatcher: Dispatcher,
 
 
 def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
-                   on_batch: Callable[[list[PageOutcome], list[Issue]], None] | None) -> str:
+                   on_batch: Callable[[list[PageOutcome], list[Issue], list[str]], None] | None) -> str:
     audit_id, number = audit.pk, lease.number
     what = f"audit {audit_id} chunk {number}"
     # A retry after a worker death runs one URL at a time, each marked first,

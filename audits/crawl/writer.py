@@ -209,10 +209,10 @@ class ChunkWriter:
 
     def write(self, outcomes: list[PageOutcome]) -> None:
         """Store one sub-batch (``_store``), retried while the database is busy or away; then the audit's state."""
-        outcomes, issues = self._retrying(self._store, outcomes, what="write")
+        outcomes, issues, kinds = self._retrying(self._store, outcomes, what="write")
         self._forget(outcomes)
         if self.on_batch:
-            self.on_batch(outcomes, issues)
+            self.on_batch(outcomes, issues, kinds)
         # A cancel (or a watchdog failure) is seen here, between sub-batches:
         # within seconds, since a sub-batch is flushed at least every second.
         status, pages = self._retrying(
@@ -242,8 +242,10 @@ class ChunkWriter:
             self.ids.pop(digest, None)
             self.previous.pop(digest, None)
 
-    def _store(self, outcomes: list[PageOutcome]) -> tuple[list[PageOutcome], list[Issue]]:
-        """Pages, issues, links, new frontier rows, counters; the URLs marked done: one fenced transaction."""
+    def _store(self, outcomes: list[PageOutcome]) -> tuple[list[PageOutcome], list[Issue], list[str]]:
+        """Pages, issues, links, new frontier rows, counters; the URLs marked done: one fenced transaction.
+
+        Returns the outcomes stored, their issues, and each outcome's kind as stored."""
         with transaction.atomic():
             self._fence()
             outcomes = self._reschedule_rate_limited(outcomes)
@@ -275,7 +277,7 @@ class ChunkWriter:
             )
             if discovered and self.dispatcher is not None:
                 fill_slots(self.audit, self.dispatcher)
-        return outcomes, issues
+        return outcomes, issues, [pages[url_hash(o.url)][1] for o in outcomes]
 
     def _hand_back_pages(self, resources: list[str]) -> None:
         """Resources a link made pages while this chunk held them: back to the frontier, to be fetched as pages.

@@ -44,21 +44,22 @@ class Report:
     def _write(self, records) -> None:
         self.out.write("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
 
-    def batch(self, outcomes, issues) -> None:
+    def batch(self, outcomes, issues, kinds) -> None:
+        """A stored sub-batch: a page record per outcome (``kinds``: page, resource or external), then its issues."""
         if self.out is None:
             return
         codes_by_url: dict[str, list[str]] = {}
         for issue in issues:
             codes_by_url.setdefault(issue.url, []).append(issue.code)
         self._write(
-            {"type": "page", "url": outcome.url, "final_url": outcome.result.final_url,
+            {"type": "page", "kind": kind, "url": outcome.url, "final_url": outcome.result.final_url,
              "status": outcome.result.status, "depth": outcome.depth,
              "title": outcome.facts.title if outcome.facts else None,
              "error": outcome.result.error.value if outcome.result.error else None,
              "issues": codes_by_url.get(outcome.url, []),
              **({"unchanged": outcome.unchanged} if self.delta else {}),
              **(self._rendered(outcome) if outcome.rendered else {})}
-            for outcome in outcomes
+            for outcome, kind in zip(outcomes, kinds, strict=True)
         )
         self.issue_values((i.code, i.severity, i.url, i.target_url, i.message, i.key) for i in issues)
 
@@ -167,8 +168,7 @@ class Report:
             record["changes"] = {change: totals[change] for change in CHANGES} if totals else None
         record["mode"] = audit.mode
         record["thresholds"] = dataclasses.asdict(audit.check_settings())  # what the checks judged by
-        if audit.mode != Audit.Mode.FULL:
-            record["from_audit_id"] = audit.source_id
+        record["from_audit_id"] = audit.source_id
         verdicts = validation.counts(audit)
         if verdicts is not None:
             record["validation"] = verdicts

@@ -24,7 +24,11 @@ def add_mode_arguments(parser) -> None:
 
 
 def source_from_options(opts, owner, start_url: str) -> Audit | None:
-    """The audit --from names, checked against --mode; None for a full crawl. Exits 2 when it cannot be used."""
+    """The audit --from names, checked against --mode; None for a full crawl. Exits 2 when it cannot be used.
+
+    A delta from 'previous' on a site's first run is a full crawl (``first_delta``): a pipeline that
+    runs the same command every night works from the first night, as --fail-on-new does.
+    """
     mode, given = opts["mode"], opts["source"]
     if mode == Audit.Mode.FULL:
         if given:
@@ -37,10 +41,15 @@ def source_from_options(opts, owner, start_url: str) -> Audit | None:
                            "thresholds of the audit it re-checks", returncode=2)
     if given == PREVIOUS:
         source = Audit.comparable().filter(owner=owner, site__start_url=start_url).order_by("-pk").first()
-        if source is None:
+        if source is None and mode != Audit.Mode.DELTA:
             raise CommandError(f"--from {PREVIOUS}: no completed audit of {start_url} to start from", returncode=2)
         return source
     return earlier_audit("--from", given, owner, start_url, "started from")
+
+
+def first_delta(opts, source: Audit | None) -> bool:
+    """A delta from 'previous' that found nothing to start from: it crawls in full."""
+    return opts["mode"] == Audit.Mode.DELTA and source is None
 
 
 def earlier_audit(flag: str, given: str, owner, start_url: str, use: str) -> Audit:

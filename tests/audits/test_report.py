@@ -42,12 +42,14 @@ def test_a_batch_writes_one_line_per_page_then_its_issues_in_order():
                         target_url="http://s/x", message="Link “x” answered 404", key="k3"),
     ]
     Report(out).batch([_outcome("http://s/a", title="A “title”"), _outcome("http://s/b", title=None),
-                       _outcome("http://s/c", title=None, error=FetchError.READ_TIMEOUT)], issues)
+                       _outcome("http://s/c", title=None, error=FetchError.READ_TIMEOUT)], issues,
+                      ["page", "page", "resource"])
     records = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [r["type"] for r in records] == ["page"] * 3 + ["issue"] * 3
-    assert records[0] == {"type": "page", "url": "http://s/a", "final_url": "http://s/a?final", "status": 200,
+    assert records[0] == {"type": "page", "kind": "page", "url": "http://s/a", "final_url": "http://s/a?final", "status": 200,
                           "depth": 2, "title": "A “title”", "error": None, "issues": ["missing_h1", "thin_content"]}
     assert records[1]["issues"] == ["broken_link_internal"] and records[1]["title"] is None
+    assert records[2]["kind"] == "resource"
     assert records[2]["error"] == "read_timeout" and records[2]["status"] is None and records[2]["issues"] == []
     assert [(r["code"], r["target"], r["key"]) for r in records[3:]] == [
         ("missing_h1", None, "k1"), ("thin_content", None, "k2"), ("broken_link_internal", "http://s/x", "k3")]
@@ -67,7 +69,7 @@ def test_hostile_text_from_a_site_comes_back_exactly_one_record_a_line():
     issues = [SimpleNamespace(url=f"http://s/{text}", code="missing_h1", severity="warning",
                               target_url=f"http://t/{text}" if text else "", message=text, key="k")
               for text in HOSTILE]
-    Report(out).batch([_outcome(f"http://s/{text}", title=text) for text in HOSTILE], issues)
+    Report(out).batch([_outcome(f"http://s/{text}", title=text) for text in HOSTILE], issues, ["page"] * len(HOSTILE))
     lines = out.getvalue().split("\n")
     assert lines.pop() == ""  # the report ends with a newline, and no record spans two lines
     records = [json.loads(line) for line in lines]
@@ -87,7 +89,7 @@ def test_the_summary_line_closes_the_report_counting_what_is_not_ignored(owner):
     Report(out).summary(audit, 1)
     assert json.loads(out.getvalue()) == {
         "type": "summary", "audit_id": audit.pk, "status": "completed", "error_code": None, "error_detail": None,
-        "pages": 7, "issues": {"critical": 1, "warning": 1, "notice": 1}, "ignored": 2, "mode": "full",
+        "pages": 7, "issues": {"critical": 1, "warning": 1, "notice": 1}, "ignored": 2, "mode": "full", "from_audit_id": None,
         "thresholds": {"title_min": 20, "title_max": 60, "description_min": 80, "description_max": 160,
                        "slow_ms": 800, "large_html_bytes": 2_000_000, "thin_words": 200, "max_redirect_hops": 10,
                        "deep_depth": 4, "large_image_bytes": 500_000},
@@ -110,7 +112,7 @@ def test_no_output_file_means_nothing_is_composed_and_no_row_is_read():
         yield ("code", "notice", "http://s/a", None, "m")
 
     report = Report(None)
-    report.batch([Watched()], [Watched()])
+    report.batch([Watched()], [Watched()], ["page"])
     report.issue_values(rows())
     report.summary(Watched(), 0)
     assert touched == []

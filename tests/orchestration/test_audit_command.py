@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import time
+from collections import Counter
 
 import pytest
 from django.db import connection
@@ -40,7 +41,10 @@ def test_a_site_with_critical_issues_exits_1_and_writes_a_jsonl_report(site, tmp
     pages = {r["url"]: r for r in records if r["type"] == "page"}
     home = pages[site.url("/")]
     assert home["status"] == 200 and home["depth"] == 0 and home["title"]
-    assert {"url", "final_url", "status", "depth", "title", "issues"} <= set(home)
+    assert {"url", "kind", "final_url", "status", "depth", "title", "issues"} <= set(home)
+    # Links to other sites and checked resources are records too, told apart from the pages the summary counts.
+    by_kind = Counter(r["kind"] for r in records if r["type"] == "page")
+    assert by_kind["page"] == records[-1]["pages"] and by_kind["external"] > 0
     broken = [r for r in records if r["type"] == "issue" and r["code"] == "broken_link_internal"]
     assert {r["target"].removeprefix(site.url("")) for r in broken} >= set(BROKEN_INTERNAL)
     assert all({"code", "severity", "url", "target", "message"} <= set(r) for r in broken)
@@ -166,7 +170,7 @@ def test_ctrl_c_or_sigterm_exits_130_keeps_partial_results_and_cancels_the_audit
             stderr=subprocess.STDOUT, text=True,
         )
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (not out.exists() or out.read_text().count('"page"') < 5):
+        while time.monotonic() < deadline and (not out.exists() or out.read_text().count('"type": "page"') < 5):
             time.sleep(0.2)
         proc.send_signal(stop)
         output, _ = proc.communicate(timeout=30)

@@ -123,9 +123,24 @@ def test_a_run_cannot_start_from_an_audit_being_deleted(capsys, fast_settings):
         capsys.readouterr()
         assert run_audit(web.url("/"), "--allow-private", "--mode", "delta", "--from", str(first.pk)) == 2
         assert "is being deleted" in capsys.readouterr().err
-        assert run_audit(web.url("/"), "--allow-private", "--mode", "delta", "--from", "previous") == 2
+        assert run_audit(web.url("/"), "--allow-private", "--mode", "validate", "--from", "previous") == 2
     assert "no completed audit" in capsys.readouterr().err
     assert Audit.objects.count() == 1
+
+
+def test_a_delta_from_previous_on_a_sites_first_run_crawls_it_in_full(tmp_path, fast_settings, capsys):
+    """A nightly pipeline runs one command: its first night has nothing to start from, as --fail-on-new's."""
+    with VersionedSite(5) as site:
+        out = tmp_path / "first.jsonl"
+        assert run_audit(site.url(), "--allow-private", "--no-external", "--mode", "delta", "--from", "previous",
+                         "--out", str(out), "--fail-on", "critical") in (0, 1)
+        assert "crawls it in full" in capsys.readouterr().out
+        first = Audit.objects.get()
+        assert (first.mode, first.source_id, first.status) == (Audit.Mode.FULL, None, Audit.Status.COMPLETED)
+        summary = records(out)[-1]
+        assert (summary["mode"], summary["from_audit_id"], summary["pages"]) == ("full", None, 5)
+        run_audit(site.url(), "--allow-private", "--no-external", "--mode", "delta", "--from", "previous")
+    assert Audit.objects.get(mode=Audit.Mode.DELTA).source_id == first.pk
 
 
 def test_a_long_checklist_prints_forty_issues_and_says_how_many_more_there_are(tmp_path, fast_settings, capsys):

@@ -256,7 +256,7 @@ def test_a_two_second_database_outage_mid_crawl_does_not_fail_the_audit(
         proxy.restore()
         cut_done.set()
 
-    def on_batch(outcomes, issues):
+    def on_batch(outcomes, issues, kinds):
         state["batches"] += 1
         if state["batches"] == 2:  # mid-crawl, on the task's thread just after a commit
             threading.Thread(target=outage, daemon=True).start()

@@ -40,7 +40,13 @@ from ...system_checks import CLUSTER_CHECKS
 from ...thresholds import BY_NAME, THRESHOLDS
 from ..access_args import access_from_options, add_access_arguments, save_access
 from ..jsonl_report import CHANGES, Report, change_totals
-from ..mode_args import add_mode_arguments, apply_mode, earlier_audit, source_from_options
+from ..mode_args import (
+    add_mode_arguments,
+    apply_mode,
+    earlier_audit,
+    first_delta,
+    source_from_options,
+)
 from ..refusals import refused_as_command_error
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
@@ -201,6 +207,9 @@ class Command(BaseCommand):
             # call_command skips the system checks; the cluster's timing must be
             # right before it is handed the audit, however the command was run.
             self.check(tags=[CLUSTER_CHECKS])
+            if first_delta(opts, source):
+                self.stderr.write("Nothing to start a delta from: no earlier completed audit of this site; "
+                                  "this one crawls it in full.")
             # One transaction: the start is enqueued on commit, with the baseline already set.
             with transaction.atomic(), refused_as_command_error():
                 audit = create_audit(owner, enforce_quota=False, trigger=Audit.Trigger.COMMAND, **limits)
@@ -222,6 +231,9 @@ class Command(BaseCommand):
             out = self._open_out(opts.get("out"))
         console.write(f"Audit {audit.pk}: crawling {audit.start_url}" + (
             f" ({audit.get_mode_display().lower()}, from audit {source.pk})" if source else ""))
+        if first_delta(opts, source):
+            console.write("Nothing to start a delta from: no earlier completed audit of this site, so this "
+                          "one crawls it in full (the next delta starts from it).")
         if compare_to:
             self._set_baseline(audit, compare_to, baseline, console)
         report = Report(out, audit.mode)
