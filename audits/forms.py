@@ -237,6 +237,29 @@ class AuditForm(CrawlSettingsForm):
         _check_address(url, allow_private=self.allow_private)
         return url
 
+    @staticmethod
+    def initial_for(site: Site) -> dict:
+        """The form filled with ``site``'s saved settings: changing one of them keeps the others."""
+        values = {name: getattr(site, name) for name in CrawlSettingsForm.base_fields if hasattr(site, name)}
+        return {**values, **{t.name: (site.thresholds or {}).get(t.name, t.default) for t in THRESHOLDS},
+                "start_url": site.start_url}
+
+    def changes_to(self, site: Site) -> list[str]:
+        """How this audit's settings differ from the ones ``site`` saved, for people: they become the site's."""
+        fields = self.audit_fields()
+        changes = []
+        for name, field in CrawlSettingsForm.base_fields.items():
+            if name in BY_NAME or not hasattr(site, name):
+                continue
+            before, after = getattr(site, name), fields[name]
+            if before != after:
+                changes.append(f"{field.label.lower()} changed" if name in _LONG_SETTINGS
+                               else f"{field.label.lower()} {_shown(before)} → {_shown(after)}")
+        before, after = site.thresholds or {}, fields["thresholds"]
+        changes += [f"{t.label.lower()} {before.get(t.name, t.default):,} → {after.get(t.name, t.default):,}"
+                    for t in THRESHOLDS if before.get(t.name, t.default) != after.get(t.name, t.default)]
+        return changes
+
     def audit_fields(self) -> dict:
         """The cleaned values as Audit field values, for services.create_audit."""
         data = self.cleaned_data
@@ -255,6 +278,16 @@ class AuditForm(CrawlSettingsForm):
             "render": data["render"],
             "thresholds": self.thresholds(),
         }
+
+
+# Said to have changed, not shown: a few lines of patterns would drown the message.
+_LONG_SETTINGS = frozenset({"include_patterns", "exclude_patterns", "user_agent"})
+
+
+def _shown(value) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "none" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
 
 
 class WebhookURLField(forms.URLField):

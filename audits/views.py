@@ -28,7 +28,7 @@ from .charts import Bar, bar_chart
 from .crawl import reuse
 from .forms import AuditForm
 from .issue_views import CHANGE_FILTERS
-from .models import Audit, ChunkLease, Issue, Page
+from .models import Audit, ChunkLease, Issue, Page, Site
 from .page_views import STATUS_CLASSES, redirect_of
 from .progress_panel import progress, stop_note
 from .purge import AuditInUse, delete_soon
@@ -68,6 +68,9 @@ def audit_new(request):
     if request.method == "POST":
         form = AuditForm(request.POST)
         if form.is_valid():
+            saved = Site.objects.filter(owner=request.user, start_url=form.cleaned_data["start_url"],
+                                        deleting=False).first()
+            changes = form.changes_to(saved) if saved else []
             try:
                 audit = create_audit(request.user, address=client_address(request), **form.audit_fields())
             except QuotaExceeded as exc:
@@ -79,11 +82,19 @@ def audit_new(request):
                 status = 409
             else:
                 messages.success(request, "Audit queued; it starts as soon as a worker is free.")
+                if changes:
+                    # A person who only meant a quick look must see what their site's next runs crawl by.
+                    messages.info(request, "These are now the site's saved settings, which its scheduled runs "
+                                           "and Run now use: " + "; ".join(changes) + ".")
                 return redirect(audit)
         else:
             status = 400
     else:
-        form = AuditForm()
+        # From a site's page: its saved settings, so changing one keeps the others.
+        given = request.GET.get("site", "")
+        site = (Site.objects.filter(pk=int(given), owner=request.user, deleting=False).first()
+                if given.isascii() and given.isdigit() and len(given) <= 18 else None)
+        form = AuditForm(initial=AuditForm.initial_for(site) if site else None)
     response = render(request, "audits/audit_form.html", {"form": form, "threshold_names": THRESHOLD_NAMES},
                       status=status)
     if retry_after:

@@ -4,7 +4,7 @@
 import pytest
 from django.urls import reverse
 
-from audits.models import Audit
+from audits.models import Audit, Site
 from tests.dashboard.posting import post_at_once
 
 pytestmark = pytest.mark.django_db
@@ -16,8 +16,8 @@ GOOD = {
 }
 
 
-def post(client, **changes):
-    return client.post(reverse("audit-new"), {**GOOD, **changes})
+def post(client, follow=False, **changes):
+    return client.post(reverse("audit-new"), {**GOOD, **changes}, follow=follow)
 
 
 def field_error(response, field):
@@ -104,3 +104,30 @@ def test_it_accepts_exactly_the_quota_from_twenty_concurrent_submissions(owner, 
     forms = [{**GOOD, "start_url": f"http://127.0.0.1:9/{n}"} for n in range(20)]  # twenty sites
     assert post_at_once(owner, forms, reverse("audit-new")) == [302] * 3 + [429] * 17
     assert Audit.objects.filter(owner=owner).count() == 3
+
+
+def test_the_form_opened_from_a_site_holds_its_saved_settings(owner_client, owner, client, django_user_model):
+    post(owner_client, max_pages="2000", exclude_patterns="/private/", check_external="", title_max="70")
+    site = Site.objects.get()
+    page = owner_client.get(reverse("site-detail", args=[site.pk])).content.decode()
+    assert f'href="{reverse("audit-new")}?site={site.pk}"' in page
+    form = owner_client.get(reverse("audit-new"), {"site": site.pk}).context["form"]
+    assert (form["start_url"].value(), form["max_pages"].value(), form["exclude_patterns"].value(),
+            form["check_external"].value(), form["title_max"].value()) == (site.start_url, 2000, "/private/", False, 70)
+    # Another person's site, or no number, opens the empty form.
+    client.force_login(django_user_model.objects.create_user("mallory", password="x"))
+    assert client.get(reverse("audit-new"), {"site": site.pk}).context["form"]["start_url"].value() is None
+    assert owner_client.get(reverse("audit-new"), {"site": "²"}).context["form"]["max_pages"].value() == 500
+
+
+def test_an_audit_that_changes_a_sites_saved_settings_says_which(owner_client):
+    """A quick look with the form's defaults would silently reset what the nightly runs crawl by."""
+    post(owner_client, max_pages="2000", exclude_patterns="/private/", title_max="70")
+    Audit.objects.update(status=Audit.Status.COMPLETED)
+    response = post(owner_client, follow=True)
+    shown = [str(m) for m in response.context["messages"]]
+    assert any("max pages 2,000 → 500" in m and "exclude patterns changed" in m
+               and "longest title 70 → 60" in m.lower() for m in shown), shown
+    Audit.objects.update(status=Audit.Status.COMPLETED)
+    again = [str(m) for m in post(owner_client, follow=True).context["messages"]]
+    assert not any("saved settings" in m for m in again)
