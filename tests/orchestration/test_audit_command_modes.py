@@ -138,7 +138,8 @@ def test_a_delta_from_previous_on_a_sites_first_run_crawls_it_in_full(tmp_path, 
         first = Audit.objects.get()
         assert (first.mode, first.source_id, first.status) == (Audit.Mode.FULL, None, Audit.Status.COMPLETED)
         summary = records(out)[-1]
-        assert (summary["mode"], summary["from_audit_id"], summary["pages"]) == ("full", None, 5)
+        assert (summary["mode"], summary["from_audit_id"], summary["pages"]) == ("full", None, first.pages_crawled)
+        assert first.pages_crawled >= 5
         run_audit(site.url(), "--allow-private", "--no-external", "--mode", "delta", "--from", "previous")
     assert Audit.objects.get(mode=Audit.Mode.DELTA).source_id == first.pk
 

@@ -68,7 +68,7 @@ def test_pages_are_written_long_before_externals_whose_dns_takes_seconds(owner, 
     audit, dispatcher = started(owner, site, check_external=True, max_pages=100)
     batches: list[tuple[float, set[str]]] = []
 
-    def on_batch(outcomes, issues) -> None:
+    def on_batch(outcomes, issues, kinds) -> None:
         batches.append((time.monotonic(), {o.url for o in outcomes}))
 
     began = time.monotonic()
