@@ -179,15 +179,24 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         lease.finish()
         landing = outcome.pages[-1].result if outcome.pages else None
         # A validation re-checks its own URLs: a front page down now is one verdict among them, not the end.
-        if audit.mode != Audit.Mode.VALIDATE and landing is not None and (landing.status or 0) >= 500:
-            # Retries are spent and the site's front door is down: say so rather
-            # than "complete" an audit of one error page. The page row stays.
+        if audit.mode != Audit.Mode.VALIDATE and landing is not None and _front_door_down(landing):
+            # Retries are spent and the site's front door is down (a 5xx, a 429, a body that never
+            # came whole): say so rather than "complete" an audit of one error page. The page row stays.
+            failure = f": {landing.error.label.lower()}" if landing.error is not None else ""
             audit.fail(Audit.ErrorCode.SITE_UNAVAILABLE,
-                       f"The start page {landing.final_url} answered {landing.status} "
-                       f"after {landing.attempts} attempt{'s' if landing.attempts != 1 else ''}.",
+                       f"The start page {landing.final_url} answered {landing.status}{failure} "
+                       f"after {landing.attempts} attempt{'s' if landing.attempts != 1 else ''}."
+                       + (" The site asks for fewer requests: lower the concurrency or set a rate limit."
+                          if landing.status == 429 else ""),
                        Audit.Phase.STARTING)
             return
         advance(audit, 0, dispatcher)
+
+
+def _front_door_down(landing: FetchResult) -> bool:
+    """A start page that answered but gave nothing to crawl from: a 5xx, a 429, or an error on the way
+    (a body cut short or dripped past the deadline; a page too large to read is no error by now)."""
+    return (landing.status or 0) >= 500 or landing.status == 429 or landing.error is not None
 
 
 def _validation_seeds(audit: Audit, robots: Robots, setup: CrawlSetup, scope: Scope) -> list[FrontierURL]:

@@ -12,6 +12,7 @@ from tests.crawler.fixture_site import (
     SITEMAP_ONLY,
     FixtureSite,
 )
+from tests.crawler.hostile_server import HostileServer
 from tests.factories import make_audit
 
 pytestmark = pytest.mark.django_db
@@ -133,10 +134,25 @@ def test_a_start_page_that_always_answers_500_fails_the_audit_as_site_unavailabl
     assert 1 < len(home_requests) <= 3  # retried, within the cap (1 + max_retries)
 
 
+@pytest.mark.parametrize(("path", "said"), [
+    ("/reset?declared=5000&send=100", "answered 200: "),  # the body cut short, on every try
+    ("/status?code=429", "answered 429"),  # too many requests, and no Retry-After to wait for
+], ids=["body-cut-short", "too-many-requests"])
+def test_a_start_page_that_answers_but_never_whole_fails_the_audit_as_site_unavailable(owner, fast_settings, path,
+                                                                                      said):
+    """Not an audit of one page that completed: there was nothing to crawl from."""
+    with HostileServer() as server:
+        audit = make(owner, server.url(path))
+        crawl_inline(audit)
+    assert (audit.status, audit.error_code, audit.failed_phase) == ("failed", "site_unavailable", "starting")
+    assert said in audit.error_detail
+    assert audit.pages.get().url == server.url(path)  # what was fetched stays visible
+
+
 def test_the_writer_gets_pages_without_their_bodies_and_stores_each_bodys_hash(owner, site, fast_settings):
     bodies = []
     audit = make(owner, site.url("/"))
-    run_audit_inline(audit.pk, on_batch=lambda outcomes, issues: bodies.extend(o.result.body for o in outcomes))
+    run_audit_inline(audit.pk, on_batch=lambda outcomes, issues, kinds: bodies.extend(o.result.body for o in outcomes))
     audit.refresh_from_db()
 
     assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
