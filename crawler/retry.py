@@ -58,9 +58,10 @@ class RetryPlanner:
             return FINAL
         throttled = status in (429, 503)
         wait = parse_retry_after(headers.get("retry-after"), self.clock(), headers.get("date"))
+        if wait is not None and wait > policy.retry_after_cap and not throttled:
+            # A failing server's long wait is not a throttle: its ordinary retries and backoff still apply.
+            wait = None
         if wait is not None and wait > policy.retry_after_cap:
-            if not throttled:
-                return FINAL
             if wait > policy.reschedule_cap:
                 cap = max(policy.retry_after_cap, policy.reschedule_cap)
                 reason = f"Retry-After asks for {_seconds(wait)}, more than the {cap:g} s cap"
@@ -79,9 +80,10 @@ class RetryPlanner:
             return FINAL
         delay = max(wait or 0.0, self.backoff(attempt))
         if time.monotonic() + delay >= budget_end:
-            if throttled and wait is None:
+            # As on the last attempt, a 503 without a Retry-After is an ordinary server error.
+            if status == 429 and wait is None:
                 return Plan("rate_limited", delay, "Retrying would exceed the fetch budget")
-            if throttled:
+            if throttled and wait is not None:
                 return self.rate_limited(delay, "Waiting as asked would exceed the fetch budget")
             return FINAL
         return Plan("retry", delay)

@@ -128,3 +128,21 @@ def test_a_429_that_never_says_when_is_given_up_after_its_retries_not_handed_bac
     result = fetch(server, "/status?code=429")
     assert server.requests["/status"] == 1 + RESCHEDULING.max_retries
     assert result.error is FetchError.RATE_LIMITED and result.retry_after is None
+
+
+def test_a_500_with_a_retry_after_past_the_cap_still_gets_its_backoff_retries(server):
+    sleeps = Sleeps()
+    result = fetch(server, "/status?code=500&retry_after=20", sleeps=sleeps)
+    assert result.status == 500 and result.error is None
+    assert server.requests["/status"] == 1 + RESCHEDULING.max_retries
+    assert len(sleeps.calls) == RESCHEDULING.max_retries
+    assert all(delay <= RESCHEDULING.backoff_cap for delay in sleeps.calls)  # the header was ignored
+
+
+def test_a_bare_503_out_of_budget_stays_a_503_answer_not_rate_limited(server):
+    # Any backoff (at least 0.25 s) overruns a 0.1 s budget after the first answer.
+    short_budget = FetchPolicy(connect_timeout=1.0, read_timeout=1.0, deadline=1.0, total_budget=0.1,
+                               reschedule_cap=600.0)
+    result = fetch(server, "/status?code=503", policy=short_budget)
+    assert server.requests["/status"] == 1
+    assert result.status == 503 and result.error is None and result.retry_after is None
