@@ -103,9 +103,9 @@ class FetchPolicy:
     # whole chunk open. 0 means the caller cannot, so a longer wait gives up.
     retry_after_cap: float = 30.0
     reschedule_cap: float = 0.0
-    # A 429 (or a 503 with Retry-After) still answered after every retry: a
-    # rescheduling caller waits at least this long before the next try, however
-    # short the Retry-After the server kept sending.
+    # A 429 or 503 still answered with a Retry-After after every retry: a rescheduling
+    # caller waits at least this long before the next try, however short the wait
+    # asked. A 429 that never said when is given up instead (retry.py).
     rate_limited_pause: float = 60.0
     backoff_base: float = 0.5
     backoff_cap: float = 8.0
