@@ -386,7 +386,11 @@ class Fetcher:
                 await self._sleep(delay)
                 continue
             if response.error is not None and response.error.retryable and not last:
-                await self._sleep(self._retry.backoff(attempt))
+                # A retry that could not fit the budget would end as DeadlineExceeded and lose this answer.
+                delay = self._retry.backoff(attempt)
+                if time.monotonic() + delay >= budget_end:
+                    return response
+                await self._sleep(delay)
                 continue
             if response.plan.action == "retry":
                 await self._sleep(response.plan.delay)

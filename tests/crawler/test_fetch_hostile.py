@@ -199,6 +199,15 @@ def test_a_body_cut_short_is_incomplete_and_never_kept(server, path):
     assert server.requests[path] == 1 + POLICY.max_retries
 
 
+def test_a_cut_body_with_no_budget_left_for_a_retry_keeps_its_status_and_error(server):
+    # Any backoff (at least 0.25 s) overruns a 0.2 s budget; the sleep is real,
+    # so a retry slept anyway would end the fetch as DeadlineExceeded.
+    policy = FetchPolicy(connect_timeout=1.0, read_timeout=1.0, deadline=1.0, total_budget=0.2)
+    result = fetch(server, "/short?declared=4000&send=2000", policy=policy, sleep=asyncio.sleep)
+    assert (result.status, result.error) == (200, FetchError.INCOMPLETE_BODY)
+    assert server.requests["/short"] == 1
+
+
 # -- too much data (rows 19, 21) ---------------------------------------------------------------------
 
 
