@@ -45,6 +45,8 @@ class Inflater:
         self.finished = False
         self.members = 1
         self.started = False
+        # A gzip member ended with the data fed so far: the next data may open another.
+        self.between = False
         self._inflater = zlib.decompressobj(31 if self.gzip else 15)
 
     def feed(self, data: bytes) -> Iterator[bytes]:
@@ -55,6 +57,8 @@ class Inflater:
         drops it, so no second copy of the expanded bytes ever exists.
         """
         if self.finished or self.exceeded or not data:
+            return
+        if self.between and not self._next_member(data):
             return
         while data and not self.exceeded:
             try:
@@ -80,15 +84,28 @@ class Inflater:
                 yield out
             if self._inflater.eof:
                 data = self._inflater.unused_data
-                # Another member starts with gzip's magic bytes (or the first of them, cut at a chunk's
-                # end); anything else after a whole member (NUL padding, a stray CRLF) is ignored, as browsers do.
-                if not (self.gzip and data and _GZIP_MAGIC.startswith(data[:2])) or self.members >= MAX_GZIP_MEMBERS:
+                if not self.gzip:
                     self.finished = True
                     break
-                self.members += 1
-                self._inflater = zlib.decompressobj(31)
+                if not data:
+                    self.between = True
+                    break
+                if not self._next_member(data):
+                    break
             else:
                 data = self._inflater.unconsumed_tail
+
+    def _next_member(self, data: bytes) -> bool:
+        """After a whole gzip member: open the next one if ``data`` starts one, else finish."""
+        self.between = False
+        # Another member starts with gzip's magic bytes (or the first of them, cut at a chunk's
+        # end); anything else after a whole member (NUL padding, a stray CRLF) is ignored, as browsers do.
+        if not _GZIP_MAGIC.startswith(data[:2]) or self.members >= MAX_GZIP_MEMBERS:
+            self.finished = True
+            return False
+        self.members += 1
+        self._inflater = zlib.decompressobj(31)
+        return True
 
     def flush(self) -> bytes:
         if self.finished or self.exceeded:
