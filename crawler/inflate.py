@@ -11,7 +11,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator
 
-from .errors import ProtocolFailure
+from .errors import DecompressionLimit, ProtocolFailure
 
 # Stacked codings beyond this are an attack, not a website.
 MAX_CODINGS = 3
@@ -100,9 +100,12 @@ class Inflater:
         self.between = False
         # Another member starts with gzip's magic bytes (or the first of them, cut at a chunk's
         # end); anything else after a whole member (NUL padding, a stray CRLF) is ignored, as browsers do.
-        if not _GZIP_MAGIC.startswith(data[:2]) or self.members >= MAX_GZIP_MEMBERS:
+        if not _GZIP_MAGIC.startswith(data[:2]):
             self.finished = True
             return False
+        if self.members >= MAX_GZIP_MEMBERS:
+            # Stopping quietly would store a page cut short as if it were whole.
+            raise DecompressionLimit(f"The body has more than {MAX_GZIP_MEMBERS} gzip members")
         self.members += 1
         self._inflater = zlib.decompressobj(31)
         return True
