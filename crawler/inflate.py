@@ -11,7 +11,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator
 
-from .errors import DecompressionLimit, ProtocolFailure
+from .errors import DecompressionLimit, IncompleteBody, ProtocolFailure
 
 # Stacked codings beyond this are an attack, not a website.
 MAX_CODINGS = 3
@@ -111,7 +111,8 @@ class Inflater:
         return True
 
     def flush(self) -> bytes:
-        if self.finished or self.exceeded:
+        """What the stage still holds at the body's end; raises IncompleteBody if its stream is unfinished."""
+        if self.finished or self.exceeded or self.between or not self.started:
             return b""
         out = self._inflater.flush()
         room = self.limit - self.produced
@@ -119,6 +120,10 @@ class Inflater:
             self.exceeded = True
             out = out[:room]
         self.produced += len(out)
+        if not self._inflater.eof and not self.exceeded:
+            # The connection closed mid-stream (a body delimited by the close has no length to check):
+            # what inflated so far is a page cut short, not a page.
+            raise IncompleteBody(f"The body ended before its {self.coding} stream was complete")
         return out
 
 
