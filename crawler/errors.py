@@ -30,6 +30,12 @@ class DnsFailure(CrawlError):
     code = FetchError.DNS_FAILURE
 
 
+class DnsTemporaryFailure(DnsFailure):
+    # The resolver had no answer this time (EAI_AGAIN, the lookup timeout): worth
+    # another attempt like a failed connect. A name that does not exist stays final.
+    retryable = True
+
+
 class UnsafeAddress(CrawlError):
     """The host resolves to an address we refuse to connect to (SSRF guard)."""
 

@@ -45,7 +45,7 @@ from typing import Any
 
 import httpcore
 
-from .errors import DnsFailure, UnsafeAddress
+from .errors import DnsFailure, DnsTemporaryFailure, UnsafeAddress
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], "list[str] | Awaitable[list[str]]"]
@@ -304,7 +304,7 @@ class AddressGuard:
             async with asyncio.timeout(self.dns_timeout):
                 answers = await self._lookup(host, port)
         except TimeoutError:
-            raise DnsFailure(f"DNS lookup for {host} timed out") from None
+            raise DnsTemporaryFailure(f"DNS lookup for {host} timed out") from None
         return self._checked(host, port, answers)
 
     def resolve_sync(self, host: str, port: int) -> str:
@@ -319,9 +319,9 @@ class AddressGuard:
         try:
             answers = future.result(timeout=self.dns_timeout)
         except concurrent.futures.TimeoutError:
-            raise DnsFailure(f"DNS lookup for {host} timed out") from None
+            raise DnsTemporaryFailure(f"DNS lookup for {host} timed out") from None
         except (OSError, UnicodeError) as exc:
-            raise DnsFailure(_dns_message(host, exc)) from None
+            raise _dns_failure(host, exc) from None
         return self._checked(host, port, answers)[0]
 
     def check(self, ip: IPAddress, port: int, host: str = "") -> None:
@@ -374,7 +374,7 @@ class AddressGuard:
             answer: Any = await asyncio.to_thread(self._resolver, host, port)
             return list(answer)
         except (OSError, UnicodeError) as exc:
-            raise DnsFailure(_dns_message(host, exc)) from None
+            raise _dns_failure(host, exc) from None
 
     def _checked(self, host: str, port: int, answers: Iterable[str]) -> list[str]:
         addresses: list[IPAddress] = []
@@ -418,10 +418,12 @@ def _dial_string(ip: IPAddress) -> str:
     return str(ipaddress.ip_address(ip.packed))
 
 
-def _dns_message(host: str, exc: BaseException) -> str:
-    if isinstance(exc, socket.gaierror) and exc.errno in (socket.EAI_NONAME, socket.EAI_NODATA):
-        return f"{host} does not exist (NXDOMAIN)"
-    return f"DNS lookup for {host} failed: {exc}"
+def _dns_failure(host: str, exc: BaseException) -> DnsFailure:
+    errno = exc.errno if isinstance(exc, socket.gaierror) else None
+    if errno in (socket.EAI_NONAME, socket.EAI_NODATA):
+        return DnsFailure(f"{host} does not exist (NXDOMAIN)")
+    kind = DnsTemporaryFailure if errno == socket.EAI_AGAIN else DnsFailure
+    return kind(f"DNS lookup for {host} failed: {exc}")
 
 
 class GuardedBackend(httpcore.AsyncNetworkBackend):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import socket
 import time
 import urllib.parse
 
@@ -261,6 +262,64 @@ def test_nxdomain_is_a_dns_failure_that_names_the_host():
         guard.resolve_sync("nowhere.test", 80)
     with pytest.raises(DnsFailure, match="does not exist"):
         asyncio.run(guard.resolve("nowhere.test", 80))
+
+
+RETRYING = FetchPolicy(connect_timeout=1.0, read_timeout=1.0, deadline=2.0, max_retries=2)
+
+
+def fetch_resolved_by(resolver, server: HostileServer, dns_timeout: float = 1.0):
+    """Fetch /ok of ``server`` as site.test, its lookups answered by ``resolver``."""
+    guard = AddressGuard(resolver=resolver, allowed_targets=[("127.0.0.1", server.port)], dns_timeout=dns_timeout)
+
+    async def run():
+        async with Fetcher(RETRYING, guard, sleep=_no_sleep) as fetcher:
+            return await fetcher.fetch(f"http://site.test:{server.port}/ok")
+
+    return asyncio.run(run())
+
+
+def test_a_temporary_dns_failure_is_retried_like_a_failed_connect(server):
+    calls: list[str] = []
+
+    def hiccup(host: str, port: int) -> list[str]:
+        calls.append(host)
+        if len(calls) == 1:
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return ["127.0.0.1"]
+
+    result = fetch_resolved_by(hiccup, server)
+    assert (result.status, result.error, result.attempts) == (200, None, 2)
+    assert calls == ["site.test", "site.test"]
+
+
+def test_a_dns_lookup_that_times_out_is_retried(server):
+    calls: list[str] = []
+
+    async def slow_once(host: str, port: int) -> list[str]:
+        calls.append(host)
+        if len(calls) == 1:
+            await asyncio.sleep(30)
+        return ["127.0.0.1"]
+
+    result = fetch_resolved_by(slow_once, server, dns_timeout=0.2)
+    assert (result.status, result.error, result.attempts) == (200, None, 2)
+
+
+def test_a_resolver_that_stays_unavailable_ends_as_a_dns_failure_after_the_retries(server):
+    def down(host: str, port: int) -> list[str]:
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    result = fetch_resolved_by(down, server)
+    assert (result.error, result.attempts) == (FetchError.DNS_FAILURE, 1 + RETRYING.max_retries)
+    assert "Temporary failure in name resolution" in result.error_detail
+
+
+def test_nxdomain_is_final_and_never_asked_again(server):
+    stub = StubResolver({})
+    result = fetch_resolved_by(stub, server)
+    assert (result.error, result.attempts) == (FetchError.DNS_FAILURE, 1)
+    assert stub.calls == ["site.test"] and "does not exist" in result.error_detail
+    assert server.requests["/ok"] == 0
 
 
 @pytest.mark.parametrize("answer", [[], ["not-an-address"]])
