@@ -39,6 +39,7 @@ def source_from_options(opts, owner, start_url: str) -> Audit | None:
     if opts.get("threshold") and mode == Audit.Mode.VALIDATE:
         raise CommandError("--threshold cannot be given with --mode validate: a validation judges by the "
                            "thresholds of the audit it re-checks", returncode=2)
+
     if given == PREVIOUS:
         source = Audit.comparable().filter(owner=owner, site__start_url=start_url).order_by("-pk").first()
         if source is None and mode != Audit.Mode.DELTA:

@@ -77,6 +77,41 @@ def test_a_validation_from_the_command_line_crawls_as_its_source_did(fast_settin
     assert (check.max_depth, check.user_agent, check.check_external) == (3, "SourceBot/1.0", False)
 
 
+def test_a_delta_from_the_command_line_crawls_as_its_source_did_but_for_what_it_is_told(fast_settings):
+    """A pipeline's delta of a 10,000-page audit made with other limits must not drop to the defaults unsaid."""
+    with EditableSite() as web:
+        web.pages.update({"/": '<html><head><title>A page of the command site</title></head><body></body></html>'})
+        run_audit(web.url("/"), "--allow-private", "--no-external", "--max-depth", "3", "--max-pages", "40",
+                  "--exclude", "/private", "--user-agent", "SourceBot/1.0", "--render", "none",
+                  "--threshold", "title_max=70")
+        first = Audit.objects.get()
+        run_audit(web.url("/"), "--allow-private", "--mode", "delta", "--from", str(first.pk))
+        run_audit(web.url("/"), "--allow-private", "--mode", "delta", "--from", "previous", "--max-pages", "30",
+                  "--threshold", "title_min=5")
+    same, told = Audit.objects.filter(mode=Audit.Mode.DELTA).order_by("pk")
+    fields = ["max_pages", "max_depth", "exclude_patterns", "include_patterns", "user_agent", "respect_robots",
+              "check_external", "render", "thresholds"]
+    assert {f: getattr(same, f) for f in fields} == {f: getattr(first, f) for f in fields}
+    assert same.source_id == first.pk and same.check_external is False
+    assert (told.max_pages, told.max_depth, told.user_agent) == (30, 3, "SourceBot/1.0")
+    assert told.thresholds == {"title_max": 70, "title_min": 5}
+
+
+@pytest.mark.parametrize("flag", [["--max-depth", "2"], ["--render", "all"], ["--ignore-robots"], ["--include", "/a"]])
+def test_a_validation_refuses_crawl_settings_other_than_its_sources(flag, capsys, fast_settings):
+    """Dropped unsaid, they would let a person think they re-checked another way; the source's own are fine."""
+    with EditableSite() as web:
+        web.pages.update({"/": '<html><head><title>A page of the command site</title></head><body></body></html>'})
+        run_audit(web.url("/"), "--allow-private", "--no-external")
+        capsys.readouterr()
+        assert run_audit(web.url("/"), "--allow-private", "--mode", "validate", "--from", "previous", *flag) == 2
+        assert f"{flag[0]} cannot change a validation's crawl" in capsys.readouterr().err
+        assert Audit.objects.count() == 1
+        assert run_audit(web.url("/"), "--allow-private", "--no-external", "--max-depth", "10", "--mode",
+                         "validate", "--from", "previous") in (0, 1)
+    assert Audit.objects.filter(mode=Audit.Mode.VALIDATE).count() == 1
+
+
 def test_a_validation_cannot_start_from_a_validation(capsys, fast_settings):
     """It holds only what it re-checked: the source's other issues would drop out of the next one unsaid."""
     with EditableSite() as web:

@@ -111,20 +111,21 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("url", help="Start URL (http or https)")
-        parser.add_argument("--max-pages", type=int, default=500, help=f"Pages to crawl at most (1-{MAX_PAGES:,})")
-        parser.add_argument("--max-depth", type=int, default=10, help=f"Clicks from the start URL (0-{MAX_DEPTH})")
-        parser.add_argument("--concurrency", type=int, default=8, help=f"Requests at once (1-{MAX_CONCURRENCY})")
+        # Crawl settings default to None, "not given": a delta takes its source's for those (CRAWL_DEFAULTS else).
+        parser.add_argument("--max-pages", type=int, help=f"Pages to crawl at most (1-{MAX_PAGES:,}; default 500)")
+        parser.add_argument("--max-depth", type=int, help=f"Clicks from the start URL (0-{MAX_DEPTH}; default 10)")
+        parser.add_argument("--concurrency", type=int, help=f"Requests at once (1-{MAX_CONCURRENCY}; default 8)")
         parser.add_argument("--rate", type=float, default=None, help="Requests per second (default: no limit)")
-        parser.add_argument("--include", action="append", default=[], help="Regex a URL must match (repeatable)")
-        parser.add_argument("--exclude", action="append", default=[], help="Regex that excludes a URL (repeatable)")
-        parser.add_argument("--user-agent", default="", help="The User-Agent sent (default: SITEWARD_USER_AGENT's, SitewardBot/0.1)")
+        parser.add_argument("--include", action="append", help="Regex a URL must match (repeatable)")
+        parser.add_argument("--exclude", action="append", help="Regex that excludes a URL (repeatable)")
+        parser.add_argument("--user-agent", help="The User-Agent sent (default: SITEWARD_USER_AGENT's, SitewardBot/0.1)")
         parser.add_argument("--ignore-robots", action="store_true", help="Ignore robots.txt (sites you own)")
         parser.add_argument("--no-external", action="store_true", help="Do not check external links")
         parser.add_argument("--allow-private", action="store_true",
                             help="Allow private and loopback addresses (your own local or staging sites)")
-        parser.add_argument("--render", choices=["none", "all", "auto"], default="none",
+        parser.add_argument("--render", choices=["none", "all", "auto"],
                             help="Render pages in headless Chromium (SITEWARD_CHROMIUM, default /usr/bin/chromium): "
-                                 "all of them, or auto: those whose HTML looks like an app shell")
+                                 "all of them, or auto: those whose HTML looks like an app shell (default none)")
         parser.add_argument(
             "--threshold", action="append", default=[], metavar="NAME=VALUE",
             help="Change a check's threshold (repeatable): " + ", ".join(
@@ -198,10 +199,12 @@ class Command(BaseCommand):
             raise CommandError("--mode validate compares with its --from audit; --compare-to and "
                                "--fail-on-new do not apply", returncode=2)
         source = source_from_options(opts, owner, limits["start_url"])
-        if source is not None and not opts["threshold"]:
-            # A follow-up judges as its source did unless told otherwise: a delta then reuses its pages,
-            # and the site keeps the thresholds it had.
-            limits["thresholds"] = source.thresholds
+        if source is not None:
+            # A follow-up crawls and judges as its source did but for what the command line says (a
+            # validation takes nothing from it): a delta then reuses its pages, and keeps its reach.
+            limits = self._limits(opts, base=source.settings_copy())
+            if opts["mode"] == Audit.Mode.VALIDATE:
+                _same_crawl(limits, source)
         access = access_from_options(opts, limits["start_url"])
         if opts["enqueue"]:
             # call_command skips the system checks; the cluster's timing must be
@@ -339,15 +342,29 @@ class Command(BaseCommand):
 
     # --- input ------------------------------------------------------------------
 
-    def _limits(self, opts) -> dict:
-        """The audit's fields, validated by the new-audit form, whose rules and bounds they share."""
+    def _limits(self, opts, base: dict | None = None) -> dict:
+        """The audit's fields, validated by the new-audit form, whose rules and bounds they share.
+
+        A setting the command line does not give is ``base``'s (a delta's source's), else the form's default.
+        """
+        base = {**CRAWL_DEFAULTS, **(base or {})}
+
+        def given(option: str, field: str):
+            return opts[option] if opts[option] is not None else base[field]
+
+        def patterns(option: str, field: str) -> str:
+            return "\n".join(opts[option]) if opts[option] is not None else base[field]
+
         form = AuditForm({
-            "start_url": opts["url"], "max_pages": opts["max_pages"], "max_depth": opts["max_depth"],
-            "concurrency": opts["concurrency"], "rate": opts["rate"],
-            "include_patterns": "\n".join(opts["include"]), "exclude_patterns": "\n".join(opts["exclude"]),
-            "user_agent": opts["user_agent"], "respect_robots": not opts["ignore_robots"],
-            "check_external": not opts["no_external"], "render": opts["render"],
-            **_thresholds(opts["threshold"]),
+            "start_url": opts["url"], "max_pages": given("max_pages", "max_pages"),
+            "max_depth": given("max_depth", "max_depth"), "concurrency": given("concurrency", "concurrency"),
+            "rate": given("rate", "rate"), "include_patterns": patterns("include", "include_patterns"),
+            "exclude_patterns": patterns("exclude", "exclude_patterns"),
+            "user_agent": given("user_agent", "user_agent"),
+            "respect_robots": base["respect_robots"] and not opts["ignore_robots"],
+            "check_external": base["check_external"] and not opts["no_external"],
+            "render": given("render", "render"),
+            **(base["thresholds"] or {}), **_thresholds(opts["threshold"]),
         }, allow_private=opts["allow_private"])
         if form.is_valid():
             return form.audit_fields()
@@ -430,6 +447,13 @@ class Command(BaseCommand):
         console.write(f"  exit code {code}")
 
 
+# A setting's value when neither the command line nor a delta's source gives one: the form's defaults.
+CRAWL_DEFAULTS = {
+    "max_pages": 500, "max_depth": 10, "concurrency": 8, "rate": None, "include_patterns": "",
+    "exclude_patterns": "", "user_agent": "", "respect_robots": True, "check_external": True, "render": "none",
+    "thresholds": {},
+}
+
 # How the form's fields are spelled on the command line, for its error messages.
 OPTION_NAMES = {
     "start_url": "url", "max_pages": "--max-pages", "max_depth": "--max-depth", "concurrency": "--concurrency",
@@ -437,6 +461,23 @@ OPTION_NAMES = {
     "user_agent": "--user-agent", "__all__": "options",
     **{t.name: f"--threshold {t.name}" for t in THRESHOLDS},
 }
+
+
+# The crawl's settings that a validation takes from its source, as the command line spells them.
+VALIDATION_TAKES = {
+    "max_depth": "--max-depth", "concurrency": "--concurrency", "rate": "--rate", "include_patterns": "--include",
+    "exclude_patterns": "--exclude", "user_agent": "--user-agent", "respect_robots": "--ignore-robots",
+    "check_external": "--no-external", "render": "--render",
+}
+
+
+def _same_crawl(limits: dict, source: Audit) -> None:
+    """A validation crawls as its source did: a setting given otherwise would be dropped unsaid, so it exits 2.
+    (Its page budget is its own: it fetches what carried the source's issues.)"""
+    for field, flag in VALIDATION_TAKES.items():
+        if limits[field] != getattr(source, field):
+            raise CommandError(f"{flag} cannot change a validation's crawl: it crawls as audit {source.pk} did "
+                               f"({field.replace('_', ' ')} {getattr(source, field)!r})", returncode=2)
 
 
 def _thresholds(given: list[str]) -> dict[str, str]:
