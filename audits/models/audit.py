@@ -209,6 +209,16 @@ class Audit(models.Model):
     def is_active(self) -> bool:
         return self.status in self.ACTIVE
 
+    @property
+    def stopped_before_cross_page_checks(self) -> bool:
+        """Ended without finalize's cross-page checks (broken links, canonicals, duplicates…) having run to the end.
+
+        Only ``finish`` completes an audit, after every check ran; a failed or
+        cancelled one stopped before them or while they ran, so an empty list of
+        their issues says nothing.
+        """
+        return self.status in (self.Status.FAILED, self.Status.CANCELLED)
+
     def running_now(self) -> bool:
         """Whether the stored row is running now (another process may have failed or cancelled it)."""
         return type(self).objects.filter(pk=self.pk, status=self.Status.RUNNING).exists()

@@ -115,6 +115,32 @@ def test_a_failed_audit_says_why_at_the_top_and_keeps_its_results(owner_client, 
     assert CATALOGUE["http_4xx"].title in body and 'id="chart-status"' in body
 
 
+@pytest.mark.parametrize(("status", "phase", "said"), [
+    (Audit.Status.FAILED, Audit.Phase.CRAWLING, "before them: none of their issues are here"),
+    (Audit.Status.CANCELLED, Audit.Phase.CRAWLING, "before them: none of their issues are here"),
+    (Audit.Status.FAILED, Audit.Phase.FINALIZING, "while they ran: their issues are incomplete"),
+])
+def test_a_stopped_audit_says_its_cross_page_checks_did_not_run_to_the_end(owner_client, owner, status, phase,
+                                                                           said):
+    audit = make_finished_audit(owner, status=status, failed_phase=phase, error_code="stalled")
+    body = owner_client.get(audit.get_absolute_url()).content.decode()
+    banner = re.sub(r"\s+", " ", body.split('id="failure-banner"')[1].split("</section>")[0])
+    assert "cross-page checks (broken links" in banner and f"run when a crawl finishes, and this audit stopped {said}" in banner
+
+    # With no issue at all, only what was looked for is said to be clean.
+    audit.issues.all().delete()
+    body = owner_client.get(audit.get_absolute_url()).content.decode()
+    assert "No issues found on the pages crawled before it stopped." in body
+    assert "No issues found.<" not in body
+
+
+def test_a_completed_audit_has_no_note_about_cross_page_checks(owner_client, owner):
+    audit = make_finished_audit(owner)
+    audit.issues.all().delete()
+    body = owner_client.get(audit.get_absolute_url()).content.decode()
+    assert 'id="cross-page-note"' not in body and "No issues found.<" in body
+
+
 def test_the_audit_page_needs_a_handful_of_queries_whatever_its_size(owner_client, owner,
                                                                      django_assert_max_num_queries):
     audit = make_finished_audit(owner)

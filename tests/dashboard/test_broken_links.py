@@ -1,12 +1,14 @@
 """Broken links by target: one row per dead URL, its status, how many pages link to it and from where."""
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from audits.broken_views import PREVIEW, SOURCES_PER_PAGE
-from audits.models import Issue
+from audits.models import Audit, Issue
 from audits.tables import PER_PAGE
 from tests.dashboard.broken_data import DEAD, DOWN, GONE, SOURCES, add_sources, make_broken_audit
 from tests.factories import SITE, make_finished_audit, make_page
@@ -155,6 +157,30 @@ def test_an_audit_without_broken_links_says_so(owner_client, owner):
     audit.issues.filter(code="broken_link_internal").delete()
     body = get_list(owner_client, audit).content.decode()
     assert 'id="no-broken"' in body and "No broken links found" in body
+
+
+@pytest.mark.parametrize(("status", "phase", "said"), [
+    (Audit.Status.FAILED, Audit.Phase.CRAWLING, "before them"),
+    (Audit.Status.CANCELLED, Audit.Phase.STARTING, "before them"),
+    (Audit.Status.FAILED, Audit.Phase.FINALIZING, "while they ran"),
+])
+def test_an_audit_that_stopped_before_its_cross_page_checks_does_not_claim_no_broken_links(
+        owner_client, owner, status, phase, said):
+    audit = make_finished_audit(owner, status=status, failed_phase=phase)
+    audit.issues.filter(code="broken_link_internal").delete()
+    body = get_list(owner_client, audit).content.decode()
+    assert "No broken links found" not in body
+    assert 'id="no-broken"' in body and "No broken links are listed" in body
+    note = re.sub(r"\s+", " ", body.split('id="cross-page-note"')[1].split("</p>")[0])
+    assert "cross-page checks" in note and "run when a crawl finishes" in note and said in note
+
+
+def test_a_running_audit_says_its_broken_links_come_when_the_crawl_finishes(owner_client, owner):
+    audit = make_finished_audit(owner, status=Audit.Status.RUNNING)
+    audit.issues.filter(code="broken_link_internal").delete()
+    body = get_list(owner_client, audit).content.decode()
+    assert "No broken links found" not in body and "listed once the crawl finishes" in body
+    assert 'id="cross-page-note"' not in body
 
 
 def test_the_audit_screens_link_to_the_broken_links_page(owner_client, owner):

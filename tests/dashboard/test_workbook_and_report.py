@@ -221,6 +221,22 @@ def test_the_report_gives_the_health_score_with_its_formula_once_there_is_one(ow
     assert f"({parts['critical']} of {parts['pages']} pages with a critical issue" in html
 
 
+@pytest.mark.parametrize("status", [Audit.Status.FAILED, Audit.Status.CANCELLED])
+def test_the_report_of_a_stopped_audit_says_its_cross_page_checks_never_ran(owner_client, owner, status):
+    audit = make_broken_audit(owner)
+    Audit.objects.filter(pk=audit.pk).update(status=status, failed_phase=Audit.Phase.CRAWLING)
+    audit.issues.all().delete()
+    html, document = get_report(owner_client, audit)
+    assert "No broken links found" not in html and "No issues found.<" not in html
+    assert "No broken links are listed." in html
+    assert "No issues found on the pages crawled before it stopped." in html
+    assert "cross-page-note" in document.ids and "run when a crawl finishes" in html
+
+    Audit.objects.filter(pk=audit.pk).update(status=Audit.Status.COMPLETED, failed_phase="")
+    html, document = get_report(owner_client, audit)
+    assert "No broken links found." in html and "cross-page-note" not in document.ids
+
+
 def test_the_audit_page_links_to_every_export(owner_client, owner):
     audit = make_broken_audit(owner)
     body = owner_client.get(reverse("audit-detail", args=[audit.pk])).content.decode()
