@@ -158,6 +158,9 @@ def table_context(request, audit: Audit, query) -> dict:
         "audit": audit, "page_obj": page, "rows": rows, "filters": filters, "sort": sort,
         "changes": CHANGE_FILTERS if audit.change_counts is not None else [],
         "gone": gone, "query": kept.urlencode(),
+        # A list that mixes ignored issues in (review "Any"): "all matching" marks all but those
+        # (triage_views.issue_review), and its label says so.
+        "all_leaves_ignored": filters["review"] not in (ACTIVE, *Issue.Review.values),
         "marks": [(Issue.Review.REVIEWED, "Mark reviewed"), (Issue.Review.IGNORED, "Ignore"),
                   (Issue.Review.OPEN, "Open again")],
     }

@@ -61,9 +61,14 @@ def issue_review(request, audit):
     if mark not in MARKED:
         return HttpResponseBadRequest("Choose reviewed, ignored or open.")
     if request.POST.get("all") == "1":
-        issues, gone = filtered_issues(audit, issue_filters(request.GET))
+        filters = issue_filters(request.GET)
+        issues, gone = filtered_issues(audit, filters)
         if gone:
             return HttpResponseBadRequest("Fixed and unknown issues belong to the earlier audit: no review here.")
+        # "All matching" leaves ignored issues alone unless the filter asks for them: under "Any" it
+        # would turn every ignore into reviewed, or reopen them past the site's rules for good.
+        if filters["review"] != Issue.Review.IGNORED:
+            issues = issues.exclude(review=Issue.Review.IGNORED)
     else:
         try:
             chosen = [int(value) for value in request.POST.getlist("issue")[:MAX_CHOSEN + 1]]

@@ -95,6 +95,32 @@ def test_all_matching_marks_what_the_filters_select_on_the_server(owner_client, 
     assert not Issue.objects.filter(audit=other, review="ignored").exists()
 
 
+@pytest.mark.parametrize("mark", ["reviewed", "open"])
+def test_all_matching_under_any_review_leaves_the_ignored_issues_ignored(owner_client, audit, mark):
+    owner_client.post(review_url(audit), {"mark": "reviewed", "issue": ids(audit, code="http_4xx")})
+    ignored = ids(audit, code="broken_link_internal")
+    owner_client.post(review_url(audit), {"mark": "ignored", "issue": ignored})
+    listing = owner_client.get(reverse("issue-list", args=[audit.pk])).content.decode()
+    assert "All 5 issues matching this filter, on every page (the ignored ones stay ignored)" in listing
+    response = owner_client.post(review_url(audit), {"mark": mark, "all": "1"}, follow=True)
+    assert f"Marked {2 if mark == 'reviewed' else 1} issue" in response.content.decode()
+    assert ids(audit, review="ignored") == ignored
+    # Not reopened by a person, so the site's ignore rules still apply to them.
+    assert not Issue.objects.filter(pk__in=ignored, reopened=True).exists()
+    audit.refresh_from_db()
+    assert audit.issues_critical == 1
+
+
+def test_all_matching_the_ignored_filter_opens_them_again(owner_client, audit):
+    ignored = ids(audit, code="broken_link_internal")
+    owner_client.post(review_url(audit), {"mark": "ignored", "issue": ignored})
+    listing = owner_client.get(reverse("issue-list", args=[audit.pk]), {"review": "ignored"}).content.decode()
+    assert "All 2 issues matching this filter, on every page</label>" in listing
+    owner_client.post(review_url(audit, "review=ignored"), {"mark": "open", "all": "1"})
+    assert set(ids(audit, review="open")) == set(ids(audit)) - set(ids(audit, code="http_4xx", review="reviewed"))
+    assert set(ids(audit, reopened=True)) == set(ignored)
+
+
 def test_ids_of_another_audits_issues_change_nothing(owner_client, audit, owner, stranger):
     theirs = make_finished_audit(stranger, start_url="https://theirs.example/")
     mine_too = make_finished_audit(owner, start_url="https://other.example/")
