@@ -79,3 +79,18 @@ def test_a_new_issue_count_matches_the_issue_list_and_the_compare_list(owner_cli
     assert owner_client.get(href).content.decode().count('class="issue"') == 1
     compare = owner_client.get(reverse("audit-compare", args=[second.pk, first.pk]), {"show": "new"})
     assert compare.content.decode().count('class="issue"') == 1
+
+
+@pytest.mark.parametrize("link", ["link-issues", "nav-issues"])
+def test_the_all_issues_links_list_what_the_audit_page_counts_leaving_the_ignored_out(owner_client, owner, link):
+    audit = make_finished_audit(owner)
+    audit.set_review(audit.issues.filter(code="title_length"), Issue.Review.IGNORED)
+    page_url = audit.get_absolute_url() if link == "link-issues" else reverse("page-list", args=[audit.pk])
+    body = owner_client.get(page_url).content.decode()
+    href = re.search(rf'<a href="([^"]+)" id="{link}">', body).group(1).replace("&amp;", "&")
+    listed = owner_client.get(href).content.decode()
+    audit.refresh_from_db()
+    assert listed.count('class="issue"') == audit.issues_total == 4
+    assert 'data-code="title_length"' not in listed
+    # The ignored are a filter away.
+    assert '<option value="active" selected>' in listed and '<option value="ignored">' in listed
