@@ -16,6 +16,10 @@ from .tables import audit_view, query_text, sort_choice, wants_partial, window
 # A page's own view lists at most this many links each way.
 LINK_LIMIT = 500
 PAGE_CHANGE_FILTERS = PageChange.Change.choices
+# Filters a PageChange row cannot answer: it records a page (never a resource or an external
+# URL) by its URL and its status before and after, with no depth or content type. Set along
+# with ?change=, they are named as not applied rather than shown as if they were.
+NOT_FOR_CHANGES = [("kind", "Kind"), ("status", "Status"), ("type", "Content type"), ("depth", "Depth")]
 
 
 # A URL's status class is its own answer: one that redirected is 3xx whatever it
@@ -100,9 +104,11 @@ def _page_changes(request, audit, filters):
     changes = PageChange.objects.filter(audit=audit, change=filters["change"])
     if filters["q"]:
         changes = changes.filter(url__icontains=filters["q"])
+    changes = under_section(changes, audit, filters["section"])
     page = window(changes.order_by("url", "id"), request)
     context = {
         "audit": audit, "page_obj": page, "filters": filters, "sort": "url",
+        "not_applied": [label for name, label in NOT_FOR_CHANGES if filters[name]],
         "kinds": Page.Kind.choices, "status_classes": list(STATUS_CLASSES), "content_types": CONTENT_TYPES,
         "changes": PAGE_CHANGE_FILTERS, "table": "audits/_page_change_table.html",
     }

@@ -4,6 +4,7 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
+from audits import diff
 from audits.tables import MAX_PAGE_NUMBER, Window
 from tests.factories import SITE, make_finished_audit, make_issue, make_page
 
@@ -67,6 +68,39 @@ def test_the_page_table_filters_by_status_class_type_depth_and_kind(owner_client
     assert rows(owner_client.get(url, {"depth": "0"}), 'class="page-row"') == 1
     assert rows(owner_client.get(url, {"kind": "page", "status": "2xx"}), 'class="page-row"') == 4
     assert rows(owner_client.get(url, {"q": "elsewhere"}), 'class="page-row"') == 1
+
+
+def added_pages(owner):
+    """A second audit of the site that added /blog/new, /blog/other and /new since the first."""
+    make_finished_audit(owner)
+    second = make_finished_audit(owner)
+    for path in ("/blog/new", "/blog/other", "/new"):
+        make_page(second, f"{SITE}{path}", depth=2)
+    diff.record(second)
+    return second
+
+
+def test_the_changed_pages_table_filters_by_section_and_url_text(owner_client, owner):
+    audit = added_pages(owner)
+    url = reverse("page-list", args=[audit.pk])
+    assert rows(owner_client.get(url, {"change": "added"}), 'class="page-change') == 3
+    blog = owner_client.get(url, {"change": "added", "section": "/blog/"}).content.decode()
+    assert blog.count('class="page-change') == 2 and f"{SITE}/new<" not in blog
+    assert rows(owner_client.get(url, {"change": "added", "section": "/blog/", "q": "other"}),
+                'class="page-change') == 1
+    assert 'id="filters-not-applied"' not in blog
+
+
+def test_the_changed_pages_table_names_the_filters_it_cannot_apply(owner_client, owner):
+    audit = added_pages(owner)
+    url = reverse("page-list", args=[audit.pk])
+    response = owner_client.get(url, {"change": "added", "kind": "resource", "depth": "5", "status": ""},
+                                HTTP_HX_REQUEST="true")
+    body = response.content.decode()
+    assert body.count('class="page-change') == 3
+    note = body.split('id="filters-not-applied"')[1].split("</p>")[0]
+    assert "Not applied to pages changed since the previous audit: Kind, Depth." in note
+    assert "Status" not in note and "Content type" not in note
 
 
 @pytest.mark.parametrize("depth", ["²", "１", "9" * 5000, "9" * 20])
