@@ -7,8 +7,10 @@ rows; any other pair of the site's audits is compared live by the same SQL
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import Http404
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django_htmx.http import HttpResponseClientRedirect
 
 from crawler.catalogue import CATALOGUE
 
@@ -44,6 +46,22 @@ def _issue_rows(issues) -> list[dict]:
     return [{"issue": issue, "type": CATALOGUE.get(issue.code)} for issue in issues]
 
 
+def _not_comparable(*audits: Audit) -> str:
+    """Why these audits cannot be compared now ("" if they can): each must have ended and be staying.
+
+    A running audit's pages and issues change under the comparison, and one being
+    deleted loses its rows batch by batch; failed and cancelled ones are stable and
+    compare as what they crawled (the page names their status).
+    """
+    for audit in audits:
+        if audit.deleting:
+            return f"Audit {audit.pk} is being deleted, so it can no longer be compared."
+        if audit.is_active:
+            return (f"Audit {audit.pk} is still running, and its pages and issues change until it ends: "
+                    "compare it once it has finished.")
+    return ""
+
+
 @audit_view("GET")
 def audit_compare(request, audit, other_id):
     """Two audits of the same site: the older is the baseline, whichever order the URL gives."""
@@ -52,6 +70,11 @@ def audit_compare(request, audit, other_id):
         raise Http404("Only audits of the same site can be compared.")
     if other.pk == audit.pk:
         raise Http404("An audit compared with itself has no changes.")
+    if refusal := _not_comparable(audit, other):
+        # Said on the page of the audit asked about (never one being deleted: audit_view refuses those).
+        messages.error(request, refusal)
+        back = audit.get_absolute_url()
+        return HttpResponseClientRedirect(back) if request.htmx else redirect(back)
     newer, base = (audit, other) if audit.pk > other.pk else (other, audit)
     stored = newer.baseline_id == base.pk and newer.change_counts is not None
     show = request.GET.get("show", "new")

@@ -219,6 +219,34 @@ def test_the_issue_table_filters_by_change(owner_client, owner):
     assert persisting.count('class="issue"') == Issue.objects.filter(audit=second).count() - 1
 
 
+@pytest.mark.parametrize(("which", "change", "said"), [
+    ("older", {"status": Audit.Status.RUNNING}, "is still running"),
+    ("newer", {"status": Audit.Status.QUEUED}, "is still running"),
+    ("older", {"deleting": True}, "is being deleted, so it can no longer be compared"),
+])
+def test_the_compare_view_refuses_a_running_audit_or_one_being_deleted_and_says_why(
+        owner_client, owner, which, change, said):
+    first, second = two_audits(owner)
+    changed = first if which == "older" else second
+    Audit.objects.filter(pk=changed.pk).update(**change)
+    url = reverse("audit-compare", args=[second.pk, first.pk])
+    response = owner_client.get(url)
+    assert response.status_code == 302 and response["Location"] == second.get_absolute_url()
+    page = owner_client.get(response["Location"]).content.decode()
+    assert f"Audit {changed.pk} {said}" in page and 'data-show="new"' not in page
+    # A tab of the compare page, swapped over htmx, sends the browser to the same place.
+    swapped = owner_client.get(url, {"show": "fixed"}, HTTP_HX_REQUEST="true")
+    assert swapped.status_code == 200 and swapped["HX-Redirect"] == second.get_absolute_url()
+    assert 'data-code="broken_link_internal"' not in swapped.content.decode()
+
+
+def test_the_compare_view_still_compares_an_audit_that_failed(owner_client, owner):
+    first, second = two_audits(owner)
+    Audit.objects.filter(pk=first.pk).update(status=Audit.Status.FAILED, error_code="stalled")
+    body = owner_client.get(reverse("audit-compare", args=[second.pk, first.pk])).content.decode()
+    assert 'data-show="new"' in body and "failed" in body
+
+
 def test_the_compare_view_lists_each_kind_of_change_for_any_two_audits_of_a_site(owner_client, owner):
     first, second = two_audits(owner)
     url = reverse("audit-compare", args=[second.pk, first.pk])
