@@ -9,6 +9,7 @@ from datetime import timedelta
 from functools import partial
 
 from django.contrib import admin, messages
+from django.contrib.auth import get_permission_codename
 from django.db import transaction
 from django.utils import timezone
 
@@ -99,6 +100,11 @@ class AuditAdmin(PurgedDelete, admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
+    # The actions change an audit's state, so they ask for the audit change permission, read
+    # from the user: has_change_permission above is False for everyone, to keep the form closed.
+    def has_operate_permission(self, request):
+        return request.user.has_perm(f"{self.opts.app_label}.{get_permission_codename('change', self.opts)}")
+
     purge = staticmethod(purge_audit)
     related = (Page, Issue, Notification)
 
@@ -112,12 +118,12 @@ class AuditAdmin(PurgedDelete, admin.ModelAdmin):
     def progress(self, audit):
         return f"{audit.pages_crawled} / {audit.pages_discovered} pages"
 
-    @admin.action(description="Cancel the selected audits")
+    @admin.action(description="Cancel the selected audits", permissions=["operate"])
     def cancel_audits(self, request, queryset):
         done = sum(1 for audit in queryset if cancel_audit(audit, by=request.user))
         self.message_user(request, f"Cancelled {done} audit(s); audits already ended were left alone.")
 
-    @admin.action(description="Resume the selected failed or cancelled audits")
+    @admin.action(description="Resume the selected failed or cancelled audits", permissions=["operate"])
     def resume_audits(self, request, queryset):
         done, refused = 0, []
         for audit in queryset:
@@ -132,7 +138,7 @@ class AuditAdmin(PurgedDelete, admin.ModelAdmin):
         for reason in refused:
             self.message_user(request, reason, level=messages.WARNING)
 
-    @admin.action(description="Re-run the selected audits as new audits")
+    @admin.action(description="Re-run the selected audits as new audits", permissions=["operate"])
     def rerun_audits(self, request, queryset):
         started, refused = 0, []
         for audit in queryset:
@@ -216,15 +222,15 @@ class IssueAdmin(admin.ModelAdmin):
             count += audit.set_review(queryset.filter(audit=audit), review)
         self.message_user(request, f"Marked {count} issue(s) as {Issue.Review(review).label.lower()}.")
 
-    @admin.action(description="Mark the selected issues as reviewed")
+    @admin.action(description="Mark the selected issues as reviewed", permissions=["change"])
     def mark_reviewed(self, request, queryset):
         self._mark(request, queryset, Issue.Review.REVIEWED)
 
-    @admin.action(description="Mark the selected issues as ignored")
+    @admin.action(description="Mark the selected issues as ignored", permissions=["change"])
     def mark_ignored(self, request, queryset):
         self._mark(request, queryset, Issue.Review.IGNORED)
 
-    @admin.action(description="Re-open the selected issues")
+    @admin.action(description="Re-open the selected issues", permissions=["change"])
     def mark_open(self, request, queryset):
         self._mark(request, queryset, Issue.Review.OPEN)
 
@@ -302,14 +308,14 @@ class SiteAdmin(PurgedDelete, admin.ModelAdmin):
     def delete_counts(self, objs):
         return {"audits": Audit.objects.filter(site__in=objs).count()}
 
-    @admin.action(description="Pause the schedules of the selected sites")
+    @admin.action(description="Pause the schedules of the selected sites", permissions=["change"])
     def pause_schedules(self, request, queryset):
         for site in queryset:
             site.pause()
             schedules.sync(site)
         self.message_user(request, f"Paused {queryset.count()} site(s).")
 
-    @admin.action(description="Resume the schedules of the selected sites")
+    @admin.action(description="Resume the schedules of the selected sites", permissions=["change"])
     def resume_schedules(self, request, queryset):
         resumed, over = 0, []
         for site in queryset:

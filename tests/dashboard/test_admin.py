@@ -221,3 +221,56 @@ def test_resuming_schedules_in_the_admin_holds_each_owners_limit_on_scheduled_si
                                      follow=True)
     assert Site.objects.filter(owner=owner).scheduled().count() == 1
     assert "Not resumed" in response.content.decode()
+
+
+def staff_with(django_user_model, client, name: str, codenames: list[str]):
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user(name, password=f"{name}-pass-123", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="audits", codename__in=codenames))
+    client.force_login(user)
+    return client
+
+
+VIEW_ONLY = ["view_audit", "view_issue", "view_site"]
+
+
+def test_staff_who_may_only_view_are_offered_no_action_and_change_nothing_posting_one(client, django_user_model,
+                                                                                       owner):
+    staff = staff_with(django_user_model, client, "viewer", VIEW_ONLY)
+    running = make_finished_audit(owner, status=Audit.Status.RUNNING)
+    failed = make_finished_audit(owner, status=Audit.Status.FAILED, error_code="stalled",
+                                 start_url="https://other.example/")
+    site = running.site
+    Site.objects.filter(pk=site.pk).update(cadence="daily")
+    issue = Issue.objects.filter(audit=running).first()
+    posts = [("audit", "cancel_audits", running.pk), ("audit", "resume_audits", failed.pk),
+             ("audit", "rerun_audits", failed.pk), ("issue", "mark_reviewed", issue.pk),
+             ("issue", "mark_ignored", issue.pk), ("site", "pause_schedules", site.pk)]
+    for model, action, pk in posts:
+        changelist = reverse(f"admin:audits_{model}_changelist")
+        offered = staff.get(changelist).content.decode()
+        assert f'value="{action}"' not in offered
+        staff.post(changelist, {"action": action, "_selected_action": [pk]})
+    running.refresh_from_db()
+    failed.refresh_from_db()
+    assert running.status == Audit.Status.RUNNING and failed.status == Audit.Status.FAILED
+    assert Audit.objects.count() == 2
+    assert not Issue.objects.exclude(review="open").exists()
+    assert not Site.objects.get(pk=site.pk).paused
+
+
+def test_staff_who_may_change_audits_issues_and_sites_run_the_actions(client, django_user_model, owner):
+    staff = staff_with(django_user_model, client, "operator", [*VIEW_ONLY, "change_audit", "change_issue",
+                                                              "change_site"])
+    running = make_finished_audit(owner, status=Audit.Status.RUNNING)
+    issue = Issue.objects.filter(audit=running).first()
+    assert 'value="cancel_audits"' in staff.get(reverse("admin:audits_audit_changelist")).content.decode()
+    staff.post(reverse("admin:audits_audit_changelist"), {"action": "cancel_audits", "_selected_action": [running.pk]})
+    staff.post(reverse("admin:audits_issue_changelist"), {"action": "mark_ignored", "_selected_action": [issue.pk]})
+    staff.post(reverse("admin:audits_site_changelist"),
+               {"action": "pause_schedules", "_selected_action": [running.site_id]})
+    running.refresh_from_db()
+    assert running.status == Audit.Status.CANCELLED
+    assert Issue.objects.get(pk=issue.pk).review == "ignored"
+    assert Site.objects.get(pk=running.site_id).paused
