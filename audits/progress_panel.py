@@ -33,8 +33,7 @@ STOPPED_IN = {
 def progress(audit: Audit, now=None) -> dict:
     """The panel's numbers. ``target`` is min(max pages, discovered), the same for the bar and the text."""
     now = now or timezone.now()
-    end = audit.finished_at or now
-    seconds = max((end - audit.started_at).total_seconds(), 0.0) if audit.started_at else 0.0
+    seconds = audit.run_seconds(now)
     crawled = audit.pages_crawled
     target = min(audit.max_pages, max(audit.pages_discovered, crawled))
     percent = min(100, round(100 * crawled / target)) if target else (100 if not audit.is_active else 0)
@@ -52,7 +51,8 @@ def progress(audit: Audit, now=None) -> dict:
         numbers.update(pages_per_second=crawled / seconds if seconds >= 1 else 0.0, speed_basis="average")
         return numbers
 
-    since = max(now - SPEED_WINDOW, audit.started_at) if audit.started_at else now
+    began = audit.resumed_at or audit.started_at
+    since = max(now - SPEED_WINDOW, began) if began else now
     span = (now - since).total_seconds()
     recent = Page.objects.filter(audit=audit, crawled_at__gte=since).aggregate(
         pages=Count("id", filter=Q(kind=Page.Kind.PAGE)), checks=Count("id", filter=~Q(kind=Page.Kind.PAGE)))

@@ -176,6 +176,10 @@ class Audit(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # A resumed audit's clock: the seconds its earlier runs took, and when this run began.
+    # Its time stopped in between (a weekend after a cancel) is no time it spent crawling.
+    earlier_run_seconds = models.FloatField(default=0.0, editable=False)
+    resumed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     # Failure columns: filled on every failure path, including the ones only the watchdog sees.
     error_code = models.CharField(max_length=32, choices=ErrorCode.choices, blank=True)
@@ -261,8 +265,16 @@ class Audit(models.Model):
         """Queued again after a failure or cancel: crawl on from the frontier."""
         return self._transition(
             [self.Status.QUEUED], status=self.Status.RUNNING, phase=self.Phase.CRAWLING,
-            heartbeat_at=Now(),
+            heartbeat_at=Now(), resumed_at=timezone.now(),
         )
+
+    def run_seconds(self, now=None) -> float:
+        """Seconds spent running, over every run of a resumed audit: not the time it stood stopped."""
+        began = self.resumed_at or self.started_at
+        if began is None:
+            return self.earlier_run_seconds
+        end = self.finished_at or now or timezone.now()
+        return self.earlier_run_seconds + max((end - began).total_seconds(), 0.0)
 
     def begin_finalize(self) -> bool:
         return self._transition(
@@ -307,10 +319,12 @@ class Audit(models.Model):
         """
         from .site_access import AuditSession  # site_access -> site -> this module
 
+        self.refresh_from_db(fields=["started_at", "resumed_at", "finished_at", "earlier_run_seconds"])
         reopened = self._transition(
-            [self.Status.FAILED, self.Status.CANCELLED], status=self.Status.QUEUED,
+            [self.Status.FAILED, self.Status.CANCELLED], Q(finished_at=self.finished_at), status=self.Status.QUEUED,
             phase=self.Phase.QUEUED, error_code="", error_detail="", failed_phase="",
             finished_at=None, heartbeat_at=Now(), links_indexed=False, start_attempts=0, finalize_attempts=0,
+            earlier_run_seconds=self.run_seconds(), resumed_at=None,
         )
         if reopened:
             AuditSession.objects.filter(audit=self).update(logins=0, cookies="")

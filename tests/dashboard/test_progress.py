@@ -189,3 +189,19 @@ def test_an_ended_audits_page_counts_afresh(owner_client, owner):
     Issue.objects.filter(audit=audit).update(review=Issue.Review.IGNORED)
     body = owner_client.get(reverse("audit-detail", args=[audit.pk])).content.decode()
     assert 'id="code-broken_link_internal"' not in body
+
+
+def test_a_resumed_audit_counts_the_time_it_ran_not_the_weekend_it_stood_cancelled(owner_client, owner):
+    friday = timezone.now() - timedelta(days=3)
+    with time_machine.travel(friday, tick=False):
+        audit = running(owner, pages_crawled=30, pages_discovered=60)  # started two minutes before Friday
+        audit.cancel()
+    with time_machine.travel(friday + timedelta(days=3), tick=False):
+        assert audit.reopen_for_resume() and audit.resume_crawl()
+    with time_machine.travel(friday + timedelta(days=3, seconds=60), tick=False):
+        Audit.objects.filter(pk=audit.pk).update(pages_crawled=60, status=Audit.Status.COMPLETED,
+                                                 phase=Audit.Phase.DONE, finished_at=timezone.now())
+        body = owner_client.get(audit.get_absolute_url()).content.decode()
+    # 120 s on Friday and 60 s on Monday: 60 pages in 180 s, not in three days.
+    assert dd(body, "elapsed") == "3 min 00 s"
+    assert dd(body, "speed").startswith("0.33 pages/s") and "average" in dd(body, "speed")
