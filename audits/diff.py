@@ -274,10 +274,7 @@ def record(audit: Audit) -> dict | None:
     """Write ``audit``'s diff against its baseline; run inside finalize's transaction.
 
     Idempotent: a second finalize replaces what the first wrote. Also carries
-    review forward: an issue keeps the mark a person last gave it (``_mark_sources``:
-    the latest audit, its validations, the baseline; or, when those missed it, up to
-    CARRY_BACK runs before); then the site's ignore rules mark the matching issues
-    still open ignored (a first audit gets its rules too).
+    review forward and applies the site's ignore rules (``carry_triage``).
     Returns the counts (None without a baseline).
     """
     base = baseline_for(audit)
@@ -286,21 +283,13 @@ def record(audit: Audit) -> dict | None:
     issues = Issue.objects.filter(audit=audit)
     if base is None:
         issues.exclude(change=Issue.Change.NONE).update(change=Issue.Change.NONE)
-        IgnoreRule.objects.apply_to(audit)
+        carry_triage(audit, None)
         audit.set_baseline(None, None)
         return None
     issues.update(change=Case(When(same_issue(base.pk), then=Value(Issue.Change.PERSISTING)),
                               default=Value(Issue.Change.NEW)))
-    # Ignored (or reviewed) on a validation of the baseline is so on the baseline: that validation's rows are
-    # where a person did it.
-    if base.adopt_validation_marks():
-        base.rescore()
-    sources = _mark_sources(audit, base)
-    _carry_marks(issues, sources)
-    _carry_marks_back(issues, base, sources)
+    carry_triage(audit, base)
     _persisting_back(issues, base)  # after: the carry-back asks the issues still new
-    # After the carried-forward decisions, so an issue a person reviewed stays reviewed.
-    IgnoreRule.objects.apply_to(audit)
     params = _params(audit, base)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -313,6 +302,29 @@ def record(audit: Audit) -> dict | None:
     counts = stored_counts(audit)
     audit.set_baseline(base, counts)
     return counts
+
+
+def carry_triage(audit: Audit, base: Audit | None) -> None:
+    """Give ``audit``'s issues the marks a person last gave them, then the site's ignore rules; the caller rescores.
+
+    An issue keeps its mark from the newest audit holding it (``_mark_sources``:
+    the latest audit, its validations, the baseline; or, when those missed it, up
+    to CARRY_BACK runs before); then the rules mark the matching issues still open
+    ignored (a first audit, with no ``base``, gets its rules too). Finalize runs it
+    for a completed audit (``record``). Idempotent: only issues open and not
+    reopened by a person change.
+    """
+    issues = Issue.objects.filter(audit=audit)
+    if base is not None:
+        # Ignored (or reviewed) on a validation of the baseline is so on the baseline: that validation's rows are
+        # where a person did it.
+        if base.adopt_validation_marks():
+            base.rescore()
+        sources = _mark_sources(audit, base)
+        _carry_marks(issues, sources)
+        _carry_marks_back(issues, base, sources)
+    # After the carried-forward decisions, so an issue a person reviewed stays reviewed.
+    IgnoreRule.objects.apply_to(audit)
 
 
 # Runs before the baseline asked about an issue the baseline lacks: a week of nightly runs.
