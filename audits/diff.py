@@ -7,6 +7,8 @@ Python, so it stays cheap at 100,000 issues (``benchmarks/bench_diff.py``).
 
 ``record`` writes the diff of an audit against its baseline at finalize. The
 same SELECTs, unwritten, answer the compare view for any two audits of a site.
+``carry_triage`` gives an audit's issues a person's marks and the site's ignore
+rules: at finalize, and for an audit that failed or was cancelled when it ended.
 """
 
 from __future__ import annotations
@@ -311,7 +313,8 @@ def carry_triage(audit: Audit, base: Audit | None) -> None:
     the latest audit, its validations, the baseline; or, when those missed it, up
     to CARRY_BACK runs before); then the rules mark the matching issues still open
     ignored (a first audit, with no ``base``, gets its rules too). Finalize runs it
-    for a completed audit (``record``). Idempotent: only issues open and not
+    for a completed audit (``record``), the ended-audit step for a failed or
+    cancelled one (``audits.inlinks.build``). Idempotent: only issues open and not
     reopened by a person change.
     """
     issues = Issue.objects.filter(audit=audit)
@@ -373,8 +376,8 @@ def _carry_marks(issues, sources: list[int]) -> None:
 
 
 def _carry_marks_back(issues, base: Audit, sources: list[int]) -> None:
-    """Mark the new issues as the latest earlier run to report them had (ignored or reviewed), up to CARRY_BACK
-    runs back.
+    """Mark the issues the baseline lacks as the latest earlier run to report them had (ignored or reviewed),
+    up to CARRY_BACK runs back.
 
     Missing from the baseline (its page failed those nights, a smaller crawl)
     is not a person's decision undone. Each run is asked only about issues
@@ -385,8 +388,10 @@ def _carry_marks_back(issues, base: Audit, sources: list[int]) -> None:
         absent &= ~same_issue(source)
     for earlier in _runs_before(base):
         if Issue.objects.filter(audit_id=earlier).filter(~Q(review=Issue.Review.OPEN) | Q(reopened=True)).exists():
-            _take_marks(issues.filter(review=Issue.Review.OPEN, reopened=False, change=Issue.Change.NEW), earlier,
-                        absent)
+            # Persisting ones are on the baseline, which ``absent`` excludes: cut first, cheaply. Not "new only":
+            # an audit that failed or was cancelled has no diff, so its issues have no change.
+            _take_marks(issues.filter(review=Issue.Review.OPEN, reopened=False).exclude(
+                change=Issue.Change.PERSISTING), earlier, absent)
         absent &= ~same_issue(earlier)
 
 

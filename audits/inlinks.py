@@ -7,6 +7,9 @@ INSERT ... SELECT, it is written in order. Finalize does not need it (its link
 checks read each edge once), so the build is a task of its own after the audit
 ends: enqueued by the finalize task, and by the watchdog for any ended audit
 still without it (a failed or cancelled one, one the command line finished).
+For a failed or cancelled audit it is also where its issues take the review
+marks and ignore rules finalize gives a completed one's: the one step that runs
+once nothing writes the audit any more.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from django.db import connection, transaction
 from django.db.models import Count, Exists, OuterRef, QuerySet
 from django.db.models.functions import Now
 
+from . import diff
 from .models import Audit, ChunkLease, Inlink, LinkEdge
 
 # First key of PostgreSQL's two-key advisory locks taken here ("inlk").
@@ -51,10 +55,14 @@ def build(audit: Audit, *, while_status: tuple[str, ...]) -> bool:
 
     Runs when nothing writes the audit's edges any more: once the audit has
     completed, or failed or been cancelled and its leases have run out
-    (``build_ended``).
+    (``build_ended``). An audit that stopped early gets here what finalize
+    gives a completed one: its pages' inlinks, and its issues' review marks
+    and the site's ignore rules (``diff.carry_triage``), rescored. In the same
+    transaction as the flag, so they are done exactly when it is set, and done
+    again after a resume that ends early again.
     A rebuild after a resume replaces the rows an earlier build left. The flag
-    is set last, so the audit row is locked only for that moment (a cancel or
-    the watchdog must not wait behind a long build); on PostgreSQL two builds of
+    (and that rescore) is written last, so the audit row is locked only for
+    that moment (a cancel or the watchdog must not wait behind a long build); on PostgreSQL two builds of
     one audit queue on an advisory lock instead, and the build may outlast the
     connection's statement_timeout (a big audit's edges take seconds a million).
     """
@@ -72,6 +80,10 @@ def build(audit: Audit, *, while_status: tuple[str, ...]) -> bool:
             # Finalize counted a completed audit's; an audit that stopped early
             # gets its counts here, so its pages table can sort by them.
             cursor.execute(COUNT_SQL, [audit.pk])
+            # Here, not as the audit fails or is cancelled: a chunk may still write a last sub-batch after
+            # that, and its issues must be marked too.
+            diff.carry_triage(audit, diff.baseline_for(audit))
+            audit.rescore()
         still_final = Audit.objects.filter(pk=audit.pk, status__in=while_status, finished_at=audit.finished_at)
         if not still_final.update(links_indexed=True):
             transaction.set_rollback(True)

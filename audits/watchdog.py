@@ -109,9 +109,11 @@ def run_watchdog(now=None) -> str:
                 actions.append(f"re-enqueued finalize of {audit.pk}")
     # An ended audit's edges are final (a failed or cancelled one's once its
     # leases run out): index them by target, so its pages' "linked from" lists
-    # need no scan. The finalize task enqueues this for the audits it completes;
-    # here it catches the rest (failed, cancelled, finished by the command
-    # line, or an enqueue lost). A task, not here: a big audit's build takes seconds.
+    # need no scan, and give a failed or cancelled one's issues the review marks
+    # and ignore rules finalize would have. The finalize task enqueues this for
+    # the audits it completes; here it catches the rest (failed, cancelled,
+    # finished by the command line, or an enqueue lost). A task, not here: a big
+    # audit's build takes seconds.
     actions.extend(_enqueue_each(inlinks.ended_unindexed(), INDEX_PER_TICK, "index_links", "index-links",
                                  "the link index", names))
     # Sites whose Schedule row vanished get it back; alerts whose task died mid-send

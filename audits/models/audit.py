@@ -421,7 +421,8 @@ class Audit(models.Model):
     def rescore(self, *, recount_changes: bool = True) -> None:
         """Issue counters without ignored issues, and the health score (audits.score).
 
-        Run at finalize after ``recount`` and after every triage change, so the
+        Run at finalize after ``recount``, after every triage change, and once
+        a failed or cancelled audit's issues take their marks (audits.inlinks.build), so the
         audit list, the site's trend and the alerts leave out what a person
         ignored. The score is written only for an audit whose crawl is over and
         complete (finalizing or completed): a partial crawl's would mislead.

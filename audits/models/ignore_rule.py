@@ -2,7 +2,8 @@
 
 A rule marks matching open issues ignored in the audit it was made from at once
 (``apply_to``) and in every later audit of the site when its issues are final
-(``audits.diff.record``, right after review decisions are carried forward).
+(``audits.diff.carry_triage``, right after review decisions are carried forward:
+at finalize, or once a failed or cancelled audit's chunks have stopped).
 Patterns are RE2, searched unanchored in the URL of the page the issue is on:
 the same engine and reading as the crawl's include and exclude patterns.
 """
@@ -76,7 +77,7 @@ class IgnoreRule(models.Model):
 
         Those are the site's latest audit, the latest complete one (the site's
         list and trend show it when the latest is a validation or still running)
-        and ``also``, the audit the rule was made on. Later audits apply it at finalize.
+        and ``also``, the audit the rule was made on. Later audits apply it as they end.
         """
         latest = Audit.objects.filter(site_id=self.site_id).order_by("-pk").first()
         shown = Audit.comparable().filter(site_id=self.site_id).order_by("-pk").first()

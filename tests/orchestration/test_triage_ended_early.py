@@ -1,0 +1,125 @@
+"""A person's marks and the site's ignore rules reach an audit that failed or was cancelled, as they reach a
+completed one: once its chunks have stopped writing, by the ended-audit task the watchdog enqueues."""
+
+from __future__ import annotations
+
+import pytest
+
+from audits import inlinks, tasks
+from audits.crawl import setup as crawl_setup
+from audits.crawl import writer
+from audits.models import Audit, IgnoreRule, Issue, Severity
+from audits.services import cancel_audit
+from crawler.checks import CheckSettings
+from tests.editable_site import EditableSite
+
+from .test_run_diff import (
+    BROKEN_404,
+    TITLE_MISSING,
+    audit_of,
+    completed_audit_of,
+    fail_in_finalize,
+    first_version,
+    issue,
+    reviews,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def site(monkeypatch):
+    """The editable site of test_run_diff, with slow_response out of the way as there."""
+    monkeypatch.setattr(crawl_setup, "CheckSettings", lambda: CheckSettings(slow_ms=600_000))
+    with EditableSite(sitemap=True) as editable:
+        yield editable
+
+
+def triaged_first(owner, site: EditableSite) -> Audit:
+    """A completed first audit with the 404 ignored by a person, and a site rule ignoring missing titles."""
+    first_version(site)
+    first = completed_audit_of(owner, site)
+    first.set_review(Issue.objects.filter(pk=issue(site, first, *BROKEN_404).pk), Issue.Review.IGNORED)
+    IgnoreRule.objects.create(site=first.site, code="title_missing")
+    return first
+
+
+def counters(audit: Audit) -> dict[str, int]:
+    audit.refresh_from_db()
+    return {severity: getattr(audit, f"issues_{severity}") for severity in Severity.values}
+
+
+def not_ignored(audit: Audit) -> dict[str, int]:
+    shown = audit.issues.exclude(review=Issue.Review.IGNORED)
+    return {severity: shown.filter(severity=severity).count() for severity in Severity.values}
+
+
+def test_a_failed_audit_takes_the_sites_marks_and_ignore_rules_and_counts_without_them(owner, site, fast_settings):
+    triaged_first(owner, site)
+    failed = audit_of(owner, site, finalize=fail_in_finalize)
+    assert failed.status == Audit.Status.FAILED
+    assert reviews(site, failed)[BROKEN_404] == reviews(site, failed)[TITLE_MISSING] == Issue.Review.OPEN
+    stored = failed.issues.count()
+
+    assert inlinks.ended_unindexed().filter(pk=failed.pk).exists()  # the watchdog enqueues index_links for it
+    assert tasks.index_links(failed.pk) == "indexed"
+
+    assert reviews(site, failed)[BROKEN_404] == Issue.Review.IGNORED
+    assert reviews(site, failed)[TITLE_MISSING] == Issue.Review.IGNORED
+    assert counters(failed) == not_ignored(failed)
+    assert sum(counters(failed).values()) == stored - 2
+    assert failed.score is None  # a partial crawl has no score
+
+
+def test_a_cancelled_audits_issues_written_after_the_cancel_are_marked_too(owner, site, fast_settings, monkeypatch):
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "LEASE_SECONDS": 60}  # the chunk's lease lives on
+    triaged_first(owner, site)
+    insert = writer.insert_issues
+    early = []
+
+    def cancel_then_insert(issues):
+        # The dashboard's cancel lands as the chunk is about to store the 404's issue: it stores it after.
+        if not early and any(row.url == site.url("/broken") for row in issues):
+            audit_id = issues[0].audit_id
+            assert cancel_audit(Audit.objects.get(pk=audit_id))
+            early.append(tasks.index_links(audit_id))
+        return insert(issues)
+
+    monkeypatch.setattr(writer, "insert_issues", cancel_then_insert)
+    cancelled = audit_of(owner, site)
+    assert cancelled.status == Audit.Status.CANCELLED
+    assert early == ["nothing to do"]  # a chunk held the audit: its writes were not over
+
+    assert tasks.index_links(cancelled.pk) == "indexed"
+
+    assert reviews(site, cancelled)[BROKEN_404] == Issue.Review.IGNORED
+    assert counters(cancelled) == not_ignored(cancelled)
+
+
+def test_a_mark_a_person_changed_on_the_failed_audit_stands_when_it_fails_again_after_a_resume(owner, site,
+                                                                                              fast_settings):
+    triaged_first(owner, site)
+    failed = audit_of(owner, site, finalize=fail_in_finalize)
+    assert tasks.index_links(failed.pk) == "indexed"
+    failed.set_review(Issue.objects.filter(pk=issue(site, failed, *BROKEN_404).pk), Issue.Review.OPEN)
+    assert tasks.index_links(failed.pk) == "nothing to do"  # a second delivery
+
+    assert failed.reopen_for_resume()
+    assert failed.fail(Audit.ErrorCode.INTERNAL_ERROR, "failed again")
+    assert tasks.index_links(failed.pk) == "indexed"
+
+    assert reviews(site, failed)[BROKEN_404] == Issue.Review.OPEN
+    assert reviews(site, failed)[TITLE_MISSING] == Issue.Review.IGNORED
+    assert counters(failed) == not_ignored(failed)
+
+
+def test_a_failed_audit_takes_a_mark_from_runs_before_its_baseline_when_the_baseline_missed_the_issue(
+        owner, site, fast_settings):
+    triaged_first(owner, site)
+    site.set(**{"/broken": (503, "down for the night")})
+    missed = completed_audit_of(owner, site)
+    assert BROKEN_404 not in reviews(site, missed)
+    site.set(**{"/broken": None})  # a 404 again
+    failed = audit_of(owner, site, finalize=fail_in_finalize)
+    assert tasks.index_links(failed.pk) == "indexed"
+    assert reviews(site, failed)[BROKEN_404] == Issue.Review.IGNORED
