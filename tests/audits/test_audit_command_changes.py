@@ -174,7 +174,7 @@ def test_an_audit_that_fails_has_no_changes(tmp_path, fast_settings):
         build_first_version(gone)
         assert run_audit(gone, tmp_path / "r.jsonl")[0] == 1
     code, records = run_audit(gone, tmp_path / "r.jsonl", "--fail-on-new", "critical")  # nothing listens now
-    assert code == 2 and records[-1]["status"] == "failed"
+    assert code == 3 and records[-1]["status"] == "failed"
     assert records[-1]["changes"] is None and of(records, "change") == []
 
 

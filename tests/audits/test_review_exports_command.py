@@ -26,23 +26,23 @@ def site():
         yield scripted
 
 
-def test_an_error_no_step_records_fails_the_audit_and_exits_2_not_the_1_of_issues_found(
+def test_an_error_no_step_records_fails_the_audit_and_exits_3_not_the_1_of_issues_found(
         site, tmp_path, fast_settings, monkeypatch, capsys):
     def finalize_that_breaks(audit_id):
         raise RuntimeError("the cross-page checks broke")
 
     monkeypatch.setattr(audit_command, "run_finalize", finalize_that_breaks)
     out = tmp_path / "r.jsonl"
-    assert run_audit(site.url("/"), "--allow-private", "--no-external", "--out", str(out)) == 2
+    assert run_audit(site.url("/"), "--allow-private", "--no-external", "--out", str(out)) == 3
     summary = json.loads(out.read_text().splitlines()[-1])
-    assert summary["type"] == "summary" and summary["exit_code"] == 2
+    assert summary["type"] == "summary" and summary["exit_code"] == 3
     assert summary["status"] == "failed" and summary["error_code"] == "internal_error"
     assert summary["error_detail"] == "RuntimeError: the cross-page checks broke"
     audit = Audit.objects.get(pk=summary["audit_id"])
     assert audit.status == Audit.Status.FAILED and audit.pages.count() == 2  # what was crawled stays
     console = capsys.readouterr().out
     assert "stopped: Internal error — RuntimeError: the cross-page checks broke" in console
-    assert "exit code 2" in console
+    assert "exit code 3" in console
 
 
 @pytest.mark.parametrize("option", [["--fail-on", "critical"], ["--out", "report.jsonl"]])

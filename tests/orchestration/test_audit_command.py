@@ -93,16 +93,18 @@ def test_a_private_address_is_refused_without_allow_private(site, fast_settings,
     assert site.hits("/") == 0 and Audit.objects.count() == 0
 
 
-def test_an_audit_that_cannot_start_exits_2_and_says_why_on_stderr(fast_settings, tmp_path, capsys):
+def test_an_audit_that_cannot_start_exits_3_not_the_2_of_a_usage_error_and_says_why_on_stderr(
+        fast_settings, tmp_path, capsys):
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     out = tmp_path / "r.jsonl"
-    assert run_audit(f"http://127.0.0.1:{port}/", "--allow-private", "--out", str(out)) == 2
+    assert run_audit(f"http://127.0.0.1:{port}/", "--allow-private", "--out", str(out)) == 3
     summary = json.loads(out.read_text().splitlines()[-1])
     assert summary["status"] == "failed" and summary["error_code"] == "start_url_unreachable"
+    assert summary["exit_code"] == 3
     assert f"error: audit {summary['audit_id']} failed: start_url_unreachable: " in capsys.readouterr().err
 
 
@@ -246,10 +248,18 @@ def test_a_value_the_database_refuses_before_the_crawl_exits_2_not_the_issues_fo
     assert "UnicodeEncodeError" in capsys.readouterr().err
 
 
-def test_a_crawl_whose_steps_ran_out_unfinished_fails_the_audit_and_exits_2(site, fast_settings, monkeypatch):
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a disk that is always full")
+def test_a_report_the_disk_cannot_hold_exits_3_once_the_audit_exists(site, fast_settings, capsys):
+    """Past the audit's creation an error is the run's failure, to retry, not the job's usage error."""
+    assert run_audit(site.url("/"), "--allow-private", "--no-external", "--out", "/dev/full") == 3
+    assert "No space left on device" in capsys.readouterr().err
+    assert Audit.objects.get().status == Audit.Status.FAILED
+
+
+def test_a_crawl_whose_steps_ran_out_unfinished_fails_the_audit_and_exits_3(site, fast_settings, monkeypatch):
     """A chunk that gave up on the database leaves no step to run: the audit must not stay running."""
     monkeypatch.setattr("audits.inline.run_chunk", lambda *args, **kwargs: "db-unavailable")
-    assert run_audit(site.url("/"), "--allow-private", "--no-external") == 2
+    assert run_audit(site.url("/"), "--allow-private", "--no-external") == 3
     audit = Audit.objects.get()
     assert (audit.status, audit.error_code) == (Audit.Status.FAILED, Audit.ErrorCode.DB_UNAVAILABLE)
 

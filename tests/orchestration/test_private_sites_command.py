@@ -49,7 +49,7 @@ def test_a_form_login_from_the_command_line_logs_in_once_and_never_follows_logou
     assert PASSWORD not in out.read_text()
 
 
-def test_a_failed_login_ends_the_audit_as_login_failed_with_exit_code_2(tmp_path, monkeypatch, fast_settings):
+def test_a_failed_login_ends_the_audit_as_login_failed_with_exit_code_3(tmp_path, monkeypatch, fast_settings):
     monkeypatch.setenv("SITE_PASSWORD", "wrong")
     out = tmp_path / "r.jsonl"
     with LoginSite() as site:
@@ -58,7 +58,7 @@ def test_a_failed_login_ends_the_audit_as_login_failed_with_exit_code_2(tmp_path
                          "--login-secret-field", "password=SITE_PASSWORD", "--login-success", "Members")
     summary = report_of(out)[-1]
     assert (summary["status"], summary["error_code"]) == ("failed", "login_failed")
-    assert code == 2 and Audit.objects.get().error_code == "login_failed"  # 2: the audit could not run
+    assert code == 3 and Audit.objects.get().error_code == "login_failed"  # 3: the audit could not run
 
 
 @pytest.mark.parametrize("args, message", [

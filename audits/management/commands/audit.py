@@ -9,7 +9,10 @@ site's ignore rules) are left out of the summary's counts and of both gates unle
 
     0  no issue at the --fail-on level (and no new one at the --fail-on-new level)
     1  issues at that level, or new issues at the --fail-on-new level
-    2  usage error, a failed system check, or the audit could not start or failed
+    2  usage or configuration error: a bad option, an unusable --from, a start URL the
+       form refuses, a failed system check (fix the job's definition)
+    3  the audit was created, then failed or could not start (the site unreachable, the
+       login failed, the database lost, an internal error), or was cancelled from the dashboard
     130 interrupted (Ctrl-C, or SIGTERM as a CI job's timeout or cancel sends): partial results
         written, audit marked cancelled
 """
@@ -53,6 +56,10 @@ SEVERITY_RANK = {"critical": 0, "warning": 1, "notice": 2}
 log = logging.getLogger(__name__)
 
 PREVIOUS = "previous"
+
+# An audit that was created and then failed: apart from the 2 of a usage or configuration error, so a
+# pipeline can tell "fix the job" from "the site or the run broke, retry".
+FAILED = 3
 
 
 def at_or_above(severity: str) -> list[str]:
@@ -105,7 +112,8 @@ class Interrupts:
 
 class Command(BaseCommand):
     help = ("Crawl and audit a site in-process; exit 1 when issues at the --fail-on level are found "
-            "(or, with --fail-on-new, new issues at that level since an earlier audit).")
+            "(or, with --fail-on-new, new issues at that level since an earlier audit), 2 on a usage or "
+            "configuration error, 3 when the audit failed or could not start, 130 when interrupted.")
     # How the run waits out a Retry-After once only rate-limited URLs are left.
     sleep = staticmethod(time.sleep)
 
@@ -169,15 +177,17 @@ class Command(BaseCommand):
             raise CommandError(str(exc), returncode=2) from None
 
     def handle(self, *args, **opts):
+        self.created = None  # the audit this run crawls, once it exists
         try:
             return self._handle(**opts)
         except CommandError:
             raise
         except Exception as exc:
-            # Before or after the crawl (the database down, a value it refuses, a full disk): the
-            # audit could not run or report, so exit 2, never the 1 that tells CI issues were found.
+            # Never the 1 that tells CI issues were found. Before the audit exists (a value the database
+            # refuses) nothing ran: 2; after (the database down, a full disk) the run failed: 3.
             log.error("the audit command failed", exc_info=exc)
-            raise CommandError(f"{type(exc).__name__}: {exc}"[:1000], returncode=2) from exc
+            raise CommandError(f"{type(exc).__name__}: {exc}"[:1000],
+                               returncode=2 if self.created is None else FAILED) from exc
 
     def _handle(self, **opts):
         limits = self._limits(opts)
@@ -232,6 +242,7 @@ class Command(BaseCommand):
             # Last: a run refused above leaves an earlier report where it was, and one that cannot write
             # its report leaves no audit.
             out = self._open_out(opts.get("out"))
+        self.created = audit
         console.write(f"Audit {audit.pk}: crawling {audit.start_url}" + (
             f" ({audit.get_mode_display().lower()}, from audit {source.pk})" if source else ""))
         if first_delta(opts, source):
@@ -250,7 +261,7 @@ class Command(BaseCommand):
                 code = self._interrupted(audit)
             except Exception as exc:
                 # The inline steps have no task wrapper to record this (a bug, the database
-                # gone): the audit failed, so exit 2, never the 1 that tells CI issues were found.
+                # gone): the audit failed, so exit 3, never the 1 that tells CI issues were found.
                 code = self._interrupted(audit) if interrupts.seen else self._stopped(audit, exc)
             audit.refresh_from_db()
             report.summary(audit, code, compared=bool(compare_to), include_ignored=include_ignored)
@@ -301,7 +312,7 @@ class Command(BaseCommand):
                        "(the database was unavailable, or another worker took the audit over).")
             audit.refresh_from_db()
         if audit.status != Audit.Status.COMPLETED:
-            return 2
+            return FAILED
         if compared:
             report.changes(audit, include_ignored=include_ignored)
         report.validation(audit)
@@ -320,14 +331,14 @@ class Command(BaseCommand):
         return 130
 
     def _stopped(self, audit: Audit, exc: Exception) -> int:
-        """Record an error no step handled as the audit's failure, with its traceback on stderr; exit code 2."""
+        """Record an error no step handled as the audit's failure, with its traceback on stderr; exit code 3."""
         log.error("audit %s stopped", audit.pk, exc_info=exc)
         try:  # the atomic blocks it left have rolled back: the connection is idle, or broken and fails here
             audit.fail(Audit.ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
         except DatabaseError:
             raise CommandError(f"Audit {audit.pk} stopped and could not be marked failed: "
-                               f"{type(exc).__name__}: {exc}", returncode=2) from exc
-        return 2
+                               f"{type(exc).__name__}: {exc}", returncode=FAILED) from exc
+        return FAILED
 
     def _set_baseline(self, audit: Audit, compare_to: str, baseline: Audit | None, console) -> None:
         """Pin the audit finalize's diff compares with (audits.diff.baseline_for reads it)."""
