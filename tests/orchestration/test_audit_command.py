@@ -186,6 +186,55 @@ def test_ctrl_c_or_sigterm_exits_130_keeps_partial_results_and_cancels_the_audit
     assert "exit code 130" in output
 
 
+# manage.py audit, its wind-down held open for a second after it prints WINDING DOWN, so a second
+# signal lands in it for certain: the real cancel runs, only later.
+SLOW_WIND_DOWN = """
+import sys, time
+import django
+django.setup()
+from audits.models import Audit
+cancel = Audit.cancel
+def cancel_later(self, *args, **kwargs):
+    print("WINDING DOWN", flush=True)
+    time.sleep(1)
+    return cancel(self, *args, **kwargs)
+Audit.cancel = cancel_later
+from django.core.management import execute_from_command_line
+execute_from_command_line(["manage.py", *sys.argv[1:]])
+"""
+
+
+# A second Ctrl-C is a habit, and CI follows its SIGINT with SIGTERM: neither may cut the summary short.
+@pytest.mark.parametrize("again", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c_twice", "sigterm_after_ctrl_c"])
+@pytest.mark.django_db(transaction=True)
+def test_a_second_signal_while_the_run_winds_down_still_writes_the_summary_and_exits_130(tmp_path, again):
+    with GridSite(pages=200, delay=0.05) as slow:
+        out = tmp_path / "r.jsonl"
+        proc = subprocess.Popen(
+            [MANAGE[0], "-c", SLOW_WIND_DOWN, "audit", slow.url("/"), "--allow-private", "--concurrency", "2",
+             "--out", str(out)],
+            cwd=ROOT, env=subprocess_env(SITEWARD_CHUNK_SIZE=20), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (not out.exists() or out.read_text().count('"type": "page"') < 5):
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        before = []
+        for line in proc.stdout:  # until the run is cancelling the audit
+            before.append(line)
+            if "WINDING DOWN" in line:
+                proc.send_signal(again)
+                break
+        output = "".join(before) + proc.communicate(timeout=30)[0]
+    assert "WINDING DOWN" in output and proc.returncode == 130, output
+    summary = json.loads(out.read_text().splitlines()[-1])
+    assert summary["type"] == "summary" and summary["status"] == "cancelled" and summary["exit_code"] == 130
+    assert Audit.objects.get(pk=summary["audit_id"]).status == "cancelled"
+    assert "Traceback" not in output and "exit code 130" in output
+    assert "Ignored 1 interrupt(s) that came while the run was winding down." in output
+
+
 @pytest.mark.django_db(transaction=True)
 def test_ctrl_c_that_leaves_the_connection_mid_query_still_cancels_and_exits_130(tmp_path, fast_settings,
                                                                                   monkeypatch):

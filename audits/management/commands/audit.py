@@ -88,13 +88,23 @@ class Interrupts:
     the process at once, leaving the audit running and the report without its
     summary. Remembered, because an interrupt that lands inside a SQLite
     function call reaches the command as that call's OperationalError.
+
+    Only the first signal, and only inside ``crawling()``, interrupts; the
+    handlers stay until ``handled()`` ends, and ignore the rest. A second Ctrl-C
+    is a habit and CI follows its SIGINT with SIGTERM: either would otherwise
+    cut short the wind-down, which cancels the audit and writes the summary.
     """
 
     def __init__(self):
         self.seen = False
+        self.interrupting = False
+        self.ignored = 0
 
-    def _raise(self, signum, frame):
-        self.seen = True
+    def _signalled(self, signum, frame):
+        if self.seen or not self.interrupting:
+            self.ignored += 1
+            return
+        self.seen, self.interrupting = True, False
         raise KeyboardInterrupt
 
     @contextlib.contextmanager
@@ -102,12 +112,21 @@ class Interrupts:
         if threading.current_thread() is not threading.main_thread():
             yield  # only the main thread may set a handler (call_command from another thread)
             return
-        previous = {sig: signal.signal(sig, self._raise) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.signal(sig, self._signalled) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             yield
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    @contextlib.contextmanager
+    def crawling(self):
+        """The stretch a signal interrupts; outside it, within ``handled()``, signals are ignored."""
+        self.interrupting = True
+        try:
+            yield
+        finally:
+            self.interrupting = False
 
 
 class Command(BaseCommand):
@@ -252,28 +271,33 @@ class Command(BaseCommand):
             self._set_baseline(audit, compare_to, baseline, console)
         report = Report(out, audit.mode)
         interrupts = Interrupts()
-        try:
+        # Our handlers until the summary is printed: a signal after the crawl must not cut it short.
+        with interrupts.handled():
             try:
-                with interrupts.handled():
-                    code = self._crawl(audit, report, fail_on, fail_on_new, bool(compare_to), console,
-                                       include_ignored=include_ignored)
-            except KeyboardInterrupt:
-                code = self._interrupted(audit)
-            except Exception as exc:
-                # The inline steps have no task wrapper to record this (a bug, the database
-                # gone): the audit failed, so exit 3, never the 1 that tells CI issues were found.
-                code = self._interrupted(audit) if interrupts.seen else self._stopped(audit, exc)
-            audit.refresh_from_db()
-            report.summary(audit, code, compared=bool(compare_to), include_ignored=include_ignored)
-        finally:
-            # Lines are flushed a batch at a time: whatever ends the run, none stays in the buffer.
-            if out is not None:
-                out.flush()
-            if out not in (None, sys.stdout):
-                out.close()
-        self._print_summary(console, audit, code, compared=bool(compare_to), include_ignored=include_ignored)
-        if audit.error_code and console is not self.stderr:  # a CI log's error stream names why, too
-            self.stderr.write(f"error: audit {audit.pk} {audit.status}: {audit.error_code}: {audit.error_detail}")
+                try:
+                    with interrupts.crawling():
+                        code = self._crawl(audit, report, fail_on, fail_on_new, bool(compare_to), console,
+                                           include_ignored=include_ignored)
+                except KeyboardInterrupt:
+                    code = self._interrupted(audit)
+                except Exception as exc:
+                    # The inline steps have no task wrapper to record this (a bug, the database
+                    # gone): the audit failed, so exit 3, never the 1 that tells CI issues were found.
+                    code = self._interrupted(audit) if interrupts.seen else self._stopped(audit, exc)
+                audit.refresh_from_db()
+                report.summary(audit, code, compared=bool(compare_to), include_ignored=include_ignored)
+            finally:
+                # Lines are flushed a batch at a time: whatever ends the run, none stays in the buffer.
+                if out is not None:
+                    out.flush()
+                if out not in (None, sys.stdout):
+                    out.close()
+            self._print_summary(console, audit, code, compared=bool(compare_to), include_ignored=include_ignored)
+            if audit.error_code and console is not self.stderr:  # a CI log's error stream names why, too
+                self.stderr.write(f"error: audit {audit.pk} {audit.status}: {audit.error_code}: "
+                                  f"{audit.error_detail}")
+        if interrupts.ignored:  # a person pressing Ctrl-C again learns why the run went on
+            self.stderr.write(f"Ignored {interrupts.ignored} interrupt(s) that came while the run was winding down.")
         if code:
             raise SystemExit(code)
 
