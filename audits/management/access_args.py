@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 
+from django import forms
 from django.core.management.base import CommandError
 
-from crawler.credentials import LOGOUT_DEFAULT, basic_header, headers_problem, login_page_problem
-from crawler.urls import compile_patterns
+from crawler.credentials import LOGOUT_DEFAULT, basic_header, headers_problem
 
 from ..models import Site, SiteAccess
 from ..site_access_forms import SiteAccessForm
@@ -48,82 +48,104 @@ def _pair(text: str, option: str) -> tuple[str, str]:
     return name.strip(), value
 
 
-def _within(text: str, field: str, option: str) -> str:
-    """``text``, once it is within the access form's bound for ``field``: the screen and the command take the same."""
-    limit = SiteAccessForm.base_fields[field].max_length
-    if len(text) > limit:
-        raise CommandError(f"{option}: at most {limit} characters.", returncode=2)
-    return text
+# The access screen's fields as the command line gives them, for the form's messages.
+OPTION_NAMES = {
+    "basic_user": "--auth-basic-env (user)", "basic_password": "--auth-basic-env (password)",
+    "headers": "--header-env", "login_url": "--login-url", "login_user_field": "--login-field",
+    "login_user": "--login-field", "login_password_field": "--login-secret-field",
+    "login_password": "--login-secret-field", "login_success": "--login-success",
+    "logout_pattern": "--logout-pattern", "__all__": "options",
+}
+
+
+def _cleaned(value: str, field: str, option: str) -> str:
+    """``value`` as the access form's ``field`` cleans it (its bound, spaces stripped); exits 2 with its message."""
+    try:
+        return SiteAccessForm.base_fields[field].clean(value)
+    except forms.ValidationError as exc:
+        raise CommandError(f"{option}: {' '.join(exc.messages)}", returncode=2) from None
+
+
+def _checked(data: dict, start_url: str) -> dict:
+    """The access screen's form's cleaned ``data``, checked as a site's first access; exits 2 with its messages."""
+    form = SiteAccessForm(data, access=SiteAccess(), start_url=start_url)
+    if form.is_valid():
+        return form.cleaned_data
+    problems = []
+    for field, errors in form.errors.as_data().items():
+        for error in errors:
+            line = f"{OPTION_NAMES.get(field, field)}: {' '.join(error.messages)}"
+            # The screen's note that a typed secret is never shown again is no news on a command line.
+            if error.code != "retype" and line not in problems:
+                problems.append(line)
+    raise CommandError("Cannot audit with these options:\n  " + "\n  ".join(problems), returncode=2)
 
 
 def access_from_options(opts: dict, start_url: str) -> dict | None:
-    """The access the options describe (checked, secrets read), or None when they describe none."""
-    access: dict = {}
+    """The access the options describe (checked, secrets read), or None when they describe none.
+
+    The access screen's form checks it, so the command takes what the screen
+    takes. It checks it as a site's first access: the command replaces each kind
+    it gives whole, so a login must be complete without the stored one's secrets.
+    """
+    data: dict = {}
     if opts.get("auth_basic_env"):
         user, sep, password = _env(opts["auth_basic_env"], "--auth-basic-env").partition(":")
-        _within(user, "basic_user", "--auth-basic-env (user)")
-        _within(password, "basic_password", "--auth-basic-env (password)")
-        try:
-            basic_header(user, password)
-        except ValueError as exc:
-            raise CommandError(f"--auth-basic-env: {exc}", returncode=2) from None
-        if not sep or not user:
+        if not sep or not user.strip():
             # An empty user name would be no basic auth at all, and the crawl would go on as anyone.
             raise CommandError("--auth-basic-env: the variable must hold user:password, with a user name.",
                                returncode=2)
-        access["basic"] = (user, password)
+        data.update(basic_user=user, basic_password=password)
     lines = []
     for name in opts.get("header_env") or []:
         line = _env(name, "--header-env").strip()
         if problem := headers_problem([line]):  # the message names the header, never its value
             raise CommandError(f"--header-env {name}: {problem}", returncode=2)
         lines.append(line)
-    if problem := headers_problem(lines, basic="basic" in access):
-        raise CommandError(f"--header-env: {problem}", returncode=2)
-    if lines:
-        access["headers"] = lines
+    data["headers"] = "\n".join(lines)
+    fields, secrets = [], []
     if opts.get("login_url"):
-        access["login"] = _login(opts, start_url)
+        fields = [_pair(text, "--login-field") for text in opts.get("login_field") or []]
+        secrets = [(name, _env(var, "--login-secret-field"))
+                   for name, var in (_pair(text, "--login-secret-field") for text in opts.get("login_secret_field") or [])]
+        data.update(login_url=opts["login_url"], login_success=opts.get("login_success") or "")
+        if fields:
+            data.update(login_user_field=fields[0][0], login_user=fields[0][1])
+        if secrets:
+            data.update(login_password_field=secrets[0][0], login_password=secrets[0][1])
     elif opts.get("login_field") or opts.get("login_secret_field") or opts.get("login_success"):
         raise CommandError("--login-field, --login-secret-field and --login-success need --login-url.", returncode=2)
-    elif access and opts.get("logout_pattern") != LOGOUT_DEFAULT:
+    if not data.get("basic_user") and not lines and not opts.get("login_url"):
+        if opts.get("logout_pattern") not in (None, LOGOUT_DEFAULT):
+            raise CommandError("--logout-pattern needs --auth-basic-env, --header-env or --login-url: it says "
+                               "what a private site's crawl never requests.", returncode=2)
+        return None
+    data["logout_pattern"] = opts.get("logout_pattern") or ""
+    cleaned = _checked(data, start_url)
+    access: dict = {}
+    if cleaned["basic_user"]:
+        try:
+            basic_header(cleaned["basic_user"], cleaned["basic_password"])  # a secret the request cannot carry
+        except ValueError as exc:
+            raise CommandError(f"--auth-basic-env: {exc}", returncode=2) from None
+        access["basic"] = (cleaned["basic_user"], cleaned["basic_password"])
+    if cleaned["headers"]:
+        access["headers"] = cleaned["headers"]
+    if cleaned["login_url"]:
+        # The screen's form holds one plain field and one secret; the command's further ones get its bounds.
+        access["login"] = {
+            "url": cleaned["login_url"], "success": cleaned["login_success"], "logout": cleaned["logout_pattern"],
+            "fields": {cleaned["login_user_field"]: cleaned["login_user"],
+                       **{_cleaned(name, "login_user_field", "--login-field"):
+                          _cleaned(value, "login_user", "--login-field") for name, value in fields[1:]}},
+            "secrets": {cleaned["login_password_field"]: cleaned["login_password"],
+                        **{_cleaned(name, "login_password_field", "--login-secret-field"):
+                           _cleaned(value, "login_password", "--login-secret-field") for name, value in secrets[1:]}},
+        }
+    elif opts.get("logout_pattern") != LOGOUT_DEFAULT:
         # A session in a Cookie header ends at the logout as a login's does.
-        access["logout"] = _logout_pattern(opts)
-    if not access and opts.get("logout_pattern") not in (None, LOGOUT_DEFAULT):
-        raise CommandError("--logout-pattern needs --auth-basic-env, --header-env or --login-url: it says what a "
-                           "private site's crawl never requests.", returncode=2)
-    return access or None
-
-
-def _logout_pattern(opts: dict) -> str:
-    pattern = _within(opts.get("logout_pattern") or "", "logout_pattern", "--logout-pattern")
-    try:
-        compile_patterns([pattern])
-    except ValueError as exc:
-        raise CommandError(f"--logout-pattern: {exc}", returncode=2) from None
-    return pattern
-
-
-def _login(opts: dict, start_url: str) -> dict:
-    url = _within(opts["login_url"], "login_url", "--login-url")
-    if problem := login_page_problem(url, start_url):
-        raise CommandError(f"--login-url: {problem}", returncode=2)
-    if not opts.get("login_success"):
-        raise CommandError("--login-url needs --login-success, a pattern the page after logging in matches.",
-                           returncode=2)
-    _within(opts["login_success"], "login_success", "--login-success")
-    try:
-        compile_patterns([opts["login_success"]])
-    except ValueError as exc:
-        raise CommandError(f"--login-success: {exc}", returncode=2) from None
-    logout = _logout_pattern(opts)
-    fields = {_within(name, "login_user_field", "--login-field (name)"): _within(value, "login_user", "--login-field")
-              for name, value in (_pair(text, "--login-field") for text in opts.get("login_field") or [])}
-    secrets = {_within(name, "login_password_field", "--login-secret-field (name)"):
-               _within(_env(var, "--login-secret-field"), "login_password", f"--login-secret-field {var}")
-               for name, var in (_pair(text, "--login-secret-field") for text in opts.get("login_secret_field") or [])}
-    return {"url": url, "fields": fields, "secrets": secrets, "success": opts["login_success"],
-            "logout": logout}
+        access["logout"] = cleaned["logout_pattern"]
+    return access
 
 
 def save_access(site: Site, access: dict) -> SiteAccess:

@@ -89,6 +89,8 @@ def test_a_header_variable_without_a_colon_is_refused_without_printing_what_it_h
      [arg for n in range(21) for arg in ("--header-env", f"H{n}")], "At most 20 extra headers"),
     ({"STAGING_AUTH": "a" * 201 + ":pw"}, ["--auth-basic-env", "STAGING_AUTH"], "at most 200 characters"),
     ({"STAGING_AUTH": ":token-only"}, ["--auth-basic-env", "STAGING_AUTH"], "with a user name"),
+    ({"STAGING_AUTH": "   :token-only"}, ["--auth-basic-env", "STAGING_AUTH"], "with a user name"),
+    ({"STAGING_AUTH": "ann:"}, ["--auth-basic-env", "STAGING_AUTH"], "--auth-basic-env (password): Needed for basic auth."),
     ({"SITE_PASSWORD": "p" * 1001},
      ["--login-url", "http://127.0.0.1:9/login", "--login-success", "x", "--login-secret-field",
       "password=SITE_PASSWORD"], "at most 1000 characters"),
@@ -101,6 +103,47 @@ def test_the_command_takes_the_access_screens_bounds(env, args, message, monkeyp
     assert message in printed.err
     assert "Bearer t" not in printed.err + printed.out
     assert not Audit.objects.exists()
+
+
+# The access screen requires a user-name field, a password field and a password: without them the login
+# would be saved, then fail at crawl time.
+@pytest.mark.parametrize("args, messages", [
+    ([], ["--login-field: Needed for a login.", "--login-secret-field: Needed for a login."]),
+    (["--login-field", f"username={USER}"], ["--login-secret-field: Needed for a login."]),
+    (["--login-secret-field", "password=SITE_PASSWORD"], ["--login-field: Needed for a login."]),
+], ids=["neither", "no_password", "no_user_name"])
+def test_a_login_the_access_screen_would_refuse_exits_2_with_its_messages_before_anything_is_stored_or_fetched(
+        args, messages, monkeypatch, capsys, fast_settings):
+    monkeypatch.setenv("SITE_PASSWORD", PASSWORD)
+    with LoginSite() as site:
+        code = run_audit(site.url("/"), "--allow-private", "--login-url", site.url("/login/"),
+                         "--login-success", "Members", *args)
+        assert site.log == []
+    assert code == 2
+    err = capsys.readouterr().err
+    assert all(message in err for message in messages), err
+    assert not Audit.objects.exists() and not SiteAccess.objects.exists()
+
+
+def test_further_login_fields_are_saved_beside_the_screens_two_and_held_to_its_bounds(monkeypatch, capsys,
+                                                                                      fast_settings):
+    monkeypatch.setenv("SITE_PASSWORD", PASSWORD)
+    monkeypatch.setenv("SITE_PIN", "1234")
+    login = ["--login-url", "http://127.0.0.1:9/login", "--login-success", "x", "--login-field", f"username={USER}",
+             "--login-secret-field", "password=SITE_PASSWORD", "--login-secret-field", "pin=SITE_PIN"]
+    assert run_audit("http://127.0.0.1:9/", "--allow-private", *login, "--login-field", "x" * 101 + "=1") == 2
+    assert "--login-field: Ensure this value has at most 100 characters" in capsys.readouterr().err
+    assert not SiteAccess.objects.exists()
+    assert run_audit("http://127.0.0.1:9/", "--allow-private", "--enqueue", *login, "--login-field", "lang=en") == 0
+    access = SiteAccess.objects.get()
+    assert access.login_fields == {"username": USER, "lang": "en"}
+    assert access.login_secret_values() == {"password": PASSWORD, "pin": "1234"}
+
+
+def test_the_basic_auth_user_is_stripped_of_spaces_as_the_access_screen_does(monkeypatch, fast_settings):
+    monkeypatch.setenv("STAGING_AUTH", f"  {USER} :{PASSWORD}")
+    assert run_audit("http://127.0.0.1:9/", "--allow-private", "--enqueue", "--auth-basic-env", "STAGING_AUTH") == 0
+    assert SiteAccess.objects.get().basic_user == USER
 
 
 def test_an_authorization_header_beside_stored_basic_auth_is_refused_and_leaves_no_audit(
