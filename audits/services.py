@@ -7,7 +7,6 @@ is not there yet (and a rolled-back request enqueues nothing).
 
 from __future__ import annotations
 
-import ipaddress
 import math
 from datetime import timedelta
 
@@ -16,6 +15,8 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.utils import timezone
 from django_q.tasks import async_task
+
+from config.client_ip import network_of
 
 from . import validation
 from .models import CRAWL_SETTINGS, Audit, Site
@@ -152,15 +153,6 @@ def _refuse_past_hourly(recent, per_hour: int, said: str) -> None:
         wait = max(1, int((created[-1] + RATE_WINDOW - timezone.now()).total_seconds()) + 1)
         raise RateLimited(f"{said.format(n=per_hour)}; try again in {math.ceil(wait / 60)} minute(s).",
                           retry_after=wait)
-
-
-def network_of(address: str) -> str:
-    """What the per-address limit counts ``address`` as: itself (IPv4), or its /64 (IPv6),
-    since one IPv6 client is routinely given a whole /64 to pick addresses from."""
-    ip = ipaddress.ip_address(address)
-    if ip.version == 6:
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False).network_address)
-    return str(ip)
 
 
 # First key of the PostgreSQL advisory lock on a network address ("addr"); the

@@ -1,5 +1,5 @@
 """The client's address for login throttling (django-axes) and the per-address audit limit,
-through the trusted reverse proxies."""
+through the trusted reverse proxies, and the network those limits count it as."""
 
 import ipaddress
 
@@ -30,3 +30,19 @@ def _canonical(text: str) -> str | None:
         return None
     mapped = getattr(address, "ipv4_mapped", None)
     return str(mapped or address)
+
+
+def network_of(address: str) -> str:
+    """What a per-address limit counts ``address`` as: itself (IPv4), or its /64 (IPv6),
+    since one IPv6 client is routinely given a whole /64 to pick addresses from."""
+    ip = ipaddress.ip_address(address)
+    if ip.version == 6:
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False).network_address)
+    return str(ip)
+
+
+def client_network(request) -> str | None:
+    """The client's address as login throttling counts it: an IPv6 client by its /64, or it could
+    take a fresh address for every five guesses."""
+    address = client_address(request)
+    return network_of(address) if address else None

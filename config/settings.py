@@ -178,7 +178,7 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked.html"
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=10)
 
 
-AXES_CLIENT_IP_CALLABLE = "config.client_ip.client_address"
+AXES_CLIENT_IP_CALLABLE = "config.client_ip.client_network"
 
 LOGGING = {
     "version": 1,

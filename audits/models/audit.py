@@ -170,7 +170,7 @@ class Audit(models.Model):
 
     created_at = models.DateTimeField(auto_now_add=True)
     # The network a person's request to start it came from (config.client_ip; an IPv6
-    # address by its /64, services.network_of): the per-address hourly limit counts these
+    # address by its /64, config.client_ip.network_of): the per-address hourly limit counts these
     # across people. Empty for schedules and the command.
     created_from = models.GenericIPAddressField("started from", null=True, blank=True, editable=False)
     started_at = models.DateTimeField(null=True, blank=True)

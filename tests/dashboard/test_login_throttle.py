@@ -57,6 +57,16 @@ def test_the_lock_is_for_that_username_from_that_address_only(client, owner, str
     assert response.status_code == 302 and logged_in(client)
 
 
+def test_guesses_from_fresh_addresses_of_one_ipv6_64_count_as_one_address(client, owner):
+    """One IPv6 client holds a whole /64: a new address for every guess must not reset the count."""
+    for n in range(6):
+        attempt(client, "wrong", address=f"2001:db8:5:7::{n + 1:x}")
+    assert attempt(client, PASSWORD, address="2001:db8:5:7:ffff::1").status_code == 429
+    # The next /64 is someone else.
+    response = attempt(client, PASSWORD, address="2001:db8:5:8::1")
+    assert response.status_code == 302 and logged_in(client)
+
+
 def test_the_lock_lifts_fifteen_minutes_after_the_last_attempt(client, owner):
     start = datetime.now(UTC)
     with time_machine.travel(start, tick=False):
