@@ -27,7 +27,7 @@ from crawler.catalogue import (
     START_CODES,
 )
 
-from .models import Audit, GoneIssue, IgnoreRule, Issue, Page, PageChange, Severity
+from .models import Audit, GoneIssue, IgnoreRule, Issue, Page, PageChange, Severity, Site
 
 
 def _codes(codes) -> str:
@@ -189,14 +189,18 @@ def baseline_for(audit: Audit) -> Audit | None:
 
     A scheduled run's is the previous scheduled run, when there is one: its news alerts, and an audit run
     between the two (a CI job on the command line, a press of Run now), which alerts nobody, must not make
-    what it found old news.
+    what it found old news. But not one of an earlier schedule: scheduled in February, audited by hand
+    until June and scheduled again in July, the first July run is compared with June's, or everything
+    found since February would alert as new. That run is the earlier schedule's when another audit
+    ended after it and before the schedule was last set.
     """
     if audit.baseline_id:
         return Audit.objects.filter(pk=audit.baseline_id).first()
+    earlier = Audit.comparable().filter(site_id=audit.site_id, pk__lt=audit.pk)
     if audit.trigger == Audit.Trigger.SCHEDULE:
-        last = (Audit.comparable().filter(site_id=audit.site_id, pk__lt=audit.pk, trigger=Audit.Trigger.SCHEDULE)
-                .order_by("-pk").first())
-        if last is not None:
+        last = earlier.filter(trigger=Audit.Trigger.SCHEDULE).order_by("-pk").first()
+        set_at = Site.objects.filter(pk=audit.site_id).values_list("schedule_set_at", flat=True).first()
+        if last is not None and not (set_at and earlier.filter(pk__gt=last.pk, created_at__lt=set_at).exists()):
             return last
     return audit.previous_completed()
 

@@ -342,3 +342,4 @@ def test_a_command_line_run_keeps_the_sites_saved_settings_and_a_nightly_run_ign
     assert diff.baseline_for(tonight) == nightly  # what the CI run found is still news tonight
     by_hand = make_audit(owner, start_url=nightly.start_url)
     assert diff.baseline_for(by_hand) == ci
+

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from audits import diff
 from audits.crawl import setup as crawl_setup
 from audits.inline import run_audit_inline
-from audits.models import Audit, GoneIssue, Issue, PageChange
+from audits.models import Audit, GoneIssue, Issue, PageChange, Site
 from audits.services import follow_up_fields
 from crawler.checks import CheckSettings
 from tests.editable_site import EditableSite
@@ -605,3 +607,23 @@ def test_pages_beyond_a_lowered_page_limit_are_not_called_removed(owner, site, f
     completed_audit_of(owner, site, max_pages=100)
     small = completed_audit_of(owner, site, max_pages=2)
     assert not PageChange.objects.filter(audit=small, change=PageChange.Change.REMOVED).exists()
+
+
+def test_a_scheduled_runs_baseline_is_not_a_run_of_an_earlier_schedule(owner):
+    """Scheduled in February, audited by hand until June, scheduled again in July: July is compared with June."""
+    url = "https://nightly.example/"
+
+    def audit_on(month: int, day: int, **fields) -> Audit:
+        audit = make_audit(owner, start_url=url, status=Audit.Status.COMPLETED, **fields)
+        Audit.objects.filter(pk=audit.pk).update(created_at=datetime(2026, month, day, 3, tzinfo=UTC))
+        return audit
+
+    audit_on(2, 1, trigger=Audit.Trigger.SCHEDULE)
+    june = audit_on(6, 1)
+    Site.objects.filter(pk=june.site_id).update(schedule_set_at=datetime(2026, 7, 1, 12, tzinfo=UTC))
+    july = audit_on(7, 2, trigger=Audit.Trigger.SCHEDULE)
+    assert diff.baseline_for(july) == june
+    # From then on the schedule's own runs follow each other, whatever a person runs in between.
+    audit_on(7, 10)
+    august = audit_on(8, 2, trigger=Audit.Trigger.SCHEDULE)
+    assert diff.baseline_for(august) == july
