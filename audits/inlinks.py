@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.db.models import Count, Exists, OuterRef, QuerySet
 from django.db.models.functions import Now
 
-from . import diff
+from . import diff, finalize
 from .models import Audit, ChunkLease, Inlink, LinkEdge
 
 # First key of PostgreSQL's two-key advisory locks taken here ("inlk").
@@ -56,7 +56,8 @@ def build(audit: Audit, *, while_status: tuple[str, ...]) -> bool:
     Runs when nothing writes the audit's edges any more: once the audit has
     completed, or failed or been cancelled and its leases have run out
     (``build_ended``). An audit that stopped early gets here what finalize
-    gives a completed one: its pages' inlinks, and its issues' review marks
+    gives a completed one and a part can say: its pages' inlinks, its broken
+    links among what it fetched (``finalize.check_stopped_links``), and its issues' review marks
     and the site's ignore rules (``diff.carry_triage``), rescored. In the same
     transaction as the flag, so they are done exactly when it is set, and done
     again after a resume that ends early again.
@@ -81,7 +82,8 @@ def build(audit: Audit, *, while_status: tuple[str, ...]) -> bool:
             # gets its counts here, so its pages table can sort by them.
             cursor.execute(COUNT_SQL, [audit.pk])
             # Here, not as the audit fails or is cancelled: a chunk may still write a last sub-batch after
-            # that, and its issues must be marked too.
+            # that, and its links and issues must count too.
+            finalize.check_stopped_links(audit)
             diff.carry_triage(audit, diff.baseline_for(audit))
             audit.rescore()
         still_final = Audit.objects.filter(pk=audit.pk, status__in=while_status, finished_at=audit.finished_at)

@@ -15,6 +15,7 @@ from tests.editable_site import EditableSite
 
 from .test_run_diff import (
     BROKEN_404,
+    BROKEN_LINK,
     TITLE_MISSING,
     audit_of,
     completed_audit_of,
@@ -67,7 +68,9 @@ def test_a_failed_audit_takes_the_sites_marks_and_ignore_rules_and_counts_withou
     assert reviews(site, failed)[BROKEN_404] == Issue.Review.IGNORED
     assert reviews(site, failed)[TITLE_MISSING] == Issue.Review.IGNORED
     assert counters(failed) == not_ignored(failed)
-    assert sum(counters(failed).values()) == stored - 2
+    # Two fewer than it stores: the link checks of a stopped audit add the broken links to it (open).
+    links = failed.issues.filter(code="broken_link_internal").count()
+    assert links and sum(counters(failed).values()) == stored + links - 2
     assert failed.score is None  # a partial crawl has no score
 
 
@@ -123,3 +126,20 @@ def test_a_failed_audit_takes_a_mark_from_runs_before_its_baseline_when_the_base
     failed = audit_of(owner, site, finalize=fail_in_finalize)
     assert tasks.index_links(failed.pk) == "indexed"
     assert reviews(site, failed)[BROKEN_404] == Issue.Review.IGNORED
+
+
+def test_a_failed_audit_lists_the_broken_links_among_the_pages_it_fetched(owner, site, fast_settings, client):
+    """Finalize never ran, but the 404 it fetched is no less broken: 'no broken links' would be false."""
+    first_version(site)
+    failed = audit_of(owner, site, finalize=fail_in_finalize)
+    assert BROKEN_LINK not in reviews(site, failed)  # finalize's checks never ran
+
+    assert tasks.index_links(failed.pk) == "indexed"
+
+    assert reviews(site, failed)[BROKEN_LINK] == Issue.Review.OPEN
+    assert counters(failed) == not_ignored(failed)
+    assert tasks.index_links(failed.pk) == "nothing to do"
+    client.force_login(owner)
+    listed = client.get(f"{failed.get_absolute_url()}broken/").content.decode()
+    assert site.url("/broken") in listed and "No broken links" not in listed
+    assert not failed.issues.filter(code__in=["duplicate_content", "orphan_page", "deep_page"]).exists()
