@@ -7,10 +7,13 @@ the Notification row (unique per audit, event and channel) is the claim, inserte
 in state SENDING before anything is sent; only the call that inserted it sends,
 then records SENT, FAILED or SKIPPED, or RETRY when the other end surely did not take
 it: the watchdog's sweep (``retry_audits``) sends it again after each of LATER_DELAYS,
-the row re-claimed by a conditional UPDATE as the insert claimed it. A resumed audit that failed and then
-completed is therefore told twice, once for each. A call that dies between the
-claim and the record leaves SENDING: the alert may be lost, never sent twice, and
-``fail_stuck`` records it FAILED once no task can still be sending it.
+the row re-claimed by a conditional UPDATE as the insert claimed it, while it can
+still be sent: its event is the audit's status and its channel is still set
+up. ``give_up_unsendable`` records the rest FAILED,
+saying why. A resumed audit that failed and then completed is therefore told twice,
+once for each, unless its failure alert was still waiting: that one is superseded.
+A call that dies between the claim and the record leaves SENDING: the alert may be
+lost, never sent twice, and ``fail_stuck`` records it FAILED once no task can still be sending it.
 
 ``due_audits`` is what the watchdog sweeps: due audits of the last day with no
 Notification row for their present status yet (a lost enqueue, a failure no task
@@ -26,7 +29,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db.models import Case, Exists, IntegerField, OuterRef, Q, Value, When
+from django.db.models import Case, Exists, F, IntegerField, OuterRef, Q, Value, When
 from django.urls import reverse
 from django.utils import timezone
 
@@ -35,6 +38,7 @@ from crawler.webhook import post_json
 
 from . import diff
 from .models import Audit, Issue, Notification, Severity, Site
+from .models.notification import TRIED_AGAIN
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +54,10 @@ SWEEP_WINDOW = timedelta(hours=24)
 # mail server: a refused connection, or a 4xx, RFC 5321's "try again later"):
 # a blip loses no alert, and a send costs at most three timeouts and these few seconds.
 RETRY_DELAYS: tuple[float, ...] = (0.5, 2.0)
+# Why an alert waiting to be sent again never will be, on the site page in place of when it was due.
+SUPERSEDED = "Not sent again: the audit was resumed, so this is no longer how it ended"
+CHANNEL_REMOVED = "Not sent again: the site's webhook was removed"
+TURNED_OFF = "Not sent again: the site's alerts were turned off"
 # What an alert whose sending task died says on the site page.
 STUCK_DETAIL = "Its sending task stopped before it finished (a worker died); it may not have been delivered"
 # When an alert the other end surely did not take (the same test as the quick tries') is sent again,
@@ -94,10 +102,37 @@ def due_audits():
     )
 
 
+def _sendable() -> Q:
+    """Notification rows waiting to be sent again that ``notify`` would send now, if their audit is due.
+
+    One predicate for ``_reclaim`` and ``retry_audits``, as ``_due`` is for the first send: a row the
+    sweep lists and ``notify`` skips is queued at every watchdog pass and holds a slot of its budget.
+    """
+    return (Q(state=Notification.State.RETRY, retry_at__lte=timezone.now(), event=F("audit__status"))
+            & (Q(channel=Notification.Channel.EMAIL) | ~Q(audit__site__webhook_url="")))
+
+
 def retry_audits():
-    """Audits with an alert due to be sent again (state RETRY, its time come)."""
-    return Audit.objects.filter(Exists(Notification.objects.filter(
-        audit=OuterRef("pk"), state=Notification.State.RETRY, retry_at__lte=timezone.now())))
+    """Due audits with an alert to be sent again now (``_sendable``)."""
+    return Audit.objects.filter(_due(), pk__in=Notification.objects.filter(_sendable()).values("audit_id"))
+
+
+def give_up_unsendable(audit: Audit | None = None) -> list[str]:
+    """Record FAILED the alerts waiting to be sent again (of ``audit``, or all) that ``notify`` never will send.
+
+    They are what ``_sendable`` leaves out besides those not yet due: never listed by the sweep
+    again, they would otherwise say "Not delivered yet" for ever. The first reason that holds is recorded.
+    """
+    waiting = Notification.objects.filter(state=Notification.State.RETRY)
+    if audit is not None:
+        waiting = waiting.filter(audit=audit)
+    due = Audit.objects.filter(_due(), pk=OuterRef("audit_id"))
+    given_up = sum(rows.give_up(why) for why, rows in (
+        (SUPERSEDED, waiting.exclude(event=F("audit__status"))),
+        (TURNED_OFF, waiting.exclude(Exists(due))),
+        (CHANNEL_REMOVED, waiting.filter(channel=Notification.Channel.WEBHOOK, audit__site__webhook_url="")),
+    ))
+    return [f"gave up {given_up} alert(s) that can no longer be sent"] if given_up else []
 
 
 def fail_stuck() -> list[str]:
@@ -124,12 +159,11 @@ def notify(audit_id: int) -> str:
         return f"audit {audit_id}: no such audit"
     if audit.trigger != Audit.Trigger.SCHEDULE:
         return f"audit {audit_id}: not scheduled, no alerts"
+    # Settled here too, not only by the watchdog: the site page is right as soon as the audit ends again.
+    give_up_unsendable(audit)
     if audit.status not in (Audit.Status.COMPLETED, Audit.Status.FAILED):
         return f"audit {audit_id}: {audit.status}, no alerts"
     if not Audit.objects.filter(pk=audit.pk).filter(_due()).exists():
-        # Turned off since (the site's alerts, its threshold): an alert waiting to be sent again is not.
-        Notification.objects.filter(audit=audit, state=Notification.State.RETRY).update(
-            state=Notification.State.FAILED, retry_at=None)
         return f"audit {audit_id}: nothing due"
     alert = Alert(audit)
     # The webhook first: its whole exchange has one deadline, while a mail server's timeout is per socket
@@ -164,8 +198,7 @@ def _claim(audit: Audit, event: str, channel: str, reason: str) -> Notification 
 def _reclaim(audit: Audit, channel: str) -> Notification | None:
     """The channel's alert waiting to be sent again, if its time has come and this call took it (a conditional
     UPDATE decides between two calls), else None."""
-    row = Notification.objects.filter(audit=audit, event=audit.status, channel=channel,
-                                      state=Notification.State.RETRY, retry_at__lte=timezone.now()).first()
+    row = Notification.objects.filter(_sendable(), audit=audit, channel=channel).first()
     if row is None:
         return None
     taken = Notification.objects.filter(pk=row.pk, state=Notification.State.RETRY, tries=row.tries).update(
@@ -178,7 +211,7 @@ def _record(row: Notification, state: str, detail: str, undelivered: bool) -> st
     tries = row.tries + 1
     if state == Notification.State.FAILED and undelivered and tries <= len(LATER_DELAYS):
         retry_at = timezone.now() + LATER_DELAYS[tries - 1]
-        state, detail = Notification.State.RETRY, f"{detail}; tried again at {retry_at:%Y-%m-%d %H:%M %Z}"
+        state, detail = Notification.State.RETRY, f"{detail}{TRIED_AGAIN}{retry_at:%Y-%m-%d %H:%M %Z}"
     else:
         retry_at = None
     Notification.objects.filter(pk=row.pk).update(state=state, detail=detail[:500], tries=tries, retry_at=retry_at)

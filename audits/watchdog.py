@@ -116,9 +116,10 @@ def run_watchdog(now=None) -> str:
     # audit's build takes seconds.
     actions.extend(_enqueue_each(inlinks.ended_unindexed(), INDEX_PER_TICK, "index_links", "index-links",
                                  "the link index", names))
-    # Sites whose Schedule row vanished get it back; alerts whose task died mid-send
-    # are recorded failed; scheduled audits that ended without their alerts (a
-    # failure anywhere, a lost enqueue) get them.
+    # Sites whose Schedule row vanished get it back; alerts whose task died mid-send,
+    # and alerts waiting to be sent again that no longer can be, are recorded failed
+    # (before the sweep, which lists only what can still be sent); scheduled audits
+    # that ended without their alerts (a failure anywhere, a lost enqueue) get them.
     # Audits and sites a person deleted whose deletion task was lost (a worker killed in it): again.
     actions.extend(_enqueue_each(Audit.objects.filter(deleting=True, site__deleting=False), PURGE_PER_TICK,
                                  "purge_audit", "purge", "the deletion", names))
@@ -128,6 +129,7 @@ def run_watchdog(now=None) -> str:
     actions.extend(schedules.start_waiting())
     actions.extend(schedules.prune_skipped())
     actions.extend(notify.fail_stuck())
+    actions.extend(notify.give_up_unsendable())
     actions.extend(_enqueue_each(notify.retry_audits(), NOTIFY_PER_TICK, "send_notifications", "notify",
                                  "the alerts tried again", names))
     actions.extend(_enqueue_each(notify.due_audits(), NOTIFY_PER_TICK, "send_notifications", "notify",

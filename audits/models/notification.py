@@ -7,6 +7,24 @@ from django.utils import timezone
 
 from .audit import Audit
 
+# What a RETRY row's detail adds to its last error, before the time it is due again.
+TRIED_AGAIN = "; tried again at "
+
+
+class NotificationQuerySet(models.QuerySet):
+    def give_up(self, why: str) -> int:
+        """Record FAILED those of these alerts waiting to be sent again, ``why`` in place of when; how many.
+
+        Each row is a conditional UPDATE on its state and round, so one a sender
+        reclaimed meanwhile stays that sender's; the last error is kept after ``why``.
+        """
+        given_up = 0
+        for row in self.filter(state=Notification.State.RETRY).only("pk", "tries", "detail"):
+            last = row.detail.split(TRIED_AGAIN)[0]
+            given_up += Notification.objects.filter(pk=row.pk, state=Notification.State.RETRY, tries=row.tries).update(
+                state=Notification.State.FAILED, retry_at=None, detail=f"{why} (last try: {last})"[:500])
+        return given_up
+
 
 class Notification(models.Model):
     """Claimed by inserting the row (unique per audit, event and channel), then sent and its outcome noted.
@@ -45,6 +63,8 @@ class Notification(models.Model):
     retry_at = models.DateTimeField(null=True, blank=True)
     # When its sender took it (the insert, or a later round's claim): how long it may stay SENDING.
     claimed_at = models.DateTimeField(default=timezone.now)
+
+    objects = NotificationQuerySet.as_manager()
 
     class Meta:
         ordering = ["id"]
