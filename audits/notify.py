@@ -8,8 +8,8 @@ in state SENDING before anything is sent; only the call that inserted it sends,
 then records SENT, FAILED or SKIPPED, or RETRY when the other end surely did not take
 it: the watchdog's sweep (``retry_audits``) sends it again after each of LATER_DELAYS,
 the row re-claimed by a conditional UPDATE as the insert claimed it, while it can
-still be sent: its event is the audit's status and its channel is still set
-up. ``give_up_unsendable`` records the rest FAILED,
+still be sent: its event is the audit's status, its channel is still set up, its
+first try was within SWEEP_WINDOW. ``give_up_unsendable`` records the rest FAILED,
 saying why. A resumed audit that failed and then completed is therefore told twice,
 once for each, unless its failure alert was still waiting: that one is superseded.
 A call that dies between the claim and the record leaves SENDING: the alert may be
@@ -58,6 +58,7 @@ RETRY_DELAYS: tuple[float, ...] = (0.5, 2.0)
 SUPERSEDED = "Not sent again: the audit was resumed, so this is no longer how it ended"
 CHANNEL_REMOVED = "Not sent again: the site's webhook was removed"
 TURNED_OFF = "Not sent again: the site's alerts were turned off"
+EXPIRED = "Not sent again: still undelivered a day after the first try"
 # What an alert whose sending task died says on the site page.
 STUCK_DETAIL = "Its sending task stopped before it finished (a worker died); it may not have been delivered"
 # When an alert the other end surely did not take (the same test as the quick tries') is sent again,
@@ -107,8 +108,12 @@ def _sendable() -> Q:
 
     One predicate for ``_reclaim`` and ``retry_audits``, as ``_due`` is for the first send: a row the
     sweep lists and ``notify`` skips is queued at every watchdog pass and holds a slot of its budget.
+    SWEEP_WINDOW bounds it as it bounds the sweep: LATER_DELAYS end well within it, and after a long
+    outage no backlog goes out.
     """
-    return (Q(state=Notification.State.RETRY, retry_at__lte=timezone.now(), event=F("audit__status"))
+    now = timezone.now()
+    return (Q(state=Notification.State.RETRY, retry_at__lte=now, created_at__gte=now - SWEEP_WINDOW,
+              event=F("audit__status"))
             & (Q(channel=Notification.Channel.EMAIL) | ~Q(audit__site__webhook_url="")))
 
 
@@ -131,6 +136,7 @@ def give_up_unsendable(audit: Audit | None = None) -> list[str]:
         (SUPERSEDED, waiting.exclude(event=F("audit__status"))),
         (TURNED_OFF, waiting.exclude(Exists(due))),
         (CHANNEL_REMOVED, waiting.filter(channel=Notification.Channel.WEBHOOK, audit__site__webhook_url="")),
+        (EXPIRED, waiting.filter(created_at__lt=timezone.now() - SWEEP_WINDOW)),
     ))
     return [f"gave up {given_up} alert(s) that can no longer be sent"] if given_up else []
 

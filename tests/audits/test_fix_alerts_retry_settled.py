@@ -129,6 +129,19 @@ def test_the_completions_notify_settles_a_failure_alert_still_waiting_from_befor
     assert not Notification.objects.filter(state=Notification.State.RETRY).exists()
 
 
+def test_an_alert_still_waiting_a_day_after_its_first_try_is_given_up(
+        alerts, owner, django_capture_on_commit_callbacks):
+    audit = ended(owner, new=CRITICAL_NEW)
+    row = waiting(audit, channel="email")
+    Notification.objects.filter(pk=row.pk).update(created_at=timezone.now() - notify_module.SWEEP_WINDOW
+                                                  - timedelta(minutes=1))
+
+    watch(django_capture_on_commit_callbacks)
+
+    assert f"audit-{audit.pk}-notify" not in queued_task_names()
+    assert rows(audit)["email"] == ("failed", f"{notify_module.EXPIRED} (last try: HTTP 503 (after 3 tries))")
+
+
 def test_alerts_that_can_never_be_sent_do_not_keep_a_later_audits_alert_from_being_sent_again(
         alerts, owner, django_capture_on_commit_callbacks):
     # More stuck rows than a tick's budget, all of older audits: webhooks the site no longer has,
