@@ -143,12 +143,17 @@ def _enqueue_each(rows, limit: int, task: str, suffix: str, what: str, names: se
     """Enqueue ``task`` for the first ``limit`` of ``rows`` (audits, or sites) that have none queued already."""
     kind = "site" if rows.model is Site else "audit"
     actions = []
-    for pk in rows.order_by("id").values_list("pk", flat=True)[:limit]:
+    # Rows whose task still waits take none of the budget, or a busy cluster's backlog would hold it
+    # every tick and the rows after it never be enqueued; at most len(names) of them are passed over.
+    for pk in rows.order_by("id").values_list("pk", flat=True)[:limit + len(names)]:
         name = f"{kind}-{pk}-{suffix}"
-        if name not in names:
-            with transaction.atomic():
-                enqueue(f"audits.tasks.{task}", pk, name=name)
-            actions.append(f"enqueued {what} of {'site ' if kind == 'site' else ''}{pk}")
+        if name in names:
+            continue
+        with transaction.atomic():
+            enqueue(f"audits.tasks.{task}", pk, name=name)
+        actions.append(f"enqueued {what} of {'site ' if kind == 'site' else ''}{pk}")
+        if len(actions) == limit:
+            break
     return actions
 
 

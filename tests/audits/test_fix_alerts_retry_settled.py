@@ -157,3 +157,17 @@ def test_alerts_that_can_never_be_sent_do_not_keep_a_later_audits_alert_from_bei
     watch(django_capture_on_commit_callbacks)
 
     assert {name for name in queued_task_names() if name.endswith("-notify")} == {f"audit-{later.pk}-notify"}
+
+
+def test_alerts_already_queued_for_a_busy_worker_leave_the_next_ticks_budget_to_the_others(
+        alerts, owner, django_capture_on_commit_callbacks):
+    audits = [ended(owner, new=CRITICAL_NEW) for _ in range(NOTIFY_PER_TICK + 1)]
+    for audit in audits:
+        waiting(audit, channel="email")
+
+    first = watch(django_capture_on_commit_callbacks)
+    second = watch(django_capture_on_commit_callbacks)  # no worker took the first tick's tasks
+
+    assert first.count("enqueued the alerts tried again") == NOTIFY_PER_TICK
+    assert second.count("enqueued the alerts tried again") == 1
+    assert {f"audit-{audit.pk}-notify" for audit in audits} <= queued_task_names()
