@@ -29,7 +29,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db.models import Case, Exists, F, IntegerField, OuterRef, Q, Value, When
+from django.db.models import Case, Exists, F, IntegerField, OuterRef, Q, Subquery, Value, When
 from django.urls import reverse
 from django.utils import timezone
 
@@ -118,8 +118,13 @@ def _sendable() -> Q:
 
 
 def retry_audits():
-    """Due audits with an alert to be sent again now (``_sendable``)."""
-    return Audit.objects.filter(_due(), pk__in=Notification.objects.filter(_sendable()).values("audit_id"))
+    """Due audits with an alert to be sent again now (``_sendable``), with ``first_due``: when the oldest came due.
+
+    The watchdog takes them in that order, so the alert waiting longest goes first, whatever its audit's id.
+    """
+    sendable = Notification.objects.filter(_sendable())
+    first_due = sendable.filter(audit=OuterRef("pk")).order_by("retry_at").values("retry_at")[:1]
+    return Audit.objects.filter(_due(), pk__in=sendable.values("audit_id")).annotate(first_due=Subquery(first_due))
 
 
 def give_up_unsendable(audit: Audit | None = None) -> list[str]:

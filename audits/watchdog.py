@@ -131,7 +131,7 @@ def run_watchdog(now=None) -> str:
     actions.extend(notify.fail_stuck())
     actions.extend(notify.give_up_unsendable())
     actions.extend(_enqueue_each(notify.retry_audits(), NOTIFY_PER_TICK, "send_notifications", "notify",
-                                 "the alerts tried again", names))
+                                 "the alerts tried again", names, order=("first_due", "id")))
     actions.extend(_enqueue_each(notify.due_audits(), NOTIFY_PER_TICK, "send_notifications", "notify",
                                  "the notifications", names))
     if actions:
@@ -139,13 +139,15 @@ def run_watchdog(now=None) -> str:
     return "; ".join(actions) or "nothing to do"
 
 
-def _enqueue_each(rows, limit: int, task: str, suffix: str, what: str, names: set[str]) -> list[str]:
-    """Enqueue ``task`` for the first ``limit`` of ``rows`` (audits, or sites) that have none queued already."""
+def _enqueue_each(rows, limit: int, task: str, suffix: str, what: str, names: set[str],
+                  order: tuple[str, ...] = ("id",)) -> list[str]:
+    """Enqueue ``task`` for the first ``limit`` of ``rows`` (audits, or sites; by ``order``) that have none queued
+    already."""
     kind = "site" if rows.model is Site else "audit"
     actions = []
     # Rows whose task still waits take none of the budget, or a busy cluster's backlog would hold it
     # every tick and the rows after it never be enqueued; at most len(names) of them are passed over.
-    for pk in rows.order_by("id").values_list("pk", flat=True)[:limit + len(names)]:
+    for pk in rows.order_by(*order).values_list("pk", flat=True)[:limit + len(names)]:
         name = f"{kind}-{pk}-{suffix}"
         if name in names:
             continue

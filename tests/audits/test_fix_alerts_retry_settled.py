@@ -171,3 +171,14 @@ def test_alerts_already_queued_for_a_busy_worker_leave_the_next_ticks_budget_to_
     assert first.count("enqueued the alerts tried again") == NOTIFY_PER_TICK
     assert second.count("enqueued the alerts tried again") == 1
     assert {f"audit-{audit.pk}-notify" for audit in audits} <= queued_task_names()
+
+
+def test_the_alert_waiting_longest_is_sent_again_first(alerts, owner, django_capture_on_commit_callbacks):
+    audits = [ended(owner, new=CRITICAL_NEW) for _ in range(NOTIFY_PER_TICK + 1)]
+    for audit in audits[:-1]:
+        waiting(audit, channel="email")
+    waiting(audits[-1], channel="email", due_ago=timedelta(hours=1))
+
+    watch(django_capture_on_commit_callbacks)
+
+    assert f"audit-{audits[-1].pk}-notify" in queued_task_names()
