@@ -138,13 +138,17 @@ def run_due(site_id: int, due: str | None = None) -> str:
             last_due_at=due_at)
         return f"site {site_id}: its owner's account is deactivated"
     with transaction.atomic():
-        locked = lock_site(site)
-        if locked is None:
+        # From here on only the locked row counts: a pause or a delete between the first read and the lock
+        # must stop this fire, and the audit takes the site's settings as they are now.
+        site = lock_site(site)
+        if site is None:
             return f"site {site_id} is gone"
-        if locked.last_due_at is not None and due_at <= locked.last_due_at:
+        if not site.is_scheduled:
+            return f"site {site_id} is not scheduled"
+        if site.last_due_at is not None and due_at <= site.last_due_at:
             return f"the run of site {site_id} at {due_at.isoformat()} was already handled"
         Site.objects.filter(pk=site.pk).update(last_due_at=due_at)
-        SkippedRun.objects.bulk_create(_missed(locked, due_at, now))
+        SkippedRun.objects.bulk_create(_missed(site, due_at, now))
         if site.audits.filter(status__in=Audit.ACTIVE).exists():
             return _skip(site, due_at, SkippedRun.Reason.STILL_RUNNING)
         if not private_targets_allowed(site):
@@ -192,9 +196,11 @@ def start_waiting() -> list[str]:
                 # Claimed first, in the transaction that starts the audit: two watchdogs start it once.
                 claimed = SkippedRun.objects.filter(pk=skipped.pk, reason=SkippedRun.Reason.QUOTA).update(
                     reason=SkippedRun.Reason.STARTED_LATE)
-                if locked is None or not claimed or site.audits.filter(status__in=Audit.ACTIVE).exists():
+                # The locked row decides, as in run_due: the site may have been paused or deleted since the read.
+                if (locked is None or not locked.is_scheduled or not claimed
+                        or locked.audits.filter(status__in=Audit.ACTIVE).exists()):
                     raise _NotNow
-                audit = _start(site)
+                audit = _start(locked)
                 SkippedRun.objects.filter(pk=skipped.pk).update(
                     detail=f"Started at {_local(site, timezone.now())} as audit {audit.pk}, "
                            "once one of the owner's audits had ended.")

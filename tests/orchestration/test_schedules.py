@@ -353,3 +353,49 @@ def test_a_second_schedule_row_of_a_site_is_dropped_by_the_next_save_or_watchdog
     site.hour = 5
     schedules.sync(site)  # update_or_create would raise MultipleObjectsReturned
     assert list(Schedule.objects.filter(name=site.schedule_name).values_list("pk", flat=True)) == [original.pk]
+
+
+# What another request does to the site between a fire's first read of it and its lock.
+CHANGED_MEANWHILE = {"paused": {"paused": True}, "deleted": {"deleting": True},
+                     "unscheduled": {"cadence": Site.Cadence.NONE}}
+
+
+def _changed_before_the_lock(monkeypatch, change: dict) -> None:
+    lock_site = schedules.lock_site
+
+    def lock_after_the_change(site):
+        Site.objects.filter(pk=site.pk).update(**change)
+        return lock_site(site)
+
+    monkeypatch.setattr(schedules, "lock_site", lock_after_the_change)
+
+
+@pytest.mark.parametrize("change", CHANGED_MEANWHILE.values(), ids=CHANGED_MEANWHILE.keys())
+def test_a_fire_starts_nothing_on_a_site_paused_or_deleted_before_it_took_the_lock(owner, settings, monkeypatch,
+                                                                                     change):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+    site = scheduled_site(owner)
+    _changed_before_the_lock(monkeypatch, change)
+    assert schedules.run_due(site.pk, due_now(site)) == f"site {site.pk} is not scheduled"
+    assert not Audit.objects.filter(site=site).exists()
+
+
+def test_a_fire_starts_the_audit_with_the_settings_the_site_has_when_locked(owner, settings, monkeypatch):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True}
+    site = scheduled_site(owner, max_pages=33)
+    _changed_before_the_lock(monkeypatch, {"max_pages": 44})
+    schedules.run_due(site.pk, due_now(site))
+    assert Audit.objects.get(site=site).max_pages == 44
+
+
+@pytest.mark.parametrize("change", CHANGED_MEANWHILE.values(), ids=CHANGED_MEANWHILE.keys())
+def test_a_held_back_run_starts_nothing_on_a_site_paused_or_deleted_before_the_lock(owner, settings, monkeypatch,
+                                                                                    change):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True, "MAX_RUNNING_AUDITS_PER_USER": 1}
+    other = make_audit(owner, start_url="https://elsewhere.example/", status=Audit.Status.RUNNING)
+    site = scheduled_site(owner)
+    schedules.run_due(site.pk, due_now(site))
+    Audit.objects.filter(pk=other.pk).update(status=Audit.Status.COMPLETED)
+    _changed_before_the_lock(monkeypatch, change)
+    assert schedules.start_waiting() == []
+    assert not Audit.objects.filter(site=site).exists()
