@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Count, Exists, F, OuterRef, Q
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
@@ -39,6 +39,7 @@ def sync(site: Site) -> Schedule | None:
     """Create, change or delete the site's Schedule row so it matches the site."""
     if not site.is_scheduled:
         Schedule.objects.filter(name=site.schedule_name).delete()
+        site.drop_held_runs()
         return None
     _drop_twins(site.schedule_name)
     schedule, _ = Schedule.objects.update_or_create(
@@ -170,7 +171,8 @@ def _start(site: Site) -> Audit:
                             start_url=site.start_url, **site.crawl_settings())
 
 
-# Runs the running-audit limit held back that one watchdog pass starts, at most.
+# Runs the running-audit limit held back that one watchdog pass starts, at most. It tries up to twice as
+# many: a run the query offers fails to start only by a race (another watchdog, a press of Run now).
 WAITING_PER_TICK = 10
 
 
@@ -179,35 +181,59 @@ def start_waiting() -> list[str]:
 
     Without this, sites sharing a run time (every daily site defaults to 03:00)
     past the limit were skipped every night, unseen. A run waits until its site's
-    next run time (a later fire takes its place), and starts only as its fire
+    next run time (a later fire takes its place) or until its schedule is paused
+    or unset (``sync`` drops it for good), and starts only as its fire
     would have: no audit of the site active, private targets still allowed.
+    The pass counts runs started, not rows read: ``_startable`` leaves out in
+    SQL the runs that cannot start now, so they never stand in front of others.
     """
-    actions = []
-    waiting = (SkippedRun.objects.filter(reason=SkippedRun.Reason.QUOTA, site__deleting=False,
-                                         site__last_due_at=F("due_at"))
-               .select_related("site__owner").order_by("created_at", "pk"))
-    for skipped in waiting[:WAITING_PER_TICK]:
-        site = skipped.site
-        if not (site.is_scheduled and site.owner.is_active and private_targets_allowed(site)):
-            continue
-        try:
-            with transaction.atomic():
-                locked = lock_site(site)
-                # Claimed first, in the transaction that starts the audit: two watchdogs start it once.
-                claimed = SkippedRun.objects.filter(pk=skipped.pk, reason=SkippedRun.Reason.QUOTA).update(
-                    reason=SkippedRun.Reason.STARTED_LATE)
-                # The locked row decides, as in run_due: the site may have been paused or deleted since the read.
-                if (locked is None or not locked.is_scheduled or not claimed
-                        or locked.audits.filter(status__in=Audit.ACTIVE).exists()):
-                    raise _NotNow
-                audit = _start(locked)
-                SkippedRun.objects.filter(pk=skipped.pk).update(
-                    detail=f"Started at {_local(site, timezone.now())} as audit {audit.pk}, "
-                           "once one of the owner's audits had ended.")
-        except (QuotaExceeded, _NotNow):
-            continue
-        actions.append(f"started the held-back run of site {site.pk} as audit {audit.pk}")
+    actions: list[str] = []
+    tried: list[int] = []
+    for _ in range(2 * WAITING_PER_TICK):
+        skipped = _startable().exclude(pk__in=tried).first()
+        if skipped is None:
+            break
+        tried.append(skipped.pk)
+        if (audit := _start_held(skipped)) is not None:
+            actions.append(f"started the held-back run of site {skipped.site_id} as audit {audit.pk}")
+            if len(actions) == WAITING_PER_TICK:
+                break
     return actions
+
+
+def _startable():
+    """The held-back runs that can start now, oldest first: the site's latest run time on a live schedule,
+    its owner active and under the running-audit limit, no audit of the site active."""
+    active = Audit.objects.filter(status__in=Audit.ACTIVE)
+    at_limit = (active.values("owner").annotate(running=Count("pk"))
+                .filter(running__gte=settings.SITEWARD["MAX_RUNNING_AUDITS_PER_USER"]).values("owner"))
+    held = (SkippedRun.objects.filter(reason=SkippedRun.Reason.QUOTA, site__in=Site.objects.scheduled(),
+                                      site__last_due_at=F("due_at"), site__owner__is_active=True)
+            .exclude(site__owner__in=at_limit).exclude(Exists(active.filter(site=OuterRef("site")))))
+    if not settings.SITEWARD["ALLOW_PRIVATE_TARGETS"]:
+        held = held.filter(site__allow_private=False)  # as private_targets_allowed
+    return held.select_related("site").order_by("created_at", "pk")
+
+
+def _start_held(skipped: SkippedRun) -> Audit | None:
+    """Start the held-back run ``skipped`` as its fire would have, or None if it cannot start now."""
+    try:
+        with transaction.atomic():
+            site = lock_site(skipped.site)
+            # Claimed first, in the transaction that starts the audit: two watchdogs start it once.
+            claimed = SkippedRun.objects.filter(pk=skipped.pk, reason=SkippedRun.Reason.QUOTA).update(
+                reason=SkippedRun.Reason.STARTED_LATE)
+            # The locked row decides, as in run_due: the site may have been paused or deleted since the read.
+            if (site is None or not site.is_scheduled or not claimed or not private_targets_allowed(site)
+                    or site.audits.filter(status__in=Audit.ACTIVE).exists()):
+                raise _NotNow
+            audit = _start(site)
+            SkippedRun.objects.filter(pk=skipped.pk).update(
+                detail=f"Started at {_local(site, timezone.now())} as audit {audit.pk}, "
+                       "once one of the owner's audits had ended.")
+    except (QuotaExceeded, _NotNow):
+        return None
+    return audit
 
 
 # How long skipped runs are kept, and how many one watchdog pass deletes at most: an hourly site that

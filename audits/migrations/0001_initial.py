@@ -271,7 +271,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('due_at', models.DateTimeField(help_text='The run time the schedule fired for')),
-                ('reason', models.CharField(choices=[('still_running', 'The previous audit was still queued or running'), ('quota', 'The owner already had as many audits running as allowed'), ('private_refused', 'Private targets are no longer allowed on this deployment'), ('missed', 'No worker cluster fired the schedule at that time'), ('started_late', "Held back by the owner's running-audit limit, then started")], max_length=20)),
+                ('reason', models.CharField(choices=[('still_running', 'The previous audit was still queued or running'), ('quota', 'The owner already had as many audits running as allowed'), ('private_refused', 'Private targets are no longer allowed on this deployment'), ('missed', 'No worker cluster fired the schedule at that time'), ('started_late', "Held back by the owner's running-audit limit, then started"), ('dropped', "Held back by the owner's running-audit limit, then the schedule was paused or unset")], max_length=20)),
                 ('detail', models.CharField(blank=True, max_length=500)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('site', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='skipped_runs', to='audits.site')),
@@ -477,5 +477,9 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name='skippedrun',
             index=models.Index(fields=['site', '-created_at'], name='skippedrun_site_created'),
+        ),
+        migrations.AddIndex(
+            model_name='skippedrun',
+            index=models.Index(condition=models.Q(('reason', 'quota')), fields=['created_at'], name='skippedrun_held'),
         ),
     ]

@@ -215,6 +215,13 @@ class Site(models.Model):
         Site.objects.filter(pk=self.pk).update(paused=False)
         self.paused = False
 
+    def drop_held_runs(self) -> int:
+        """Settle the runs the owner's limit held back, as not started: once the schedule is paused or unset,
+        none of them may start later, on a resume weeks on, at a time that is no run time."""
+        when = timezone.now().astimezone(self.zone()).strftime("%Y-%m-%d %H:%M %Z")
+        return self.skipped_runs.filter(reason=SkippedRun.Reason.QUOTA).update(
+            reason=SkippedRun.Reason.DROPPED, detail=f"Not started: the schedule was paused or unset at {when}.")
+
 
 class SkippedRun(models.Model):
     """A scheduled run that did not start an audit, and why: a person can see every one."""
@@ -225,6 +232,7 @@ class SkippedRun(models.Model):
         PRIVATE_REFUSED = "private_refused", "Private targets are no longer allowed on this deployment"
         MISSED = "missed", "No worker cluster fired the schedule at that time"
         STARTED_LATE = "started_late", "Held back by the owner's running-audit limit, then started"
+        DROPPED = "dropped", "Held back by the owner's running-audit limit, then the schedule was paused or unset"
 
     site = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="skipped_runs")
     due_at = models.DateTimeField(help_text="The run time the schedule fired for")
@@ -234,7 +242,11 @@ class SkippedRun(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["site", "-created_at"], name="skippedrun_site_created")]
+        indexes = [
+            models.Index(fields=["site", "-created_at"], name="skippedrun_site_created"),
+            # The runs waiting for a slot, oldest first: audits.schedules.start_waiting reads them every minute.
+            models.Index(fields=["created_at"], name="skippedrun_held", condition=Q(reason="quota")),
+        ]
 
     def __str__(self):
         return f"{self.site} skipped at {self.due_at}: {self.reason}"

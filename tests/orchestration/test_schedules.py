@@ -20,7 +20,8 @@ pytestmark = pytest.mark.django_db
 
 def scheduled_site(owner, **fields) -> Site:
     fields.setdefault("cadence", Site.Cadence.DAILY)
-    site = Site.objects.create(owner=owner, start_url="http://127.0.0.1:9/", allow_private=True, **fields)
+    fields.setdefault("start_url", "http://127.0.0.1:9/")
+    site = Site.objects.create(owner=owner, allow_private=True, **fields)
     schedules.sync(site)
     return site
 
@@ -399,3 +400,49 @@ def test_a_held_back_run_starts_nothing_on_a_site_paused_or_deleted_before_the_l
     _changed_before_the_lock(monkeypatch, change)
     assert schedules.start_waiting() == []
     assert not Audit.objects.filter(site=site).exists()
+
+
+def test_held_back_runs_of_an_owner_still_at_the_limit_do_not_hold_back_another_owners(
+        owner, stranger, settings):
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True, "MAX_RUNNING_AUDITS_PER_USER": 1}
+    make_audit(owner, start_url="https://elsewhere.example/", status=Audit.Status.RUNNING)
+    crowd = [scheduled_site(owner, start_url=f"http://127.0.0.1:{9000 + n}/")
+             for n in range(schedules.WAITING_PER_TICK + 1)]
+    for site in crowd:  # held back first, so oldest
+        schedules.run_due(site.pk, due_now(site))
+    theirs = make_audit(stranger, start_url="https://theirs.example/", status=Audit.Status.RUNNING)
+    site = scheduled_site(stranger)
+    schedules.run_due(site.pk, due_now(site))
+    Audit.objects.filter(pk=theirs.pk).update(status=Audit.Status.COMPLETED)
+    started = schedules.start_waiting()
+    audit = Audit.objects.filter(site=site).first()
+    assert audit is not None and started == [f"started the held-back run of site {site.pk} as audit {audit.pk}"]
+    assert SkippedRun.objects.filter(site__in=crowd, reason=SkippedRun.Reason.QUOTA).count() == len(crowd)
+
+
+SCHEDULE_FORM = {"cadence": "daily", "minute": 0, "hour": 3, "weekday": 1, "time_zone": "UTC",
+                 "notify_severity": ""}
+# Two ways a person takes a site off its schedule, and puts it back.
+OFF_AND_ON = {
+    "paused": [("site-pause", {}), ("site-resume", {})],
+    "unset": [("site-schedule", {**SCHEDULE_FORM, "cadence": ""}), ("site-schedule", SCHEDULE_FORM)],
+}
+
+
+@pytest.mark.parametrize("off_and_on", OFF_AND_ON.values(), ids=OFF_AND_ON.keys())
+def test_a_held_back_run_is_dropped_when_the_schedule_is_paused_or_unset_and_never_starts_later(
+        owner, owner_client, settings, off_and_on):
+    from django.urls import reverse
+
+    settings.SITEWARD = {**settings.SITEWARD, "ALLOW_PRIVATE_TARGETS": True, "MAX_RUNNING_AUDITS_PER_USER": 1}
+    other = make_audit(owner, start_url="https://elsewhere.example/", status=Audit.Status.RUNNING)
+    site = scheduled_site(owner)
+    schedules.run_due(site.pk, due_now(site))
+    (off, off_data), (on, on_data) = off_and_on
+    assert owner_client.post(reverse(off, args=[site.pk]), off_data).status_code == 302
+    Audit.objects.filter(pk=other.pk).update(status=Audit.Status.COMPLETED)
+    assert owner_client.post(reverse(on, args=[site.pk]), on_data).status_code == 302
+    assert schedules.start_waiting() == []
+    assert not Audit.objects.filter(site=site).exists()
+    held = SkippedRun.objects.get(site=site)
+    assert held.reason == SkippedRun.Reason.DROPPED and "paused or unset" in held.detail
