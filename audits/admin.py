@@ -300,7 +300,7 @@ class SiteAdmin(PurgedDelete, admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
-        schedules.sync(obj)
+        schedules.sync(obj, reset=not Site.RUN_TIME_FIELDS.isdisjoint(form.changed_data))
 
     purge = staticmethod(purge_site)
     related = (Audit, Page, Issue, Notification)

@@ -35,25 +35,32 @@ FUNC = "audits.tasks.scheduled_run"
 DUE_KWARG = "due"
 
 
-def sync(site: Site) -> Schedule | None:
-    """Create, change or delete the site's Schedule row so it matches the site."""
+def sync(site: Site, *, reset: bool = True) -> Schedule | None:
+    """Create, change or delete the site's Schedule row so it matches the site.
+
+    ``reset=False`` says the run times did not change (no field of
+    ``Site.RUN_TIME_FIELDS`` did): an existing row keeps its next run, even one
+    past that a cluster down overnight has yet to fire late, and the run times
+    since the schedule was last set still count as missed.
+    """
     if not site.is_scheduled:
         Schedule.objects.filter(name=site.schedule_name).delete()
         site.drop_held_runs()
         return None
     _drop_twins(site.schedule_name)
-    schedule, _ = Schedule.objects.update_or_create(
+    schedule, created = Schedule.objects.update_or_create(
         name=site.schedule_name,
         defaults={
             "func": FUNC, "args": repr(site.pk), "schedule_type": Schedule.CRON, "cron": site.cron_expression(),
             "repeats": -1, "intended_date_kwarg": DUE_KWARG,
         },
     )
-    # Set apart from the save: Schedule.save() computes a new cron row's first
-    # run in TIME_ZONE, not in the site's zone.
-    schedule.next_run = next_run(site)
-    Schedule.objects.filter(pk=schedule.pk).update(next_run=schedule.next_run)
-    Site.objects.filter(pk=site.pk).update(schedule_set_at=timezone.now())
+    if created or reset:
+        # Set apart from the save: Schedule.save() computes a new cron row's first
+        # run in TIME_ZONE, not in the site's zone.
+        schedule.next_run = next_run(site)
+        Schedule.objects.filter(pk=schedule.pk).update(next_run=schedule.next_run)
+        Site.objects.filter(pk=site.pk).update(schedule_set_at=timezone.now())
     return schedule
 
 

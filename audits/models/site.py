@@ -92,6 +92,10 @@ class Site(models.Model):
         FRIDAY = 5, "Friday"
         SATURDAY = 6, "Saturday"
 
+    # The fields that set the schedule's run times: saving a change to one sets the schedule anew
+    # (audits.schedules.sync); saving only the others (alerts, crawl settings) leaves its next run as it is.
+    RUN_TIME_FIELDS = frozenset({"cadence", "minute", "hour", "weekday", "cron", "time_zone", "paused"})
+
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sites")
     start_url = models.CharField(max_length=2048, help_text="Normalised; one site per owner and start URL")
 

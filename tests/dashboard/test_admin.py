@@ -274,3 +274,23 @@ def test_staff_who_may_change_audits_issues_and_sites_run_the_actions(client, dj
     assert running.status == Audit.Status.CANCELLED
     assert Issue.objects.get(pk=issue.pk).review == "ignored"
     assert Site.objects.get(pk=running.site_id).paused
+
+
+def test_saving_a_sites_alerts_in_the_admin_keeps_the_run_a_cluster_has_yet_to_fire(superuser_client, owner):
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from django_q.models import Schedule
+
+    from audits import schedules
+
+    site = make_finished_audit(owner).site
+    Site.objects.filter(pk=site.pk).update(cadence=Site.Cadence.DAILY)
+    site.refresh_from_db()
+    schedules.sync(site)
+    not_fired = timezone.now().replace(second=0, microsecond=0) - timedelta(hours=5)
+    Schedule.objects.filter(name=site.schedule_name).update(next_run=not_fired)
+    response = superuser_client.post(reverse("admin:audits_site_change", args=[site.pk]),
+                                     site_change_data(superuser_client, site, notify_severity="warning"))
+    assert response.status_code == 302
+    assert Schedule.objects.get(name=site.schedule_name).next_run == not_fired

@@ -3,7 +3,7 @@
 import csv
 import io
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
@@ -187,6 +187,40 @@ def test_saving_the_schedule_keeps_what_a_run_fired_meanwhile_wrote_on_the_site(
     assert owner_client.post(reverse("site-schedule", args=[site.pk]), data).status_code == 302
     site.refresh_from_db()
     assert (site.cadence, site.hour, site.last_due_at, site.max_pages) == ("daily", 3, fired, 77)
+
+
+DAILY_AT_THREE = {"cadence": "daily", "minute": 0, "hour": 3, "weekday": 1, "time_zone": "UTC",
+                  "notify_severity": "critical", "webhook_url": ""}
+
+
+def scheduled_with_a_run_not_yet_fired(owner_client, owner) -> tuple[Site, datetime, datetime]:
+    """A site scheduled daily at 03:00 a week ago, whose 03:00 run no cluster has fired yet (one was down)."""
+    site = make_audit(owner).site
+    owner_client.post(reverse("site-schedule", args=[site.pk]), DAILY_AT_THREE)
+    due = timezone.now().replace(hour=3, minute=0, second=0, microsecond=0)
+    set_at = timezone.now().replace(microsecond=0) - timedelta(days=7)
+    Schedule.objects.filter(name=site.schedule_name).update(next_run=due - timedelta(days=1))
+    Site.objects.filter(pk=site.pk).update(schedule_set_at=set_at)
+    return site, due - timedelta(days=1), set_at
+
+
+@pytest.mark.parametrize("alerts", [{"notify_severity": "warning"}, {"notify_email": "on"},
+                                    {"scheduled_mode": "delta"}])
+def test_saving_only_the_alerts_or_the_run_mode_keeps_the_run_a_cluster_has_yet_to_fire(owner_client, owner, alerts):
+    site, not_fired, set_at = scheduled_with_a_run_not_yet_fired(owner_client, owner)
+    assert owner_client.post(reverse("site-schedule", args=[site.pk]), {**DAILY_AT_THREE, **alerts}).status_code == 302
+    site.refresh_from_db()
+    assert Schedule.objects.get(name=site.schedule_name).next_run == not_fired
+    assert site.schedule_set_at == set_at
+
+
+@pytest.mark.parametrize("change", [{"hour": 4}, {"time_zone": "Asia/Tokyo"}, {"cadence": "hourly"}])
+def test_changing_the_run_times_sets_the_schedule_anew_from_now(owner_client, owner, change):
+    site, not_fired, set_at = scheduled_with_a_run_not_yet_fired(owner_client, owner)
+    assert owner_client.post(reverse("site-schedule", args=[site.pk]), {**DAILY_AT_THREE, **change}).status_code == 302
+    site.refresh_from_db()
+    assert Schedule.objects.get(name=site.schedule_name).next_run == site.next_run_after() > timezone.now()
+    assert site.schedule_set_at > set_at
 
 
 def test_run_now_queues_an_audit_with_the_sites_settings(owner_client, owner):
