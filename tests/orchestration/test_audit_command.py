@@ -160,20 +160,26 @@ def test_the_command_line_runs_the_system_checks_and_a_failed_one_exits_2(site):
     assert site.hits("/") == 0 and Audit.objects.count() == 0
 
 
+def crawling(command: list[str], site: GridSite, out) -> subprocess.Popen:
+    """``command audit`` of the slow ``site`` in a process of its own, once it has written five page records."""
+    proc = subprocess.Popen(
+        command + ["audit", site.url("/"), "--allow-private", "--concurrency", "2", "--out", str(out)],
+        cwd=ROOT, env=subprocess_env(SITEWARD_CHUNK_SIZE=20), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (not out.exists() or out.read_text().count('"type": "page"') < 5):
+        time.sleep(0.2)
+    return proc
+
+
 # SIGTERM is what a CI job's timeout or cancel and `docker stop` send: it must end the audit as Ctrl-C does.
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c", "sigterm"])
 @pytest.mark.django_db(transaction=True)
 def test_ctrl_c_or_sigterm_exits_130_keeps_partial_results_and_cancels_the_audit(tmp_path, stop):
     with GridSite(pages=200, delay=0.05) as slow:
         out = tmp_path / "r.jsonl"
-        proc = subprocess.Popen(
-            MANAGE + ["audit", slow.url("/"), "--allow-private", "--concurrency", "2", "--out", str(out)],
-            cwd=ROOT, env=subprocess_env(SITEWARD_CHUNK_SIZE=20), stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (not out.exists() or out.read_text().count('"type": "page"') < 5):
-            time.sleep(0.2)
+        proc = crawling(MANAGE, slow, out)
         proc.send_signal(stop)
         output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130, output
@@ -210,15 +216,7 @@ execute_from_command_line(["manage.py", *sys.argv[1:]])
 def test_a_second_signal_while_the_run_winds_down_still_writes_the_summary_and_exits_130(tmp_path, again):
     with GridSite(pages=200, delay=0.05) as slow:
         out = tmp_path / "r.jsonl"
-        proc = subprocess.Popen(
-            [MANAGE[0], "-c", SLOW_WIND_DOWN, "audit", slow.url("/"), "--allow-private", "--concurrency", "2",
-             "--out", str(out)],
-            cwd=ROOT, env=subprocess_env(SITEWARD_CHUNK_SIZE=20), stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (not out.exists() or out.read_text().count('"type": "page"') < 5):
-            time.sleep(0.2)
+        proc = crawling([MANAGE[0], "-c", SLOW_WIND_DOWN], slow, out)
         proc.send_signal(signal.SIGINT)
         before = []
         for line in proc.stdout:  # until the run is cancelling the audit
