@@ -142,11 +142,21 @@ def site_schedule(request, site):
     site = form.save(commit=False)
     # Only the schedule's own columns: a scheduled run handled meanwhile moved last_due_at on this row.
     site.save(update_fields=form._meta.fields)
+    if "webhook_url" in form.changed_data and site.webhook_url:
+        site.renew_webhook_key()  # a new receiver gets a key the old one cannot sign with
     schedules.sync(site, reset=not Site.RUN_TIME_FIELDS.isdisjoint(form.changed_data))
     if site.is_scheduled:
         messages.success(request, f"Schedule saved: next run {schedules.next_run(site):%Y-%m-%d %H:%M %Z}.")
     else:
         messages.success(request, "Saved." + (" The schedule is paused." if site.paused and site.cadence else ""))
+    return redirect(site)
+
+
+@site_view("POST")
+def site_webhook_key(request, site):
+    site.renew_webhook_key()
+    messages.success(request, "The webhook has a new signing key: give it to your receiver, the old one "
+                              "no longer matches.")
     return redirect(site)
 
 

@@ -42,6 +42,7 @@ urlpatterns = [
     path("audits/<int:audit_id>/delete/", views.audit_delete, name="audit-delete"),
     path("sites/<int:site_id>/schedule/", site_views.site_schedule, name="site-schedule"),
     path("sites/<int:site_id>/pause/", site_views.site_pause, name="site-pause"),
+    path("sites/<int:site_id>/webhook-key/", site_views.site_webhook_key, name="site-webhook-key"),
     path("sites/<int:site_id>/resume/", site_views.site_resume, name="site-resume"),
     path("sites/<int:site_id>/run/", site_views.site_run, name="site-run"),
     path("sites/<int:site_id>/delete/", site_views.site_delete, name="site-delete"),

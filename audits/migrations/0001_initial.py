@@ -217,6 +217,7 @@ class Migration(migrations.Migration):
                 ('notify_on_failure', models.BooleanField(default=True)),
                 ('notify_email', models.BooleanField(default=True, help_text='E-mail the owner')),
                 ('webhook_url', models.CharField(blank=True, help_text='POST a JSON summary here', max_length=2048, validators=[audits.models.site.WebhookURLValidator()])),
+                ('webhook_key_round', models.CharField(blank=True, editable=False, max_length=32)),
                 ('last_due_at', models.DateTimeField(blank=True, editable=False, help_text='The run time of the latest fire of the schedule handled', null=True)),
                 ('schedule_set_at', models.DateTimeField(blank=True, editable=False, help_text='When the schedule was last set, changed or resumed', null=True)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),

@@ -9,6 +9,7 @@ a person chose.
 from __future__ import annotations
 
 import re
+import secrets
 import zoneinfo
 from datetime import datetime
 
@@ -138,6 +139,8 @@ class Site(models.Model):
     notify_email = models.BooleanField(default=True, help_text="E-mail the owner")
     webhook_url = models.CharField(max_length=2048, blank=True, validators=[WebhookURLValidator()],
                                    help_text="POST a JSON summary here")
+    # Random, and no secret without SECRET_KEY: a new value gives the webhook a new signing key (webhook_secret).
+    webhook_key_round = models.CharField(max_length=32, blank=True, editable=False)
     # django-q2 may deliver a fire twice: a fire at or before this run time is one
     # already handled (started or skipped) and starts nothing (audits.schedules.run_due).
     last_due_at = models.DateTimeField(null=True, blank=True, editable=False,
@@ -182,9 +185,15 @@ class Site(models.Model):
         return described(self.thresholds)
 
     def webhook_secret(self) -> str:
-        """The key the site's webhook POSTs are signed with (``crawler.webhook``): derived from SECRET_KEY
-        and the site, so nothing is stored, and a new SECRET_KEY gives every site a new one."""
-        return salted_hmac("siteward.webhook", str(self.pk), algorithm="sha256").hexdigest()[:40]
+        """The key the site's webhook POSTs are signed with (``crawler.webhook``): derived from SECRET_KEY,
+        the site and its ``webhook_key_round``, so no key is stored, and a new round gives a new one."""
+        seed = f"{self.pk}:{self.webhook_key_round}" if self.webhook_key_round else str(self.pk)
+        return salted_hmac("siteward.webhook", seed, algorithm="sha256").hexdigest()[:40]
+
+    def renew_webhook_key(self) -> None:
+        """A new signing key: after a leak, or for a new receiver, which must not be able to forge the old one's."""
+        self.webhook_key_round = secrets.token_hex(16)
+        self.save(update_fields=["webhook_key_round"])
 
     def cron_expression(self) -> str:
         """The schedule as a five-field cron expression, read in the site's time zone."""

@@ -127,3 +127,29 @@ def test_a_site_with_a_webhook_shows_the_key_its_posts_are_signed_with_and_each_
     page = owner_client.get(site.get_absolute_url()).content.decode()
     assert "X-Siteward-Signature-256" in page and site.webhook_secret() in page
     assert len(site.webhook_secret()) == 40 and site.webhook_secret() != other.webhook_secret()
+
+
+def test_a_new_webhook_address_or_a_press_of_new_key_gives_the_site_a_new_signing_key(owner_client, owner,
+                                                                                     client, django_user_model):
+    """A leaked key, or an old receiver, must not be able to sign alerts the new receiver trusts."""
+    site = make_audit(owner).site
+    owner_client.post(reverse("site-schedule", args=[site.pk]),
+                      schedule_data(webhook_url="https://www.example.com/old-hook"))
+    site.refresh_from_db()
+    first = site.webhook_secret()
+    owner_client.post(reverse("site-schedule", args=[site.pk]),
+                      schedule_data(webhook_url="https://www.example.com/new-hook"))
+    site.refresh_from_db()
+    second = site.webhook_secret()
+    assert second != first and len(second) == 40
+    # Saving the schedule again with the same receiver keeps its key.
+    owner_client.post(reverse("site-schedule", args=[site.pk]),
+                      schedule_data(webhook_url="https://www.example.com/new-hook", notify_on_failure=""))
+    site.refresh_from_db()
+    assert site.webhook_secret() == second
+    page = owner_client.post(reverse("site-webhook-key", args=[site.pk]), follow=True).content.decode()
+    site.refresh_from_db()
+    assert site.webhook_secret() not in (first, second) and site.webhook_secret() in page
+    # Nobody else can turn another person's key.
+    client.force_login(django_user_model.objects.create_user("mallory", password="x"))
+    assert client.post(reverse("site-webhook-key", args=[site.pk])).status_code == 404
