@@ -13,11 +13,12 @@ reachable from ``/`` (links to ``i+1`` and to its binary-tree children keep
 the click depth low), and the same seed always gives byte-identical pages.
 
 The images, stylesheets and scripts an audit checks (``src`` of ``<img>`` and
-``<script>``, stylesheet links) and the icon exist too, as small placeholder
-files, except 3% of the article and card images, chosen by their path: a
-site whose every image answered 404 would make an audit record tens of
-thousands of broken-resource issues no real site has. (The ``og:image``, the
-JSON-LD logo and the ``srcset`` candidates are not served: nothing requests them.)
+``<script>``, the ``srcset`` candidates of ``<picture><source>``, stylesheet
+links) and the icon exist too, as small placeholder files, except 3% of the
+article and card images, chosen by their path: a site whose every image
+answered 404 would make an audit record tens of thousands of broken-resource
+issues no real site has. (The ``og:image`` and the JSON-LD logo are not
+served: nothing requests them.)
 
     python -m benchmarks.corpus --pages 2000 --out /tmp/corpus   # write files for nginx
 """
@@ -81,6 +82,8 @@ ASSET_KINDS = {
     ".ico": ("image/x-icon", b"\x00\x00\x01\x00" + bytes(1020)),
     ".png": ("image/png", b"\x89PNG\r\n\x1a\n" + bytes(2040)),
     ".jpg": ("image/jpeg", b"\xff\xd8\xff\xe0" + bytes(4092)),
+    ".avif": ("image/avif", b"\x00\x00\x00\x1cftypavif" + bytes(3060)),
+    ".webp": ("image/webp", b"RIFF\xf8\x0b\x00\x00WEBPVP8 " + bytes(3060)),
 }
 MISSING_ASSET_PERCENT = 3
 
@@ -264,6 +267,7 @@ def _render(
         if paragraph % 4 == 2:
             img = rng.randrange(5000)
             images.add(f"/img/{img}-800.jpg")
+            images.update(f"/img/{img}-{width}.{kind}" for width in (400, 800, 1600) for kind in ("avif", "webp"))
             alt = f' alt="{_sentence(rng, 2, 6)}"' if rng.random() < 0.8 else ""
             out.append(
                 '<figure class="media media-wide"><picture>'

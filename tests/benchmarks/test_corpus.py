@@ -11,8 +11,9 @@ from benchmarks.static_server import python_server
 # The pages of build_corpus(60, seed=7) before assets were added (be0de2d): the
 # Scrapy yardstick and the library benchmark crawl exactly these bytes.
 PAGES_SHA256 = "64fe2085c23e2cc3b70deb772e7680f5577443012a522f93c6c8871b80e59a05"
-# What an audit checks: <img src>, <script src>, <link rel=stylesheet href>.
-CHECKED = re.compile(rb'<(?:img|script)\b[^>]*?\bsrc="(/[^"?]*)|<link rel="stylesheet" href="(/[^"?]*)')
+# What an audit checks: <img src>, <script src>, <link rel=stylesheet href>, and every srcset candidate.
+CHECKED = re.compile(rb'<(?:img|script)\b[^>]*?\bsrc="(/[^"?]*)|<link rel="stylesheet" href="(/[^"?]*)'
+                     rb'|[" ](/img/[^" ?,]+) \d+w')
 
 
 def test_the_pages_are_byte_identical_to_the_corpus_before_assets():
@@ -23,7 +24,7 @@ def test_the_pages_are_byte_identical_to_the_corpus_before_assets():
 
 def test_every_checked_reference_is_an_asset_and_a_few_images_are_missing():
     corpus = build_corpus(300, seed=7)
-    referenced = {(m[0] or m[1]).decode() for body in corpus.pages.values() for m in CHECKED.findall(body)}
+    referenced = {(m[0] or m[1] or m[2]).decode() for body in corpus.pages.values() for m in CHECKED.findall(body)}
     assert referenced <= corpus.assets.keys() | corpus.missing_assets
     assert not corpus.assets.keys() & corpus.missing_assets
     assert all(path.startswith("/img/") and path[5].isdigit() for path in corpus.missing_assets)
@@ -48,6 +49,8 @@ def test_the_python_server_serves_assets_by_path_ignoring_the_query_as_nginx_doe
     with python_server(corpus) as (base, _):
         assert _head(base + "/static/site.css?v=20260101") == (200, "text/css")
         assert _head(base + "/img/avatar.png") == (200, "image/png")
+        served = next(path for path in corpus.assets if path.endswith(".avif"))
+        assert _head(base + served) == (200, "image/avif")
         assert _head(base + "/p/3.html")[0] == 200
         for path in missing[:2]:
             assert _head(base + path)[0] == 404
