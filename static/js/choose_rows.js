@@ -23,3 +23,19 @@ if (document.readyState === "loading") {
   showChooseLabels();
 }
 document.addEventListener("htmx:afterSwap", showChooseLabels);
+
+// "All N issues matching this filter, on every page" marks rows nobody sees on this page: a mark
+// sent by mistake would need a hunt through every page to undo, so it is asked once before it goes.
+document.addEventListener("htmx:confirm", function (event) {
+  var form = event.target.closest && event.target.closest("form");
+  var all = form && form.querySelector("#choose-all-matching");
+  if (!all || !all.checked) { return; }
+  var button = event.detail.triggeringEvent && event.detail.triggeringEvent.submitter;
+  var what = button ? button.textContent.trim() : "Mark";
+  var label = all.closest("label");
+  var scope = label ? label.textContent.trim().replace(/\s+/g, " ") : "All issues matching this filter";
+  event.preventDefault();
+  if (window.confirm("\u201c" + what + "\u201d for " + scope.charAt(0).toLowerCase() + scope.slice(1) + "?")) {
+    event.detail.issueRequest(true);
+  }
+});

@@ -59,6 +59,14 @@ def test_all_matching_the_filter_marks_every_page_of_it(page, owner):
     expect(page.locator("tr.issue")).to_have_count(3)
     expect(page).to_have_url(re.compile(r"severity=critical"))
     page.check("#choose-all-matching")
+    # Rows on other pages are marked too: asked first, and a "no" sends nothing.
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.click("#mark-reviewed")
+    expect(page.locator("#choose-all-matching")).to_be_checked()
+    assert asked and "3 issues matching this filter, on every page" in asked[0] and "reviewed" in asked[0]
+    assert not Issue.objects.filter(audit=audit, review="reviewed").exists()
+    page.once("dialog", lambda dialog: dialog.accept())
     page.click("#mark-reviewed")
     expect(page.locator("#triage-result")).to_have_text("Marked 3 issues reviewed.")
     assert set(Issue.objects.filter(audit=audit, review="reviewed").values_list("severity", flat=True)) == {
