@@ -324,7 +324,8 @@ class Audit(models.Model):
             [self.Status.FAILED, self.Status.CANCELLED], Q(finished_at=self.finished_at), status=self.Status.QUEUED,
             phase=self.Phase.QUEUED, error_code="", error_detail="", failed_phase="",
             finished_at=None, heartbeat_at=Now(), links_indexed=False, start_attempts=0, finalize_attempts=0,
-            earlier_run_seconds=self.run_seconds(), resumed_at=None,
+            # From the reopen: waiting for a worker counts as this run's, as it does not the stopped days before.
+            earlier_run_seconds=self.run_seconds(), resumed_at=timezone.now(),
         )
         if reopened:
             AuditSession.objects.filter(audit=self).update(logins=0, cookies="")

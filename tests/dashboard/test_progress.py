@@ -197,7 +197,10 @@ def test_a_resumed_audit_counts_the_time_it_ran_not_the_weekend_it_stood_cancell
         audit = running(owner, pages_crawled=30, pages_discovered=60)  # started two minutes before Friday
         audit.cancel()
     with time_machine.travel(friday + timedelta(days=3), tick=False):
-        assert audit.reopen_for_resume() and audit.resume_crawl()
+        assert audit.reopen_for_resume()
+        # Queued again, it has run two minutes, not three days.
+        assert dd(owner_client.get(audit.get_absolute_url()).content.decode(), "elapsed") == "2 min 00 s"
+        assert audit.resume_crawl()
     with time_machine.travel(friday + timedelta(days=3, seconds=60), tick=False):
         Audit.objects.filter(pk=audit.pk).update(pages_crawled=60, status=Audit.Status.COMPLETED,
                                                  phase=Audit.Phase.DONE, finished_at=timezone.now())
