@@ -27,8 +27,10 @@ document.addEventListener("htmx:afterSwap", showChooseLabels);
 // "All N issues matching this filter, on every page" marks rows nobody sees on this page: a mark
 // sent by mistake would need a hunt through every page to undo, so it is asked once before it goes.
 document.addEventListener("htmx:confirm", function (event) {
+  // The triage form's own POST only: a sort link inside it (a GET) asks nothing.
   var form = event.target.closest && event.target.closest("form");
-  var all = form && form.querySelector("#choose-all-matching");
+  if (!form || form.id !== "triage-form" || String(event.detail.verb).toLowerCase() !== "post") { return; }
+  var all = form.querySelector("#choose-all-matching");
   if (!all || !all.checked) { return; }
   var button = event.detail.triggeringEvent && event.detail.triggeringEvent.submitter;
   var what = button ? button.textContent.trim() : "Mark";

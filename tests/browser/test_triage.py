@@ -59,6 +59,19 @@ def test_all_matching_the_filter_marks_every_page_of_it(page, owner):
     expect(page.locator("tr.issue")).to_have_count(3)
     expect(page).to_have_url(re.compile(r"severity=critical"))
     page.check("#choose-all-matching")
+    # Sorting the table meanwhile asks nothing (its links sit inside the triage form).
+    sorting = []
+
+    def asked_to_sort(dialog):
+        sorting.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", asked_to_sort)
+    page.click("thead a:has-text('Page')")
+    expect(page).to_have_url(re.compile(r"sort="))
+    page.remove_listener("dialog", asked_to_sort)
+    assert not sorting
+    page.check("#choose-all-matching")
     # Rows on other pages are marked too: asked first, and a "no" sends nothing.
     asked = []
     page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
