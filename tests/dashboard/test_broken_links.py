@@ -177,6 +177,8 @@ def test_an_audit_that_stopped_before_its_cross_page_checks_does_not_claim_no_br
     Audit.objects.filter(pk=audit.pk).update(links_indexed=True)
     body = get_list(owner_client, audit).content.decode()
     assert "No broken links among the pages fetched before it stopped" in body
+    searched = owner_client.get(reverse("broken-list", args=[audit.pk]), {"q": "nothing-like-this"}).content.decode()
+    assert "No broken link target matches" in searched
 
 
 def test_a_running_audit_says_its_broken_links_come_when_the_crawl_finishes(owner_client, owner):
