@@ -193,10 +193,16 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         advance(audit, 0, dispatcher)
 
 
+# An answer whose body never came whole: the start page gave nothing to crawl from. A redirect
+# loop or a refused hop is the site's own answer, reported as an issue of the one page it stored.
+BODY_NEVER_WHOLE = frozenset({FetchError.INCOMPLETE_BODY, FetchError.DEADLINE_EXCEEDED, FetchError.READ_TIMEOUT,
+                              FetchError.PROTOCOL_ERROR, FetchError.RATE_LIMITED})
+
+
 def _front_door_down(landing: FetchResult) -> bool:
-    """A start page that answered but gave nothing to crawl from: a 5xx, a 429, or an error on the way
-    (a body cut short or dripped past the deadline; a page too large to read is no error by now)."""
-    return (landing.status or 0) >= 500 or landing.status == 429 or landing.error is not None
+    """A start page that answered but gave nothing to crawl from: a 5xx, a 429, or a body that never
+    came whole (cut short, dripped past the deadline; a page too large to read is no error by now)."""
+    return (landing.status or 0) >= 500 or landing.status == 429 or landing.error in BODY_NEVER_WHOLE
 
 
 def _validation_seeds(audit: Audit, robots: Robots, setup: CrawlSetup, scope: Scope) -> list[FrontierURL]:

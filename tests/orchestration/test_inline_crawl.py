@@ -149,6 +149,15 @@ def test_a_start_page_that_answers_but_never_whole_fails_the_audit_as_site_unava
     assert audit.pages.get().url == server.url(path)  # what was fetched stays visible
 
 
+def test_a_start_page_that_redirects_in_a_loop_completes_with_its_redirect_loop_issue(owner, fast_settings):
+    """The site's own answer, not a door that never opened: the one page stored says what is wrong."""
+    with HostileServer() as server:
+        audit = make(owner, server.url("/loop"))
+        crawl_inline(audit)
+    assert audit.status == "completed", audit.error_detail
+    assert audit.issues.filter(code="redirect_loop").exists()
+
+
 def test_the_writer_gets_pages_without_their_bodies_and_stores_each_bodys_hash(owner, site, fast_settings):
     bodies = []
     audit = make(owner, site.url("/"))
