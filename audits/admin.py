@@ -300,9 +300,7 @@ class SiteAdmin(PurgedDelete, admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
-        if change and "webhook_url" in form.changed_data and obj.webhook_url:
-            obj.renew_webhook_key()  # as on the site's page: a new receiver gets a new key
-        schedules.sync(obj, reset=not Site.RUN_TIME_FIELDS.isdisjoint(form.changed_data))
+        schedules.saved(obj, form.changed_data)
 
     purge = staticmethod(purge_site)
     related = (Audit, Page, Issue, Notification)

@@ -10,6 +10,7 @@ the site's zone and a fire that is not one of the site's run times starts nothin
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -33,6 +34,15 @@ log = logging.getLogger(__name__)
 FUNC = "audits.tasks.scheduled_run"
 # django-q2 passes the run time the schedule fired for under this keyword.
 DUE_KWARG = "due"
+
+
+def saved(site: Site, changed: Iterable[str]) -> None:
+    """A site whose schedule and alerts a person saved (``changed``: the fields they changed), on its page or
+    in the admin: a new webhook address gets a new signing key, and new run times a schedule set anew."""
+    changed = frozenset(changed)
+    if "webhook_url" in changed and site.webhook_url:
+        site.renew_webhook_key()  # the receiver it moved away from cannot sign for the new one
+    sync(site, reset=not Site.RUN_TIME_FIELDS.isdisjoint(changed))
 
 
 def sync(site: Site, *, reset: bool = True) -> Schedule | None:

@@ -142,9 +142,7 @@ def site_schedule(request, site):
     site = form.save(commit=False)
     # Only the schedule's own columns: a scheduled run handled meanwhile moved last_due_at on this row.
     site.save(update_fields=form._meta.fields)
-    if "webhook_url" in form.changed_data and site.webhook_url:
-        site.renew_webhook_key()  # a new receiver gets a key the old one cannot sign with
-    schedules.sync(site, reset=not Site.RUN_TIME_FIELDS.isdisjoint(form.changed_data))
+    schedules.saved(site, form.changed_data)
     if site.is_scheduled:
         messages.success(request, f"Schedule saved: next run {schedules.next_run(site):%Y-%m-%d %H:%M %Z}.")
     else:
