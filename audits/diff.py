@@ -192,14 +192,14 @@ def baseline_for(audit: Audit) -> Audit | None:
     what it found old news. But not one of an earlier schedule: scheduled in February, audited by hand
     until June and scheduled again in July, the first July run is compared with June's, or everything
     found since February would alert as new. That run is the earlier schedule's when another audit
-    ended after it and before the schedule was last set.
+    was made after it and before the schedule last went live (``Site.scheduled_since``).
     """
     if audit.baseline_id:
         return Audit.objects.filter(pk=audit.baseline_id).first()
     earlier = Audit.comparable().filter(site_id=audit.site_id, pk__lt=audit.pk)
     if audit.trigger == Audit.Trigger.SCHEDULE:
         last = earlier.filter(trigger=Audit.Trigger.SCHEDULE).order_by("-pk").first()
-        set_at = Site.objects.filter(pk=audit.site_id).values_list("schedule_set_at", flat=True).first()
+        set_at = Site.objects.filter(pk=audit.site_id).values_list("scheduled_since", flat=True).first()
         if last is not None and not (set_at and earlier.filter(pk__gt=last.pk, created_at__lt=set_at).exists()):
             return last
     return audit.previous_completed()

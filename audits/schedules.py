@@ -70,7 +70,9 @@ def sync(site: Site, *, reset: bool = True) -> Schedule | None:
         # run in TIME_ZONE, not in the site's zone.
         schedule.next_run = next_run(site)
         Schedule.objects.filter(pk=schedule.pk).update(next_run=schedule.next_run)
-        Site.objects.filter(pk=site.pk).update(schedule_set_at=timezone.now())
+        now = timezone.now()
+        # A row made anew is a schedule going live (set, or resumed): its runs start a series of their own.
+        Site.objects.filter(pk=site.pk).update(schedule_set_at=now, **({"scheduled_since": now} if created else {}))
     return schedule
 
 

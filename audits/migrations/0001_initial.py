@@ -220,6 +220,7 @@ class Migration(migrations.Migration):
                 ('webhook_key_round', models.CharField(blank=True, editable=False, max_length=32)),
                 ('last_due_at', models.DateTimeField(blank=True, editable=False, help_text='The run time of the latest fire of the schedule handled', null=True)),
                 ('schedule_set_at', models.DateTimeField(blank=True, editable=False, help_text='When the schedule was last set, changed or resumed', null=True)),
+                ('scheduled_since', models.DateTimeField(blank=True, editable=False, null=True)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('deleting', models.BooleanField(default=False, editable=False, help_text='Taken off every screen; a worker deletes it and its audits')),
                 ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sites', to=settings.AUTH_USER_MODEL)),

@@ -148,6 +148,9 @@ class Site(models.Model):
     # Run times before this were another schedule's, or a paused one's: none of them counts as missed.
     schedule_set_at = models.DateTimeField(null=True, blank=True, editable=False,
                                            help_text="When the schedule was last set, changed or resumed")
+    # When the schedule last went live (set, or resumed): a scheduled run before it is an earlier
+    # series', not the baseline of this one's first run (audits.diff.baseline_for). A new hour is the same series.
+    scheduled_since = models.DateTimeField(null=True, blank=True, editable=False)
 
     created_at = models.DateTimeField(auto_now_add=True)
     deleting = models.BooleanField(default=False, editable=False,

@@ -620,10 +620,40 @@ def test_a_scheduled_runs_baseline_is_not_a_run_of_an_earlier_schedule(owner):
 
     audit_on(2, 1, trigger=Audit.Trigger.SCHEDULE)
     june = audit_on(6, 1)
-    Site.objects.filter(pk=june.site_id).update(schedule_set_at=datetime(2026, 7, 1, 12, tzinfo=UTC))
+    Site.objects.filter(pk=june.site_id).update(scheduled_since=datetime(2026, 7, 1, 12, tzinfo=UTC))
     july = audit_on(7, 2, trigger=Audit.Trigger.SCHEDULE)
     assert diff.baseline_for(july) == june
     # From then on the schedule's own runs follow each other, whatever a person runs in between.
     audit_on(7, 10)
     august = audit_on(8, 2, trigger=Audit.Trigger.SCHEDULE)
     assert diff.baseline_for(august) == july
+
+
+def test_a_new_run_time_keeps_the_series_but_a_schedule_set_again_starts_one(owner):
+    """Moving the nightly run from 3:00 to 4:00 is the same series: a CI audit in between stays no baseline."""
+    from audits import schedules
+
+    url = "https://nightly.example/"
+    first = make_audit(owner, start_url=url, trigger=Audit.Trigger.SCHEDULE, status=Audit.Status.COMPLETED)
+    site = first.site
+    Site.objects.filter(pk=site.pk).update(cadence=Site.Cadence.DAILY, hour=3)
+    site.refresh_from_db()
+    schedules.sync(site)  # the schedule goes live
+    ci = make_audit(owner, start_url=url, status=Audit.Status.COMPLETED)
+    site.hour = 4
+    site.save(update_fields=["hour"])
+    schedules.saved(site, ["hour"])
+    tonight = make_audit(owner, start_url=url, trigger=Audit.Trigger.SCHEDULE)
+    assert diff.baseline_for(tonight) == first
+    # Unscheduled, audited by hand, scheduled again: the first run of the new series follows the hand audit.
+    Audit.objects.filter(pk=tonight.pk).update(status=Audit.Status.COMPLETED)
+    site.cadence = Site.Cadence.NONE
+    site.save(update_fields=["cadence"])
+    schedules.saved(site, ["cadence"])
+    by_hand = make_audit(owner, start_url=url, status=Audit.Status.COMPLETED)
+    site.cadence = Site.Cadence.DAILY
+    site.save(update_fields=["cadence"])
+    schedules.saved(site, ["cadence"])
+    again = make_audit(owner, start_url=url, trigger=Audit.Trigger.SCHEDULE)
+    assert diff.baseline_for(again) == by_hand
+    assert ci.pk < tonight.pk
