@@ -14,9 +14,13 @@ once nothing writes the audit any more.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, Exists, OuterRef, QuerySet
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from . import diff, finalize
 from .models import Audit, ChunkLease, Inlink, LinkEdge
@@ -108,10 +112,15 @@ def ended_unindexed() -> QuerySet[Audit]:
 
     A completed audit's are final; a failed or cancelled one's once no chunk
     holds a live lease: a chunk that was mid-write when the audit ended may
-    still write one last sub-batch, and then stops.
+    still write one last sub-batch, and then stops. One that stopped during
+    finalize waits out a task's time limit: the check finalize was running
+    inserts its issues before it sees the audit has ended.
     """
     live = ChunkLease.objects.filter(audit=OuterRef("pk"), state=ChunkLease.State.LEASED, leased_until__gt=Now())
-    return Audit.objects.filter(status__in=Audit.ENDED, links_indexed=False).exclude(Exists(live))
+    finalizing = timezone.now() - timedelta(seconds=settings.Q_CLUSTER["timeout"])
+    return (Audit.objects.filter(status__in=Audit.ENDED, links_indexed=False).exclude(Exists(live))
+            .exclude(status__in=[Audit.Status.FAILED, Audit.Status.CANCELLED],
+                     failed_phase=Audit.Phase.FINALIZING, finished_at__gt=finalizing))
 
 
 def edges_to(audit: Audit, target_hash: str) -> QuerySet[LinkEdge]:

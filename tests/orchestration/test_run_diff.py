@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.conf import settings
+from django.db.models import F
 
 from audits import diff
 from audits.crawl import setup as crawl_setup
@@ -318,6 +320,9 @@ def fail_in_finalize(audit_id: int) -> None:
     """A finalize that fails: the audit keeps everything its crawl stored."""
     Audit.objects.get(pk=audit_id).fail(Audit.ErrorCode.INTERNAL_ERROR, "failed on purpose",
                                         phase=Audit.Phase.FINALIZING)
+    # This was the finalize task, and it has ended: nothing of it writes later (inlinks.ended_unindexed).
+    Audit.objects.filter(pk=audit_id).update(
+        finished_at=F("finished_at") - timedelta(seconds=settings.Q_CLUSTER["timeout"] + 1))
 
 
 def test_a_failed_audit_is_not_the_baseline_of_the_next_one(owner, site, fast_settings):

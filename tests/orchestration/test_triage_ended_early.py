@@ -3,6 +3,8 @@ completed one: once its chunks have stopped writing, by the ended-audit task the
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from audits import inlinks, tasks
@@ -143,3 +145,20 @@ def test_a_failed_audit_lists_the_broken_links_among_the_pages_it_fetched(owner,
     listed = client.get(f"{failed.get_absolute_url()}broken/").content.decode()
     assert site.url("/broken") in listed and "No broken links" not in listed
     assert not failed.issues.filter(code__in=["duplicate_content", "orphan_page", "deep_page"]).exists()
+
+
+def test_an_audit_stopped_during_finalize_waits_for_its_finalize_task_before_the_ended_step(owner, site,
+                                                                                          fast_settings, settings):
+    """The check finalize was running inserts its issues after the cancel: marked and counted only after."""
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 600}
+    first_version(site)
+
+    def cancelled_in_finalize(audit_id: int) -> None:  # a person's cancel: the finalize task may run on
+        assert cancel_audit(Audit.objects.get(pk=audit_id))
+
+    stopped = audit_of(owner, site, finalize=lambda audit_id: (Audit.objects.get(pk=audit_id).begin_finalize(),
+                                                               cancelled_in_finalize(audit_id)))
+    assert (stopped.status, stopped.failed_phase) == (Audit.Status.CANCELLED, Audit.Phase.FINALIZING)
+    assert tasks.index_links(stopped.pk) == "nothing to do"
+    Audit.objects.filter(pk=stopped.pk).update(finished_at=stopped.finished_at - timedelta(seconds=601))
+    assert tasks.index_links(stopped.pk) == "indexed"
