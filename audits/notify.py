@@ -2,7 +2,10 @@
 
 A scheduled audit that completed with new issues at or above its site's
 ``notify_severity``, or failed while its site has ``notify_on_failure``, is
-"due". ``notify`` sends each channel at most once per event (failed, completed):
+"due". A failure with the error code the site's previous scheduled run failed with is
+held back, recorded HELD and sent to nobody, unless the run whose failure alert last
+told of it began a day (REMINDER_EVERY) before: then it goes as a "still failing" reminder.
+``notify`` sends each channel at most once per event (failed, completed):
 the Notification row (unique per audit, event and channel) is the claim, inserted
 in state SENDING before anything is sent; only the call that inserted it sends,
 then records SENT, FAILED or SKIPPED, or RETRY when the other end surely did not take
@@ -29,7 +32,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db.models import Case, Exists, F, IntegerField, OuterRef, Q, Subquery, Value, When
+from django.db.models import Case, Exists, F, IntegerField, Min, OuterRef, Q, Subquery, Value, When
 from django.urls import reverse
 from django.utils import timezone
 
@@ -65,6 +68,12 @@ STUCK_DETAIL = "Its sending task stopped before it finished (a worker died); it 
 # after each round of quick tries: a mail server or a receiver down for an hour loses no alert.
 LATER_DELAYS: tuple[timedelta, ...] = (timedelta(minutes=5), timedelta(minutes=30), timedelta(hours=2),
                                        timedelta(hours=6))
+# A failure repeating the previous scheduled run's is told again only this long after the run whose alert
+# last told of it: an hourly site that is down mails once a day, not 24 times, and a long outage is not forgotten.
+REMINDER_EVERY = timedelta(hours=24)
+# Measured between the two runs' starts, less this: a daily run that starts a few minutes sooner than
+# yesterday's (the scheduler's jitter, a queue) must still remind every day, not every other.
+REMINDER_SLACK = timedelta(minutes=30)
 
 
 def at_or_above(threshold: str) -> tuple[str, ...]:
@@ -184,9 +193,15 @@ def notify(audit_id: int) -> str:
         channels.insert(0, (Notification.Channel.WEBHOOK, _send_webhook))
     # Every channel is claimed before any is sent, so a sweep that finds rows
     # finds all of them; a crash mid-send loses an alert but never repeats one.
-    claimed = [(row, send) for channel, send in channels
-               if (row := _claim(audit, audit.status, channel, alert.reason) or _reclaim(audit, channel)) is not None]
-    outcomes = []
+    # A repeat held back is claimed as such: the sweep passes it by, and the site page says why nothing went.
+    state = Notification.State.HELD if alert.held_back else Notification.State.SENDING
+    claimed, outcomes = [], []
+    for channel, send in channels:
+        row = _claim(audit, audit.status, channel, alert.reason, state, alert.held_back) or _reclaim(audit, channel)
+        if row is not None and row.state == Notification.State.HELD:
+            outcomes.append(f"{channel} held back")
+        elif row is not None:
+            claimed.append((row, send))
     for row, send in claimed:
         state, detail, undelivered = send(alert)
         outcomes.append(f"{row.channel} {_record(row, state, detail, undelivered)}")
@@ -195,13 +210,13 @@ def notify(audit_id: int) -> str:
     return f"audit {audit_id}: " + ", ".join(outcomes)
 
 
-def _claim(audit: Audit, event: str, channel: str, reason: str) -> Notification | None:
+def _claim(audit: Audit, event: str, channel: str, reason: str, state: str, detail: str) -> Notification | None:
     """The row for this event and channel if this call inserted it, else None (another call owns the send)."""
     # get_or_create inserts inside a savepoint and reads the winner's row on an
     # IntegrityError, so of two racing calls exactly one sees created=True.
     row, created = Notification.objects.get_or_create(
         audit=audit, event=event, channel=channel,
-        defaults={"state": Notification.State.SENDING, "reason": reason[:200]},
+        defaults={"state": state, "reason": reason[:200], "detail": detail[:500]},
     )
     return row if created else None
 
@@ -243,7 +258,35 @@ class Alert:
         self.new_by_severity = {severity: int(new.get(severity, 0)) for severity in SEVERITIES}
         self.changes = {change: 0 for change in diff.ISSUE_CHANGES} | diff.totals(audit.change_counts)
         self.new_due = sum(self.new_by_severity[severity] for severity in self.admitted)
-        self.reason = ("audit failed: " + audit.error_code) if self.failed else self._new_issues_phrase()
+        # When the site's scheduled runs began failing, and whether this one failed as the one before it.
+        self.failing_since, self.repeat, self.held_back = None, False, ""
+        if self.failed:
+            self._weigh_failure()
+        if self.repeat:
+            self.reason = "audit still failing: " + audit.error_code
+        else:
+            self.reason = ("audit failed: " + audit.error_code) if self.failed else self._new_issues_phrase()
+
+    def _weigh_failure(self) -> None:
+        """Set ``failing_since``, ``repeat``, and ``held_back`` (why a repeat is not sent; "" when it is)."""
+        audit = self.audit
+        earlier = audit.failures_before()
+        self.failing_since = earlier.aggregate(first=Min("finished_at"))["first"] or audit.finished_at
+        previous = earlier.order_by("-pk").values_list("error_code", flat=True).first()
+        self.repeat = previous is not None and previous == audit.error_code
+        if not self.repeat:
+            return
+        told = earlier.filter(notifications__event=Notification.Event.FAILED,
+                              notifications__state__in=Notification.TOLD).order_by("-pk").first()
+        # Nobody told of this failing yet (its alerts skipped or undelivered): this run's alert is news.
+        if told is None or audit.created_at >= told.created_at + REMINDER_EVERY - REMINDER_SLACK:
+            return
+        remind = self._when(told.created_at + REMINDER_EVERY)
+        self.held_back = (f"A repeat: the previous scheduled run failed with {audit.error_code} too, and audit "
+                          f"{told.pk}'s alert told of it. A reminder goes with the first run failing so from {remind}.")
+
+    def _when(self, moment) -> str:
+        return moment.astimezone(self.site.zone()).strftime("%Y-%m-%d %H:%M %Z")
 
     def _new_issues_phrase(self) -> str:
         present = [severity for severity in self.admitted if self.new_by_severity[severity]]
@@ -255,6 +298,8 @@ class Alert:
 
     @property
     def subject(self) -> str:
+        if self.repeat:
+            return f"[Siteward] Audit of {self.audit.start_url} still failing"
         if self.failed:
             return f"[Siteward] Audit of {self.audit.start_url} failed"
         return f"[Siteward] {self.reason} on {self.audit.start_url}"
@@ -279,8 +324,7 @@ class Alert:
 
     def body(self) -> str:
         audit = self.audit
-        finished = audit.finished_at.astimezone(self.site.zone()).strftime("%Y-%m-%d %H:%M %Z") \
-            if audit.finished_at else "recently"
+        finished = self._when(audit.finished_at) if audit.finished_at else "recently"
         if self.failed:
             lines = [
                 f"The scheduled audit of {audit.start_url} failed ({finished}).",
@@ -288,9 +332,14 @@ class Alert:
                 f"Reason: {_label(Audit.ErrorCode, audit.error_code)} ({audit.error_code or 'unknown'})",
                 f"Phase: {_label(Audit.Phase, audit.failed_phase)}",
             ]
+            if self.failing_since and self.failing_since != audit.finished_at:
+                lines.append(f"Failing since: {self._when(self.failing_since)}")
             if audit.error_detail:
                 lines.append(f"Detail: {audit.error_detail[:500]}")
             lines += ["", f"Pages crawled before the failure: {audit.pages_crawled}"]
+            if self.repeat:
+                lines += ["", "The scheduled runs before it failed the same way: while they do, an alert goes "
+                              "once a day, and the runs in between send none."]
         else:
             lines = [
                 f"The scheduled audit of {audit.start_url} ({finished}) found {self.reason} "

@@ -374,7 +374,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('event', models.CharField(choices=[('completed', 'Completed'), ('failed', 'Failed')], help_text='What the alert told of', max_length=10)),
                 ('channel', models.CharField(choices=[('email', 'E-mail'), ('webhook', 'Webhook')], max_length=8)),
-                ('state', models.CharField(choices=[('sending', 'Sending'), ('sent', 'Sent'), ('failed', 'Failed'), ('skipped', 'Not sent'), ('retry', 'Not delivered yet: tried again later')], default='sending', max_length=8)),
+                ('state', models.CharField(choices=[('sending', 'Sending'), ('sent', 'Sent'), ('failed', 'Failed'), ('skipped', 'Not sent'), ('retry', 'Not delivered yet: tried again later'), ('held', 'Held back: a repeat')], default='sending', max_length=8)),
                 ('reason', models.CharField(blank=True, help_text='Why it was sent: new issues, or a failure', max_length=200)),
                 ('detail', models.CharField(blank=True, help_text='The outcome: an address, a status, an error', max_length=500)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),

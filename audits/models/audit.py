@@ -509,3 +509,15 @@ class Audit(models.Model):
     def previous_completed(self) -> Audit | None:
         """The site's last completed audit created before this one: what "since last time" means."""
         return Audit.comparable().filter(site_id=self.site_id, pk__lt=self.pk).order_by("-pk").first()
+
+    def failures_before(self):
+        """The site's scheduled runs before this one that failed after its last completed scheduled run.
+
+        The failing this run goes on with, or ends (audits.notify). Runs a person started, and cancelled
+        ones, say nothing of whether the site works, so they neither count nor break the run of failures.
+        """
+        scheduled = Audit.objects.filter(site_id=self.site_id, trigger=self.Trigger.SCHEDULE, deleting=False,
+                                         pk__lt=self.pk)
+        last_completed = scheduled.filter(status=self.Status.COMPLETED).order_by("-pk").values_list(
+            "pk", flat=True).first()
+        return scheduled.filter(status=self.Status.FAILED, pk__gt=last_completed or 0)

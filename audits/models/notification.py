@@ -50,6 +50,11 @@ class Notification(models.Model):
         FAILED = "failed", "Failed"
         SKIPPED = "skipped", "Not sent"
         RETRY = "retry", "Not delivered yet: tried again later"
+        HELD = "held", "Held back: a repeat"
+
+    # A failure alert that told of a failure: sent, or being sent, or waiting to be sent again. One skipped
+    # (a channel off), held back or never delivered told nobody, so the next failure is news and is sent.
+    TOLD = (State.SENT, State.SENDING, State.RETRY)
 
     audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="notifications")
     event = models.CharField(max_length=10, choices=Event.choices, help_text="What the alert told of")
