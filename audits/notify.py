@@ -2,7 +2,9 @@
 
 A scheduled audit that completed with new issues at or above its site's
 ``notify_severity``, or failed while its site has ``notify_on_failure``, is
-"due". A failure with the error code the site's previous scheduled run failed with is
+"due"; so is one that completed after failed scheduled runs a failure alert told of
+(``Audit.failing_since``), while the site has ``notify_on_failure``: its one
+"completed" alert says the site recovered, and since when it was failing. A failure with the error code the site's previous scheduled run failed with is
 held back, recorded HELD and sent to nobody, unless the run whose failure alert last
 told of it began a day (REMINDER_EVERY) before: then it goes as a "still failing" reminder.
 ``notify`` sends each channel at most once per event (failed, completed):
@@ -28,7 +30,7 @@ from __future__ import annotations
 import logging
 import smtplib
 import time
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -95,9 +97,10 @@ def _due() -> Q:
         for severity in at_or_above(threshold):
             any_new |= Q(**{f"change_counts__issues__new__{severity}__gt": 0})
         new_enough |= Q(site__notify_severity=threshold) & any_new
+    recovered = Q(failing_since__isnull=False, site__notify_on_failure=True)
     return Q(trigger=Audit.Trigger.SCHEDULE) & (
         Q(status=Audit.Status.FAILED, site__notify_on_failure=True)
-        | (Q(status=Audit.Status.COMPLETED) & new_enough)
+        | (Q(status=Audit.Status.COMPLETED) & (new_enough | recovered))
     )
 
 
@@ -258,14 +261,21 @@ class Alert:
         self.new_by_severity = {severity: int(new.get(severity, 0)) for severity in SEVERITIES}
         self.changes = {change: 0 for change in diff.ISSUE_CHANGES} | diff.totals(audit.change_counts)
         self.new_due = sum(self.new_by_severity[severity] for severity in self.admitted)
+        self.news = self._new_issues_phrase() if self.new_due else ""
         # When the site's scheduled runs began failing, and whether this one failed as the one before it.
         self.failing_since, self.repeat, self.held_back = None, False, ""
         if self.failed:
             self._weigh_failure()
-        if self.repeat:
-            self.reason = "audit still failing: " + audit.error_code
+        elif self.site.notify_on_failure:
+            self.failing_since = audit.failing_since
+        self.recovered = not self.failed and self.failing_since is not None
+        if self.failed:
+            self.reason = ("audit still failing: " if self.repeat else "audit failed: ") + audit.error_code
+        elif self.recovered:
+            since = f"recovered, failing since {self._when(self.failing_since)}"
+            self.reason = f"{since}; {self.news}" if self.news else since
         else:
-            self.reason = ("audit failed: " + audit.error_code) if self.failed else self._new_issues_phrase()
+            self.reason = self.news
 
     def _weigh_failure(self) -> None:
         """Set ``failing_since``, ``repeat``, and ``held_back`` (why a repeat is not sent; "" when it is)."""
@@ -302,7 +312,9 @@ class Alert:
             return f"[Siteward] Audit of {self.audit.start_url} still failing"
         if self.failed:
             return f"[Siteward] Audit of {self.audit.start_url} failed"
-        return f"[Siteward] {self.reason} on {self.audit.start_url}"
+        if self.recovered:
+            return f"[Siteward] Audit of {self.audit.start_url} recovered" + (f": {self.news}" if self.news else "")
+        return f"[Siteward] {self.news} on {self.audit.start_url}"
 
     def payload(self) -> dict:
         audit = self.audit
@@ -320,6 +332,9 @@ class Alert:
             "new_issues": self.new_by_severity,
             "issues": {"critical": audit.issues_critical, "warning": audit.issues_warning,
                        "notice": audit.issues_notice},
+            # A recovery keeps the event "audit.completed", which receivers of new-issue alerts already take.
+            "recovered": self.recovered,
+            "failing_since": self.failing_since.astimezone(UTC).isoformat() if self.failing_since else None,
         }
 
     def body(self) -> str:
@@ -340,9 +355,16 @@ class Alert:
             if self.repeat:
                 lines += ["", "The scheduled runs before it failed the same way: while they do, an alert goes "
                               "once a day, and the runs in between send none."]
+        elif self.recovered:
+            lines = [f"The scheduled audit of {audit.start_url} completed ({finished}): the site has recovered. "
+                     f"Its scheduled audits had failed since {self._when(self.failing_since)}.", ""]
+            if self.news:
+                lines += [f"It found {self.news} since the previous completed audit.", ""]
+                lines += self._issue_lines() + [""]
+            lines += [f"Fixed since the previous completed audit: {self.changes['fixed']}"]
         else:
             lines = [
-                f"The scheduled audit of {audit.start_url} ({finished}) found {self.reason} "
+                f"The scheduled audit of {audit.start_url} ({finished}) found {self.news} "
                 "since the previous audit.",
                 "",
             ]

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Count, F, Q
+from django.db.models import Count, F, Min, Q
 from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
@@ -185,6 +185,9 @@ class Audit(models.Model):
     error_code = models.CharField(max_length=32, choices=ErrorCode.choices, blank=True)
     error_detail = models.TextField(blank=True)
     failed_phase = models.CharField(max_length=16, choices=Phase.choices, blank=True)
+    # Set by finish() on a scheduled run that completes after failed scheduled runs a failure alert told of:
+    # when the first of them failed. Its alert tells the site recovered (audits.notify).
+    failing_since = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -285,8 +288,23 @@ class Audit(models.Model):
     def finish(self) -> bool:
         return self._transition(
             [self.Status.FINALIZING], status=self.Status.COMPLETED, phase=self.Phase.DONE,
-            finished_at=timezone.now(), current_window=0,
+            finished_at=timezone.now(), current_window=0, failing_since=self._told_failing_since(),
         )
+
+    def _told_failing_since(self):
+        """When the failing this scheduled run ends began, if a failure alert told of it; else None.
+
+        Decided once, as the run completes: were it read from the earlier alerts' rows at each send,
+        a recovery alert waiting to be sent again would stop being due when one of them is given up.
+        """
+        from .notification import Notification  # notification -> this module
+
+        failures = self.failures_before()
+        told = failures.filter(notifications__event=Notification.Event.FAILED,
+                               notifications__state__in=Notification.TOLD)
+        if self.trigger != self.Trigger.SCHEDULE or not told.exists():
+            return None
+        return failures.aggregate(first=Min("finished_at"))["first"]
 
     def fail(self, code: str, detail: str = "", phase: str | None = None, *, quiet: bool = False) -> bool:
         """Mark the audit failed with a code from ErrorCode; keeps everything crawled so far.

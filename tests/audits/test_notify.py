@@ -211,6 +211,7 @@ def test_the_webhook_receives_the_json_summary_exactly_once_when_notify_runs_twi
         "changes": {"new": 4, "fixed": 0, "persisting": 0, "unknown": 0},
         "new_issues": {"critical": 3, "warning": 1, "notice": 0},
         "issues": {"critical": 7, "warning": 2, "notice": 1},
+        "recovered": False, "failing_since": None,
     }
     # Signed with the site's key, over the very bytes sent, as a receiver checks it.
     key = audit.site.webhook_secret()
