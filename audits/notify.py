@@ -14,7 +14,8 @@ then records SENT, FAILED or SKIPPED, or RETRY when the other end surely did not
 it: the watchdog's sweep (``retry_audits``) sends it again after each of LATER_DELAYS,
 the row re-claimed by a conditional UPDATE as the insert claimed it, while it can
 still be sent: its event is the audit's status, its channel is still set up, its
-first try was within SWEEP_WINDOW. ``give_up_unsendable`` records the rest FAILED,
+first try was within SWEEP_WINDOW, and, for a failure, no later scheduled run of the
+site has completed (its alert told the failing was over: a late failure alert would undo that). ``give_up_unsendable`` records the rest FAILED,
 saying why. A resumed audit that failed and then completed is therefore told twice,
 once for each, unless its failure alert was still waiting: that one is superseded.
 A call that dies between the claim and the record leaves SENDING: the alert may be
@@ -61,6 +62,7 @@ SWEEP_WINDOW = timedelta(hours=24)
 RETRY_DELAYS: tuple[float, ...] = (0.5, 2.0)
 # Why an alert waiting to be sent again never will be, on the site page in place of when it was due.
 SUPERSEDED = "Not sent again: the audit was resumed, so this is no longer how it ended"
+RECOVERED = "Not sent again: a later scheduled run completed"
 CHANNEL_REMOVED = "Not sent again: the site's webhook was removed"
 TURNED_OFF = "Not sent again: the site's alerts were turned off"
 EXPIRED = "Not sent again: still undelivered a day after the first try"
@@ -126,7 +128,14 @@ def _sendable() -> Q:
     now = timezone.now()
     return (Q(state=Notification.State.RETRY, retry_at__lte=now, created_at__gte=now - SWEEP_WINDOW,
               event=F("audit__status"))
-            & (Q(channel=Notification.Channel.EMAIL) | ~Q(audit__site__webhook_url="")))
+            & (Q(channel=Notification.Channel.EMAIL) | ~Q(audit__site__webhook_url=""))
+            & ~(Q(event=Notification.Event.FAILED) & _completed_since()))
+
+
+def _completed_since() -> Exists:
+    """A Notification row's site has completed a scheduled run after the row's audit."""
+    return Exists(Audit.objects.filter(site=OuterRef("audit__site"), trigger=Audit.Trigger.SCHEDULE,
+                                       status=Audit.Status.COMPLETED, pk__gt=OuterRef("audit_id")))
 
 
 def retry_audits():
@@ -140,17 +149,18 @@ def retry_audits():
 
 
 def give_up_unsendable(audit: Audit | None = None) -> list[str]:
-    """Record FAILED the alerts waiting to be sent again (of ``audit``, or all) that ``notify`` never will send.
+    """Record FAILED the alerts waiting to be sent again (of ``audit``'s site, or all) that ``notify`` never will send.
 
     They are what ``_sendable`` leaves out besides those not yet due: never listed by the sweep
     again, they would otherwise say "Not delivered yet" for ever. The first reason that holds is recorded.
     """
     waiting = Notification.objects.filter(state=Notification.State.RETRY)
     if audit is not None:
-        waiting = waiting.filter(audit=audit)
+        waiting = waiting.filter(audit__site_id=audit.site_id)
     due = Audit.objects.filter(_due(), pk=OuterRef("audit_id"))
     given_up = sum(rows.give_up(why) for why, rows in (
         (SUPERSEDED, waiting.exclude(event=F("audit__status"))),
+        (RECOVERED, waiting.filter(Q(event=Notification.Event.FAILED) & _completed_since())),
         (TURNED_OFF, waiting.exclude(Exists(due))),
         (CHANNEL_REMOVED, waiting.filter(channel=Notification.Channel.WEBHOOK, audit__site__webhook_url="")),
         (EXPIRED, waiting.filter(created_at__lt=timezone.now() - SWEEP_WINDOW)),
@@ -182,7 +192,8 @@ def notify(audit_id: int) -> str:
         return f"audit {audit_id}: no such audit"
     if audit.trigger != Audit.Trigger.SCHEDULE:
         return f"audit {audit_id}: not scheduled, no alerts"
-    # Settled here too, not only by the watchdog: the site page is right as soon as the audit ends again.
+    # Settled here too, the site's whole list, not only by the watchdog: the site page is right as soon as
+    # the audit ends again, or a later run completes.
     give_up_unsendable(audit)
     if audit.status not in (Audit.Status.COMPLETED, Audit.Status.FAILED):
         return f"audit {audit_id}: {audit.status}, no alerts"

@@ -14,7 +14,8 @@ import time_machine
 
 from audits import diff
 from audits.models import Audit, Notification, Site
-from audits.notify import due_audits, notify
+from audits.notify import RECOVERED, due_audits, notify
+from audits.watchdog import queued_task_names, run_watchdog
 from tests.audits.test_alerts_repeated_failures import START, run_at
 from tests.audits.test_notify import CRITICAL_NEW, rows
 from tests.factories import make_audit, make_issue
@@ -127,3 +128,24 @@ def test_a_recovered_alert_waiting_to_be_sent_again_stays_due_when_the_failure_a
 
     assert notify(back.pk) == f"audit {back.pk}: webhook retry"
     assert rows(back)["webhook"][0] == "retry" and len(httpserver_ipv4.log) == 3
+
+
+def test_a_failure_alert_still_waiting_when_the_site_recovers_is_never_sent_after_the_recovered_one(
+        alerts, owner, httpserver_ipv4, monkeypatch, django_capture_on_commit_callbacks):
+    monkeypatch.setattr("audits.notify.RETRY_DELAYS", ())
+    httpserver_ipv4.expect_oneshot_request("/hook", method="POST").respond_with_data("busy", status=503)
+    httpserver_ipv4.expect_request("/hook", method="POST").respond_with_data("", status=204)
+    down = run_at(owner, START, webhook=httpserver_ipv4.url_for("/hook"), notify_email=False)
+    assert notify(down.pk) == f"audit {down.pk}: webhook retry, email skipped"
+    back = completes(owner, START + timedelta(hours=1))
+
+    assert notify(back.pk) == f"audit {back.pk}: webhook sent, email skipped"
+
+    state, detail = rows(down)["webhook"]
+    assert (state, detail) == ("failed", f"{RECOVERED} (last try: HTTP 503: busy)")
+    Notification.objects.filter(audit=down).update(retry_at=START)
+    with django_capture_on_commit_callbacks(execute=True):
+        run_watchdog()
+    assert f"audit-{down.pk}-notify" not in queued_task_names()
+    assert notify(down.pk) == f"audit {down.pk}: already notified"
+    assert [payload["event"] for payload in payloads(httpserver_ipv4)] == ["audit.failed", "audit.completed"]
