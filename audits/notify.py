@@ -158,10 +158,12 @@ def give_up_unsendable(audit: Audit | None = None) -> list[str]:
     if audit is not None:
         waiting = waiting.filter(audit__site_id=audit.site_id)
     due = Audit.objects.filter(_due(), pk=OuterRef("audit_id"))
+    # A resumed audit's are left waiting until it ends again: failed again, its alert goes with the new failure.
+    ended = waiting.filter(audit__status__in=Audit.ENDED)
     given_up = sum(rows.give_up(why) for why, rows in (
-        (SUPERSEDED, waiting.exclude(event=F("audit__status"))),
+        (SUPERSEDED, ended.exclude(event=F("audit__status"))),
         (RECOVERED, waiting.filter(Q(event=Notification.Event.FAILED) & _completed_since())),
-        (TURNED_OFF, waiting.exclude(Exists(due))),
+        (TURNED_OFF, ended.exclude(Exists(due))),
         (CHANNEL_REMOVED, waiting.filter(channel=Notification.Channel.WEBHOOK, audit__site__webhook_url="")),
         (EXPIRED, waiting.filter(created_at__lt=timezone.now() - SWEEP_WINDOW)),
     ))

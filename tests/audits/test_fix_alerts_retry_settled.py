@@ -104,16 +104,37 @@ def test_a_failure_alert_waiting_when_the_audit_is_resumed_is_superseded_and_the
     assert resume_audit(audit) and audit.resume_crawl()
     come_due(audit)
 
-    watch(django_capture_on_commit_callbacks)  # while the audit runs again
+    watch(django_capture_on_commit_callbacks)  # while the audit runs again: neither sent nor given up
 
     assert f"audit-{audit.pk}-notify" not in queued_task_names()
+    assert Notification.objects.get(audit=audit, event="failed", channel="webhook").state == "retry"
+    assert audit.begin_finalize() and finish_with_new_issues(audit)
+    watch(django_capture_on_commit_callbacks)
     failed = Notification.objects.get(audit=audit, event="failed", channel="webhook")
     assert (failed.state, failed.detail, failed.retry_at) == (
         "failed", f"{notify_module.SUPERSEDED} (last try: HTTP 503: busy)", None)
-    assert audit.begin_finalize() and finish_with_new_issues(audit)
     assert notify(audit.pk) == f"audit {audit.pk}: webhook sent, email sent"
     assert [json.loads(request.get_data())["event"] for request, _ in busy_hook.log] == [
         "audit.failed", "audit.completed"]
+
+
+def test_a_failure_alert_waiting_when_the_resumed_audit_fails_again_goes_with_the_new_failure(
+        quick, owner, busy_hook, mailoutbox, django_capture_on_commit_callbacks):
+    """Given up at the resume, it would never be sent: the second failure finds its row and sends nothing."""
+    audit = ended(owner, status=Audit.Status.FAILED, webhook=busy_hook.url_for("/hook"))
+    notify(audit.pk)
+    assert resume_audit(audit) and audit.resume_crawl()
+    come_due(audit)
+    watch(django_capture_on_commit_callbacks)
+    assert audit.fail(Audit.ErrorCode.STALLED, "stalled again")
+    come_due(audit)
+    posted = len(busy_hook.log)
+
+    notify(audit.pk)
+
+    assert Notification.objects.get(audit=audit, event="failed", channel="webhook").state == "sent"
+    (request, _), = busy_hook.log[posted:]  # tried again, with the new failure
+    assert json.loads(request.get_data())["event"] == "audit.failed"
 
 
 def test_the_completions_notify_settles_a_failure_alert_still_waiting_from_before_the_resume(
