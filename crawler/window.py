@@ -118,6 +118,18 @@ def fetch_health(result: FetchResult, policy: WindowPolicy) -> str:
     return HEALTH_OK
 
 
+def fetch_pause(result: FetchResult) -> float:
+    """Seconds a fetch's host asked us to leave it alone: a RATE_LIMITED result's Retry-After, else 0.
+
+    The fetcher sets ``retry_after`` only for a wait within its policy's
+    ``reschedule_cap``, so the pause has that bound; a shorter wait was slept
+    inside the fetch, and a longer one gave the URL up.
+    """
+    if result.error is FetchError.RATE_LIMITED and result.retry_after:
+        return result.retry_after
+    return 0.0
+
+
 class _Window:
     """The AIMD size: halve on trouble, +1 after ``grow_after`` clean results.
 
@@ -213,6 +225,7 @@ async def run_window(
     side_lane: SideLane | None = None,
     in_side_lane: Callable[[T], bool] | None = None,
     share: Share | None = None,
+    pause_of: Callable[[R], float] | None = None,
 ) -> WindowReport[T]:
     """Run ``work`` over ``items`` through the window and feed results to ``sink``.
 
@@ -248,6 +261,11 @@ async def run_window(
     6. With ``share``: never more than its ``limit`` in the window, and each
        host's spacing ``parts`` times longer (the audit's other chunks space
        theirs too); what runs is written back to its ``in_flight``.
+    7. With ``pause_of``: a result of the window's own for which it gives
+       seconds (``fetch_pause``: the site's Retry-After) holds every new start
+       on its host for that long, as its spacing does; other hosts and the side
+       lane go on, and past the soft deadline what it held comes back in
+       ``unfinished``.
 
     ``work`` is expected not to raise for anything the site does (the fetcher
     turns faults into results). If it, ``refill`` or the sink raises, work in
@@ -393,6 +411,12 @@ async def run_window(
                     health = health_of(result)
                     health_counts[health] = health_counts.get(health, 0) + 1
                     window.record(health, epoch)
+                    # A 429 asks the host to be left alone, not just that URL: the rest of
+                    # its items would each earn a 429 of their own while it waits.
+                    pause = pause_of(result) if pause_of is not None else 0.0
+                    if pause > 0:
+                        resume = time.monotonic() + pause
+                        host_next_start[host] = max(host_next_start.get(host, opening), resume)
                 if not batch:
                     batch_started = time.monotonic()
                 batch.append(result)
