@@ -21,6 +21,9 @@ Also here, for SSRF tests that must never open a socket to a refused range:
 httpcore network backend that records every dial and only ever dials
 127.0.0.0/8).
 
+``Throttle`` (429 with a Retry-After once a few requests came, for a while)
+and ``Arrivals`` (when each request came) are handlers to route any path to.
+
 Built-in paths (query parameters in brackets):
 
     /ok                      200 small HTML page
@@ -483,6 +486,45 @@ async def flaky(request, reader, writer, server) -> None:
     if server.requests[request.path] <= fail:
         await respond(request, writer, server, status=code, body=b"<html>try again</html>")
     else:
+        await respond(request, writer, server, body=OK_HTML)
+
+
+class Throttle:
+    """A handler for any number of paths: 200 with ``body`` to the first ``allow`` requests, then 429
+    Retry-After: ``wait`` to every request for ``wait`` seconds, then 200 again; records when each came."""
+
+    def __init__(self, allow: int, wait: int, body: bytes = OK_HTML) -> None:
+        self.allow, self.wait, self.body = allow, wait, body
+        self.arrivals: list[float] = []  # time.monotonic() of each request
+        self.paused_at: float | None = None
+
+    async def __call__(self, request, reader, writer, server) -> None:
+        now = time.monotonic()
+        self.arrivals.append(now)
+        if self.paused_at is None and len(self.arrivals) > self.allow:
+            self.paused_at = now
+        if self.paused_at is not None and now < self.paused_at + self.wait:
+            await respond(request, writer, server, status=429, body=b"<html>slow down</html>",
+                          headers={"Retry-After": str(self.wait)})
+        else:
+            await respond(request, writer, server, body=self.body)
+
+    def during_pause(self) -> list[float]:
+        """When the requests that came in the pause came (each was answered 429)."""
+        assert self.paused_at is not None, "the site never throttled"
+        return [t for t in self.arrivals if self.paused_at <= t < self.paused_at + self.wait]
+
+
+class Arrivals:
+    """A handler answering 200 after ``delay`` seconds, recording when each request came."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.times: list[float] = []
+
+    async def __call__(self, request, reader, writer, server) -> None:
+        self.times.append(time.monotonic())
+        await asyncio.sleep(self.delay)
         await respond(request, writer, server, body=OK_HTML)
 
 

@@ -18,47 +18,12 @@ from crawler.fetch import Fetcher, FetchPolicy
 from crawler.net import AddressGuard
 from crawler.types import FetchError, FetchResult
 from crawler.window import WindowPolicy, WindowReport, fetch_health, fetch_pause, run_window
-from tests.crawler.hostile_server import OK_HTML, HostileServer, respond
+from tests.crawler.hostile_server import Arrivals, HostileServer, Throttle
 
 # What the audit's fetcher does with a Retry-After: up to 1 s is slept in the fetch, longer comes back at once.
 RESCHEDULING = FetchPolicy(connect_timeout=1.0, read_timeout=1.0, deadline=3.0, max_retries=0,
                            retry_after_cap=1.0, reschedule_cap=60.0)
 WAIT = 2
-
-
-class Throttle:
-    """200 to the first ``allow`` requests, then 429 Retry-After: ``wait`` for ``wait`` seconds, then 200 again."""
-
-    def __init__(self, allow: int, wait: int = WAIT) -> None:
-        self.allow, self.wait = allow, wait
-        self.arrivals: list[float] = []  # time.monotonic() of each request
-        self.paused_at: float | None = None
-
-    async def __call__(self, request, reader, writer, server) -> None:
-        now = time.monotonic()
-        self.arrivals.append(now)
-        if self.paused_at is None and len(self.arrivals) > self.allow:
-            self.paused_at = now
-        if self.paused_at is not None and now < self.paused_at + self.wait:
-            await respond(request, writer, server, status=429, headers={"Retry-After": str(self.wait)})
-        else:
-            await respond(request, writer, server, body=OK_HTML)
-
-    def during_pause(self) -> list[float]:
-        """When the requests that came in the pause came (each was answered 429)."""
-        assert self.paused_at is not None, "the site never throttled"
-        return [t for t in self.arrivals if self.paused_at <= t < self.paused_at + self.wait]
-
-
-class Arrivals:
-    """A plain page that records when each request came."""
-
-    def __init__(self) -> None:
-        self.times: list[float] = []
-
-    async def __call__(self, request, reader, writer, server) -> None:
-        self.times.append(time.monotonic())
-        await respond(request, writer, server, body=OK_HTML)
 
 
 def serve(server: HostileServer, handler, count: int) -> list[str]:
@@ -107,7 +72,7 @@ def crawl(items: list[str], servers: list[HostileServer], policy: WindowPolicy, 
 
 
 def test_a_retry_after_pauses_the_host_then_its_pages_are_fetched_while_another_host_goes_on():
-    throttle, other = Throttle(allow=3), Arrivals()
+    throttle, other = Throttle(allow=3, wait=WAIT), Arrivals()
     with HostileServer() as site, HostileServer() as elsewhere:
         pages = serve(site, throttle, 10)
         others = serve(elsewhere, other, 4)
@@ -151,7 +116,7 @@ def test_the_scheduler_sleeps_through_a_pause_without_spinning(monkeypatch):
         await real_wait(*args)
 
     monkeypatch.setattr(window_module, "wait_for_wake", counting_wait)
-    throttle = Throttle(allow=1)
+    throttle = Throttle(allow=1, wait=WAIT)
     with HostileServer() as site:
         pages = serve(site, throttle, 4)
         seen = crawl(pages, [site], WindowPolicy(floor=1, start=1, cap=1, per_host=1))
