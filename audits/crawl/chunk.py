@@ -20,7 +20,7 @@ from crawler.robots import refused_landing
 from crawler.share import Share
 from crawler.side_lane import SideLane
 from crawler.types import Link
-from crawler.window import fetch_health, run_window
+from crawler.window import fetch_health, fetch_pause, run_window
 
 from ..dispatch import Dispatcher
 from ..knobs import knob
@@ -330,6 +330,8 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
         done = await run_window(
             items, work, sink, policy=window, host_of=host_of,
             health_of=lambda outcome: fetch_health(outcome.result, window),
+            # A Retry-After holds the site's next requests, not only its URL (the writer reschedules that).
+            pause_of=lambda outcome: fetch_pause(outcome.result),
             soft_deadline=deadline, max_batch_wait=1.0,
             batch_size=1 if serial else SUB_BATCH * PAGE_WEIGHT, weight_of=None if serial else weight,
             # A serial retry runs exactly the URLs the chunk held, to find a poison one.

@@ -14,6 +14,7 @@ import email.utils
 import json
 import time
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 import pytest
 from django.db.models import F
@@ -30,7 +31,7 @@ from audits.watchdog import queued_task_names, run_watchdog
 from crawler.fetch import FetchPolicy
 from crawler.page import PageOutcome
 from crawler.types import FetchError, FetchResult
-from tests.crawler.hostile_server import HostileServer, respond, static
+from tests.crawler.hostile_server import Arrivals, HostileServer, Throttle, respond, static
 from tests.factories import make_audit
 
 PLAIN = ("/a", "/b", "/c")
@@ -150,7 +151,8 @@ def test_an_http_date_retry_after_schedules_the_url_for_that_time(owner, site, f
 @pytest.mark.django_db
 def test_the_url_is_fetched_again_once_due_and_stored_once_while_999999_gives_up_at_once(
         owner, site, fast_settings):
-    serve(site, {"/slow": ("5",), "/never": ("999999",) * 5})
+    # /never first: /slow starts last, so no page waits out its pause of the site and the chunk ends at once.
+    serve(site, {"/never": ("999999",) * 5, "/slow": ("5",)})
     audit, dispatcher, clock = started(owner, site)
     run_steps(dispatcher)
     audit.refresh_from_db()
@@ -184,7 +186,8 @@ def test_a_url_still_throttled_after_the_reschedule_limit_is_stored_rate_limited
 @pytest.mark.django_db
 def test_other_urls_of_the_chunk_are_not_held_up_by_a_long_retry_after(owner, site, fast_settings):
     # Twenty seconds: within the reschedule cap, far past the in-task one. A chunk
-    # that slept it would take twenty seconds; this one ends as soon as the rest is in.
+    # that slept it would take twenty seconds; this one ends as soon as the rest is in
+    # (all on their way when the 429 came: what had not started would wait for the site).
     serve(site, {"/slow": ("20",)})
     audit, dispatcher, _ = started(owner, site)
     began = time.monotonic()
@@ -340,3 +343,34 @@ def test_a_cancel_during_the_in_process_wait_ends_it_without_another_chunk(owner
     assert not ChunkLease.objects.filter(audit=audit, number=2).exists()
     audit.refresh_from_db()
     assert audit.status == Audit.Status.CANCELLED
+
+
+@pytest.mark.django_db
+def test_a_site_that_throttles_after_a_few_requests_hears_nothing_until_its_retry_after_ends(
+        owner, site, fast_settings):
+    # 429 Retry-After: 4 once two pages were served: past the in-task cap, so the URL is rescheduled
+    # and the rest of the chunk waits 4 s for the site (one request at a time: none is in flight
+    # when the 429 comes). The external links, on another host, are checked meanwhile.
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "CHUNK_SIZE": 30, "CHUNK_SOFT_DEADLINE": 15.0}
+    throttle, other = Throttle(allow=2, wait=4, body=page()), Arrivals(delay=0.3)
+    pages = [f"/p{n}" for n in range(6)]
+    with HostileServer() as elsewhere:
+        externals = [elsewhere.url(f"/e{n}") for n in range(6)]
+        for url in externals:
+            elsewhere.route(urlsplit(url).path, other)
+        site.route("/", static(page(*pages, *externals)))
+        for path in pages:
+            site.route(path, throttle)
+        audit, dispatcher, clock = started(owner, site, concurrency=1, check_external=True)
+        run_steps(dispatcher)
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    # Only the page that was told to wait reached the site in its pause; the rest came after it.
+    assert len(throttle.during_pause()) == 1
+    assert len(throttle.arrivals) == len(pages) + 1  # that page once more, when due
+    assert all((stored(audit, site, path).status_code, stored(audit, site, path).fetch_error) == (200, "")
+               for path in pages)
+    # The other host did not wait for the site's pause to end.
+    assert len(other.times) == len(externals)
+    assert all(t < throttle.paused_at + throttle.wait for t in other.times)
+    assert max(other.times) > throttle.paused_at
