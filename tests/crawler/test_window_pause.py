@@ -13,7 +13,6 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from crawler import window as window_module
 from crawler.fetch import Fetcher, FetchPolicy
 from crawler.net import AddressGuard
 from crawler.types import FetchError, FetchResult
@@ -106,16 +105,7 @@ def test_a_pause_past_the_soft_deadline_hands_the_hosts_unstarted_items_back_at_
     assert 1.0 <= took < 2.0  # at the deadline, not at the pause's end nor at once
 
 
-def test_the_scheduler_sleeps_through_a_pause_without_spinning(monkeypatch):
-    waits = 0
-    real_wait = window_module.wait_for_wake
-
-    async def counting_wait(*args):
-        nonlocal waits
-        waits += 1
-        await real_wait(*args)
-
-    monkeypatch.setattr(window_module, "wait_for_wake", counting_wait)
+def test_the_scheduler_sleeps_through_a_pause_without_spinning(window_wakes):
     throttle = Throttle(allow=1, wait=WAIT)
     with HostileServer() as site:
         pages = serve(site, throttle, 4)
@@ -123,7 +113,7 @@ def test_the_scheduler_sleeps_through_a_pause_without_spinning(monkeypatch):
     assert seen.report.unfinished == [] and seen.results[pages[1]].error is FetchError.RATE_LIMITED
     assert [seen.results[url].status for url in pages[2:]] == [200, 200]
     assert throttle.arrivals[2] - throttle.arrivals[1] >= WAIT
-    assert waits < 50  # a busy loop wakes thousands of times in two seconds
+    assert window_wakes[0] < 50  # a busy loop wakes thousands of times in two seconds
 
 
 def test_fetch_pause_is_the_wait_a_rate_limited_result_carries_and_nothing_else():
