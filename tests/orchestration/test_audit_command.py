@@ -264,6 +264,28 @@ def test_ctrl_c_that_leaves_the_connection_mid_query_still_cancels_and_exits_130
 
 
 @pytest.mark.django_db(transaction=True)
+def test_ctrl_c_in_a_transactions_exit_before_autocommit_came_back_still_commits_the_cancel(
+        tmp_path, fast_settings, monkeypatch):
+    # An interrupt in an atomic block's exit, before it restored autocommit, leaves Django in a transaction
+    # nobody commits: a cancel written there would be rolled back as the process exits, the audit left running.
+    claim = chunk.claim
+
+    def interrupted_claim(audit_id, number):
+        if number < 2:
+            return claim(audit_id, number)
+        connection.set_autocommit(False)  # where the interrupt left it
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(chunk, "claim", interrupted_claim)
+    with GridSite(pages=40) as grid:
+        out = tmp_path / "r.jsonl"
+        assert run_audit(grid.url("/"), "--allow-private", "--out", str(out)) == 130
+    summary = json.loads(out.read_text().splitlines()[-1])
+    connection.close()  # as the process ends: what was not committed is gone
+    assert Audit.objects.get(pk=summary["audit_id"]).status == "cancelled"
+
+
+@pytest.mark.django_db(transaction=True)
 def test_ctrl_c_that_a_sql_function_turns_into_a_database_error_still_cancels_and_exits_130(
         tmp_path, fast_settings, monkeypatch):
     # An interrupt that lands while SQLite runs one of Django's SQL functions in Python

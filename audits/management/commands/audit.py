@@ -67,17 +67,21 @@ def at_or_above(severity: str) -> list[str]:
 
 
 def _drop_interrupted_connection() -> None:
-    """Close this thread's PostgreSQL connection if Ctrl-C left a command in progress on it.
+    """Close this thread's connection if Ctrl-C left it inside a transaction or a command.
 
+    The command ends the audit outside any transaction, so one still open was
+    cut short: an interrupt in an atomic block's exit, before it restored
+    autocommit, leaves Django in a transaction nobody commits, and the cancel
+    written there would be rolled back as the process exits, the audit left running.
     psycopg cancels a query it is waiting on when interrupted, but an interrupt
-    that lands inside its protocol code leaves the command in progress: every
-    later query then fails with "another command is already in progress", and
-    the audit could not be marked cancelled. The next query reconnects.
-    (SQLite finishes a statement before Python sees the signal.)
+    inside its protocol code leaves the command in progress ("another command is
+    already in progress"). Either way the next query reconnects, in autocommit.
     """
-    if connection.vendor != "postgresql" or connection.connection is None:
+    if connection.connection is None:
         return
-    if connection.connection.info.transaction_status != TransactionStatus.IDLE:
+    if not connection.in_atomic_block and not connection.get_autocommit():
+        connection.close()
+    elif connection.vendor == "postgresql" and connection.connection.info.transaction_status != TransactionStatus.IDLE:
         connection.close()
 
 
