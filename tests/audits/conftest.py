@@ -1,4 +1,4 @@
-"""Fixtures the alert tests share: loopback webhooks allowed, and a webhook endpoint."""
+"""Fixtures the alert tests share: an owner with an address to mail, loopback webhooks allowed, a webhook endpoint."""
 
 import pytest
 
@@ -18,3 +18,9 @@ def hook(httpserver_ipv4):
     """pytest-httpserver bound to 127.0.0.1, answering POST /hook with 204."""
     httpserver_ipv4.expect_request("/hook", method="POST").respond_with_data("", status=204)
     return httpserver_ipv4
+
+
+@pytest.fixture
+def owner(django_user_model):
+    """The suite's owner, with an address: alerts go to it by email."""
+    return django_user_model.objects.create_user("owner", email="owner@example.com", password="owner-pass-123")

@@ -23,10 +23,6 @@ from tests.factories import make_audit, make_issue
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def owner(django_user_model):
-    return django_user_model.objects.create_user("owner", email="owner@example.com", password="owner-pass-123")
-
 
 def completes(owner, moment, new=()) -> Audit:
     """A scheduled run started at ``moment`` and carried to completed a minute later, with ``new`` issues."""

@@ -24,10 +24,6 @@ FAILED = Audit.Status.FAILED
 START = datetime(2026, 3, 2, 2, 0, 20, tzinfo=UTC)
 
 
-@pytest.fixture
-def owner(django_user_model):
-    return django_user_model.objects.create_user("owner", email="owner@example.com", password="owner-pass-123")
-
 
 def run_at(owner, moment: datetime, *, status=FAILED, code=Audit.ErrorCode.SITE_UNAVAILABLE, **fields) -> Audit:
     """A scheduled run of the owner's site started at ``moment`` that ended a minute later, as ``status``."""

@@ -25,10 +25,6 @@ def alerts(settings, monkeypatch):
     return settings
 
 
-@pytest.fixture
-def owner(django_user_model):
-    return django_user_model.objects.create_user("owner", email="owner@example.com", password="owner-pass-123")
-
 
 def come_due(audit) -> None:
     Notification.objects.filter(audit=audit, state=Notification.State.RETRY).update(

@@ -17,10 +17,6 @@ from tests.smtp_stub import SMTPStub
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def owner(django_user_model):
-    return django_user_model.objects.create_user("owner", email="owner@example.com", password="owner-pass-123")
-
 
 @pytest.fixture
 def smtp(settings, monkeypatch):

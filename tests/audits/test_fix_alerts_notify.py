@@ -24,10 +24,6 @@ from tests.factories import make_issue
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def owner(django_user_model):
-    return django_user_model.objects.create_user("owner", email="owner@example.com", password="owner-pass-123")
-
 
 def complete_resumed(audit: Audit, new=CRITICAL_NEW) -> Audit:
     """Resume ``audit`` as the screens do, then carry it to completed with ``new`` issues, as finalize would."""

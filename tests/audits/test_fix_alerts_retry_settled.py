@@ -29,10 +29,6 @@ from tests.factories import make_issue
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def owner(django_user_model):
-    return django_user_model.objects.create_user("owner", email="owner@example.com", password="owner-pass-123")
-
 
 @pytest.fixture
 def quick(alerts, monkeypatch):

@@ -40,10 +40,6 @@ class Resolver:
         return [self.address]
 
 
-@pytest.fixture
-def owner(django_user_model):
-    return django_user_model.objects.create_user("owner", email="owner@example.com", password="owner-pass-123")
-
 
 @pytest.fixture
 def private_allowed(settings):

@@ -28,10 +28,6 @@ BASE = "https://siteward.test"
 SCHEDULE = Audit.Trigger.SCHEDULE
 
 
-@pytest.fixture
-def owner(django_user_model):
-    return django_user_model.objects.create_user("owner", email="owner@example.com", password="owner-pass-123")
-
 
 def ended(owner, *, status=Audit.Status.COMPLETED, trigger=SCHEDULE, new=(), webhook="", finished_at=None,
           **site_fields) -> Audit:

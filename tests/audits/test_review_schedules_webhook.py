@@ -24,10 +24,6 @@ def alerts(settings, monkeypatch):
     return settings
 
 
-@pytest.fixture
-def owner(django_user_model):
-    return django_user_model.objects.create_user("owner", email="owner@example.com", password="owner-pass-123")
-
 
 def test_a_webhook_answering_503_once_is_retried_and_delivered(alerts, owner, httpserver_ipv4):
     httpserver_ipv4.expect_oneshot_request("/hook", method="POST").respond_with_data("busy", status=503)

@@ -24,10 +24,6 @@ def alerts(settings):
     return settings
 
 
-@pytest.fixture
-def owner(django_user_model):
-    return django_user_model.objects.create_user("owner", email="owner@example.com", password="owner-pass-123")
-
 
 @pytest.fixture
 def stalling_server():
