@@ -233,6 +233,21 @@ def test_a_second_signal_while_the_run_winds_down_still_writes_the_summary_and_e
     assert "Ignored 1 interrupt(s) that came while the run was winding down." in output
 
 
+def interrupted_at_second_claim(tmp_path, monkeypatch, interrupt) -> dict:
+    """The command's audit of a small site, ``interrupt(audit_id)`` run as its second chunk is claimed;
+    it must exit 130. The report's summary record."""
+    claim = chunk.claim
+
+    def claim_or_interrupt(audit_id, number):
+        return claim(audit_id, number) if number < 2 else interrupt(audit_id)
+
+    monkeypatch.setattr(chunk, "claim", claim_or_interrupt)
+    with GridSite(pages=40) as grid:
+        out = tmp_path / "r.jsonl"
+        assert run_audit(grid.url("/"), "--allow-private", "--out", str(out)) == 130
+    return json.loads(out.read_text().splitlines()[-1])
+
+
 @pytest.mark.django_db(transaction=True)
 def test_ctrl_c_that_leaves_the_connection_mid_query_still_cancels_and_exits_130(tmp_path, fast_settings,
                                                                                   monkeypatch):
@@ -240,23 +255,16 @@ def test_ctrl_c_that_leaves_the_connection_mid_query_still_cancels_and_exits_130
     # connection with that command still in progress ("another command is
     # already in progress" on the next query). Here the interrupt lands as the
     # second chunk is claimed, with the connection left in just that state.
-    claim = chunk.claim
     stored_before = []
 
-    def interrupted_claim(audit_id, number):
-        if number < 2:
-            return claim(audit_id, number)
+    def mid_query(audit_id):
         stored_before.append(Audit.objects.get(pk=audit_id).pages.count())
         if connection.vendor == "postgresql":
             connection.ensure_connection()
             connection.connection.pgconn.send_query(b"SELECT pg_sleep(0.2)")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(chunk, "claim", interrupted_claim)
-    with GridSite(pages=40) as grid:
-        out = tmp_path / "r.jsonl"
-        assert run_audit(grid.url("/"), "--allow-private", "--out", str(out)) == 130
-    summary = json.loads(out.read_text().splitlines()[-1])
+    summary = interrupted_at_second_claim(tmp_path, monkeypatch, mid_query)
     assert summary["type"] == "summary" and summary["status"] == "cancelled" and summary["exit_code"] == 130
     audit = Audit.objects.get(pk=summary["audit_id"])
     assert audit.status == "cancelled" and audit.error_code == "cancelled"
@@ -268,19 +276,11 @@ def test_ctrl_c_in_a_transactions_exit_before_autocommit_came_back_still_commits
         tmp_path, fast_settings, monkeypatch):
     # An interrupt in an atomic block's exit, before it restored autocommit, leaves Django in a transaction
     # nobody commits: a cancel written there would be rolled back as the process exits, the audit left running.
-    claim = chunk.claim
-
-    def interrupted_claim(audit_id, number):
-        if number < 2:
-            return claim(audit_id, number)
+    def out_of_autocommit(audit_id):
         connection.set_autocommit(False)  # where the interrupt left it
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(chunk, "claim", interrupted_claim)
-    with GridSite(pages=40) as grid:
-        out = tmp_path / "r.jsonl"
-        assert run_audit(grid.url("/"), "--allow-private", "--out", str(out)) == 130
-    summary = json.loads(out.read_text().splitlines()[-1])
+    summary = interrupted_at_second_claim(tmp_path, monkeypatch, out_of_autocommit)
     connection.close()  # as the process ends: what was not committed is gone
     assert Audit.objects.get(pk=summary["audit_id"]).status == "cancelled"
 
@@ -291,11 +291,7 @@ def test_ctrl_c_that_a_sql_function_turns_into_a_database_error_still_cancels_an
     # An interrupt that lands while SQLite runs one of Django's SQL functions in Python
     # comes out of the query as OperationalError("user-defined function raised
     # exception"), the KeyboardInterrupt gone. Here the second chunk's claim meets one.
-    claim = chunk.claim
-
-    def claim_meeting_ctrl_c(audit_id, number):
-        if number < 2:
-            return claim(audit_id, number)
+    def meeting_ctrl_c(audit_id):
         try:
             os.kill(os.getpid(), signal.SIGINT)  # the command's handler raises here, as inside a SQL function
             time.sleep(5)
@@ -303,11 +299,7 @@ def test_ctrl_c_that_a_sql_function_turns_into_a_database_error_still_cancels_an
             raise driver_errors.sqlite_function_raised()  # noqa: B904 (its cause is SQLite's error, as Django's)
         raise AssertionError("the interrupt never came")
 
-    monkeypatch.setattr(chunk, "claim", claim_meeting_ctrl_c)
-    with GridSite(pages=40) as grid:
-        out = tmp_path / "r.jsonl"
-        assert run_audit(grid.url("/"), "--allow-private", "--out", str(out)) == 130
-    summary = json.loads(out.read_text().splitlines()[-1])
+    summary = interrupted_at_second_claim(tmp_path, monkeypatch, meeting_ctrl_c)
     assert summary["status"] == "cancelled" and summary["exit_code"] == 130
 
 
