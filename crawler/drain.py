@@ -6,7 +6,7 @@ import asyncio
 
 import httpcore
 
-from .response_head import content_length, declares_body
+from .response_head import content_length
 from .transport_errors import HTTPCORE_ERRORS
 
 # Unwanted bodies up to this size are read so the connection can be reused.
@@ -20,21 +20,17 @@ DRAIN_SECONDS = 2.0
 async def drain_small(
     raw: httpcore.Response, method: str, response, loop_deadline: float
 ) -> None:
-    """Read the tiny body of a redirect, HEAD or retried answer so its
-    connection goes back to the pool (httpcore closes a connection whose
-    response was not read to the end). Larger or unknown-length bodies are
-    not worth it: the connection is simply closed. So is the connection of an
-    answer that has no body by the protocol (HEAD, 204, 304) but announced one."""
+    """Read the tiny body of a redirect or retried answer so its connection
+    goes back to the pool (httpcore closes a connection whose response was not
+    read to the end). Larger or unknown-length bodies are not worth it: the
+    connection is simply closed. An answer with no body by the protocol (HEAD,
+    204, 304) keeps its connection whatever length it declares, as RFC 9112
+    6.3 frames it; bytes a broken server sends after it anyway close the
+    connection when they are already read (``overrun.drain``) or arrive while
+    it waits in the pool (httpcore's readable check), as curl and browsers do."""
     declared = content_length(response.headers)
     bodiless = method == "HEAD" or response.status in (204, 304)
     small = declared is not None and declared <= DRAIN_LIMIT
-    if bodiless and declares_body(response.headers):
-        # h11 knows this answer has no body and would hand its connection back
-        # to the pool as soon as the head was read. But the server announced
-        # one, and what it sends anyway (already in h11's buffer, or on its
-        # way) would be read as the next request's answer. Left unread, the
-        # response closes its connection instead.
-        return
     if not bodiless and (not small or "transfer-encoding" in response.headers):
         return
     try:

@@ -40,7 +40,3 @@ def content_length(headers: dict[str, str]) -> int | None:
     value = headers.get("content-length", "").split(",")[0].strip()
     return int(value) if value.isascii() and value.isdigit() else None
 
-
-def declares_body(headers: dict[str, str]) -> bool:
-    """Whether a response head announces a body: Content-Length above 0, or chunked."""
-    return bool(content_length(headers)) or "transfer-encoding" in headers
