@@ -55,6 +55,9 @@ def parse_header(line: str) -> tuple[str, str]:
         raise ValueError("The text before ':' is not a valid header name.")
     if name.lower() in _RESERVED:
         raise ValueError(f"The {name} header is set by the crawler and cannot be replaced.")
+    # The crawler reaches the site through no proxy, so a proxy's credentials would go to the audited site itself.
+    if name.lower() == "proxy-authorization":
+        raise ValueError(f"The {name} header is for a proxy, and the crawler uses none: it would go to the site.")
     if any(ch < " " and ch != "\t" or ch == "\x7f" for ch in value):
         raise ValueError(f"The value of {name} may not contain line breaks or other control characters.")
     if len(name) + len(value) > MAX_HEADER_BYTES:

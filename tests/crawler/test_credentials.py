@@ -11,6 +11,7 @@ from crawler.credentials import (
     Credentials,
     basic_header,
     form_to_submit,
+    headers_problem,
     login_page_problem,
     parse_header,
 )
@@ -52,6 +53,13 @@ def test_basic_auth_is_rfc_7617_and_refuses_a_colon_in_the_user_name():
 def test_a_bad_extra_header_is_refused_with_what_is_wrong(line, message):
     with pytest.raises(ValueError, match=message):
         parse_header(line)
+
+
+@pytest.mark.parametrize("line", ["Proxy-Authorization: Basic YW5uOnMzY3JldA==", "proxy-authorization: Bearer x"])
+def test_a_proxy_authorization_header_is_refused_since_it_would_go_to_the_audited_site(line):
+    with pytest.raises(ValueError, match="for a proxy"):
+        parse_header(line)
+    assert "for a proxy" in headers_problem([line])
 
 
 def test_nothing_to_send_is_no_credentials():

@@ -82,6 +82,7 @@ def test_a_login_page_address_holding_a_password_is_refused_and_not_stored(owner
 
 @pytest.mark.parametrize("headers, message", [
     ("Host: evil.example", "set by the crawler"),
+    ("Proxy-Authorization: Basic eDp5", "is for a proxy"),
     ("no colon", "Name: value"),
     ("\n".join(f"X-Extra-{n}: v" for n in range(21)), "At most 20 extra headers"),
 ])
