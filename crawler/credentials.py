@@ -193,30 +193,28 @@ class Submission:
 def form_to_submit(body: bytes, page_url: str, fields: Mapping[str, str]) -> Submission:
     """How to submit the login form on ``page_url``: its own inputs, ``fields`` filled in.
 
-    The form is the one holding most of ``fields``' names, a password input
-    deciding a tie (a newsletter form asking for the same email comes second);
-    else the first with a password input, else the page's only form. Hidden
-    inputs, such as a CSRF token, keep the values the page gave them.
+    Only a form with a password input, or with an input for every one of
+    ``fields``' names, is a login form. Of those, the one holding most of the
+    names is used, a password input deciding a tie. Hidden inputs, such as a
+    CSRF token, keep the values the page gave them.
     ValueError when the page has no such form or is no HTML.
     """
     try:
         doc = lxml_html.fromstring(body if body and body.strip() else b"<html></html>")
     except etree.ParserError as exc:  # nothing but a comment, say: no document at all
         raise ValueError(f"The login page at {page_url} holds no HTML document ({exc}).") from None
-    forms = doc.forms
     wanted = set(fields)
 
     def fit(f) -> tuple[int, bool]:
-        return len(wanted & {i.get("name") for i in f.inputs if i.get("name")}), bool(f.xpath(".//input[@type='password']"))
+        held = wanted & {i.get("name") for i in f.inputs if i.get("name")}
+        return len(held), any((i.get("type") or "").strip().lower() == "password" for i in f.iter("input"))
 
-    best = max(forms, key=fit, default=None)
-    form = best if best is not None and fit(best)[0] else None
+    # Every field goes to the chosen form, the password among them, whether the form has an input
+    # for it or not: a search or newsletter form (the real login drawn by JavaScript) must not get it.
+    form = max((f for f in doc.forms if fit(f)[1] or fit(f)[0] == len(wanted)), key=fit, default=None)
     if form is None:
-        form = next((f for f in forms if f.xpath(".//input[@type='password']")), None)
-    if form is None and len(forms) == 1:
-        form = forms[0]
-    if form is None:
-        raise ValueError(f"No login form found at {page_url}.")
+        raise ValueError(f"No login form found at {page_url}: no form there has a password input or an input "
+                         f"for each login field (a form drawn by JavaScript is not in the page's HTML).")
     # What a browser would submit (lxml's form_values: checked boxes, chosen options, no disabled
     # fields, no submit, image, reset or file inputs; a plain button is never sent either), then
     # the default button that pressing Enter submits with, ``fields`` in place of the page's values.

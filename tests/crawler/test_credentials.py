@@ -155,6 +155,29 @@ def test_the_login_form_is_the_one_holding_the_fields_not_a_newsletter_form_aski
     assert sent.url == "https://x.test/login/" and dict(sent.data) == {"email": "a@x.test", "password": "pw"}
 
 
+@pytest.mark.parametrize("page", [
+    b'<form action="/search"><input name="q"></form>',
+    b'<form action="/subscribe"><input name="email"><button>Subscribe</button></form>',
+    b'<form action="/subscribe"><input name="email"></form><form action="/search"><input name="q"></form>',
+])
+def test_a_form_with_no_password_input_and_no_input_for_every_field_is_never_sent_the_password(page):
+    with pytest.raises(ValueError, match="No login form found"):
+        form_to_submit(page, "https://x.test/login", {"email": "a@x.test", "password": "s3cret"})
+
+
+def test_a_form_with_a_password_input_is_the_login_form_even_when_its_names_differ_from_the_fields():
+    page = b"""<form action="/subscribe"><input name="email"></form>
+    <form method="post" action="/session"><input name="login"><input TYPE="Password" name="pass"></form>"""
+    sent = form_to_submit(page, "https://x.test/login", {"email": "a@x.test", "password": "pw"})
+    assert sent.url == "https://x.test/session"
+
+
+def test_a_form_with_an_input_for_every_field_is_the_login_form_without_a_password_input():
+    page = b'<form action="/search"><input name="q"></form><form method="post" action="/in"><input name="pin"></form>'
+    sent = form_to_submit(page, "https://x.test/login", {"pin": "1234"})
+    assert (sent.url, sent.data) == ("https://x.test/in", [("pin", "1234")])
+
+
 def test_the_login_form_posts_what_a_browser_would_its_chosen_options_and_not_its_disabled_fields():
     page = b"""<form method="post"><select name="realm"><option value="eu">EU<option value="us" selected>US</select>
     <input name="legacy" value="old" disabled><input name="user"><input type="password" name="pw"></form>"""

@@ -6,7 +6,7 @@ import asyncio
 
 import httpx
 import pytest
-from werkzeug.wrappers import Response
+from werkzeug.wrappers import Request, Response
 
 from crawler.cookies import read_cookies
 from crawler.credentials import Credentials, LoginForm
@@ -16,6 +16,7 @@ from crawler.net import AddressGuard
 from crawler.types import FetchResult, Hop
 from tests.crawler.hostile_server import HostileServer
 from tests.login_site import PASSWORD, USER, LoginSite, RequestLog
+from tests.loopback import Loopback
 
 POLICY = FetchPolicy(connect_timeout=1.0, read_timeout=2.0, deadline=5.0)
 
@@ -244,3 +245,30 @@ def test_the_page_a_login_redirects_to_is_kept_and_a_forms_own_target_never_is()
         session = run(site, lambda f: log_in(f, form(site)))
         # Fetched again to tell an expiry, it would log in anew, its password in the query.
         assert "sessionid" in session.cookies and session.landing == ""
+
+
+class _NoLoginFormSite(Loopback):
+    """Its login page's HTML holds only another form (the real one is drawn by JavaScript); every request
+    line and body is kept."""
+
+    def __init__(self, login_page: str):
+        self.login_page, self.seen = login_page, []
+        super().__init__(self.handle)
+
+    def handle(self, request: Request) -> Response:
+        self.seen.append(f"{request.method} {request.full_path.rstrip('?')} {request.get_data(as_text=True)}")
+        return Response(self.login_page, content_type="text/html")
+
+
+@pytest.mark.parametrize(("login_page", "fields"), [
+    ('<form action="/search"><input name="q"></form>', (("username", USER), ("password", "s3cret"))),
+    ('<form method="post" action="/subscribe"><input name="email"><button>Subscribe</button></form>',
+     (("email", "ann@example.com"), ("password", "s3cret"))),
+])
+def test_a_login_page_whose_only_form_is_no_login_form_fails_and_the_password_is_sent_nowhere(login_page, fields):
+    with _NoLoginFormSite(f"<!doctype html><html><body>{login_page}</body></html>") as site:
+        login = LoginForm(site.url("/login"), fields, "Members")
+        with pytest.raises(LoginFailed, match="No login form found"):
+            run(site, lambda f: log_in(f, login))
+        assert site.seen and not [line for line in site.seen if "s3cret" in line]
+        assert [line.split()[:2] for line in site.seen] == [["GET", "/login"]]
