@@ -25,10 +25,11 @@ from .urls import InvalidURL, holds_userinfo, origin_of
 
 # Followed, a logout link ends the session the crawl runs on: URLs matching this
 # (case-insensitive, on the whole URL) are never requested when a site has a login.
-# The word must start the URL or follow a non-alphanumeric, so /blog-outreach/ is crawled;
+# The word must start the URL or follow a non-alphanumeric, so /blog-outreach/ is crawled, or start
+# a camelCase word after a small letter (/doLogout, /userSignOut), which /blogOutreach does not;
 # "log off" (ASP.NET's /Account/LogOff) must also end there, or go on in capitals (LogOffUser), so
 # /log-offset/ is crawled too.
-LOGOUT_DEFAULT = r"(?i)(^|[^a-z0-9])(log|sign)[-_]?(out|off((?-i:[^a-z])|$))"
+LOGOUT_DEFAULT = r"(?i)((^|[^a-z0-9])(log|sign)|(?-i:[a-z]L)og|(?-i:[a-z]S)ign)[-_]?(out|off((?-i:[^a-z])|$))"
 
 # A header name is an RFC 9110 token; these are the fetcher's to set, or would
 # change how the message is framed, so a site's extra headers may not set them.

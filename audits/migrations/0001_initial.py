@@ -260,7 +260,7 @@ class Migration(migrations.Migration):
                 ('login_fields', models.JSONField(blank=True, default=dict, help_text='Plain fields, e.g. the user name')),
                 ('login_secrets', models.TextField(blank=True, help_text='Sealed JSON of the secret fields')),
                 ('login_success', models.CharField(blank=True, help_text='A regex the page after login matches', max_length=500)),
-                ('logout_pattern', models.CharField(blank=True, default='(?i)(^|[^a-z0-9])(log|sign)[-_]?(out|off((?-i:[^a-z])|$))', help_text='URLs matching this are never followed', max_length=500)),
+                ('logout_pattern', models.CharField(blank=True, default='(?i)((^|[^a-z0-9])(log|sign)|(?-i:[a-z]L)og|(?-i:[a-z]S)ign)[-_]?(out|off((?-i:[^a-z])|$))', help_text='URLs matching this are never followed', max_length=500)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
                 ('site', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='access', to='audits.site')),
             ],

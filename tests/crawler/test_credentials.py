@@ -204,6 +204,14 @@ def test_a_login_page_with_no_document_is_a_clear_error(body):
     ("https://x.test/logoutAction.do", True), ("https://x.test/signout-oidc", True),
     ("https://x.test/Account/LogOffUser", True), ("https://x.test/Home/SignOffNow?x=1", True),
     ("https://x.test/logoffice/", False),
+    # A camelCase name: a small letter, then Log or Sign with a capital, starts the word.
+    ("https://x.test/account/doLogout", True), ("https://x.test/userLogout.do", True),
+    ("https://x.test/Home/DoLogOff?returnUrl=/a", True), ("https://x.test/api/userSignOut", True),
+    ("https://x.test/doLogout?r=/a/", True), ("https://x.test/auth/userSign_Off", True),
+    ("https://x.test/blogOutreach", False), ("https://x.test/catalogOffers/", False),
+    ("https://x.test/weblogOutline", False), ("https://x.test/changeLogOffset", False),
+    ("https://x.test/userSignOffice", False), ("https://x.test/BLOG-OUTREACH/", False),
+    ("https://x.test/catalog/", False), ("https://x.test/blogout-sale", False),
 ])
 def test_the_default_logout_pattern_catches_logout_links_and_not_words_that_contain_one(url, logout):
     assert bool(compile_patterns([LOGOUT_DEFAULT])[0].search(url)) is logout

@@ -65,3 +65,31 @@ def test_a_private_site_whose_audit_has_as_many_exclude_patterns_as_the_form_all
     assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
     assert "/logout/" not in asked
     assert Page.objects.get(audit=audit, url=site.url("/blog-outreach/")).status_code == 200
+
+
+class CamelCaseLogoutSite(LoginSite):
+    """Every members' page links its camelCase logout, ``/doLogout?r=<the page>``, which ends the session."""
+
+    def _page(self, path: str) -> Response:
+        response = super()._page(path)
+        if response.status_code == 200:
+            response.set_data(response.get_data().replace(b"</body>", f'<a href="/doLogout?r={path}">Log out</a></body>'.encode()))
+        return response
+
+    def handle(self, request: Request) -> Response:
+        if request.path == "/doLogout":
+            with self._lock:
+                self.log.append((request.method, request.full_path, dict(request.headers)))
+                self.sessions.pop(request.cookies.get("sessionid"), None)
+            return Response("", status=302, headers={"Location": "/login/"})
+        return super().handle(request)
+
+
+def test_a_camel_case_logout_link_is_never_requested_by_the_default_pattern(owner, fast_settings):
+    with CamelCaseLogoutSite(pages=3) as site:
+        audit, asked = crawled_logged_in(owner, site)
+        logins = site.logins
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    assert not [path for path in asked if path.startswith("/doLogout")]
+    assert logins == 1
+    assert Page.objects.filter(audit=audit, url=site.url("/account/2/"), status_code=200).exists()
