@@ -9,6 +9,7 @@ cluster handed the audit with --enqueue crawls with it too.
 from __future__ import annotations
 
 import os
+import re
 
 from django import forms
 from django.core.management.base import CommandError
@@ -34,17 +35,34 @@ def add_access_arguments(parser) -> None:
                        help=f"URLs never followed while logged in (default: {LOGOUT_DEFAULT})")
 
 
-def _env(name: str, option: str) -> str:
+# What names a variable (POSIX: letters, digits and _, not starting with a digit). Anything else given
+# where a name belongs is most likely the secret itself, so the messages never quote it.
+_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Names are not secret, but "hunter2" is a valid one: only a name written the usual way (capitals) is quoted.
+_USUAL_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+NOT_A_NAME = "must be the name of an environment variable (letters, digits and _, not starting with a digit)"
+
+
+def _env(name: str, option: str, refusal: str) -> str:
+    """The value of the environment variable ``name`` that ``option`` gave; exits 2 with ``refusal`` when
+    ``name`` is no variable's name, and without quoting a name that might be a secret when it is unset."""
+    if not _VAR_NAME.fullmatch(name):
+        raise CommandError(refusal, returncode=2)
     value = os.environ.get(name)
     if not value:
-        raise CommandError(f"{option}: the environment variable {name} is not set or empty.", returncode=2)
+        if _USUAL_NAME.fullmatch(name):
+            raise CommandError(f"{option}: the environment variable {name} is not set or empty.", returncode=2)
+        raise CommandError(f"{option}: the environment variable it names is not set or empty (the name is not "
+                           "repeated: not in capitals, it may be the secret itself).", returncode=2)
     return value
 
 
-def _pair(text: str, option: str) -> tuple[str, str]:
+def _pair(text: str, option: str, *, secret: bool = False) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not name.strip():
-        raise CommandError(f"{option} takes NAME=VALUE; got {text.split('=')[0][:40]!r}.", returncode=2)
+        # A secret field's argument without "=" may be the secret alone: it is not quoted.
+        got = "" if secret else f"; got {text.split('=')[0][:40]!r}"
+        raise CommandError(f"{option} takes NAME={'VAR' if secret else 'VALUE'}{got}.", returncode=2)
     return name.strip(), value
 
 
@@ -90,7 +108,9 @@ def access_from_options(opts: dict, start_url: str) -> dict | None:
     """
     data: dict = {}
     if opts.get("auth_basic_env"):
-        user, sep, password = _env(opts["auth_basic_env"], "--auth-basic-env").partition(":")
+        user, sep, password = _env(opts["auth_basic_env"], "--auth-basic-env",
+                                   f"--auth-basic-env VAR: VAR {NOT_A_NAME} that holds user:password, "
+                                   "not the secret itself.").partition(":")
         if not sep or not user.strip():
             # An empty user name would be no basic auth at all, and the crawl would go on as anyone.
             raise CommandError("--auth-basic-env: the variable must hold user:password, with a user name.",
@@ -98,7 +118,8 @@ def access_from_options(opts: dict, start_url: str) -> dict | None:
         data.update(basic_user=user, basic_password=password)
     lines = []
     for name in opts.get("header_env") or []:
-        line = _env(name, "--header-env").strip()
+        line = _env(name, "--header-env", f"--header-env VAR: VAR {NOT_A_NAME} that holds 'Name: value', "
+                                          "not the header itself.").strip()
         if problem := headers_problem([line]):  # the message names the header, never its value
             raise CommandError(f"--header-env {name}: {problem}", returncode=2)
         lines.append(line)
@@ -106,8 +127,12 @@ def access_from_options(opts: dict, start_url: str) -> dict | None:
     fields, secrets = [], []
     if opts.get("login_url"):
         fields = [_pair(text, "--login-field") for text in opts.get("login_field") or []]
-        secrets = [(name, _env(var, "--login-secret-field"))
-                   for name, var in (_pair(text, "--login-secret-field") for text in opts.get("login_secret_field") or [])]
+        # The field's name is not quoted either: a bare base64 secret ("c2VjcmV0=") parses as NAME=VAR.
+        secrets = [(name, _env(var, "--login-secret-field",
+                               f"--login-secret-field NAME=VAR: the part after '=' {NOT_A_NAME} that holds the "
+                               "field's value, not the secret itself."))
+                   for name, var in (_pair(text, "--login-secret-field", secret=True)
+                                     for text in opts.get("login_secret_field") or [])]
         data.update(login_url=opts["login_url"], login_success=opts.get("login_success") or "")
         if fields:
             data.update(login_user_field=fields[0][0], login_user=fields[0][1])

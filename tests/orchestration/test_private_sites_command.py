@@ -166,3 +166,30 @@ def test_a_logout_pattern_given_with_a_session_cookie_header_is_the_sites(monkey
     assert run_audit(start, "--allow-private", "--enqueue", "--header-env", "SITE_COOKIE",
                      "--logout-pattern", "/bye") == 0
     assert SiteAccess.objects.get().logout_pattern == "/bye"
+
+
+LOGIN = ["--login-url", "http://127.0.0.1:9/login", "--login-success", "x", "--login-field", f"username={USER}"]
+
+
+@pytest.mark.parametrize("args, secret, message", [
+    (["--auth-basic-env", "ann:hunter2"], "hunter2", "VAR must be the name of an environment variable"),
+    (["--header-env", "Authorization: Bearer abc123xyz"], "abc123xyz",
+     "VAR must be the name of an environment variable"),
+    ([*LOGIN, "--login-secret-field", "password=hunter2!"], "hunter2",
+     "the part after '=' must be the name of an environment variable"),
+    # A base64 secret alone parses as NAME=VAR ("c2VjcmV0cGFzcw" = ""): neither part is quoted.
+    ([*LOGIN, "--login-secret-field", "c2VjcmV0cGFzcw=="], "c2VjcmV0", "not the secret itself"),
+    ([*LOGIN, "--login-secret-field", "hunter2"], "hunter2", "--login-secret-field takes NAME=VAR."),
+    # Valid names that no variable has: one not in capitals may be the secret, so it is not repeated.
+    ([*LOGIN, "--login-secret-field", "password=hunter2"], "hunter2", "the environment variable it names is not set"),
+    (["--header-env", "abc123xyz"], "abc123xyz", "the environment variable it names is not set"),
+], ids=["basic_pair", "header_line", "secret_with_punctuation", "bare_base64", "secret_without_name",
+        "lower_case_unset", "lower_case_header_unset"])
+def test_a_secret_given_where_a_variable_name_belongs_exits_2_without_printing_it(
+        args, secret, message, capsys, fast_settings):
+    code = run_audit("http://127.0.0.1:9/", "--allow-private", *args)
+    printed = capsys.readouterr()
+    assert code == 2
+    assert message in printed.err, printed.err
+    assert secret not in printed.err + printed.out  # run_audit writes the CommandError's message to stderr
+    assert not Audit.objects.exists() and not SiteAccess.objects.exists()
