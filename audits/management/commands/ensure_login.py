@@ -1,8 +1,9 @@
 """Make sure someone can log in: create an admin account once and print its password once.
 
-DJANGO_SUPERUSER_USERNAME / DJANGO_SUPERUSER_PASSWORD, when set, choose the login.
-Otherwise an ``admin`` user is created with a generated password, printed only at
-creation (``manage.py changepassword admin`` resets it).
+DJANGO_SUPERUSER_USERNAME / DJANGO_SUPERUSER_PASSWORD, when set, choose the login; a
+password from the environment is never printed. Otherwise an ``admin`` user is
+created with a generated password, printed only at creation (``manage.py
+changepassword admin`` resets it).
 """
 
 import os
@@ -27,13 +28,19 @@ class Command(BaseCommand):
                 self.stdout.write(f"Login: {username} (password from DJANGO_SUPERUSER_PASSWORD)")
             else:
                 self.stdout.write(
-                    f"Login: {username} (password was printed when it was created; "
+                    f"Login: {username} (its password is the one printed when it was generated, or the last "
+                    f"DJANGO_SUPERUSER_PASSWORD given; "
                     f"reset it with: .venv/bin/python manage.py changepassword {username})"
                 )
             return
-        generated = password is None
-        password = password or secrets.token_urlsafe(12)
+        # Only a generated password is printed: one from the environment is already known, and printed
+        # it would land in container logs. An empty variable counts as unset, as for an existing user.
+        if password:
+            User.objects.create_superuser(username=username, email="", password=password)
+            self.stdout.write(self.style.SUCCESS(
+                f"Created login: {username} (password from DJANGO_SUPERUSER_PASSWORD)"))
+            return
+        password = secrets.token_urlsafe(12)
         User.objects.create_superuser(username=username, email="", password=password)
         self.stdout.write(self.style.SUCCESS(f"Created login: {username} / password: {password}"))
-        if generated:
-            self.stdout.write("This password is shown only once; note it down.")
+        self.stdout.write("This password is shown only once; note it down.")
