@@ -22,6 +22,7 @@ from crawler.errors import DnsFailure, UnsafeAddress
 from crawler.net import AddressGuard
 from crawler.urls import InvalidURL, compile_patterns, holds_userinfo, normalize
 
+from .address_input import AddressInput, URLAddressInput
 from .models import IgnoreRule, IssueCode, Site
 from .models.audit import RENDER_CHOICES
 from .models.site import WebhookURLValidator, time_zone_choices
@@ -190,7 +191,7 @@ START_URL_MAX = 2048
 class AuditForm(CrawlSettingsForm):
     start_url = forms.CharField(
         label="Start URL", max_length=START_URL_MAX,
-        widget=forms.TextInput(attrs={"placeholder": "https://example.com/", "autofocus": True}),
+        widget=AddressInput(attrs={"placeholder": "https://example.com/", "autofocus": True}),
     )
 
     field_order = ["start_url"]
@@ -303,6 +304,7 @@ class SiteScheduleForm(forms.ModelForm):
     scheduled_mode = forms.ChoiceField(label="Each run", required=False, choices=Site._meta.get_field(
         "scheduled_mode").choices, help_text=Site._meta.get_field("scheduled_mode").help_text)
     webhook_url = WebhookURLField(label="Webhook URL", required=False, max_length=2048, assume_scheme="https",
+                                  widget=URLAddressInput(),
                                   help_text="Optional: a JSON summary is POSTed here with each alert.")
 
     class Meta:

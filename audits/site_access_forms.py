@@ -13,6 +13,7 @@ from django import forms
 from crawler.credentials import basic_header, headers_problem, login_page_problem
 from crawler.urls import compile_patterns
 
+from .address_input import URLAddressInput
 from .models.site_access import SiteAccess
 
 SECRET = forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"})
@@ -41,7 +42,8 @@ class SiteAccessForm(forms.Form):
         help_text="One 'Name: value' a line, e.g. Authorization: Bearer … or Cookie: session=…. "
                   "Leave empty to keep the stored headers.")
     clear_headers = forms.BooleanField(label="Remove the extra headers", required=False)
-    login_url = forms.URLField(label="Login page", required=False, max_length=2048, assume_scheme="https")
+    login_url = forms.URLField(label="Login page", required=False, max_length=2048, assume_scheme="https",
+                               widget=URLAddressInput())
     login_user_field = forms.CharField(label="User name field", required=False, max_length=100,
                                        help_text="The form field's name, e.g. username")
     login_user = forms.CharField(label="User name", required=False, max_length=300)

@@ -294,3 +294,11 @@ def test_saving_a_sites_alerts_in_the_admin_keeps_the_run_a_cluster_has_yet_to_f
                                      site_change_data(superuser_client, site, notify_severity="warning"))
     assert response.status_code == 302
     assert Schedule.objects.get(name=site.schedule_name).next_run == not_fired
+
+
+def test_the_site_form_shows_a_refused_webhook_address_without_its_password(superuser_client, owner):
+    site = make_finished_audit(owner).site
+    response = superuser_client.post(reverse("admin:audits_site_change", args=[site.pk]), site_change_data(
+        superuser_client, site, webhook_url="https://alerts:hunter2@www.example.com/hook"))
+    assert response.status_code == 200 and "webhook_url" in response.context["adminform"].form.errors
+    assert "hunter2" not in response.content.decode()

@@ -131,3 +131,18 @@ def test_an_audit_that_changes_a_sites_saved_settings_says_which(owner_client):
     Audit.objects.update(status=Audit.Status.COMPLETED)
     again = [str(m) for m in post(owner_client, follow=True).context["messages"]]
     assert not any("saved settings" in m for m in again)
+
+
+@pytest.mark.parametrize(("start_url", "shown", "words"), [
+    ("https://ann:hunter2@www.example.com/login", "https://www.example.com/login", "holds a user name or password"),
+    ("ann:hunter2@www.example.com/", "www.example.com/", "including http:// or https://"),
+    ("ftp://ann:hunter2@www.example.com/", "ftp://www.example.com/", "Only http:// and https://"),
+    ("https://ann@x:hunter2@www.example.com/", "https://www.example.com/", "ambiguous '@'"),
+], ids=["userinfo", "no_scheme", "other_scheme", "two_at_signs"])
+def test_a_refused_start_url_is_shown_back_without_its_user_name_and_password(owner_client, start_url, shown, words):
+    response = post(owner_client, start_url=start_url)
+    assert response.status_code == 400 and words in field_error(response, "start_url")
+    body = response.content.decode()
+    assert "hunter2" not in body and "ann" not in field_error(response, "start_url")
+    assert f'value="{shown}"' in body
+    assert not Audit.objects.exists()

@@ -153,3 +153,13 @@ def test_a_new_webhook_address_or_a_press_of_new_key_gives_the_site_a_new_signin
     # Nobody else can turn another person's key.
     client.force_login(django_user_model.objects.create_user("mallory", password="x"))
     assert client.post(reverse("site-webhook-key", args=[site.pk])).status_code == 404
+
+
+def test_a_refused_webhook_address_is_shown_back_without_its_password(owner_client, owner):
+    site = make_audit(owner).site
+    response = owner_client.post(reverse("site-schedule", args=[site.pk]),
+                                 schedule_data(webhook_url="http://alerts:hunter2@www.example.com/hook"))
+    body = response.content.decode()
+    errors = " ".join(response.context["form"].errors["webhook_url"])
+    assert response.status_code == 400 and "may not hold a user name or password" in errors
+    assert "hunter2" not in body and 'value="http://www.example.com/hook"' in body

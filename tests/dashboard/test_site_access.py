@@ -197,3 +197,16 @@ def test_a_new_basic_auth_user_needs_a_password_and_a_stored_one_is_kept(owner_c
     assert save(owner_client, site, basic_user="ann", basic_password=PASSWORD).status_code == 302
     assert save(owner_client, site, basic_user="bob").status_code == 302  # the stored password goes with the new name
     assert SiteAccess.objects.get(site=site).basic_user == "bob"
+
+
+@pytest.mark.parametrize("address, shown, message", [
+    (SITE.replace("://", "://ann:hunter2@") + "/login/", SITE + "/login/", "holds a user name or password"),
+    ("ann:hunter2@shop.example/login/", "shop.example/login/", "Enter a valid URL."),
+], ids=["userinfo", "no_scheme"])
+def test_a_refused_login_page_address_is_shown_back_without_its_password(owner_client, site, address, shown,
+                                                                        message):
+    response = save(owner_client, site, login_url=address, login_user_field="u", login_user="ann",
+                    login_password_field="p", login_password=PASSWORD, login_success="Welcome")
+    body = response.content.decode()
+    assert response.status_code == 400 and message in " ".join(response.context["form"].errors["login_url"])
+    assert "hunter2" not in body and f'value="{shown}"' in body
