@@ -9,6 +9,7 @@ redirects elsewhere has failed, and nothing of it is sent there.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urljoin
 
@@ -112,11 +113,21 @@ def is_login_redirect(result: FetchResult, login_url: str) -> bool:
     A login page addressed by its query (``index.php?route=account/login``) is
     only that page when the landing URL has those parameters too; its own extra
     ones (``next=``) do not matter, nor does a trailing slash (``/accounts/login``
-    set, ``/accounts/login/?next=/a`` sent).
+    set, ``/accounts/login/?next=/a`` sent), nor the return address the login URL
+    was saved with (``/login?next=/dashboard`` set, ``/login?next=/x`` sent).
     """
     if not result.redirects or not result.final_url:
         return False
     return is_login_page(result.final_url, login_url)
+
+
+# Query parameters that say where to go after logging in (Django's next, WordPress's redirect_to,
+# ASP.NET's ReturnUrl, Drupal's destination, CAS's service...), lower-cased without "-" or "_".
+RETURN_PARAMETERS = frozenset({
+    "next", "return", "returnto", "returnurl", "returnpath", "redirect", "redirectto", "redirecturl",
+    "redirecturi", "camefrom", "continue", "destination", "goto", "back", "backurl", "backto", "referer",
+    "referrer", "from", "target", "service", "successurl", "forward", "url",
+})
 
 
 def is_login_page(url: str, login_url: str) -> bool:
@@ -125,7 +136,20 @@ def is_login_page(url: str, login_url: str) -> bool:
     if origin(landed) != origin(want) or landed.path.rstrip("/") != want.path.rstrip("/"):
         return False
     params = set(parse_qsl(landed.query.decode(), keep_blank_values=True))
-    return all(pair in params for pair in parse_qsl(want.query.decode(), keep_blank_values=True))
+    return all(pair in params for pair in parse_qsl(want.query.decode(), keep_blank_values=True)
+               if not _return_address(*pair))
+
+
+def _return_address(name: str, value: str) -> bool:
+    """Whether a parameter of the saved login URL only says where to go after logging in.
+
+    A login URL copied from the address bar carries the page that sent there
+    (``?next=/dashboard``), and every expiry sends with another one: such a parameter
+    does not name the page, while ``route=account/login`` does. A parameter is a return
+    address by its usual name, or by its value being a path or an absolute URL.
+    """
+    return (name.lower().replace("-", "").replace("_", "") in RETURN_PARAMETERS
+            or value.startswith("/") or re.match(r"(?i)https?://", value) is not None)
 
 
 def _shown(url: str | None) -> str:
