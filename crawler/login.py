@@ -56,7 +56,7 @@ async def _walk(fetcher, method: str, url: str, jar: dict[str, str], home, base:
         result = await fetcher.send(method, url, headers=headers, form=form)
         if result.error is not None:
             raise LoginFailed(f"{method} {_shown(url)} failed: {result.error_detail or result.error}")
-        read_cookies(jar, result.set_cookies)
+        read_cookies(jar, result.set_cookies, secure=there[0] == "https")  # the answer came from ``url``
         location = result.headers.get("location") if result.status in (301, 302, 303, 307, 308) else None
         if not location:
             return result

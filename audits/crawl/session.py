@@ -22,6 +22,7 @@ import time
 import httpx
 
 from crawler.charset import decode_text
+from crawler.cookies import browser_keeps
 from crawler.credentials import Credentials, LoginForm, login_page_problem
 from crawler.login import LoginFailed, Session, is_login_page, is_login_redirect, log_in
 from crawler.urls import InvalidURL, compile_patterns, origin_of
@@ -171,13 +172,15 @@ def session_state(audit: Audit) -> tuple[dict[str, str], int, bool]:
 
 
 def renewed_by_answer(credentials: Credentials | None, result) -> Credentials | None:
-    """``credentials`` with the cookies a fetch's last answer set (``Credentials.renewed_by``)."""
+    """``credentials`` with the cookies a fetch's last answer set (``Credentials.renewed_by``), those a
+    browser takes from it: none marked Secure over plain http (``browser_keeps``)."""
     if credentials is None or not result.set_cookies or not result.final_url:
         return credentials
     try:
-        return credentials.renewed_by(httpx.URL(result.final_url), result.set_cookies)
+        url = httpx.URL(result.final_url)
     except httpx.InvalidURL:
         return credentials
+    return credentials.renewed_by(url, browser_keeps(result.set_cookies, secure=url.scheme == "https"))
 
 
 def start_login(credentials: Credentials | None) -> Credentials | None:
