@@ -55,6 +55,7 @@ from .errors import (
     RedirectLoop,
     TooManyRedirects,
 )
+from .hop_cookies import through_redirect
 from .net import AddressGuard, GuardedBackend
 from .overrun import drain
 from .request_url import basic_auth, origin, parse_url, scheme_of, strip
@@ -142,6 +143,7 @@ class _Trail:
     started: float
     hops: list[Hop] = field(default_factory=list)
     attempts: int = 0
+    cookies: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)  # FetchResult.redirect_cookies
 
 
 class Fetcher:
@@ -156,7 +158,8 @@ class Fetcher:
     (wall-clock seconds, what an HTTP-date Retry-After is measured from) are
     injectable so tests of waiting never wait. ``credentials`` (a private
     site's headers) go on every hop to their own origin and no other; a login
-    replaces them when its session cookies change. A redirect to a URL ``avoid`` names (a logout,
+    replaces them when its session cookies change, and a redirect there setting
+    cookies passes them to the fetch's next hops (``hop_cookies``). A redirect to a URL ``avoid`` names (a logout,
     a path robots.txt disallows; callers may swap it between fetches) is not followed: the redirect is the answer.
     """
 
@@ -299,12 +302,13 @@ class Fetcher:
         target = strip(target)
         method = trail.method
         seen = {str(target)}
+        session = self.credentials  # with the cookies this fetch's redirects set, for its next hops
         for hop in range(max_redirects + 1):
             # Credentials from the start URL go only to the origin they came with.
             home = credentials and origin(target) == cred_origin
             headers = [(b"Authorization", credentials.encode())] if home else []
-            if self.credentials is not None:
-                headers += self.credentials.for_url(target)
+            if session is not None:
+                headers += session.for_url(target)
             if hop == 0:
                 headers += first_hop
             response = await self._with_retries(
@@ -332,7 +336,8 @@ class Fetcher:
             next_url = strip(next_url)
             trail.hops.append(Hop(str(target), response.status, str(next_url), response.ttfb))
             if self.avoid is not None and self.avoid(str(next_url)):  # unfetched, but where it points
-                return replace(self._finished(trail, response), final_url=str(next_url))
+                through_redirect(trail.cookies, session, target, response.set_cookies)  # set by the redirect
+                return replace(self._finished(trail, response), final_url=str(next_url), set_cookies=())
             if str(next_url) in seen:
                 return self._finished(
                     trail, response, RedirectLoop(f"Redirect loop back to {next_url}")
@@ -341,6 +346,7 @@ class Fetcher:
                 return self._finished(
                     trail, response, TooManyRedirects(f"More than {max_redirects} redirects")
                 )
+            session = through_redirect(trail.cookies, session, target, response.set_cookies)
             seen.add(str(next_url))
             target = next_url
         raise AssertionError("unreachable: the loop returns on its last hop")
@@ -500,6 +506,7 @@ class Fetcher:
             method=trail.method,
             retry_after=response.plan.retry_after if isinstance(error, RateLimited) else None,
             set_cookies=response.set_cookies,
+            redirect_cookies=tuple(trail.cookies),
             binary=response.binary,
         )
 
@@ -514,6 +521,7 @@ class Fetcher:
             error_detail=_short(error.message),
             attempts=trail.attempts,
             method=trail.method,
+            redirect_cookies=tuple(trail.cookies),
         )
 
 

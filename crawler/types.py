@@ -135,6 +135,9 @@ class FetchResult:
     retry_after: float | None = None
     # Each Set-Cookie header of the last response, as sent (a login reads them).
     set_cookies: tuple[str, ...] = ()
+    # Those of the redirects before it, each with the URL that answered: only from the origin the
+    # fetcher's credentials are for, the one origin whose cookies a crawl keeps.
+    redirect_cookies: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # Served as HTML, but its first bytes were binary data: not read, not parsed.
     binary: bool = False
 
