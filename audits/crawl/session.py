@@ -19,11 +19,9 @@ import asyncio
 import json
 import time
 
-import httpx
-
 from crawler.charset import decode_text
-from crawler.cookies import browser_keeps
 from crawler.credentials import Credentials, LoginForm, login_page_problem
+from crawler.hop_cookies import answers
 from crawler.login import LoginFailed, Session, is_login_page, is_login_redirect, log_in
 from crawler.urls import InvalidURL, compile_patterns, origin_of
 
@@ -171,16 +169,15 @@ def session_state(audit: Audit) -> tuple[dict[str, str], int, bool]:
     return cookies, row.logins, row.logins > 0 and not row.cookies
 
 
-def renewed_by_answer(credentials: Credentials | None, result) -> Credentials | None:
-    """``credentials`` with the cookies a fetch's last answer set (``Credentials.renewed_by``), those a
-    browser takes from it: none marked Secure over plain http (``browser_keeps``)."""
-    if credentials is None or not result.set_cookies or not result.final_url:
+def renewed_by_answer(credentials: Credentials | None, result, skip=None) -> Credentials | None:
+    """``credentials`` with the cookies a fetch's answers set, its redirects' first (``Credentials.renewed_by``),
+    those a browser takes (``hop_cookies.answers``); none from an answer whose URL ``skip`` names."""
+    if credentials is None:
         return credentials
-    try:
-        url = httpx.URL(result.final_url)
-    except httpx.InvalidURL:
-        return credentials
-    return credentials.renewed_by(url, browser_keeps(result.set_cookies, secure=url.scheme == "https"))
+    for url, lines in answers(result):
+        if skip is None or not skip(str(url)):
+            credentials = credentials.renewed_by(url, lines)
+    return credentials
 
 
 def start_login(credentials: Credentials | None) -> Credentials | None:
@@ -265,15 +262,16 @@ class SessionKeeper:
                 self._stored = session
 
     async def _take_cookies(self, result) -> None:
-        """The cookies an answer that did not land on the login page set (``Credentials.renewed_by``): the
-        chunk's requests and its browser carry them on, and they are stored now and then. Not while a
+        """The cookies a fetch's answers set, its redirects' too (``renewed_by_answer``): the chunk's
+        requests and its browser carry them on, and they are stored now and then. Not while a
         renewal is made, whose login walks with cookies of its own; nor from the login page, whose
         cookies (a new anonymous session) belong to no one logged in."""
         credentials = self.fetcher.credentials
-        if self._lock.locked() or (self.login is not None and result.final_url
-                                   and is_login_page(result.final_url, self.login.url)):
-            return  # a linked login page, crawled as a page, is the login page all the same
-        renewed = renewed_by_answer(credentials, result)
+        if self._lock.locked():
+            return
+        # A linked login page, crawled as a page, is the login page all the same.
+        skip = (lambda url: is_login_page(url, self.login.url)) if self.login is not None else None
+        renewed = renewed_by_answer(credentials, result, skip)
         if renewed is not credentials:
             self._set(renewed)
             if time.monotonic() - self._stored_at >= REFRESH_STORE_SECONDS:
