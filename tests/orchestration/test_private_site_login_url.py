@@ -5,25 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from audits.inline import run_audit_inline
-from audits.models import Audit, Page, SiteAccess
+from audits.models import Audit, Page
 from crawler.login import is_login_page
-from tests.factories import make_audit
-from tests.login_site import PASSWORD, USER, LoginSite
+from tests.login_site import LoginSite
+from tests.orchestration.login_audit import audit_behind_login
 
 pytestmark = pytest.mark.django_db
 
 
 def audit_saved_with_next(owner, site: LoginSite, **fields) -> Audit:
-    fields = {"max_pages": 30, "max_depth": 3, "concurrency": 1, **fields}
-    audit = make_audit(owner, start_url=site.url("/"), allow_private=True, **fields)
-    access = SiteAccess(site=audit.site)
     # Copied from the address bar after the site sent there from its dashboard.
-    access.set_login(site.url("/login/?next=/dashboard"), {"username": USER}, {"password": PASSWORD}, r"Members")
-    access.save()
-    run_audit_inline(audit.pk)
-    audit.refresh_from_db()
-    return audit
+    return audit_behind_login(owner, site, login_path="/login/?next=/dashboard", **{"max_pages": 30, **fields})
 
 
 def test_a_login_url_saved_with_a_next_parameter_renews_an_expired_session_once(owner, fast_settings):

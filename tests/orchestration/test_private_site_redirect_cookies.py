@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 from werkzeug.wrappers import Response
 
-from audits.inline import run_audit_inline
-from audits.models import Page, SiteAccess
-from tests.factories import make_audit
-from tests.login_site import PASSWORD, USER, LoginSite, page
+from audits.models import Page
+from tests.login_site import LoginSite, page
+from tests.orchestration.login_audit import audit_behind_login
 
 pytestmark = pytest.mark.django_db
 
@@ -39,12 +38,7 @@ class RedirectRenewalSite(LoginSite):
 
 def test_a_session_ticket_renewed_only_on_a_redirect_keeps_the_crawl_logged_in(owner, fast_settings):
     with RedirectRenewalSite(pages=8) as site:
-        audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=30, concurrency=1)
-        access = SiteAccess(site=audit.site)
-        access.set_login(site.url("/login/"), {"username": USER}, {"password": PASSWORD}, r"Members")
-        access.save()
-        run_audit_inline(audit.pk)
-        audit.refresh_from_db()
+        audit = audit_behind_login(owner, site, max_pages=30, max_depth=10)
         assert audit.status == "completed", (audit.error_code, audit.error_detail)
         assert site.logins == 1  # every page was reached with the ticket its redirect renewed
         members = set(Page.objects.filter(audit=audit, status_code=200).values_list("url", flat=True))

@@ -14,24 +14,17 @@ from audits.crawl.session import (
     store_refreshed,
     stored_session,
 )
-from audits.inline import run_audit_inline
-from audits.models import Audit, ChunkLease, Page, SiteAccess
+from audits.models import Audit, ChunkLease, Page
 from crawler.login import Session
 from tests.factories import make_audit
-from tests.login_site import PASSWORD, USER, LoginSite, page
+from tests.login_site import LoginSite, page
+from tests.orchestration.login_audit import audit_behind_login
 
 pytestmark = pytest.mark.django_db
 
 
 def audit_of(owner, site: LoginSite, **fields) -> Audit:
-    fields = {"max_pages": 40, "max_depth": 3, "concurrency": 1, **fields}
-    audit = make_audit(owner, start_url=site.url("/"), allow_private=True, **fields)
-    access = SiteAccess(site=audit.site)
-    access.set_login(site.url("/login/"), {"username": USER}, {"password": PASSWORD}, r"Members")
-    access.save()
-    run_audit_inline(audit.pk)
-    audit.refresh_from_db()
-    return audit
+    return audit_behind_login(owner, site, **fields)
 
 
 def crawled(audit: Audit, site: LoginSite) -> set[str]:

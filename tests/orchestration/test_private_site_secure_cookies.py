@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from audits.inline import run_audit_inline
-from audits.models import Page, SiteAccess
-from tests.factories import make_audit
-from tests.login_site import PASSWORD, USER, LoginSite
+from audits.models import Page
+from tests.login_site import LoginSite
+from tests.orchestration.login_audit import audit_behind_login
 
 pytestmark = pytest.mark.django_db
 
@@ -32,12 +31,7 @@ class SecureCookieSite(LoginSite):
 
 def test_secure_cookies_a_plain_http_site_sets_are_never_sent_back(owner, fast_settings):
     with SecureCookieSite(pages=6) as site:
-        audit = make_audit(owner, start_url=site.url("/"), allow_private=True, max_pages=20, concurrency=1)
-        access = SiteAccess(site=audit.site)
-        access.set_login(site.url("/login/"), {"username": USER}, {"password": PASSWORD}, r"Members")
-        access.save()
-        run_audit_inline(audit.pk)
-        audit.refresh_from_db()
+        audit = audit_behind_login(owner, site, max_pages=20, max_depth=10)
         assert audit.status == "completed", (audit.error_code, audit.error_detail)
         assert Page.objects.filter(audit=audit, status_code=200).count() >= len(site.paths())
         sent = set().union(*(names(headers.get("Cookie", "")) for _, _, headers in site.log))
