@@ -33,9 +33,6 @@ def read_cookies(jar: dict[str, str], set_cookies: Sequence[str], *, deletions: 
     attributes, whichever they are (``Partitioned``, ``Priority``). A cookie
     whose name or value has a control character or text beyond Latin-1 cannot go
     back in a Cookie header, so it is dropped.
-
-    ``secure`` is true unless said: ``Credentials.renewed_by`` cannot say, so
-    its caller filters the lines with ``browser_keeps`` first.
     """
     for header in browser_keeps(set_cookies, secure=secure):
         pair, *attributes = header.split(";")

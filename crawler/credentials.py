@@ -151,7 +151,7 @@ class Credentials:
         if not set_cookies or origin(url) != self.origin:
             return self
         jar = dict(self.session)
-        read_cookies(jar, tuple(set_cookies), deletions=False)
+        read_cookies(jar, tuple(set_cookies), deletions=False, secure=url.scheme == "https")
         return self if jar == dict(self.session) else self.with_cookies(jar)
 
     def without_session(self) -> Credentials:

@@ -3,7 +3,10 @@ from a plain-http answer, so never sent back in cleartext; over https kept when 
 
 from __future__ import annotations
 
+import httpx
+
 from crawler.cookies import read_cookies
+from crawler.credentials import Credentials
 from crawler.login import log_in
 from tests.crawler.test_login import form, run
 from tests.login_site import LoginSite
@@ -41,3 +44,12 @@ def test_secure_and_prefixed_cookies_over_https_are_kept_when_their_attributes_f
         "__Host-nopath=1; Secure",
     ), secure=True)
     assert jar == {"s": "1", "__Host-h": "1", "__Secure-q": "1", "__secure-lower": "1"}
+
+
+def test_credentials_renewed_over_plain_http_take_no_secure_cookie_whoever_calls():
+    http = Credentials.for_site("http://127.0.0.1:8000/", cookies={"sessionid": "old"})
+    home = httpx.URL("http://127.0.0.1:8000/app/")
+    assert http.renewed_by(home, ["sessionid=new; Secure", "__Host-h=1; Path=/"]) is http
+    https = Credentials.for_site("https://127.0.0.1:8443/", cookies={"sessionid": "old"})
+    renewed = https.renewed_by(httpx.URL("https://127.0.0.1:8443/app/"), ["sessionid=new; Secure"])
+    assert dict(renewed.session) == {"sessionid": "new"}
