@@ -49,8 +49,9 @@ def site_list(request):
                                           Subquery(audits[:1])))
              .order_by("start_url", "id"))
     page = window(sites, request, per_page=25)
-    latest = Audit.objects.in_bulk([site.latest_id for site in page.object_list if site.latest_id])
-    baselines = Audit.objects.in_bulk([a.baseline_id for a in latest.values() if a.baseline_id])
+    audit_rows = Audit.objects.defer("robots_body")  # a row shows none of robots.txt, up to 512 KB an audit
+    latest = audit_rows.in_bulk([site.latest_id for site in page.object_list if site.latest_id])
+    baselines = audit_rows.in_bulk([a.baseline_id for a in latest.values() if a.baseline_id])
     rows = []
     for site in page.object_list:
         audit = latest.get(site.latest_id)

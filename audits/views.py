@@ -57,7 +57,9 @@ CHECKLIST_ROWS = 500
 
 @require_GET
 def audit_list(request):
-    audits = Audit.objects.filter(owner=request.user, deleting=False, site__deleting=False).order_by("-created_at", "-id")
+    # A row shows none of robots.txt, which may be 512 KB an audit.
+    audits = (Audit.objects.filter(owner=request.user, deleting=False, site__deleting=False)
+              .defer("robots_body").order_by("-created_at", "-id"))
     page = window(audits, request, per_page=25)
     return render(request, "audits/audit_list.html", {"page_obj": page})
 

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 from django_q.models import Schedule
@@ -331,3 +333,13 @@ def test_a_site_whose_only_audit_left_is_a_recheck_lists_that_recheck(owner_clie
     Audit.objects.exclude(pk=check.pk).delete()
     row = owner_client.get(reverse("site-list")).content.decode().split('class="site"')[1].split("</tr>")[0]
     assert check.get_absolute_url() in row and "No audit yet" not in row
+
+
+@pytest.mark.parametrize("listing", ["audit-list", "site-list"])
+def test_the_lists_never_read_an_audits_robots_txt(owner_client, owner, listing):
+    # Up to 512 KB an audit: 25 rows of it would be read for nothing.
+    make_finished_audit(owner)
+    with CaptureQueriesContext(connection) as ctx:
+        assert owner_client.get(reverse(listing)).status_code == 200
+    assert [q["sql"] for q in ctx.captured_queries if "audits_audit" in q["sql"]]
+    assert not [q["sql"] for q in ctx.captured_queries if "robots_body" in q["sql"]]
