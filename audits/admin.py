@@ -6,11 +6,10 @@ admin is limited to superusers: a Schedule can run any importable function.
 """
 
 from datetime import timedelta
-from functools import partial
 
 from django.contrib import admin, messages
 from django.contrib.auth import get_permission_codename
-from django.db import transaction
+from django.http import HttpResponseRedirect
 from django.utils import timezone
 
 from config.client_ip import client_address
@@ -19,7 +18,7 @@ from . import schedules
 from .forms import CrawlSettingsForm, SiteScheduleForm
 from .models import Audit, Issue, Notification, Page, Site, SkippedRun
 from .page_views import STATUS_CLASSES
-from .purge import purge_audit, purge_site, reusers
+from .purge import AuditInUse, delete_site_soon, delete_soon, reusers
 from .services import (
     PrivateTargetsRefused,
     QuotaExceeded,
@@ -32,24 +31,39 @@ from .services import (
 
 
 class PurgedDelete:
-    """Deletes through ``audits.purge``, and a delete page that counts what goes rather than listing it.
+    """Deletes as the dashboard does, and a delete page that counts what goes rather than listing it.
 
-    The purge runs once the admin's own transaction has committed: inside it, no
-    batch would commit on its own. Django's page would load and list every
-    related row, an audit's millions of link edges; as Django's, this one asks
-    for the delete permission on the ``related`` models and refuses while
+    ``delete_later`` (``purge.delete_soon``) marks the object deleting, which
+    takes it off the admin's lists (``get_queryset``), and enqueues a worker's
+    purge once the admin's transaction commits: a big audit's rows take longer
+    to go than a proxy waits for the request. Django's page would load and list
+    every related row, an audit's millions of link edges; as Django's, this one
+    asks for the delete permission on the ``related`` models and refuses while
     ``delete_protected`` names anything.
     """
 
-    purge = None  # purge_audit or purge_site, as a staticmethod
+    delete_later = None  # purge.delete_soon or purge.delete_site_soon, as a staticmethod
     related: tuple = ()
 
     def delete_model(self, request, obj):
-        transaction.on_commit(partial(self.purge, obj))
+        self.delete_later(obj)
 
     def delete_queryset(self, request, queryset):
+        # No transaction around an action: each deletion stands alone, and one a new reuser refuses is said so.
         for obj in queryset:
-            transaction.on_commit(partial(self.purge, obj))
+            try:
+                self.delete_later(obj)
+            except AuditInUse as exc:
+                self.message_user(request, str(exc), level=messages.ERROR)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except AuditInUse as exc:
+            # A delta or validation started from it after delete_protected looked: the transaction rolled
+            # back, and the delete page shown again names what reuses it.
+            self.message_user(request, str(exc), level=messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
     def delete_counts(self, objs) -> dict[str, int]:
         return {}
@@ -105,8 +119,13 @@ class AuditAdmin(PurgedDelete, admin.ModelAdmin):
     def has_operate_permission(self, request):
         return request.user.has_perm(f"{self.opts.app_label}.{get_permission_codename('change', self.opts)}")
 
-    purge = staticmethod(purge_audit)
+    delete_later = staticmethod(delete_soon)
     related = (Page, Issue, Notification)
+
+    def get_queryset(self, request):
+        # One being deleted is gone at once, as on the dashboard (access.audit_for_user): still listed, it would
+        # look like a failed delete.
+        return super().get_queryset(request).filter(deleting=False, site__deleting=False)
 
     def delete_counts(self, objs):
         return {"pages": sum(audit.pages_crawled for audit in objs)}
@@ -302,8 +321,12 @@ class SiteAdmin(PurgedDelete, admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         schedules.saved(obj, form.changed_data)
 
-    purge = staticmethod(purge_site)
+    delete_later = staticmethod(delete_site_soon)
     related = (Audit, Page, Issue, Notification)
+
+    def get_queryset(self, request):
+        # One being deleted is gone at once, as on the dashboard (access.site_for_user).
+        return super().get_queryset(request).filter(deleting=False)
 
     def delete_counts(self, objs):
         return {"audits": Audit.objects.filter(site__in=objs).count()}

@@ -12,11 +12,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from audits import purge
+from audits import admin as admin_module
+from audits import purge, tasks
 from audits.crawl.reuse import source_of
 from audits.inlinks import ended_unindexed
 from audits.models import Audit, Inlink, Issue, LinkEdge, Page, Site
-from audits.services import SourceGone, follow_up, make_follow_up
+from audits.services import SourceGone, enqueue, follow_up, make_follow_up
+from audits.watchdog import queued_task_names
 from tests.factories import SITE, make_finished_audit, make_issue, make_link, make_page
 
 pytestmark = pytest.mark.django_db
@@ -106,9 +108,18 @@ def test_deleting_a_site_purges_every_audit_in_batches(owner_client, owner, smal
         assert_batched(ctx.captured_queries, table, at_least=2)
 
 
+@pytest.fixture
+def enqueued(monkeypatch):
+    """The real enqueue, into django-q2's queue: what a request leaves to a worker stays there (the
+    dashboard's tests run each deletion at once, tests/dashboard/conftest.py)."""
+    monkeypatch.setattr(purge, "enqueue", enqueue)
+
+
+PURGES = {"audit": tasks.purge_audit, "site": tasks.purge_site}
+
+
 @pytest.mark.parametrize("model", ["audit", "site"])
-def test_the_admin_delete_page_counts_instead_of_listing_every_row(superuser_client, owner, model,
-                                                                   django_capture_on_commit_callbacks):
+def test_the_admin_delete_page_counts_instead_of_listing_every_row(superuser_client, owner, model):
     audit = _fill(make_finished_audit(owner))
     obj = audit if model == "audit" else audit.site
     with CaptureQueriesContext(connection) as ctx:
@@ -118,24 +129,72 @@ def test_the_admin_delete_page_counts_instead_of_listing_every_row(superuser_cli
     assert "Link edge" not in body and "Are you sure" in body
     assert not [q for q in ctx.captured_queries if "audits_linkedge" in q["sql"] or "audits_issue" in q["sql"]]
 
-    with django_capture_on_commit_callbacks(execute=True):
+
+@pytest.mark.parametrize("model", ["audit", "site"])
+def test_the_admin_delete_marks_it_deleting_leaves_the_lists_and_a_worker_deletes_the_rows_in_batches(
+        superuser_client, owner, model, enqueued, small_batches, django_capture_on_commit_callbacks):
+    audit = _fill(make_finished_audit(owner))
+    obj = audit if model == "audit" else audit.site
+    with CaptureQueriesContext(connection) as ctx, django_capture_on_commit_callbacks(execute=True):
         response = superuser_client.post(reverse(f"admin:audits_{model}_delete", args=[obj.pk]), {"post": "yes"})
     assert response.status_code == 302
+    assert not _deletes(ctx.captured_queries, "audits_linkedge")
+    assert type(obj).objects.get(pk=obj.pk).deleting and LinkEdge.objects.filter(audit=audit).exists()
+    assert f"{model}-{obj.pk}-purge" in queued_task_names()
+    # A site's audits leave with it.
+    for shown in ("audit",) if model == "audit" else ("audit", "site"):
+        changelist = superuser_client.get(reverse(f"admin:audits_{shown}_changelist")).context["cl"]
+        assert not changelist.result_list, shown
+    # Its change page answers as for one already gone: the admin's redirect home.
+    assert superuser_client.get(reverse(f"admin:audits_{model}_change", args=[obj.pk])).status_code == 302
+
+    with CaptureQueriesContext(connection) as ctx:
+        PURGES[model](obj.pk)
     assert not Audit.objects.filter(pk=audit.pk).exists() and not LinkEdge.objects.exists()
+    assert_batched(ctx.captured_queries, "audits_linkedge", at_least=3)
 
 
-def test_the_admin_delete_action_purges_the_selected_audits(superuser_client, owner, small_batches,
-                                                            django_capture_on_commit_callbacks):
+def test_the_admin_delete_action_marks_the_selected_audits_and_a_worker_deletes_their_rows_in_batches(
+        superuser_client, owner, enqueued, small_batches, django_capture_on_commit_callbacks):
     audits = [_fill(make_finished_audit(owner)) for _ in range(2)]
     url = reverse("admin:audits_audit_changelist")
     selected = {"action": "delete_selected", "_selected_action": [a.pk for a in audits]}
     confirm = superuser_client.post(url, selected)
     assert confirm.status_code == 200 and "Link edge" not in confirm.content.decode()
     with CaptureQueriesContext(connection) as ctx, django_capture_on_commit_callbacks(execute=True):
-        superuser_client.post(url, {**selected, "post": "yes"})
+        assert superuser_client.post(url, {**selected, "post": "yes"}).status_code == 302
+    assert not _deletes(ctx.captured_queries, "audits_linkedge")
+    assert Audit.objects.filter(deleting=True).count() == 2
+    assert {f"audit-{a.pk}-purge" for a in audits} <= queued_task_names()
+    assert not superuser_client.get(url).context["cl"].result_list
+
+    with CaptureQueriesContext(connection) as ctx:
+        for audit in audits:
+            tasks.purge_audit(audit.pk)
     assert not Audit.objects.filter(pk__in=[a.pk for a in audits]).exists()
     assert not LinkEdge.objects.exists()
     assert_batched(ctx.captured_queries, "audits_linkedge", at_least=2 * 3)
+
+
+@pytest.mark.parametrize("way", ["delete page", "delete action"])
+def test_an_audit_a_delta_starts_reusing_as_the_admin_deletes_it_is_refused_with_a_message(
+        superuser_client, owner, way, enqueued, monkeypatch, django_capture_on_commit_callbacks):
+    audit = make_finished_audit(owner)
+    delta = make_finished_audit(owner)
+    Audit.objects.filter(pk=delta.pk).update(source=audit, status=Audit.Status.RUNNING)
+    # The delta started after the admin's check (delete_protected) found no reuser.
+    monkeypatch.setattr(admin_module, "in_use", lambda audits: [])
+    if way == "delete page":
+        url, data = reverse("admin:audits_audit_delete", args=[audit.pk]), {"post": "yes"}
+    else:
+        url = reverse("admin:audits_audit_changelist")
+        data = {"action": "delete_selected", "_selected_action": [audit.pk], "post": "yes"}
+    with django_capture_on_commit_callbacks(execute=True):
+        response = superuser_client.post(url, data, follow=True)
+    assert response.status_code == 200
+    assert f"while audit {delta.pk}, which reuses its results, is running" in response.content.decode()
+    assert not Audit.objects.get(pk=audit.pk).deleting
+    assert f"audit-{audit.pk}-purge" not in queued_task_names()
 
 
 def _watch_batches(monkeypatch, before):
@@ -151,14 +210,16 @@ def _watch_batches(monkeypatch, before):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("model", ["audit", "site"])
-def test_the_admin_delete_commits_each_batch_on_its_own(superuser_client, owner, monkeypatch, model):
-    """Django's delete view runs in a transaction: a purge inside it would hold SQLite's lock to the end."""
+def test_the_purge_the_admin_enqueues_commits_each_batch_on_its_own(superuser_client, owner, monkeypatch, model,
+                                                                     enqueued):
+    """A purge inside a transaction would hold SQLite's lock to its end: the worker's commits each batch."""
     audit = _fill(make_finished_audit(owner))
     outer = []
     _watch_batches(monkeypatch, lambda sql: outer.append(connection.in_atomic_block))
     obj = audit if model == "audit" else audit.site
     response = superuser_client.post(reverse(f"admin:audits_{model}_delete", args=[obj.pk]), {"post": "yes"})
-    assert response.status_code == 302
+    assert response.status_code == 302 and not outer
+    PURGES[model](obj.pk)
     assert outer and not any(outer)
     assert not Audit.objects.filter(pk=audit.pk).exists() and not LinkEdge.objects.exists()
 

@@ -4,9 +4,10 @@
 import pytest
 from django.urls import reverse
 
-from audits import finalize
+from audits import finalize, tasks
 from audits.finalize import link_targets
 from audits.models import Audit, Issue, LinkEdge
+from audits.watchdog import queued_task_names
 from tests.factories import SITE, make_audit, make_issue, make_link, make_page
 
 pytestmark = pytest.mark.django_db
@@ -62,9 +63,12 @@ def test_deleting_audits_from_the_admin_list_deletes_their_edges_and_issues(owne
         page = make_page(a, f"{SITE}/gone", status_code=404)
         make_link(a, f"{SITE}/", f"{SITE}/gone")
         make_issue(a, "http_4xx", f"{SITE}/gone", page=page)
-    # The admin purges once its own transaction has committed (audits.purge).
+    # The admin marks them deleting and enqueues their purge, as the dashboard does (audits.purge.delete_soon).
     with django_capture_on_commit_callbacks(execute=True):
         response = admin_client.post(reverse("admin:audits_audit_changelist"), {
             "action": "delete_selected", "_selected_action": [a.pk for a in audits], "post": "yes"})
     assert response.status_code == 302
+    assert {f"audit-{a.pk}-purge" for a in audits} <= queued_task_names()
+    for a in audits:
+        tasks.purge_audit(a.pk)
     assert not Audit.objects.exists() and not LinkEdge.objects.exists() and not Issue.objects.exists()
