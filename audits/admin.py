@@ -235,6 +235,16 @@ class IssueAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
 
     def _mark(self, request, queryset, review):
+        if request.POST.get("select_across") == "1":
+            # "All matching" leaves ignored issues alone unless the filter asks for them, as the triage
+            # screen's (triage_views.issue_review): else every ignore would become reviewed, or reopened for good.
+            if request.GET.get("review__exact") != Issue.Review.IGNORED:
+                queryset = queryset.exclude(review=Issue.Review.IGNORED)
+            # And one audit at a time: each audit marked is a set_review and a rescore inside this request.
+            if len(queryset.order_by().values_list("audit_id", flat=True).distinct()[:2]) > 1:
+                self.message_user(request, "“All matching” marks one audit's issues at a time: filter the list "
+                                           "by one audit (?audit__id__exact=<id>) first.", level=messages.ERROR)
+                return
         # Through Audit.set_review, audit by audit, so each audit's totals and score follow.
         count = 0
         for audit in Audit.objects.filter(pk__in=queryset.values("audit_id")):

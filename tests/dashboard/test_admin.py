@@ -302,3 +302,43 @@ def test_the_site_form_shows_a_refused_webhook_address_without_its_password(supe
         superuser_client, site, webhook_url="https://alerts:hunter2@www.example.com/hook"))
     assert response.status_code == 200 and "webhook_url" in response.context["adminform"].form.errors
     assert "hunter2" not in response.content.decode()
+
+
+def _critical(audit):
+    return list(Issue.objects.filter(audit=audit, severity="critical").order_by("pk"))
+
+
+@pytest.mark.parametrize("action", ["mark_reviewed", "mark_open"])
+def test_all_matching_issues_marked_in_the_admin_leave_the_ignored_ones_alone_unless_the_filter_asks_for_them(
+        superuser_client, owner, action):
+    audit = make_finished_audit(owner)
+    chosen, ignored, _ = _critical(audit)
+    audit.set_review(Issue.objects.filter(pk=ignored.pk), Issue.Review.IGNORED)
+    changelist = reverse("admin:audits_issue_changelist")
+    by_audit = f"audit__id__exact={audit.pk}&severity__exact=critical"
+    everything = {"action": action, "select_across": "1", "_selected_action": [chosen.pk]}
+    superuser_client.post(f"{changelist}?{by_audit}", everything)
+    assert Issue.objects.filter(pk=ignored.pk, review="ignored", reopened=False).exists()
+    if action == "mark_reviewed":
+        assert Issue.objects.filter(pk=chosen.pk, review="reviewed").exists()
+
+    # Filtered to the ignored ones, "all matching" is them: re-opened, as a person asked.
+    superuser_client.post(f"{changelist}?{by_audit}&review__exact=ignored",
+                          {**everything, "action": "mark_open", "_selected_action": [ignored.pk]})
+    assert Issue.objects.filter(pk=ignored.pk, review="open", reopened=True).exists()
+
+
+def test_all_matching_issues_of_more_than_one_audit_are_refused_in_the_admin(superuser_client, owner):
+    first, second = make_finished_audit(owner), make_finished_audit(owner)
+    changelist = reverse("admin:audits_issue_changelist")
+    response = superuser_client.post(f"{changelist}?severity__exact=critical", {
+        "action": "mark_reviewed", "select_across": "1", "_selected_action": [_critical(first)[0].pk]}, follow=True)
+    assert "marks one audit&#x27;s issues at a time" in response.content.decode()
+    assert not Issue.objects.exclude(review="open").exists()
+    for audit in (first, second):
+        audit.refresh_from_db()
+        assert audit.issues_critical == 3
+    # Ticked rows of several audits are a page at most: marked as chosen.
+    ticked = [_critical(first)[0].pk, _critical(second)[0].pk]
+    superuser_client.post(changelist, {"action": "mark_reviewed", "_selected_action": ticked})
+    assert set(Issue.objects.filter(review="reviewed").values_list("pk", flat=True)) == set(ticked)
