@@ -342,3 +342,15 @@ def test_all_matching_issues_of_more_than_one_audit_are_refused_in_the_admin(sup
     ticked = [_critical(first)[0].pk, _critical(second)[0].pk]
     superuser_client.post(changelist, {"action": "mark_reviewed", "_selected_action": ticked})
     assert set(Issue.objects.filter(review="reviewed").values_list("pk", flat=True)) == set(ticked)
+
+
+def test_a_sites_page_reads_its_skipped_runs_in_a_few_queries_however_many(superuser_client, owner,
+                                                                        django_assert_max_num_queries):
+    from audits.models import SkippedRun
+
+    site = make_finished_audit(owner).site
+    SkippedRun.objects.bulk_create(SkippedRun(site=site, due_at=site.created_at, reason=SkippedRun.Reason.QUOTA)
+                                   for _ in range(30))
+    with django_assert_max_num_queries(10):
+        response = superuser_client.get(reverse("admin:audits_site_change", args=[site.pk]))
+    assert response.status_code == 200 and response.content.decode().count(f"{site.start_url} skipped at") == 30
