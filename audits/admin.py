@@ -83,6 +83,15 @@ class PurgedDelete:
         return deleted, counts, perms_needed, self.delete_protected(objs)
 
 
+# Audit.robots_body, up to 512 KB an audit: never shown in the admin, so never read into a list's rows.
+BIG = "robots_body"
+
+
+def with_audit(queryset):
+    """``queryset``'s rows with their audit joined in, all of it but ``BIG``."""
+    return queryset.select_related("audit").defer(f"audit__{BIG}")
+
+
 def in_use(audits) -> list[str]:
     """Why each of ``audits`` that an active audit reuses cannot be deleted now (``purge.reusers``)."""
     return [f"Audit {audit.pk}: running audit {busy[0]} reuses its results" for audit in audits
@@ -125,7 +134,7 @@ class AuditAdmin(PurgedDelete, admin.ModelAdmin):
     def get_queryset(self, request):
         # One being deleted is gone at once, as on the dashboard (access.audit_for_user): still listed, it would
         # look like a failed delete.
-        return super().get_queryset(request).filter(deleting=False, site__deleting=False)
+        return super().get_queryset(request).filter(deleting=False, site__deleting=False).defer(BIG)
 
     def delete_counts(self, objs):
         return {"pages": sum(audit.pages_crawled for audit in objs)}
@@ -197,6 +206,9 @@ class PageAdmin(admin.ModelAdmin):
     # Pages and issues of every audit are millions of rows: no unfiltered COUNT on each load.
     show_full_result_count = False
 
+    def get_queryset(self, request):
+        return with_audit(super().get_queryset(request))
+
     # What the crawl fetched: viewed here, never made or edited by hand.
     def has_add_permission(self, request):
         return False
@@ -225,6 +237,9 @@ class IssueAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+    def get_queryset(self, request):
+        return with_audit(super().get_queryset(request))
 
     def save_model(self, request, obj, form, change):
         if "review" in form.changed_data:
@@ -371,11 +386,15 @@ class SiteAdmin(PurgedDelete, admin.ModelAdmin):
 class NotificationAdmin(admin.ModelAdmin):
     list_display = ["audit", "event", "channel", "state", "reason", "detail", "created_at"]
     list_filter = ["event", "channel", "state"]
+    list_select_related = ["audit"]  # Django's default, a bare select_related(), joins every relation's relations
     raw_id_fields = ["audit"]
     readonly_fields = ["audit", "event", "channel", "state", "reason", "detail", "created_at"]
 
     def has_add_permission(self, request):
         return False  # a record of what was sent: only the notifier writes one
+
+    def get_queryset(self, request):
+        return with_audit(super().get_queryset(request))
 
 
 # --- django-q2's admin, for superusers only ---------------------------------------

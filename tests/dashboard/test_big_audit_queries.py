@@ -79,3 +79,16 @@ def test_the_admin_lists_of_an_audit_read_only_that_audits_rows(superuser_client
     for sql in reads:
         # No COUNT of every audit's rows, no DISTINCT of a column over all of them for a filter's choices.
         assert '"audit_id" =' in sql, sql
+
+
+@pytest.mark.parametrize("model", ["audit", "page", "issue", "notification"])
+def test_the_admin_lists_never_read_an_audits_robots_body(superuser_client, owner, model):
+    from audits.models import Notification
+
+    audit = make_finished_audit(owner)
+    Notification.objects.create(audit=audit, event="failed", channel="email")
+    with CaptureQueriesContext(connection) as ctx:
+        response = superuser_client.get(reverse(f"admin:audits_{model}_changelist"))
+    assert response.status_code == 200 and response.context["cl"].result_list
+    selects = [q["sql"] for q in ctx.captured_queries if q["sql"].startswith("SELECT")]
+    assert selects and not [sql for sql in selects if "robots_body" in sql]
