@@ -203,8 +203,11 @@ class PageAdmin(admin.ModelAdmin):
     search_fields = ["url", "title"]
     list_select_related = ["audit"]
     raw_id_fields = ["audit"]
-    # Pages and issues of every audit are millions of rows: no unfiltered COUNT on each load.
+    # Pages and issues of every audit are millions of rows: this skips the second, unfiltered COUNT of a
+    # filtered list; the paginator still counts what the filters leave.
     show_full_result_count = False
+    # Newest first by the primary key: Meta.ordering (depth, id) would sort every page of every audit.
+    ordering = ["-id"]
 
     def get_queryset(self, request):
         return with_audit(super().get_queryset(request))

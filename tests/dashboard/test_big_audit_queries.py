@@ -92,3 +92,14 @@ def test_the_admin_lists_never_read_an_audits_robots_body(superuser_client, owne
     assert response.status_code == 200 and response.context["cl"].result_list
     selects = [q["sql"] for q in ctx.captured_queries if q["sql"].startswith("SELECT")]
     assert selects and not [sql for sql in selects if "robots_body" in sql]
+
+
+def test_the_admin_page_list_reads_pages_newest_first_by_their_key(superuser_client, owner):
+    make_finished_audit(owner)
+    with CaptureQueriesContext(connection) as ctx:
+        response = superuser_client.get(reverse("admin:audits_page_changelist"))
+    assert response.status_code == 200
+    rows = [q["sql"] for q in ctx.captured_queries if 'FROM "audits_page"' in q["sql"] and "ORDER BY" in q["sql"]]
+    assert rows
+    for sql in rows:
+        assert sql.split("ORDER BY")[1].strip().startswith('"audits_page"."id" DESC'), sql
