@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from django.db import connection
-from django.db.models import Case, Count, Exists, OuterRef, Q, Value, When
+from django.db.models import Case, Count, Exists, OuterRef, Q, Subquery, Value, When
 
 from crawler.catalogue import (
     ANSWER_CODES,
@@ -294,6 +294,8 @@ def record(audit: Audit) -> dict | None:
         return None
     issues.update(change=Case(When(same_issue(base.pk), then=Value(Issue.Change.PERSISTING)),
                               default=Value(Issue.Change.NEW)))
+    if audit.mode == Audit.Mode.VALIDATE:
+        _keep_judged_severity(issues, base)
     carry_triage(audit, base)
     _persisting_back(issues, base)  # after: the carry-back asks the issues still new
     params = _params(audit, base)
@@ -308,6 +310,20 @@ def record(audit: Audit) -> dict | None:
     counts = stored_counts(audit)
     audit.set_baseline(base, counts)
     return counts
+
+
+# Codes whose severity the crawl's context sets, not the page: a noindex page is critical when the sitemap lists
+# it or many pages link to it (finalize.escalate_linked_noindex). A validation sees neither, so one it reports
+# again keeps its source's severity and message: its checklist, its issue rows and the command's gate then agree.
+CONTEXT_SEVERITY_CODES = frozenset({"noindex"})
+
+
+def _keep_judged_severity(issues, base: Audit) -> None:
+    """Give a validation's re-reported CONTEXT_SEVERITY_CODES issues the severity and message of the source's."""
+    then = Issue.objects.filter(audit_id=base.pk, key=OuterRef("key"))
+    issues.filter(code__in=CONTEXT_SEVERITY_CODES, change=Issue.Change.PERSISTING).filter(
+        Exists(then.exclude(severity=OuterRef("severity")))).update(
+        severity=Subquery(then.values("severity")[:1]), message=Subquery(then.values("message")[:1]))
 
 
 def carry_triage(audit: Audit, base: Audit | None) -> None:

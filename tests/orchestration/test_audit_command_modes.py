@@ -9,6 +9,7 @@ import pytest
 from audits.models import Audit, Site
 from tests.audit_command import run_audit
 from tests.editable_site import EditableSite
+from tests.scripted_site import Answer, ScriptedSite, listing
 from tests.versioned_site import VersionedSite
 
 pytestmark = pytest.mark.django_db
@@ -60,6 +61,35 @@ def test_a_validation_run_writes_its_checklist_and_gates_on_what_is_still_there(
     assert f"validation of audit {first.pk}:" in console and "[still] h1_missing on" in console
     # The validation's page budget is its own: the site keeps the limits people gave it.
     assert Site.objects.get().max_pages == 500
+
+
+def test_a_noindex_page_the_sitemap_lists_is_still_critical_in_a_validation_and_fails_its_gate(tmp_path,
+                                                                                                 fast_settings):
+    """A validation does not read the sitemap, yet the noindex it finds again is the one its source found critical:
+    the checklist, the issue rows and the default --fail-on critical gate all say so."""
+    def html(title: str, head: str = "", body: str = "") -> Answer:
+        return Answer(f'<!doctype html><html lang="en"><head><title>{title}</title>{head}</head>'
+                      f'<body><h1>{title}</h1><p>Some words.</p><a href="/">home</a>{body}</body></html>')
+
+    with ScriptedSite() as web:
+        web.pages.update({"/": html("Home of the noindex site", body='<a href="/p">p</a>'),
+                          "/p": html("A page kept out of search", head='<meta name="robots" content="noindex">'),
+                          **listing(web, ["/", "/p"])})
+        assert run_audit(web.url("/"), "--allow-private", "--no-external") == 1
+        first = Audit.objects.get()
+        assert first.issues.get(code="noindex").severity == "critical"
+        out = tmp_path / "validate.jsonl"
+        code = run_audit(web.url("/"), "--allow-private", "--no-external", "--mode", "validate", "--from",
+                         str(first.pk), "--out", str(out))
+    check = Audit.objects.get(mode=Audit.Mode.VALIDATE)
+    lines = records(out)
+    (verdict,) = [r for r in lines if r["type"] == "validation" and r["code"] == "noindex"]
+    assert (verdict["result"], verdict["severity"]) == ("still", "critical")
+    assert check.issues.get(code="noindex").severity == "critical"
+    # The last record of the issue holds: the one written again once finalize kept its source's severity.
+    (last,) = [r for r in lines if r["type"] == "issue" and r["code"] == "noindex"][-1:]
+    assert last["severity"] == "critical"
+    assert code == 1
 
 
 def test_a_validation_from_the_command_line_crawls_as_its_source_did(fast_settings):
