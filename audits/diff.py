@@ -59,7 +59,7 @@ SAME_LINK_SQL = f"""
 #   sitemaps and probes http:// only when robots.txt lets it crawl the start page; a
 #   validation goes on without them, and their issues are unknown. So is a one-a-site
 #   code (all but a sitemap's) reported under another key: the start page lands on another origin.
-# - A link's: fixed when its source page answered, was parsed if it was then, and either no longer links
+# - A link's: fixed when its source page answered, was parsed (and rendered) if it was then, and either no longer links
 #   the target or the target answered without error below 400 (and without a
 #   redirect, for a redirecting link); else unknown: an external target that
 #   refuses crawlers (UNVERIFIED_STATUSES) is never reported, so says nothing.
@@ -67,8 +67,8 @@ SAME_LINK_SQL = f"""
 #   error), and, for a broken answer (4xx, 5xx, a failure), answered below 400:
 #   a page that went from 404 to 500 is not fixed. Its content's and its links':
 #   only if it answered 2xx as a page, not as a redirect (whose landing page has
-#   issues of its own), and was parsed if it was parsed then: a page now cut at
-#   the size cap, or served as another type, was never checked.
+#   issues of its own), and was parsed (and rendered) if it was then: a page now cut at
+#   the size cap, served as another type, or whose render failed, was never checked.
 # - A duplicate's (title, description or content): unknown while a page that shared it last
 #   time was not crawled this time or failed (a 5xx, a timeout, a limit): the
 #   duplicate may still be there. One that now answers 4xx or redirects is gone.
@@ -83,8 +83,9 @@ _TWIN_GONE_SQL = """
 """
 # The page was parsed this time if it was parsed then: a page now cut at the size cap, served
 # as another type, or whose parse or checks broke, has no links or content anybody checked.
-_PARSED_SQL = """({alias}.head_facts IS NOT NULL
-     OR NOT EXISTS (SELECT 1 FROM audits_page p WHERE p.id = b.page_id AND p.head_facts IS NOT NULL))"""
+# Rendered too if rendered then: a failed render leaves the raw HTML, which lacks what scripts add.
+_PARSED_SQL = """NOT EXISTS (SELECT 1 FROM audits_page p WHERE p.id = b.page_id
+     AND ((p.head_facts IS NOT NULL AND {alias}.head_facts IS NULL) OR (p.rendered AND NOT {alias}.rendered)))"""
 GONE_ISSUES_SQL = f"""
     SELECT CASE WHEN b.code = 'broken_link_external'
                      AND EXISTS (SELECT 1 FROM audits_issue n WHERE n.audit_id = %(audit)s

@@ -173,9 +173,10 @@ class Verdict:
         if self.code in SITE_READ_CODES:
             return "robots.txt now disallows the start page, so the sitemaps and the http:// address were not read."
         if self.code in LINK_CODES:
-            return "The page or the link's target could not be fetched this time, or the page now redirects."
+            return ("The page or the link's target could not be fetched this time, or the page now redirects, "
+                    "or the page was rendered last time and could not be this time.")
         return ("The URL could not be fetched this time, or was not checked as a page: it failed, now redirects, "
-                "is no longer read as HTML, or its checks broke.")
+                "is no longer read as HTML, its checks broke, or it was rendered last time and could not be this time.")
 
 
 def checklist(audit: Audit, *, limit: int | None = None) -> list[Verdict]:

@@ -10,7 +10,7 @@ from audits.models import Audit, IgnoreRule, Issue
 from audits.notices import site_notice
 from audits.services import follow_up_fields
 from tests.conftest import free_port
-from tests.factories import make_audit
+from tests.factories import SITE, make_audit, make_issue, make_page
 from tests.scripted_site import Answer, ScriptedSite, listing
 
 from .test_validation import page, run, verdicts
@@ -185,6 +185,27 @@ def test_a_validation_whose_typed_start_gives_no_answer_judges_the_urls_where_it
     found = verdicts(check)
     assert found[("http_4xx", "p")] == "fixed"
     assert found[("title_missing", "q")] == "still"
+
+
+def test_an_issue_of_a_page_rendered_then_but_not_now_is_unknown_not_fixed(owner):
+    """The browser failed on /app this time: its raw HTML lacks what its scripts add (a title, a link), so
+    nobody checked them. /fine was rendered both times, and its issue is fixed."""
+    source = make_audit(owner, start_url=f"{SITE}/", status=Audit.Status.COMPLETED)
+    app, fine = f"{SITE}/app", f"{SITE}/fine"
+    for url in (app, fine):
+        then = make_page(source, url, rendered=True, head_facts={})
+        make_issue(source, "title_missing", url, page=then)
+    make_issue(source, "broken_link_internal", app, page=source.pages.get(url=app), target_url=f"{SITE}/gone")
+    check = make_audit(owner, start_url=f"{SITE}/", **follow_up_fields(source, Audit.Mode.VALIDATE))
+    make_page(check, app, rendered=False, head_facts={})  # the raw page, kept when the render failed
+    make_page(check, fine, rendered=True, head_facts={})
+    diff.record(check)
+    found = {(v.code, v.url): v for v in validation.checklist(check)}
+    assert found[("title_missing", fine)].result == "fixed"
+    for code in ("title_missing", "broken_link_internal"):
+        verdict = found[(code, app)]
+        assert verdict.result == "unknown", verdict
+        assert "rendered last time and could not be this time" in verdict.why
 
 
 def test_a_pages_own_hreflang_tags_are_rechecked_and_can_be_fixed(owner, fast_settings):
