@@ -22,8 +22,10 @@ from crawler.catalogue import (
     PAGE_AND_CROSS_CODES,
     SITE_READ_CODES,
     SITE_WIDE_CODES,
+    START_CODES,
 )
-from crawler.urls import InvalidURL, origin_of, url_hash
+from crawler.types import FetchError
+from crawler.urls import InvalidURL, normalize, origin_of, url_hash
 
 from .diff import SAME_LINK_SQL
 from .models import Audit, IgnoreRule, Issue, Page
@@ -154,6 +156,7 @@ class Verdict:
     url: str
     target_url: str
     message: str
+    start_why: str = ""  # a start code's unknown: what happened at the validation's start (``start_whys``)
 
     @property
     def type(self):
@@ -170,13 +173,51 @@ class Verdict:
             return ""
         if self.code in SITE_WIDE_CODES and not (self.code in PAGE_AND_CROSS_CODES and not self.target_url):
             return "A check across the whole site: a validation, which re-fetches a few URLs, cannot re-run it."
-        if self.code in SITE_READ_CODES:
-            return "robots.txt now disallows the start page, so the sitemaps and the http:// address were not read."
+        if self.start_why:
+            return self.start_why
         if self.code in LINK_CODES:
             return ("The page or the link's target could not be fetched this time, or the page now redirects, "
                     "or the page was rendered last time and could not be this time.")
         return ("The URL could not be fetched this time, or was not checked as a page: it failed, now redirects, "
                 "is no longer read as HTML, its checks broke, or it was rendered last time and could not be this time.")
+
+
+_NOT_READ = "so the sitemaps and the http:// address were not read."
+
+
+def start_whys(audit: Audit) -> dict[str, str]:
+    """Why the start codes' issues (START_CODES) are unknown, by code, from what ``audit``'s start stored.
+
+    Its sitemaps unread (``sitemap_found`` None): robots.txt refused the start page, which has no row
+    then, or the start page gave no answer, whose row says how. Else an issue is unknown because it was
+    reported again for another address: the start page lands elsewhere now.
+    """
+    whys = {code: f"Reported again this time for {url}: the start page now lands elsewhere, and this address "
+                  "was not read again."
+            for code, url in Issue.objects.filter(audit=audit, code__in=START_CODES).order_by("url")
+            .values_list("code", "url")}
+    if audit.sitemap_found is None:
+        try:
+            start = url_hash(normalize(audit.start_url))
+        except InvalidURL:
+            start = ""
+        row = Page.objects.filter(audit=audit, url_hash=start).values_list("status_code", "fetch_error").first()
+        if row is None:
+            why = f"robots.txt now disallows the start page, {_NOT_READ}"
+        elif row[0] is None and row[1]:
+            why = f"The start page gave no answer this time ({_failure(row[1])}), {_NOT_READ}"
+        else:
+            why = "The sitemaps and the http:// address were not read this time."
+        whys.update(dict.fromkeys(SITE_READ_CODES, why))
+    return whys
+
+
+def _failure(error: str) -> str:
+    """A stored fetch error as people read it."""
+    try:
+        return FetchError(error).label.lower()
+    except ValueError:
+        return error.replace("_", " ")
 
 
 def checklist(audit: Audit, *, limit: int | None = None) -> list[Verdict]:
@@ -198,10 +239,12 @@ def verdicts(audit: Audit, *, limit: int | None = None) -> Iterator[Verdict]:
     if limit is not None:
         sql += " LIMIT %(limit)s"
         params["limit"] = limit
+    whys = start_whys(audit)
     with connection.chunked_cursor() as cursor:
         cursor.execute(sql, params)
         while rows := cursor.fetchmany(FETCH_BATCH):
-            yield from (Verdict(*row) for row in rows)
+            yield from (Verdict(*row, start_why=whys.get(row[1], "") if row[0] == "unknown" else "")
+                        for row in rows)
 
 
 def counts(audit: Audit) -> dict[str, int] | None:

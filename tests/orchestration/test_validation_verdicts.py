@@ -158,6 +158,10 @@ def test_a_validation_judges_its_urls_when_the_start_page_is_down_or_disallowed_
         home = check.pages.get(url=web.url("/"))
         assert home.fetch_error and home.status_code is None
         assert found[("sitemap_missing", "sitemap.xml")] == "unknown"
+        # Said as it happened: robots.txt let the crawler in, the start page gave no answer.
+        (sitemap,) = [v for v in validation.checklist(check) if v.code == "sitemap_missing"]
+        assert "robots.txt" not in sitemap.why
+        assert "start page gave no answer" in sitemap.why and "were not read" in sitemap.why
     if closed == "robots-disallow-start":
         assert not check.pages.filter(url=web.url("/")).exists()  # never fetched
         assert web.requests["/"] == 1  # the source audit's fetch alone
@@ -271,6 +275,8 @@ def test_a_robots_txt_issue_is_unknown_when_the_start_page_now_lands_on_another_
     assert Issue.objects.filter(audit=first, code="robots_txt_missing").exists()
     assert Issue.objects.filter(audit=check, code="robots_txt_missing", url=new_home.url("/robots.txt")).exists()
     assert verdicts(check)[("robots_txt_missing", "robots.txt")] == "unknown"
+    (robots,) = [v for v in validation.checklist(check) if v.code == "robots_txt_missing"]
+    assert new_home.url("/robots.txt") in robots.why and "lands elsewhere" in robots.why
 
 
 def test_an_issue_ignored_on_the_validation_leaves_its_checklist_at_once(owner, fast_settings):
