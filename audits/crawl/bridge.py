@@ -98,9 +98,11 @@ def run_with_db_here(make_coroutine, *, idle=None, idle_every: float | None = No
             fn, args, future, loop = request
             if future.cancelled():
                 continue  # its task is gone (a refill cancelled as the crawl ended): nobody wants the answer
+            # A Ctrl-C inside ``fn`` stops the crawl from here, as one in the wait does (below): handed to
+            # the task that asked, it would end the loop from inside that task and stay on it, unretrieved.
             try:
                 value, error = fn(*args), None
-            except BaseException as exc:
+            except Exception as exc:
                 value, error = None, exc
             try:
                 loop.call_soon_threadsafe(_settle, future, value, error)
@@ -111,7 +113,7 @@ def run_with_db_here(make_coroutine, *, idle=None, idle_every: float | None = No
             if settings.DEBUG:
                 forget_queries()
     except BaseException:
-        # Ctrl-C lands here, in the wait for the next request. The crawl thread
+        # Ctrl-C lands here, in the wait for the next request or in a database call. The crawl thread
         # must unwind before the interpreter shuts down: a daemon thread still
         # inside the event loop or lxml at exit can crash the process.
         stop.cancel()
