@@ -16,7 +16,7 @@ from audits import diff
 from audits.models import Audit, Notification, Site
 from audits.notify import RECOVERED, due_audits, notify
 from audits.watchdog import queued_task_names, run_watchdog
-from tests.audits.test_alerts_repeated_failures import START, run_at
+from tests.audits.test_alerts_repeated_failures import START, failure_nobody_heard_of, run_at
 from tests.audits.test_notify import CRITICAL_NEW, rows
 from tests.factories import make_audit, make_issue
 
@@ -91,10 +91,7 @@ def test_a_site_with_new_issue_alerts_off_is_still_told_it_recovered(alerts, own
 
 
 def test_no_recovered_alert_when_no_alert_told_of_the_failures(alerts, owner, mailoutbox):
-    type(owner).objects.filter(pk=owner.pk).update(email="")
-    down = run_at(owner, START)
-    assert notify(down.pk) == f"audit {down.pk}: email skipped"
-    type(owner).objects.filter(pk=owner.pk).update(email="owner@example.com")
+    failure_nobody_heard_of(owner)
     back = completes(owner, START + timedelta(hours=1))
 
     assert notify(back.pk) == f"audit {back.pk}: nothing due"
