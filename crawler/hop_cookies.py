@@ -11,7 +11,6 @@ from collections.abc import Iterator
 
 import httpx
 
-from .cookies import browser_keeps
 from .credentials import Credentials
 from .request_url import origin
 from .types import FetchResult
@@ -24,12 +23,12 @@ def through_redirect(kept: list[tuple[str, tuple[str, ...]]], session: Credentia
     if session is None or not set_cookies or origin(url) != session.origin:
         return session
     kept.append((str(url), set_cookies))
-    return session.renewed_by(url, browser_keeps(set_cookies, secure=url.scheme == "https"))
+    return session.renewed_by(url, set_cookies)  # which reads them as the browser would over url's scheme
 
 
 def answers(result: FetchResult) -> Iterator[tuple[httpx.URL, tuple[str, ...]]]:
-    """Each answer of ``result`` that set cookies, in the order they came: its URL and the Set-Cookie
-    lines a browser takes from it (``browser_keeps``: none marked Secure over plain http)."""
+    """Each answer of ``result`` that set cookies, in the order they came: its URL and its Set-Cookie
+    lines, for ``Credentials.renewed_by``, which takes those a browser would over that URL's scheme."""
     for url, lines in (*result.redirect_cookies, (result.final_url, result.set_cookies)):
         if not lines or not url:
             continue
@@ -37,4 +36,4 @@ def answers(result: FetchResult) -> Iterator[tuple[httpx.URL, tuple[str, ...]]]:
             answered = httpx.URL(url)
         except httpx.InvalidURL:
             continue
-        yield answered, browser_keeps(lines, secure=answered.scheme == "https")
+        yield answered, lines
