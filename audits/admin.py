@@ -88,8 +88,12 @@ BIG = "robots_body"
 
 
 def with_audit(queryset):
-    """``queryset``'s rows with their audit joined in, all of it but ``BIG``."""
-    return queryset.select_related("audit").defer(f"audit__{BIG}")
+    """The rows of ``queryset`` an admin list shows: their audit joined in (all of it but ``BIG``), and none of
+    an audit or a site being deleted. Those are gone at once, as from the audit and site lists; a change page
+    reads its row through here too, so one of theirs answers as if already deleted."""
+    # The audit's flag is read on the join select_related makes anyway; the site's is one more join by key.
+    live = queryset.filter(audit__deleting=False, audit__site__deleting=False)
+    return live.select_related("audit").defer(f"audit__{BIG}")
 
 
 def in_use(audits) -> list[str]:

@@ -16,7 +16,7 @@ from audits import admin as admin_module
 from audits import purge, tasks
 from audits.crawl.reuse import source_of
 from audits.inlinks import ended_unindexed
-from audits.models import Audit, Inlink, Issue, LinkEdge, Page, Site
+from audits.models import Audit, Inlink, Issue, LinkEdge, Notification, Page, Site
 from audits.services import SourceGone, enqueue, follow_up, make_follow_up
 from audits.watchdog import queued_task_names
 from tests.factories import SITE, make_finished_audit, make_issue, make_link, make_page
@@ -152,6 +152,29 @@ def test_the_admin_delete_marks_it_deleting_leaves_the_lists_and_a_worker_delete
         PURGES[model](obj.pk)
     assert not Audit.objects.filter(pk=audit.pk).exists() and not LinkEdge.objects.exists()
     assert_batched(ctx.captured_queries, "audits_linkedge", at_least=3)
+
+
+@pytest.mark.parametrize("model", ["audit", "site"])
+def test_the_admin_lists_of_pages_issues_and_notifications_leave_out_those_of_one_being_deleted(
+        superuser_client, owner, model):
+    doomed = make_finished_audit(owner)
+    kept = make_finished_audit(owner, start_url="https://other.example/")
+    assert kept.site_id != doomed.site_id
+    for audit in (doomed, kept):
+        Notification.objects.create(audit=audit, event="failed", channel="email")
+    if model == "audit":
+        Audit.objects.filter(pk=doomed.pk).update(deleting=True)
+    else:
+        Site.objects.filter(pk=doomed.site_id).update(deleting=True)
+    for rows in (Page, Issue, Notification):
+        name = rows._meta.model_name
+        shown = superuser_client.get(reverse(f"admin:audits_{name}_changelist")).context["cl"].result_list
+        assert shown and {row.audit_id for row in shown} == {kept.pk}, name
+        # A row's change page answers as its audit's does: as for one already gone, the admin's redirect home.
+        change = reverse(f"admin:audits_{name}_change", args=[rows.objects.filter(audit=doomed).first().pk])
+        assert superuser_client.get(change).status_code == 302, name
+        change = reverse(f"admin:audits_{name}_change", args=[rows.objects.filter(audit=kept).first().pk])
+        assert superuser_client.get(change).status_code == 200, name
 
 
 def test_the_admin_delete_action_marks_the_selected_audits_and_a_worker_deletes_their_rows_in_batches(
