@@ -8,9 +8,13 @@ admin is limited to superusers: a Schedule can run any importable function.
 from datetime import timedelta
 
 from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as django_delete_selected
+from django.contrib.admin.utils import model_ngettext
 from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from config.client_ip import client_address
 
@@ -39,7 +43,8 @@ class PurgedDelete:
     to go than a proxy waits for the request. Django's page would load and list
     every related row, an audit's millions of link edges; as Django's, this one
     asks for the delete permission on the ``related`` models and refuses while
-    ``delete_protected`` names anything.
+    ``delete_protected`` names anything. List ``delete_selected`` in ``actions``
+    for the list's delete action to say what it queued and what it could not.
     """
 
     delete_later = None  # purge.delete_soon or purge.delete_site_soon, as a staticmethod
@@ -48,13 +53,40 @@ class PurgedDelete:
     def delete_model(self, request, obj):
         self.delete_later(obj)
 
-    def delete_queryset(self, request, queryset):
-        # No transaction around an action: each deletion stands alone, and one a new reuser refuses is said so.
+    def delete_queryset(self, request, queryset) -> tuple[list, list[str]]:
+        """Delete each of ``queryset`` as ``delete_model`` does; return those queued and why any was refused."""
+        # No transaction around them: each deletion stands alone, and one a new reuser refuses leaves the others be.
+        queued, refused = [], []
         for obj in queryset:
             try:
                 self.delete_later(obj)
             except AuditInUse as exc:
-                self.message_user(request, str(exc), level=messages.ERROR)
+                refused.append(str(exc))
+            else:
+                queued.append(obj)
+        return queued, refused
+
+    @admin.action(permissions=["delete"], description=gettext_lazy("Delete selected %(verbose_name_plural)s"))
+    def delete_selected(self, request, queryset):
+        """Django's action, which this replaces where ``actions`` lists it; once confirmed, this one says how many
+        were queued and why any was refused, where Django's "Successfully deleted" counts every one selected."""
+        if request.POST.get("post"):
+            _, _, perms_needed, protected = self.get_deleted_objects(queryset, request)
+            if perms_needed:
+                raise PermissionDenied
+            if not protected:
+                queued, refused = self.delete_queryset(request, queryset)
+                if queued:
+                    # Only those queued, so after, unlike Django's: marked deleting, each still has its key.
+                    self.log_deletions(request, queued)
+                    items = model_ngettext(self.opts, len(queued))
+                    self.message_user(request, f"Queued {len(queued)} {items} for deletion in the background.",
+                                      messages.SUCCESS)
+                for reason in refused:
+                    self.message_user(request, reason, level=messages.ERROR)
+                return None
+        # The confirmation page, or the page that says why they cannot go.
+        return django_delete_selected(self, request, queryset)
 
     def delete_view(self, request, object_id, extra_context=None):
         try:
@@ -115,7 +147,7 @@ class AuditAdmin(PurgedDelete, admin.ModelAdmin):
                        "created_at", "created_from", "started_at", "finished_at", "heartbeat_at", "robots_status",
                        "robots_http_status", "sitemap_found", "trigger", "change_counts", "mode", "source"]
     exclude = ["robots_body"]
-    actions = ["cancel_audits", "resume_audits", "rerun_audits"]
+    actions = ["delete_selected", "cancel_audits", "resume_audits", "rerun_audits"]
 
     # Audits are made by the form or the command (its checks: SSRF, quota) and
     # change only through the actions: staff editing start_url, allow_private,
@@ -345,7 +377,7 @@ class SiteAdmin(PurgedDelete, admin.ModelAdmin):
     search_fields = ["start_url", "owner__username"]
     list_select_related = ["owner"]
     inlines = [SkippedRunInline]
-    actions = ["pause_schedules", "resume_schedules"]
+    actions = ["delete_selected", "pause_schedules", "resume_schedules"]
 
     # A site is made by its first audit (the new-audit form's or the command's checks), never here.
     def has_add_permission(self, request):

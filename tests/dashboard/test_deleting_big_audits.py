@@ -7,6 +7,7 @@ SQLite's write lock for minutes, or run into PostgreSQL's statement timeout.
 import re
 
 import pytest
+from django.contrib.admin.models import DELETION, LogEntry
 from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -218,6 +219,42 @@ def test_an_audit_a_delta_starts_reusing_as_the_admin_deletes_it_is_refused_with
     assert f"while audit {delta.pk}, which reuses its results, is running" in response.content.decode()
     assert not Audit.objects.get(pk=audit.pk).deleting
     assert f"audit-{audit.pk}-purge" not in queued_task_names()
+
+
+def _said(response) -> list[tuple[str, str]]:
+    return [(message.level_tag, str(message)) for message in response.context["messages"]]
+
+
+@pytest.mark.parametrize("model", ["audit", "site"])
+def test_the_admin_delete_action_says_it_queued_them_rather_than_deleted_them(superuser_client, owner, model,
+                                                                              enqueued):
+    audits = [make_finished_audit(owner, start_url=url) for url in (f"{SITE}/", "https://other.example/")]
+    objs = audits if model == "audit" else [audit.site for audit in audits]
+    data = {"action": "delete_selected", "_selected_action": [obj.pk for obj in objs], "post": "yes"}
+    response = superuser_client.post(reverse(f"admin:audits_{model}_changelist"), data, follow=True)
+    assert _said(response) == [("success", f"Queued 2 {model}s for deletion in the background.")]
+    assert type(objs[0]).objects.filter(deleting=True).count() == 2
+
+
+def test_the_admin_delete_action_counts_only_those_it_queued_and_says_which_it_refused_and_why(
+        superuser_client, owner, enqueued, monkeypatch, django_capture_on_commit_callbacks):
+    reused, free = make_finished_audit(owner), make_finished_audit(owner)
+    delta = make_finished_audit(owner)
+    Audit.objects.filter(pk=delta.pk).update(source=reused, status=Audit.Status.RUNNING)
+    # The delta started after the admin's check (delete_protected) found no reuser.
+    monkeypatch.setattr(admin_module, "in_use", lambda audits: [])
+    data = {"action": "delete_selected", "_selected_action": [reused.pk, free.pk], "post": "yes"}
+    with django_capture_on_commit_callbacks(execute=True):
+        response = superuser_client.post(reverse("admin:audits_audit_changelist"), data, follow=True)
+    assert _said(response) == [
+        ("success", "Queued 1 audit for deletion in the background."),
+        ("error", f"Audit {reused.pk} cannot be deleted while audit {delta.pk}, which reuses its results, is "
+                  f"running: wait for it to end or cancel it first."),
+    ]
+    assert list(Audit.objects.filter(deleting=True)) == [free]
+    assert f"audit-{free.pk}-purge" in queued_task_names() and f"audit-{reused.pk}-purge" not in queued_task_names()
+    # Its history says deleted only of the one that goes.
+    assert list(LogEntry.objects.filter(action_flag=DELETION).values_list("object_id", flat=True)) == [str(free.pk)]
 
 
 def _watch_batches(monkeypatch, before):
