@@ -9,10 +9,13 @@ from datetime import timedelta
 
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as django_delete_selected
+from django.contrib.admin.options import IS_POPUP_VAR
+from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.contrib.admin.utils import model_ngettext
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
@@ -96,6 +99,20 @@ class PurgedDelete:
             # back, and the delete page shown again names what reuses it.
             self.message_user(request, str(exc), level=messages.ERROR)
             return HttpResponseRedirect(request.get_full_path())
+
+    def response_delete(self, request, obj_display, obj_id):
+        """Django's answer to a confirmed delete, saying the object was queued where Django's says deleted."""
+        if IS_POPUP_VAR in request.POST:
+            return super().response_delete(request, obj_display, obj_id)
+        self.message_user(request, f"The {self.opts.verbose_name} “{obj_display}” is queued for deletion "
+                                   "in the background.", messages.SUCCESS)
+        # Where Django's goes: the list, filters kept, for who may see it; the admin's home for who may not.
+        if not self.has_change_permission(request, None):
+            return HttpResponseRedirect(reverse("admin:index", current_app=self.admin_site.name))
+        post_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist",
+                           current_app=self.admin_site.name)
+        preserved = {"preserved_filters": self.get_preserved_filters(request), "opts": self.opts}
+        return HttpResponseRedirect(add_preserved_filters(preserved, post_url))
 
     def delete_counts(self, objs) -> dict[str, int]:
         return {}

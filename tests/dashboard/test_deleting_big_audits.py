@@ -226,6 +226,16 @@ def _said(response) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("model", ["audit", "site"])
+def test_the_admin_delete_page_says_it_queued_the_object_rather_than_deleted_it(superuser_client, owner, model,
+                                                                               enqueued):
+    audit = make_finished_audit(owner)
+    obj = audit if model == "audit" else audit.site
+    response = superuser_client.post(reverse(f"admin:audits_{model}_delete", args=[obj.pk]), {"post": "yes"},
+                                     follow=True)
+    assert _said(response) == [("success", f"The {model} “{obj}” is queued for deletion in the background.")]
+
+
+@pytest.mark.parametrize("model", ["audit", "site"])
 def test_the_admin_delete_action_says_it_queued_them_rather_than_deleted_them(superuser_client, owner, model,
                                                                               enqueued):
     audits = [make_finished_audit(owner, start_url=url) for url in (f"{SITE}/", "https://other.example/")]
