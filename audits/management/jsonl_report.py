@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import os
+
+from django.core.management.base import CommandError
 
 from crawler.render_rules import DIFFERENCE_CODES
 
@@ -17,6 +20,44 @@ from ..summary import severity_counts
 FLUSH_EVERY = 2000
 # The order change records and counts are written in.
 CHANGES = ("new", "fixed", "persisting", "unknown")
+
+
+def out_in_argv(args: list[str]) -> str | None:
+    """The file ``--out FILE`` or ``--out=FILE`` names in a command line not parsed yet (the last, as argparse)."""
+    found = None
+    for n, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--out" and n + 1 < len(args):
+            found = args[n + 1]
+        elif arg.startswith("--out="):
+            found = arg.removeprefix("--out=")
+    return found
+
+
+def discard_earlier_report(path: str | None) -> None:
+    """Remove the report an earlier run left at ``path``, before anything can refuse or end this run.
+
+    A pipeline reads the file after the step whatever its exit code, and would read an earlier
+    audit's results as this run's: after a run given ``--out FILE``, FILE is this run's report or
+    absent. Only a regular file is an earlier report (``--out /dev/null`` is left alone); through a
+    symbolic link, the file it names, which this run's report then replaces. A file whose directory
+    forbids removing it is emptied instead, as writing the report would have.
+    """
+    if not path or path == "-":
+        return
+    target = os.path.realpath(path)
+    if not os.path.isfile(target):
+        return
+    try:
+        os.remove(target)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        try:
+            open(target, "w").close()  # noqa: SIM115 - emptied, not kept open
+        except OSError as exc:
+            raise CommandError(f"Cannot remove the earlier report {path}: {exc}", returncode=2) from None
 
 
 def change_totals(audit: Audit, include_ignored: bool) -> dict:

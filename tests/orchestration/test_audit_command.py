@@ -325,19 +325,6 @@ def test_a_crawl_whose_steps_ran_out_unfinished_fails_the_audit_and_exits_3(site
     assert (audit.status, audit.error_code) == (Audit.Status.FAILED, Audit.ErrorCode.DB_UNAVAILABLE)
 
 
-def test_a_run_refused_before_the_crawl_leaves_the_previous_report_as_it_was(fast_settings, monkeypatch, tmp_path):
-    report = tmp_path / "report.jsonl"
-    report.write_text('{"type": "summary"}\n')
-    monkeypatch.setenv("STAGING_AUTH", "ann:pw")
-    monkeypatch.setenv("SITE_AUTH", "Authorization: Bearer t")
-    start = "http://127.0.0.1:9/"
-    assert run_audit(start, "--allow-private", "--enqueue", "--auth-basic-env", "STAGING_AUTH") == 0
-    # Refused: stored basic auth and an Authorization header would both go out.
-    assert run_audit(start, "--allow-private", "--header-env", "SITE_AUTH", "--out", str(report)) == 2
-    assert report.read_text() == '{"type": "summary"}\n'
-    assert Audit.objects.count() == 1
-
-
 def test_a_command_line_run_keeps_the_sites_saved_settings_and_a_nightly_run_ignores_it_as_baseline(
         owner, fast_settings):
     from audits import diff

@@ -42,7 +42,7 @@ from ...summary import severity_counts
 from ...system_checks import CLUSTER_CHECKS
 from ...thresholds import BY_NAME, THRESHOLDS
 from ..access_args import access_from_options, add_access_arguments, save_access
-from ..jsonl_report import CHANGES, Report, change_totals
+from ..jsonl_report import CHANGES, Report, change_totals, discard_earlier_report, out_in_argv
 from ..mode_args import (
     add_mode_arguments,
     apply_mode,
@@ -161,7 +161,8 @@ class Command(BaseCommand):
             "--threshold", action="append", default=[], metavar="NAME=VALUE",
             help="Change a check's threshold (repeatable): " + ", ".join(
                 f"{t.name} ({t.unit}, default {t.default})" for t in THRESHOLDS))
-        parser.add_argument("--out", help="Write a JSON Lines report here ('-' for standard output)")
+        parser.add_argument("--out", help="Write a JSON Lines report here ('-' for standard output); a report an "
+                                          "earlier run left there is removed first, even if this run is refused")
         parser.add_argument(
             "--fail-on", choices=list(SEVERITY_RANK), default=None,
             help="Exit 1 when any issue at or above this severity is found (default: critical, "
@@ -190,6 +191,21 @@ class Command(BaseCommand):
         parser.add_argument("--owner", help="Username that owns the audit (default: admin, else a 'cli' user)")
         add_access_arguments(parser)
         add_mode_arguments(parser)
+
+    def run_from_argv(self, argv):
+        # A bad option is refused while the arguments are parsed, before execute(): the earlier report goes first.
+        try:
+            discard_earlier_report(out_in_argv(argv[2:]))
+        except CommandError as exc:
+            self.stderr.write(f"CommandError: {exc}")
+            sys.exit(exc.returncode)
+        super().run_from_argv(argv)
+
+    def execute(self, *args, **options):
+        # Before the system checks and every refusal of handle(): a run that ends without writing its report
+        # must not leave an earlier run's in its place.
+        discard_earlier_report(options.get("out"))
+        return super().execute(*args, **options)
 
     def check(self, *args, **kwargs):
         # A misconfigured deployment means the audit could not run: exit 2, not
@@ -262,8 +278,7 @@ class Command(BaseCommand):
             apply_mode(audit, opts, source)
             if access:
                 save_access(audit.site, access)
-            # Last: a run refused above leaves an earlier report where it was, and one that cannot write
-            # its report leaves no audit.
+            # Last: a run that cannot write its report leaves no audit (execute() removed any earlier one).
             out = self._open_out(opts.get("out"))
         self.created = audit
         console.write(f"Audit {audit.pk}: crawling {audit.start_url}" + (
