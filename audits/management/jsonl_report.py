@@ -1,4 +1,8 @@
-"""The ``audit`` command's JSON Lines report, written as results arrive: one object a line, each with a "type"."""
+"""The ``audit`` command's JSON Lines report, written as results arrive: one object a line, each with a "type".
+
+A ``report`` record with the schema version first, then ``page`` and ``issue`` records, then ``change`` or
+``validation`` records, and a closing ``summary``.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,10 @@ from ..crawl.rows import raw_facts
 from ..models import Audit, GoneIssue, Issue
 from ..summary import severity_counts
 
+# The report's schema version, which its first record carries. Raised when a record a reader already knows
+# changes shape or meaning (a field removed, renamed, or read otherwise); a new record type or field, which a
+# reader skips, leaves it.
+VERSION = 1
 # Issue lines written between two flushes of the report.
 FLUSH_EVERY = 2000
 # The order change records and counts are written in.
@@ -84,6 +92,13 @@ class Report:
 
     def _write(self, records) -> None:
         self.out.write("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
+
+    def header(self) -> None:
+        """The first record: the schema version, read before any other record, so a reader knows their shapes."""
+        if self.out is None:
+            return
+        self._write([{"type": "report", "version": VERSION}])
+        self.out.flush()
 
     def batch(self, outcomes, issues, kinds) -> None:
         """A stored sub-batch: a page record per outcome (``kinds``: page, resource or external), then its issues."""

@@ -55,6 +55,13 @@ def test_a_batch_writes_one_line_per_page_then_its_issues_in_order():
         ("missing_h1", None, "k1"), ("thin_content", None, "k2"), ("broken_link_internal", "http://s/x", "k3")]
 
 
+def test_the_header_is_one_record_naming_the_schema_version_and_is_flushed_at_once():
+    out = CountingFlushes()
+    Report(out).header()
+    assert [json.loads(line) for line in out.getvalue().splitlines()] == [{"type": "report", "version": 1}]
+    assert out.lines_at_flush == [1]  # a reader following the file sees it before the first page
+
+
 def test_issue_values_write_every_row_in_order_and_flush_every_2000_lines_and_at_the_end():
     out = CountingFlushes()
     rows = [("code", "notice", f"http://s/{n}", None, f"message {n}") for n in range(4500)]
@@ -112,6 +119,7 @@ def test_no_output_file_means_nothing_is_composed_and_no_row_is_read():
         yield ("code", "notice", "http://s/a", None, "m")
 
     report = Report(None)
+    report.header()
     report.batch([Watched()], [Watched()], ["page"])
     report.issue_values(rows())
     report.summary(Watched(), 0)

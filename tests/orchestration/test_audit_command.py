@@ -36,7 +36,8 @@ def test_a_site_with_critical_issues_exits_1_and_writes_a_jsonl_report(site, tmp
     assert code == 1
     records = [json.loads(line) for line in out.read_text().splitlines()]
     kinds = {r["type"] for r in records}
-    assert kinds == {"page", "issue", "summary"}
+    assert kinds == {"report", "page", "issue", "summary"}
+    assert records[0] == {"type": "report", "version": 1}  # first, so a reader knows the shapes that follow
     assert records[-1]["type"] == "summary" and records[-1]["exit_code"] == 1
     pages = {r["url"]: r for r in records if r["type"] == "page"}
     home = pages[site.url("/")]

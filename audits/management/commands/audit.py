@@ -295,6 +295,7 @@ class Command(BaseCommand):
             try:
                 try:
                     with interrupts.crawling():
+                        report.header()  # in here: a report it cannot write fails the audit, as the crawl's
                         code = self._crawl(audit, report, fail_on, fail_on_new, bool(compare_to), console,
                                            include_ignored=include_ignored)
                 except KeyboardInterrupt:
