@@ -167,11 +167,16 @@ class Verdict:
         return self.type.title if self.type else self.code
 
     @property
+    def spans_site(self) -> bool:
+        """A check across the whole site, which a validation never re-runs: its issue is unknown by design."""
+        return self.code in SITE_WIDE_CODES and not (self.code in PAGE_AND_CROSS_CODES and not self.target_url)
+
+    @property
     def why(self) -> str:
         """Why an unknown is unknown; empty for the other results."""
         if self.result != "unknown":
             return ""
-        if self.code in SITE_WIDE_CODES and not (self.code in PAGE_AND_CROSS_CODES and not self.target_url):
+        if self.spans_site:
             return "A check across the whole site: a validation, which re-fetches a few URLs, cannot re-run it."
         if self.start_why:
             return self.start_why
@@ -245,6 +250,18 @@ def verdicts(audit: Audit, *, limit: int | None = None) -> Iterator[Verdict]:
         while rows := cursor.fetchmany(FETCH_BATCH):
             yield from (Verdict(*row, start_why=whys.get(row[1], "") if row[0] == "unknown" else "")
                         for row in rows)
+
+
+def unsettled(audit: Audit, severities) -> int:
+    """How many unknown verdicts at ``severities`` this validation could have settled and did not.
+
+    Its re-check did not run: the URL was not fetched or not read as a page,
+    robots.txt now refuses it, the start page gave no answer. The checks across
+    the whole site (``Verdict.spans_site``) are left out: no validation ever
+    settles them, and counting them would fail every re-check of such an issue.
+    """
+    return sum(1 for v in verdicts(audit)
+               if v.result == "unknown" and v.severity in severities and not v.spans_site)
 
 
 def counts(audit: Audit) -> dict[str, int] | None:

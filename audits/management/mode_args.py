@@ -21,6 +21,12 @@ def add_mode_arguments(parser) -> None:
         "--from", dest="source", metavar="AUDIT_ID|previous",
         help="The completed audit of the same site a validate or delta run starts from; 'previous' is the "
              "site's last completed audit")
+    parser.add_argument(
+        "--allow-unknown", action="store_true",
+        help="With --mode validate: pass the issues whose re-check could not run (unknown verdicts: the URL "
+             "not fetched or not read as a page, robots.txt now refusing it, ...). Without it --fail-on counts "
+             "them as not fixed, but for the checks across the whole site (duplicates, orphans, depth, ...), "
+             "which a validation never re-runs")
 
 
 def source_from_options(opts, owner, start_url: str) -> Audit | None:
@@ -30,6 +36,9 @@ def source_from_options(opts, owner, start_url: str) -> Audit | None:
     runs the same command every night works from the first night, as --fail-on-new does.
     """
     mode, given = opts["mode"], opts["source"]
+    if opts.get("allow_unknown") and mode != Audit.Mode.VALIDATE:
+        raise CommandError("--allow-unknown needs --mode validate: only a validation has unknown verdicts",
+                           returncode=2)
     if mode == Audit.Mode.FULL:
         if given:
             raise CommandError("--from needs --mode validate or --mode delta", returncode=2)

@@ -45,7 +45,7 @@ def test_an_error_no_step_records_fails_the_audit_and_exits_3_not_the_1_of_issue
     assert "exit code 3" in console
 
 
-@pytest.mark.parametrize("option", [["--fail-on", "critical"], ["--out", "report.jsonl"]])
+@pytest.mark.parametrize("option", [["--fail-on", "critical"], ["--out", "report.jsonl"], ["--allow-unknown"]])
 def test_a_gate_or_report_given_with_enqueue_is_refused_with_exit_2_not_passed_with_0(
         site, fast_settings, option, capsys):
     assert run_audit(site.url("/"), "--allow-private", "--enqueue", *option) == 2

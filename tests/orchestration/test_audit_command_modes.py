@@ -92,6 +92,56 @@ def test_a_noindex_page_the_sitemap_lists_is_still_critical_in_a_validation_and_
     assert code == 1
 
 
+def _page(title: str, body: str = "", head: str = "") -> Answer:
+    return Answer(f'<!doctype html><html lang="en"><head><title>{title}</title>{head}</head>'
+                  f'<body><h1>{title}</h1><p>Some words.</p><a href="/">home</a>{body}</body></html>')
+
+
+def test_a_validation_whose_rechecks_could_not_run_fails_its_gate_unless_unknown_is_allowed(
+        tmp_path, fast_settings, capsys):
+    """robots.txt now refuses every URL that carried a critical issue: none was shown fixed, and a gate that
+    passed would let a pipeline believe it had been."""
+    with ScriptedSite() as web:
+        web.pages.update({"/": _page("Home of the unknown site", '<a href="/b">b</a>'),
+                          "/b": _page("A page with a broken link", '<a href="/gone">gone</a>'),
+                          **listing(web, ["/", "/b"])})
+        assert run_audit(web.url("/"), "--allow-private", "--no-external") == 1  # the broken link is critical
+        first = Audit.objects.get()
+        web.pages.update(listing(web, ["/"], rules="Disallow: /b\nDisallow: /gone"))
+        capsys.readouterr()
+        out = tmp_path / "validate.jsonl"
+        code = run_audit(web.url("/"), "--allow-private", "--no-external", "--mode", "validate", "--from",
+                         str(first.pk), "--out", str(out))
+        console = capsys.readouterr().out
+        allowed = run_audit(web.url("/"), "--allow-private", "--no-external", "--mode", "validate", "--from",
+                            str(first.pk), "--allow-unknown")
+    lines = records(out)
+    critical = {(r["code"], r["url"].removeprefix(web.base)): r["result"] for r in lines
+                if r["type"] == "validation" and r["severity"] == "critical"}
+    assert critical == {("broken_link_internal", "/b"): "unknown", ("http_4xx", "/gone"): "unknown"}
+    assert code == 1 and lines[-1]["exit_code"] == 1
+    assert "2 unknown at the --fail-on level fail the gate" in console and "exit code 1" in console
+    assert allowed == 0  # what a person who accepts unknown verdicts asks for
+
+
+def test_an_unknown_verdict_of_a_check_across_the_whole_site_does_not_fail_a_validations_gate(
+        tmp_path, fast_settings):
+    """No validation ever re-runs it: counting it would fail every re-check of such an issue, whatever was fixed."""
+    with ScriptedSite() as web:
+        web.pages.update({"/": _page("Home of the canonical site", '<a href="/b">b</a>'),
+                          "/b": _page("A page whose canonical is gone", head='<link rel="canonical" href="/old">'),
+                          **listing(web, ["/", "/b"])})
+        assert run_audit(web.url("/"), "--allow-private", "--no-external") == 1
+        first = Audit.objects.get()
+        web.pages["/old"] = _page("The canonical page, back again")
+        out = tmp_path / "validate.jsonl"
+        code = run_audit(web.url("/"), "--allow-private", "--no-external", "--mode", "validate", "--from",
+                         str(first.pk), "--out", str(out))
+    verdicts = {r["code"]: (r["result"], r["severity"]) for r in records(out) if r["type"] == "validation"}
+    assert verdicts["canonical_bad_target"] == ("unknown", "critical")
+    assert code == 0
+
+
 def test_a_validation_from_the_command_line_crawls_as_its_source_did(fast_settings):
     """Read another way (deeper, other patterns, another agent), a page could lose an issue it still has."""
     with EditableSite() as web:
@@ -162,6 +212,8 @@ def test_a_validation_cannot_start_from_a_validation(capsys, fast_settings):
     (["--mode", "validate", "--from", "previous"], "no completed audit"),
     (["--mode", "validate", "--from", "999"], "there is no audit 999"),
     (["--mode", "validate", "--from", "1", "--compare-to", "previous"], "--compare-to"),
+    (["--allow-unknown"], "--allow-unknown needs --mode validate"),
+    (["--mode", "delta", "--from", "1", "--allow-unknown"], "--allow-unknown needs --mode validate"),
 ])
 def test_a_mode_that_cannot_run_exits_2_before_anything_is_fetched(args, message, capsys, fast_settings):
     assert run_audit("http://127.0.0.1:9/", "--allow-private", *args) == 2

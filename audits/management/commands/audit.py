@@ -8,7 +8,8 @@ site's ignore rules) are left out of the summary's counts and of both gates unle
 --include-ignored; reviewed issues always count.
 
     0  no issue at the --fail-on level (and no new one at the --fail-on-new level)
-    1  issues at that level, or new issues at the --fail-on-new level
+    1  issues at that level, or new issues at the --fail-on-new level; in a validation, also issues at
+       that level whose re-check could not run (unknown verdicts), unless --allow-unknown
     2  usage or configuration error: a bad option, an unusable --from, a start URL the
        form refuses, a failed system check (fix the job's definition)
     3  the audit was created, then failed or could not start (the site unreachable, the
@@ -217,6 +218,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         self.created = None  # the audit this run crawls, once it exists
+        self.unsettled = 0  # a validation's unknown verdicts that failed the gate
         try:
             return self._handle(**opts)
         except CommandError:
@@ -238,7 +240,8 @@ class Command(BaseCommand):
         compare_to = opts["compare_to"] or (PREVIOUS if fail_on_new else None)
         # A gate or report nothing waits for would pass CI with exit 0 whatever the audit finds.
         unwaited = [name for name, given in (("--fail-on-new", fail_on_new), ("--fail-on", opts["fail_on"]),
-                                             ("--out", opts.get("out"))) if given]
+                                             ("--out", opts.get("out")),
+                                             ("--allow-unknown", opts.get("allow_unknown"))) if given]
         if unwaited and opts["enqueue"]:
             raise CommandError(f"{unwaited[0]} has no effect with --enqueue: nothing waits for the audit "
                                "to end", returncode=2)
@@ -297,7 +300,7 @@ class Command(BaseCommand):
                     with interrupts.crawling():
                         report.header()  # in here: a report it cannot write fails the audit, as the crawl's
                         code = self._crawl(audit, report, fail_on, fail_on_new, bool(compare_to), console,
-                                           include_ignored=include_ignored)
+                                           include_ignored=include_ignored, allow_unknown=opts["allow_unknown"])
                 except KeyboardInterrupt:
                     code = self._interrupted(audit)
                 except Exception as exc:
@@ -324,7 +327,7 @@ class Command(BaseCommand):
     # --- running --------------------------------------------------------------
 
     def _crawl(self, audit: Audit, report: Report, fail_on: str | None, fail_on_new: str | None,
-               compared: bool, console, *, include_ignored: bool = False) -> int:
+               compared: bool, console, *, include_ignored: bool = False, allow_unknown: bool = False) -> int:
         def finalize_and_report(audit_id: int) -> None:
             # Cross-page issues are found at the end; stream the ones finalize added.
             before = Issue.objects.filter(audit_id=audit_id).aggregate(n=Max("id"))["n"] or 0
@@ -365,6 +368,11 @@ class Command(BaseCommand):
         # Issue.change is "new" only when finalize had a baseline: no baseline, nothing new.
         failed = failed or (bool(fail_on_new) and gated.filter(
             change=Issue.Change.NEW, severity__in=at_or_above(fail_on_new)).exists())
+        if audit.mode == Audit.Mode.VALIDATE and fail_on and not allow_unknown:
+            # An issue whose re-check could not run is not shown fixed: passing it would pass a validation
+            # that re-checked nothing (the site now redirecting or refusing every URL it carried).
+            self.unsettled = validation.unsettled(audit, at_or_above(fail_on))
+            failed = failed or self.unsettled > 0
         return 1 if failed else 0
 
     def _interrupted(self, audit: Audit) -> int:
@@ -480,6 +488,9 @@ class Command(BaseCommand):
                                   + (f" -> {verdict.target_url}" if verdict.target_url else ""))
             if (more := verdicts["still"] + verdicts["unknown"] - shown) > 0:
                 console.write(f"    ... and {more} more still there or unknown (--out writes every verdict)")
+            if self.unsettled:
+                console.write(f"  {self.unsettled} unknown at the --fail-on level fail the gate: their re-check could "
+                              "not run (--allow-unknown passes them)")
         elif audit.baseline_id and audit.change_counts:
             totals = change_totals(audit, include_ignored)
             console.write(f"  changes since audit {audit.baseline_id}: "
