@@ -6,6 +6,7 @@ A ``report`` record with the schema version first, then ``page`` and ``issue`` r
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import itertools
 import json
@@ -31,16 +32,14 @@ CHANGES = ("new", "fixed", "persisting", "unknown")
 
 
 def out_in_argv(args: list[str]) -> str | None:
-    """The file ``--out FILE`` or ``--out=FILE`` names in a command line not parsed yet (the last, as argparse)."""
-    found = None
-    for n, arg in enumerate(args):
-        if arg == "--":
-            break
-        if arg == "--out" and n + 1 < len(args):
-            found = args[n + 1]
-        elif arg.startswith("--out="):
-            found = arg.removeprefix("--out=")
-    return found
+    """The file ``--out`` names in a command line the command's own parser has not read yet, if any."""
+    # argparse's own reading (both spellings, the last given wins, an abbreviation) of the one option.
+    only_out = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    only_out.add_argument("--out")
+    try:
+        return only_out.parse_known_args(args)[0].out
+    except argparse.ArgumentError:
+        return None  # --out given no value: the command's parser refuses it
 
 
 def discard_earlier_report(path: str | None) -> None:

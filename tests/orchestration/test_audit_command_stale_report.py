@@ -63,10 +63,11 @@ def test_it_removes_an_earlier_report_when_a_system_check_fails(earlier, fast_se
     assert not earlier.exists()
 
 
-@pytest.mark.parametrize("spelling", ["separate", "joined"])
+@pytest.mark.parametrize("spelling", ["separate", "joined", "abbreviated"])
 def test_it_removes_an_earlier_report_when_argparse_refuses_an_option(spelling, earlier, capsys):
     """A bad option value is refused while the command line is parsed, before the command runs at all."""
-    out = ["--out", str(earlier)] if spelling == "separate" else [f"--out={earlier}"]
+    out = {"separate": ["--out", str(earlier)], "joined": [f"--out={earlier}"], "abbreviated": ["--ou", str(earlier)]}
+    out = out[spelling]
     with pytest.raises(SystemExit) as raised:
         Command().run_from_argv(["manage.py", "audit", START, *out, "--max-pages", "many"])
     assert raised.value.code == 2
