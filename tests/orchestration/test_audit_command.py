@@ -8,7 +8,7 @@ import time
 from collections import Counter
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 from django_q.models import OrmQ
 
 from audits.crawl import chunk
@@ -316,6 +316,19 @@ def test_a_report_the_disk_cannot_hold_exits_3_once_the_audit_exists(site, fast_
     assert run_audit(site.url("/"), "--allow-private", "--no-external", "--out", "/dev/full") == 3
     assert "No space left on device" in capsys.readouterr().err
     assert Audit.objects.get().status == Audit.Status.FAILED
+
+
+def test_an_error_between_the_audits_creation_and_its_crawl_fails_the_audit_and_exits_3(
+        site, fast_settings, monkeypatch, capsys):
+    """Pinning the baseline runs before the crawl's own handling: no step would ever end the audit left queued."""
+    def database_gone(self, audit, *args):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr("audits.management.commands.audit.Command._set_baseline", database_gone)
+    assert run_audit(site.url("/"), "--allow-private", "--no-external", "--compare-to", "previous") == 3
+    assert "server closed the connection" in capsys.readouterr().err
+    audit = Audit.objects.get()
+    assert (audit.status, audit.error_code) == (Audit.Status.FAILED, Audit.ErrorCode.INTERNAL_ERROR)
 
 
 def test_a_crawl_whose_steps_ran_out_unfinished_fails_the_audit_and_exits_3(site, fast_settings, monkeypatch):

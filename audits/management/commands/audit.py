@@ -227,6 +227,10 @@ class Command(BaseCommand):
             # Never the 1 that tells CI issues were found. Before the audit exists (a value the database
             # refuses) nothing ran: 2; after (the database down, a full disk) the run failed: 3.
             log.error("the audit command failed", exc_info=exc)
+            if self.created is not None:
+                # Outside the crawl's own handling (pinning the baseline, say): no step will end this audit.
+                with contextlib.suppress(DatabaseError):
+                    self.created.fail(Audit.ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
             raise CommandError(f"{type(exc).__name__}: {exc}"[:1000],
                                returncode=2 if self.created is None else FAILED) from exc
 
