@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -226,6 +226,7 @@ async def run_window(
     in_side_lane: Callable[[T], bool] | None = None,
     share: Share | None = None,
     pause_of: Callable[[R], float] | None = None,
+    paused_until: Mapping[str, float] | None = None,
 ) -> WindowReport[T]:
     """Run ``work`` over ``items`` through the window and feed results to ``sink``.
 
@@ -265,7 +266,9 @@ async def run_window(
        seconds (``fetch_pause``: the site's Retry-After) holds every new start
        on its host for that long, as its spacing does; other hosts and the side
        lane go on, and past the soft deadline what it held comes back in
-       ``unfinished``.
+       ``unfinished``. ``paused_until`` (host: ``time.monotonic()`` value)
+       holds hosts from the first start the same way: a pause an earlier run
+       was asked for (for the audit, its previous chunk's Retry-After).
 
     ``work`` is expected not to raise for anything the site does (the fetcher
     turns faults into results). If it, ``refill`` or the sink raises, work in
@@ -307,6 +310,8 @@ async def run_window(
         if policy.spaced_from_start else 0.0
     if opening and soft_deadline is not None:  # a chunk shorter than a spacing still starts one item
         opening = min(opening, began + 0.9 * (soft_deadline - began))
+    # Unlike the opening spacing, a pause the site asked for is never cut short by the deadline.
+    host_next_start.update((host, max(opening, resume)) for host, resume in (paused_until or {}).items())
 
     wake = asyncio.Event()
     alarm = Alarm(wake)

@@ -22,7 +22,7 @@ from crawler.side_lane import SideLane
 from crawler.types import Link
 from crawler.window import fetch_health, fetch_pause, run_window
 
-from ..dispatch import Dispatcher
+from ..dispatch import RETRY_AFTER_RESCHEDULE_CAP, Dispatcher
 from ..knobs import knob
 from ..models import Audit, ChunkLease, FrontierURL, Issue, Page
 from .bridge import run_with_db_here
@@ -56,6 +56,8 @@ PAGE_WEIGHT = 2
 # of their own whose lookups go through a LookupLane.
 EXTERNAL_LANE = SideLane(slots=8, per_host=2)
 EXTERNAL = Page.Kind.EXTERNAL
+# The window's host for the audited site's own pages and resources (``host_of``).
+SITE_HOST = ""
 # How often a chunk running beside others rebalances its share of the audit's
 # concurrency: a chunk that joins waits about this long for its part.
 SHARE_SECONDS = 1.0
@@ -209,10 +211,13 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
             items = writer.drop_poison(items)
         if share is not None:
             heartbeat()  # the first share, before anything starts
+        # What is left of a pause the site asked an earlier chunk for: nothing starts on the site before it ends.
+        resume_at = time.monotonic() + with_db_retry(site_pause, audit, what=f"{what} site pause")
         # The lease lasts three heartbeats: a worker that dies is found after
         # that, not after a long lease (writes also extend it). A shared
         # budget is rebalanced every SHARE_SECONDS between them.
-        report = run_with_db_here(lambda db: crawl_items(items, setup, writer, db, serial=serial, share=share),
+        report = run_with_db_here(lambda db: crawl_items(items, setup, writer, db, serial=serial, share=share,
+                                                         site_resume_at=resume_at),
                                   idle=heartbeat,
                                   idle_every=min(SHARE_SECONDS, lease_seconds / 3) if share else lease_seconds / 3)
     except LeaseLost:
@@ -284,8 +289,12 @@ def lease_items(audit: Audit, lease: ChunkLease) -> list[Item]:
 
 
 async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter, db, *, serial: bool,
-                      share: Share | None = None):
-    """Fetch, parse and check ``items`` through the rolling window; sub-batches go to ``writer`` via ``db``."""
+                      share: Share | None = None, site_resume_at: float = 0.0):
+    """Fetch, parse and check ``items`` through the rolling window; sub-batches go to ``writer`` via ``db``.
+
+    Nothing starts on the audited site before ``site_resume_at`` (a ``time.monotonic()`` value: the end of
+    its stored Retry-After pause); the external checks go on meanwhile.
+    """
     deadline = time.monotonic() + knob("CHUNK_SOFT_DEADLINE")
     context = PageContext(setup.checks, is_internal=internal_test(setup.scope))
     window = setup.window
@@ -332,6 +341,7 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
             health_of=lambda outcome: fetch_health(outcome.result, window),
             # A Retry-After holds the site's next requests, not only its URL (the writer reschedules that).
             pause_of=lambda outcome: fetch_pause(outcome.result),
+            paused_until={SITE_HOST: site_resume_at},
             soft_deadline=deadline, max_batch_wait=1.0,
             batch_size=1 if serial else SUB_BATCH * PAGE_WEIGHT, weight_of=None if serial else weight,
             # A serial retry runs exactly the URLs the chunk held, to find a poison one.
@@ -358,7 +368,14 @@ def is_external(item: Item) -> bool:
 
 def host_of(item: Item) -> str:
     """The host an item's per-host limit counts against: the site's pages and resources share one."""
-    return urlsplit(item.url).netloc if item.kind == EXTERNAL else ""
+    return urlsplit(item.url).netloc if item.kind == EXTERNAL else SITE_HOST
+
+
+def site_pause(audit: Audit) -> float:
+    """Seconds left of the site's stored Retry-After pause (``Audit.pause_site``), never more than the
+    longest wait a Retry-After may ask of the audit: a row written under another cap, or by a clock
+    that jumped, cannot hold the crawl for longer."""
+    return min(audit.site_pause_left(), RETRY_AFTER_RESCHEDULE_CAP)
 
 
 def weight(outcome: PageOutcome) -> int:

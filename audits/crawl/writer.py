@@ -14,6 +14,7 @@ from crawler.types import FetchError
 from crawler.urls import CRAWL_MAX_PATTERNS, compile_patterns, url_hash
 
 from .. import planner_stats
+from ..dispatch import RETRY_AFTER_RESCHEDULE_CAP
 from ..issue_rows import insert_issues, issue_for
 from ..knobs import knob
 from ..models import Audit, ChunkLease, FrontierURL, Issue, LinkEdge, Page
@@ -302,6 +303,11 @@ class ChunkWriter:
         ours = FrontierURL.objects.held_by(self.lease).filter(url_hash__in=list(asked)).exclude(
             kind=Page.Kind.EXTERNAL)
         spent = dict(ours.values_list("url_hash", "reschedules"))
+        if spent:
+            # The site asked to be left alone, not only for these URLs: the window holds the rest of this
+            # chunk, and the stored pause holds the audit's next chunks, on whatever worker they run.
+            self.audit.pause_site(min(max(asked[digest].result.retry_after for digest in spent),
+                                      RETRY_AFTER_RESCHEDULE_CAP))
         later: dict[int, list[str]] = {}
         for digest, count in spent.items():
             if count < MAX_RESCHEDULES:

@@ -47,6 +47,7 @@ class Migration(migrations.Migration):
                 ('issues_warning', models.PositiveIntegerField(default=0)),
                 ('issues_notice', models.PositiveIntegerField(default=0)),
                 ('current_window', models.PositiveSmallIntegerField(default=0)),
+                ('site_paused_until', models.DateTimeField(blank=True, editable=False, null=True)),
                 ('chunks_done', models.PositiveIntegerField(default=0)),
                 ('out_of_order', models.BooleanField(default=False)),
                 ('start_attempts', models.PositiveSmallIntegerField(default=0)),

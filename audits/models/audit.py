@@ -144,6 +144,9 @@ class Audit(models.Model):
     issues_warning = models.PositiveIntegerField(default=0)
     issues_notice = models.PositiveIntegerField(default=0)
     current_window = models.PositiveSmallIntegerField(default=0)
+    # When the site's last Retry-After pause ends, on the database clock (``pause_site``): every chunk,
+    # on any worker, starts nothing on the site before then, not only the one the site answered.
+    site_paused_until = models.DateTimeField(null=True, blank=True, editable=False)
     chunks_done = models.PositiveIntegerField(default=0)
     # Set when a chunk was scheduled while another ran: pages were then written
     # out of click order, and finalize settles their depths (audits.depths).
@@ -392,6 +395,21 @@ class Audit(models.Model):
     def keep_window(self, window: int) -> None:
         """The concurrency a chunk ended at: where the next chunk's window starts."""
         self._store(current_window=window)
+
+    def pause_site(self, seconds: float) -> None:
+        """The site asked to be left alone for ``seconds`` (a 429 or 503 with Retry-After): store when that ends.
+
+        Only ever later: a shorter wait one chunk is given does not end the longer one another was.
+        """
+        until = Now() + timedelta(seconds=seconds)
+        Audit.objects.filter(Q(site_paused_until__isnull=True) | Q(site_paused_until__lt=until),
+                             pk=self.pk).update(site_paused_until=until)
+
+    def site_pause_left(self) -> float:
+        """Seconds until the site's stored pause ends by the database clock; 0 when none runs."""
+        until, now = Audit.objects.filter(pk=self.pk).annotate(db_now=Now()).values_list(
+            "site_paused_until", "db_now").first() or (None, None)
+        return max(0.0, (until - now).total_seconds()) if until is not None else 0.0
 
     def mark_out_of_order(self) -> None:
         """Chunks run side by side from now on, so finalize settles the pages' depths (audits.depths)."""

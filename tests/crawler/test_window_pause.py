@@ -122,3 +122,17 @@ def test_fetch_pause_is_the_wait_a_rate_limited_result_carries_and_nothing_else(
     # Given up (a wait past the cap, or a 429 that never said when): nothing to wait for.
     assert fetch_pause(FetchResult(url, url, status=429, error=FetchError.RATE_LIMITED)) == 0.0
     assert fetch_pause(FetchResult(url, url, status=200)) == 0.0
+
+
+def test_a_pause_given_at_the_start_holds_its_host_from_the_first_start_while_another_host_goes_on():
+    # An earlier chunk's Retry-After: the site's first start waits for it, past its opening spacing.
+    site_times, other_times = Arrivals(), Arrivals()
+    with HostileServer() as site, HostileServer() as elsewhere:
+        pages, others = serve(site, site_times, 2), serve(elsewhere, other_times, 2)
+        began = time.monotonic()
+        seen = crawl(pages + others, [site, elsewhere],
+                     WindowPolicy(floor=1, start=2, cap=2, per_host=2, crawl_delay=0.1, spaced_from_start=True),
+                     soft_deadline=began + 5.0, paused_until={pages[0].split("/")[2]: began + 1.0})
+    assert seen.report.unfinished == [] and len(seen.results) == 4
+    assert min(site_times.times) >= began + 1.0
+    assert max(other_times.times) < began + 1.0

@@ -79,7 +79,8 @@ def serve(server: HostileServer, throttled_paths: dict[str, tuple], plain=PLAIN)
 
 
 class DatabaseTimePasses:
-    """The inline dispatcher's sleep: records each wait and moves waiting URLs' not_before back by it."""
+    """The inline dispatcher's sleep: records each wait and moves waiting URLs' not_before, and the end of
+    the site's pause, back by it."""
 
     def __init__(self) -> None:
         self.calls: list[float] = []
@@ -88,6 +89,8 @@ class DatabaseTimePasses:
         self.calls.append(seconds)
         FrontierURL.objects.filter(not_before__isnull=False).update(
             not_before=F("not_before") - timedelta(seconds=seconds))
+        Audit.objects.filter(site_paused_until__isnull=False).update(
+            site_paused_until=F("site_paused_until") - timedelta(seconds=seconds))
 
 
 def started(owner, server: HostileServer, **fields) -> tuple[Audit, InlineDispatcher, DatabaseTimePasses]:
@@ -233,6 +236,7 @@ def test_the_watchdog_leaves_an_audit_waiting_on_a_retry_after_alone_and_starts_
     Audit.objects.filter(pk=audit.pk).update(heartbeat_at=timezone.now())
     FrontierURL.objects.filter(audit=audit, url=site.url("/slow")).update(
         not_before=timezone.now() - timedelta(seconds=1))
+    Audit.objects.filter(pk=audit.pk).update(site_paused_until=timezone.now() - timedelta(seconds=1))
     assert run_watchdog() == f"advanced {audit.pk} after chunk 1"
     assert queued_task_names() == {f"audit-{audit.pk}-chunk-2"}
     assert run_chunk(audit.pk, 2, Dispatcher()) == "done"
