@@ -9,6 +9,7 @@ of the audit, so the panel can be polled every two seconds on a 100,000-page cra
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 
 from django.db.models import Count, Q
@@ -45,6 +46,7 @@ def progress(audit: Audit, now=None) -> dict:
         "eta": None,
         "checks_left": None,
         "phase": phase_label(audit),
+        "paused": None,
     }
     if not audit.is_active:
         # An ended audit has no "lately": its speed is the run's average.
@@ -59,6 +61,11 @@ def progress(audit: Audit, now=None) -> dict:
     page_rate = recent["pages"] / span if span >= 1 else 0.0
     check_rate = recent["checks"] / span if span >= 1 else 0.0
     numbers.update(pages_per_second=page_rate, speed_basis=f"last {round(span)} s")
+    # A crawl the site asked to pause (Retry-After) counts down the wait, so it does not read as stuck.
+    # The pause is stamped on the database clock; a web machine's clock a second off only moves the count.
+    paused = audit.site_paused_until
+    if audit.phase == Audit.Phase.CRAWLING and paused is not None and paused > now:
+        numbers["paused"] = timedelta(seconds=math.ceil((paused - now).total_seconds()))
 
     remaining = max(target - crawled, 0)
     if audit.phase == Audit.Phase.CRAWLING and target and not remaining:

@@ -208,3 +208,14 @@ def test_a_resumed_audit_counts_the_time_it_ran_not_the_weekend_it_stood_cancell
     # 120 s on Friday and 60 s on Monday: 60 pages in 180 s, not in three days.
     assert dd(body, "elapsed") == "3 min 00 s"
     assert dd(body, "speed").startswith("0.33 pages/s") and "average" in dd(body, "speed")
+
+
+def test_a_crawl_the_site_asked_to_pause_counts_the_wait_down_instead_of_looking_stuck(owner_client, owner):
+    with time_machine.travel(timezone.now(), tick=False):
+        audit = running(owner, max_pages=20, pages_crawled=12, pages_discovered=90,
+                        site_paused_until=timezone.now() + timedelta(seconds=95))
+        body = owner_client.get(audit.get_absolute_url()).content.decode()
+        assert dd(body, "phase") == "Waiting 1 min 35 s: the site asked for a pause (Retry-After)"
+        # A pause that has ended is no news: the phase is the crawl again.
+        Audit.objects.filter(pk=audit.pk).update(site_paused_until=timezone.now() - timedelta(seconds=1))
+        assert dd(owner_client.get(audit.get_absolute_url()).content.decode(), "phase") == "Crawling"
