@@ -36,6 +36,15 @@ class InvalidURL(ValueError):
     """A URL the crawler refuses; the message says why."""
 
 
+class _BadPort(InvalidURL):
+    """The authority's text after its ':' is no port (``_port``): maybe a password cut short (``normalize``)."""
+
+
+# A raw "/", "?" or "#" in a password ends the authority (URL standard): "https://ann:pa/ss@host/" is host
+# "ann", port "pa". Such a message must not quote the "port": it is part of a password.
+_PASSWORD_HINT = "invalid port; a password with '/', '?' or '#' must have them percent-encoded (%2F, %3F, %23)"
+
+
 # Input longer than this is refused before any parsing so a hostile page cannot
 # make normalisation itself expensive; the trap guard's 2,048 limit is separate.
 _MAX_INPUT = 32_768
@@ -134,7 +143,12 @@ def normalize_by_parsing(url: str, base: str | None) -> str:
         raise InvalidURL("relative URL without a base")
     if scheme not in _DEFAULT_PORTS:
         raise InvalidURL(f"scheme {scheme!r} is not http or https")
-    host, port = _authority(parts.netloc)
+    try:
+        host, port = _authority(parts.netloc)
+    except _BadPort:
+        if "@" in f"{parts.path}{parts.query}{parts.fragment}":
+            raise InvalidURL(_PASSWORD_HINT) from None
+        raise
     netloc = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
 
     path = _SESSION_PATH_PARAM.sub("", parts.path)
@@ -432,13 +446,14 @@ def _authority(netloc: str) -> tuple[str, int | None]:
 
 
 def _port(text: str) -> int | None:
+    # Never quotes what is no number: it may be a password (_PASSWORD_HINT).
     if not text:
         return None
     if not _PORT.fullmatch(text.lstrip("0") or "0"):
-        raise InvalidURL(f"invalid port {text[:20]!r}")
+        raise _BadPort("invalid port: a port is a number from 1 to 65535")
     port = int(text)
     if not 0 < port < 65536:
-        raise InvalidURL(f"port {port} is out of range")
+        raise _BadPort(f"port {port} is out of range")
     return port
 
 

@@ -132,6 +132,36 @@ def test_normalize_refuses_what_is_not_a_crawlable_web_address(raw, reason):
         normalize(raw)
 
 
+@pytest.mark.parametrize("raw", [
+    "https://ann:hunt/er2@example.com/",
+    "https://ann:hunt?er2@example.com/",
+    "https://ann:hunt#er2@example.com/",
+    "https://ann:hunt/er2@example.com/page?q=1#top",
+])
+def test_a_password_cut_short_by_a_raw_slash_question_mark_or_hash_is_never_quoted_and_the_fix_is_named(raw):
+    # By the URL standard the authority ends at the "/", "?" or "#": "hunt" would be the port.
+    with pytest.raises(InvalidURL) as caught:
+        normalize(raw)
+    message = str(caught.value)
+    assert "hunt" not in message and "er2" not in message
+    assert "percent-encoded (%2F, %3F, %23)" in message and "password with '/', '?' or '#'" in message
+
+
+def test_a_password_of_digits_cut_short_is_not_quoted_as_an_out_of_range_port_either():
+    with pytest.raises(InvalidURL) as caught:
+        normalize("https://ann:271828/18@example.com/")
+    assert "271828" not in str(caught.value) and "%2F" in str(caught.value)
+
+
+def test_a_bad_port_without_a_password_after_it_is_named_without_quoting_it():
+    with pytest.raises(InvalidURL) as caught:
+        normalize("http://example.com:8oo0/")
+    assert str(caught.value) == "invalid port: a port is a number from 1 to 65535"
+    # A number is no secret: an out-of-range port is quoted, so the person sees which one.
+    with pytest.raises(InvalidURL, match="port 99999 is out of range"):
+        normalize("http://example.com:99999/")
+
+
 def test_hostile_cases_cover_at_least_thirty_inputs():
     assert len(NORMALISED) + len(REFUSED) >= 30 + 30
 
