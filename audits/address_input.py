@@ -17,9 +17,17 @@ from django import forms
 _USERINFO = re.compile(r"^(\s*(?:[A-Za-z][A-Za-z0-9+.\-]*:)?[/\\]{2})?(?!\s*mailto:)[^/?#]*@", re.IGNORECASE)
 
 
+# A password holding a raw "/", "?" or "#" ends the authority there (the URL standard: "https://ann:pa/ss@host/"
+# is host "ann", port "pa"), so _USERINFO finds no login. When the text after the ":" cannot be a port and an
+# "@" comes later, everything from the "//" to the last "@" is taken for the login.
+_CUT_PASSWORD = re.compile(r"^(\s*(?:[A-Za-z][A-Za-z0-9+.\-]*:)?[/\\]{2})[^/?#@:\[]*:[^/?#@]*[^0-9/?#@][^/?#@]*[/?#].*@",
+                           re.DOTALL)
+
+
 def without_userinfo(text: str) -> str:
     """``text`` with the user name and password of its address taken out, the rest as typed."""
-    return _USERINFO.sub(lambda match: match.group(1) or "", text, count=1)
+    text = _USERINFO.sub(lambda match: match.group(1) or "", text, count=1)
+    return _CUT_PASSWORD.sub(lambda match: match.group(1), text, count=1)
 
 
 class AddressInput(forms.TextInput):

@@ -146,3 +146,20 @@ def test_a_refused_start_url_is_shown_back_without_its_user_name_and_password(ow
     assert "hunter2" not in body and "ann" not in field_error(response, "start_url")
     assert f'value="{shown}"' in body
     assert not Audit.objects.exists()
+
+
+@pytest.mark.parametrize("start_url", [
+    "https://ann:hunt/er2@www.example.com/",
+    "https://ann:hunt?er2@www.example.com/",
+    "https://ann:hunt#er2@www.example.com/",
+])
+def test_a_password_with_a_raw_slash_question_mark_or_hash_is_not_shown_back_and_the_error_says_to_encode_it(
+        owner_client, start_url):
+    # Cut short there, the password reads as a port: the error names the fix and quotes none of it.
+    response = post(owner_client, start_url=start_url)
+    error = field_error(response, "start_url")
+    assert response.status_code == 400 and "percent-encoded (%2F, %3F, %23)" in error
+    body = response.content.decode()
+    assert "hunt" not in body and "er2" not in body
+    assert 'value="https://www.example.com/"' in body
+    assert not Audit.objects.exists()
