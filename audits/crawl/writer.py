@@ -249,7 +249,7 @@ class ChunkWriter:
         Returns the outcomes stored, their issues, and each outcome's kind as stored."""
         with transaction.atomic():
             self._fence()
-            outcomes = self._reschedule_rate_limited(outcomes)
+            outcomes, pause = self._reschedule_rate_limited(outcomes)
             outcomes = self._at_current_depth(outcomes)
             carried: dict[str, reuse.Carried] = {}
             if self.source is not None:
@@ -276,6 +276,11 @@ class ChunkWriter:
                 issues_critical=severities.count("critical"), issues_warning=severities.count("warning"),
                 issues_notice=severities.count("notice"),
             )
+            if pause:
+                # The site asked to be left alone, not only for these URLs: the window holds the rest of this
+                # chunk, and the stored pause the audit's next chunks, on whatever worker they run. Here,
+                # where the counters lock the audit's row anyway: never earlier than other chunks take it.
+                self.audit.pause_site(pause)
             if discovered and self.dispatcher is not None:
                 fill_slots(self.audit, self.dispatcher)
         return outcomes, issues, [pages[url_hash(o.url)][1] for o in outcomes]
@@ -289,8 +294,9 @@ class ChunkWriter:
         Page.objects.filter(audit=self.audit, url_hash__in=held.values("url_hash")).delete()
         held.release(forget_tries=True)  # checked whole as a resource: no worker died on it
 
-    def _reschedule_rate_limited(self, outcomes: list[PageOutcome]) -> list[PageOutcome]:
-        """Put URLs the site asked us to come back to later back in the frontier; return the rest.
+    def _reschedule_rate_limited(self, outcomes: list[PageOutcome]) -> tuple[list[PageOutcome], float]:
+        """Put URLs the site asked us to come back to later back in the frontier; return the rest, and the
+        longest wait the site asked of the audit's own URLs (0 when none: its pause, ``Audit.pause_site``).
 
         A URL goes back at most MAX_RESCHEDULES times; after that it is stored
         as rate_limited. External links are stored rate_limited at once:
@@ -299,15 +305,12 @@ class ChunkWriter:
         asked = {url_hash(o.url): o for o in outcomes
                  if o.result.error is FetchError.RATE_LIMITED and o.result.retry_after is not None}
         if not asked:
-            return outcomes
+            return outcomes, 0.0
         ours = FrontierURL.objects.held_by(self.lease).filter(url_hash__in=list(asked)).exclude(
             kind=Page.Kind.EXTERNAL)
         spent = dict(ours.values_list("url_hash", "reschedules"))
-        if spent:
-            # The site asked to be left alone, not only for these URLs: the window holds the rest of this
-            # chunk, and the stored pause holds the audit's next chunks, on whatever worker they run.
-            self.audit.pause_site(min(max(asked[digest].result.retry_after for digest in spent),
-                                      RETRY_AFTER_RESCHEDULE_CAP))
+        pause = min(max((asked[digest].result.retry_after for digest in spent), default=0.0),
+                    RETRY_AFTER_RESCHEDULE_CAP)
         later: dict[int, list[str]] = {}
         for digest, count in spent.items():
             if count < MAX_RESCHEDULES:
@@ -325,7 +328,7 @@ class ChunkWriter:
                 detail = f"{o.result.error_detail}; still rate limited after {spent[digest]} reschedules"
                 o = dataclasses.replace(o, result=dataclasses.replace(o.result, error_detail=detail))
             kept.append(o)
-        return kept
+        return kept, pause
 
     def _write_pages(self, outcomes: list[PageOutcome], carried: dict[str, reuse.Carried],
                      ) -> tuple[dict[str, tuple[int, str]], dict[str, tuple[str, str]]]:
