@@ -59,6 +59,9 @@ SAME_LINK_SQL = f"""
 #   sitemaps and probes http:// only when robots.txt lets it crawl the start page; a
 #   validation goes on without them, and their issues are unknown. So is a one-a-site
 #   code (all but a sitemap's) reported under another key: the start page lands on another origin.
+#   Unknown too when the start read them but could not judge: the http:// probe got no answer
+#   (Audit.http_unsure), the sitemaps were read in part (an invalid file may be among the unread),
+#   robots.txt could not be read (whether it is missing is not known).
 # - A link's: fixed when its source page answered, was parsed (and rendered) if it was then, and either no longer links
 #   the target or the target answered without error below 400 (and without a
 #   redirect, for a redirecting link); else unknown: an external target that
@@ -73,6 +76,9 @@ SAME_LINK_SQL = f"""
 #   time was not crawled this time or failed (a 5xx, a timeout, a limit): the
 #   duplicate may still be there. One that now answers 4xx or redirects is gone.
 # Ignored issues are left out, as from every total.
+# Start codes left unjudged by a read that came short: by sitemaps_partly_read (sitemap_invalid), else
+# by robots_txt_unavailable.
+START_UNREAD = frozenset({"sitemap_invalid", "robots_txt_missing"})
 _TWIN_GONE_SQL = """
     EXISTS (SELECT 1 FROM audits_page bp
             JOIN audits_page tw ON tw.audit_id = bp.audit_id AND tw.kind = 'page' AND tw.{column} = bp.{column}
@@ -94,6 +100,12 @@ GONE_ISSUES_SQL = f"""
                 WHEN %(partial)s AND b.code IN ({_codes(SITE_WIDE_CODES)})
                      AND NOT (b.code IN ({_codes(PAGE_AND_CROSS_CODES)}) AND b.target_url = '') THEN 'unknown'
                 WHEN b.code IN ({_codes(SITE_READ_CODES)}) AND NOT %(site_read)s THEN 'unknown'
+                WHEN b.code = 'http_not_redirected' AND %(http_unsure)s THEN 'unknown'
+                WHEN b.code IN ({_codes(START_UNREAD)})
+                     AND EXISTS (SELECT 1 FROM audits_issue n WHERE n.audit_id = %(audit)s
+                                 AND n.code = CASE WHEN b.code = 'sitemap_invalid' THEN 'sitemaps_partly_read'
+                                                   ELSE 'robots_txt_unavailable' END)
+                THEN 'unknown'
                 WHEN b.code IN ({_codes(START_CODES)}) THEN
                     CASE WHEN b.code <> 'sitemap_invalid'
                               AND EXISTS (SELECT 1 FROM audits_issue n WHERE n.audit_id = %(audit)s AND n.code = b.code)
@@ -182,7 +194,7 @@ def _params(audit: Audit, base: Audit) -> dict:
                 or (audit.include_patterns, audit.exclude_patterns) != (base.include_patterns, base.exclude_patterns))
     return {"audit": audit.pk, "base": base.pk, "partial": audit.mode == Audit.Mode.VALIDATE, "narrower": narrower,
             # None: the start step never read the sitemaps (robots.txt disallowed the start page).
-            "site_read": audit.sitemap_found is not None}
+            "site_read": audit.sitemap_found is not None, "http_unsure": bool(audit.http_unsure)}
 
 
 def baseline_for(audit: Audit) -> Audit | None:

@@ -195,12 +195,23 @@ def start_whys(audit: Audit) -> dict[str, str]:
 
     Its sitemaps unread (``sitemap_found`` None): robots.txt refused the start page, which has no row
     then, or the start page gave no answer, whose row says how. Else an issue is unknown because it was
-    reported again for another address: the start page lands elsewhere now.
+    reported again for another address (the start page lands elsewhere now), or because the start read
+    it but could not judge it: the http:// probe got no answer, the sitemaps or robots.txt were read short.
     """
     whys = {code: f"Reported again this time for {url}: the start page now lands elsewhere, and this address "
                   "was not read again."
             for code, url in Issue.objects.filter(audit=audit, code__in=START_CODES).order_by("url")
             .values_list("code", "url")}
+    if audit.http_unsure:
+        whys["http_not_redirected"] = f"The http:// form could not be judged this time: {audit.http_unsure}."
+    # The start read them in part (audits.diff.START_UNREAD).
+    short = dict(Issue.objects.filter(audit=audit, code__in=["sitemaps_partly_read", "robots_txt_unavailable"])
+                 .order_by("url").values_list("code", "message"))
+    if "sitemaps_partly_read" in short:
+        whys["sitemap_invalid"] = ("The sitemaps were read only in part this time, and this file may be among "
+                                   f"those not read: {short['sitemaps_partly_read']}")
+    if "robots_txt_unavailable" in short:
+        whys["robots_txt_missing"] = f"robots.txt could not be read this time: {short['robots_txt_unavailable']}"
     if audit.sitemap_found is None:
         try:
             start = url_hash(normalize(audit.start_url))

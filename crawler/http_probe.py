@@ -7,8 +7,11 @@ probe follows redirects like any fetch and judges where it ends:
 - ends on an ``https://`` URL: the http form redirects, as it should;
 - ends with a 2xx on an ``http://`` URL (at once, or after redirects that never
   reach https): the site serves pages over plain http, which is the finding;
-- anything else (refused, unresolvable, timed out, 4xx/5xx): nothing is served
-  over http, which is fine; a site need not listen on port 80 at all.
+- a 4xx: no page is served over http, which is fine;
+- no answer (refused, unresolvable, timed out, cut short by the caller's time)
+  or a 5xx or 429: no finding, but no verdict either. A site need not listen on
+  port 80 at all, yet a probe that got no answer cannot say the http form now
+  redirects: an earlier audit's issue stays unknown, not fixed (``HttpProbe.unsure``).
 
 Following the redirects rather than looking at the first answer alone means a
 chain such as ``http://a`` -> ``http://www.a`` -> ``https://www.a`` is not
@@ -21,6 +24,7 @@ refused, since the answer's status and location are all it needs.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -55,27 +59,41 @@ def http_form(url: str) -> str | None:
     return urlunsplit(("http", netloc, parts.path or "/", parts.query, ""))
 
 
-async def probe_http_form(fetcher: Fetcher, url: str, *, budget: float = PROBE_SECONDS) -> Finding | None:
-    """An ``http_not_redirected`` finding for ``url`` (an https page), or None.
+@dataclass(frozen=True, slots=True)
+class HttpProbe:
+    """What the probe learnt: the finding, if any; and when it could not tell, why (``unsure``)."""
 
-    Makes no request at all when ``url`` has no http form (see ``http_form``).
+    finding: Finding | None = None
+    unsure: str = ""
+
+
+async def probe_http_form(fetcher: Fetcher, url: str, *, budget: float = PROBE_SECONDS) -> HttpProbe:
+    """An ``http_not_redirected`` finding for ``url`` (an https page), or none, and whether that is a verdict.
+
+    Makes no request at all when ``url`` has no http form (see ``http_form``): no verdict then.
     """
     plain = http_form(url)
     if plain is None:
-        return None
+        return HttpProbe(unsure=f"the start page {url} is no https:// page on the default port, "
+                                "so it has no http:// form to probe")
     try:
         async with asyncio.timeout(budget):
             result = await fetcher.check(plain)
     except TimeoutError:
-        return None  # no answer in time: nothing shown to be served over http
-    if result.error is not None or result.status is None or not 200 <= result.status < 300:
-        return None
+        return HttpProbe(unsure=f"{plain} gave no answer in time ({budget:.1f} s)")
     final = result.final_url or plain
-    if urlsplit(final).scheme != "http":
-        return None
+    if any(urlsplit(hop.location).scheme == "https" for hop in result.redirects) or urlsplit(final).scheme == "https":
+        return HttpProbe()  # it redirects to https, whatever the https page then answered
+    if result.status is None:
+        detail = result.error.label.lower() if result.error is not None else "no answer"
+        return HttpProbe(unsure=f"{plain}: {detail}")
+    if result.status >= 500 or result.status == 429:
+        return HttpProbe(unsure=f"{plain} answered {result.status}")
+    if result.error is not None or not 200 <= result.status < 300:
+        return HttpProbe()  # a 4xx, or a redirect that went nowhere: no page served over http
     if result.redirects:
         message = (f"{plain} redirects to {final}, which answers {result.status} over plain http "
                    "instead of redirecting to https://")
     else:
         message = f"{plain} answers {result.status} over plain http instead of redirecting to https://"
-    return finding("http_not_redirected", message, plain)
+    return HttpProbe(finding("http_not_redirected", message, plain))

@@ -23,7 +23,7 @@ from django.db.models.functions import Now
 from crawler.catalogue import START_CODES, finding
 from crawler.checks import PageContext
 from crawler.fetch import Fetcher, FetchPolicy
-from crawler.http_probe import PROBE_SECONDS, probe_http_form
+from crawler.http_probe import PROBE_SECONDS, HttpProbe, probe_http_form
 from crawler.login import Session, is_login_redirect
 from crawler.page import PageOutcome, build_outcome, without_body
 from crawler.retry import parse_retry_after
@@ -135,7 +135,8 @@ def run_start(audit_id: int, dispatcher: Dispatcher | None = None, on_batch=None
         robots = outcome.robots
         audit.record_robots(robots.status, robots.http_status, robots.body, outcome.sitemap_found)
         access = site_access(audit)
-        audit.begin_crawl(outcome.origin, access.identity() if access is not None else "", outcome.not_found_hash)
+        audit.begin_crawl(outcome.origin, access.identity() if access is not None else "", outcome.not_found_hash,
+                          http_unsure=outcome.http_unsure)
         scope = Scope(outcome.origin, *crawl_patterns(audit, access))
         _write_site_issues(audit, outcome, setup.user_agent)
         # Its row wins over the sitemap's below, so it carries the listing itself (sitemap_bad_url judges it).
@@ -240,6 +241,7 @@ class StartOutcome:
     sitemap_problems: list[tuple[str, str]] = field(default_factory=list)  # (url, problem)
     sitemap_notes: tuple[str, ...] = ()  # where the walk stopped at a limit of its own
     not_found_hash: str = ""  # what the site answers a URL that cannot exist with (crawler.soft404)
+    http_unsure: str = ""  # why the http:// probe gave no verdict (crawler.http_probe.HttpProbe)
     pages: list[PageOutcome] = field(default_factory=list)  # the start page, fetched once here
     session: Session | None = None  # a login's, for every chunk to use
     error_code: str = ""
@@ -397,9 +399,10 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
                                          never=setup.is_logout if setup.logout else None)
     # http_not_redirected: does the http:// form of an https start page still serve it?
     left = max(0.0, ends - asyncio.get_running_loop().time())
-    plain_http = None
-    if left and site_read:
-        plain_http = await probe_http_form(fetcher, final, budget=min(PROBE_SECONDS, left))
+    plain_http = HttpProbe()
+    if site_read:  # without an answer, no verdict: an earlier audit's issue is unknown, not fixed (audits.diff)
+        plain_http = (await probe_http_form(fetcher, final, budget=min(PROBE_SECONDS, left)) if left else
+                      HttpProbe(unsure="the start step's time ran out before the http:// form was probed"))
     probe, missing = None, probe_url(origin)
     left = max(0.0, ends - asyncio.get_running_loop().time())
     if whole_site and left and robots.allowed(missing, setup.user_agent):
@@ -430,14 +433,14 @@ async def _read_site(start_url: str, setup: CrawlSetup, fetcher: Fetcher, first:
     not_found = unknown.facts.content_hash if unknown is not None and unknown.facts is not None else ""
     if pages[-1].facts is not None and pages[-1].facts.content_hash == not_found:
         not_found = ""  # unknown URLs get the start page (a catch-all, an app's shell): no "not found" page to match
-    if plain_http is not None:  # after rendering, whose checks replace the page's findings
-        pages[-1] = dataclasses.replace(pages[-1], findings=(*pages[-1].findings, plain_http))
+    if plain_http.finding is not None:  # after rendering, whose checks replace the page's findings
+        pages[-1] = dataclasses.replace(pages[-1], findings=(*pages[-1].findings, plain_http.finding))
     # Sitemaps not read: their issues are unknown (audits.diff), and none is new.
     sitemaps = {} if report is None else {
         "sitemap_urls": tuple(report.urls), "sitemap_found": report.found, "sitemap_notes": report.problems,
         "sitemap_problems": [(f.url, f.problem) for f in report.files if f.problem]}
     return StartOutcome(start_url=final, origin=origin, robots=robots, pages=pages, session=session,
-                        not_found_hash=not_found, **sitemaps)
+                        not_found_hash=not_found, http_unsure=plain_http.unsure, **sitemaps)
 
 
 def _robots_read_at(fetched: FetchResult, typed_origin: str) -> set[str]:

@@ -58,6 +58,7 @@ class Migration(migrations.Migration):
                 ('robots_body', models.TextField(blank=True)),
                 ('robots_fetched_at', models.DateTimeField(blank=True, null=True)),
                 ('sitemap_found', models.BooleanField(null=True)),
+                ('http_unsure', models.CharField(blank=True, max_length=300)),
                 ('links_indexed', models.BooleanField(default=False)),
                 ('deleting', models.BooleanField(default=False, editable=False)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),

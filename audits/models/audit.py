@@ -166,6 +166,9 @@ class Audit(models.Model):
     # When robots.txt was read: a chunk reads it again once it is a day old (audits.crawl.robots_refresh).
     robots_fetched_at = models.DateTimeField(null=True, blank=True)
     sitemap_found = models.BooleanField(null=True)
+    # Why the start's probe of the http:// form gave no verdict (no answer, out of time); empty when it gave one.
+    # An earlier audit's http_not_redirected is then unknown, not fixed (audits.diff).
+    http_unsure = models.CharField(max_length=300, blank=True)
     # Whether the audit's link edges are in Inlink (built after the audit ends; a resume clears it).
     links_indexed = models.BooleanField(default=False)
     # Being deleted (audits.purge), its rows going in batches: nothing may start from it meanwhile.
@@ -261,10 +264,11 @@ class Audit(models.Model):
             started_at=timezone.now(), heartbeat_at=Now(),
         )
 
-    def begin_crawl(self, origin: str, access_identity: str = "", not_found_hash: str = "") -> bool:
+    def begin_crawl(self, origin: str, access_identity: str = "", not_found_hash: str = "", *,
+                    http_unsure: str = "") -> bool:
         return self._transition(
             [self.Status.RUNNING], phase=self.Phase.CRAWLING, origin=origin, access_identity=access_identity,
-            not_found_hash=not_found_hash, reading=reading(), heartbeat_at=Now(),
+            not_found_hash=not_found_hash, http_unsure=http_unsure[:300], reading=reading(), heartbeat_at=Now(),
         )
 
     def resume_crawl(self) -> bool:

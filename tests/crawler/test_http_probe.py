@@ -100,13 +100,14 @@ def probe(ca, https_port: int, http_port: int, url: str = START, **kwargs):
         async with Fetcher(POLICY, guard, verify=client, network_backend=backend, sleep=_no_wait) as fetcher:
             return await probe_http_form(fetcher, url, **kwargs)
 
-    return asyncio.run(run()), backend
+    probed = asyncio.run(run())
+    return probed.finding, backend, probed.unsure
 
 
 def test_an_http_form_that_redirects_to_https_is_fine(ca, https_site, http_site):
     http_site.route("/", redirect_to(START, 301))
-    found, backend = probe(ca, https_site.port, http_site.port)
-    assert found is None
+    found, backend, unsure = probe(ca, https_site.port, http_site.port)
+    assert found is None and unsure == ""  # a verdict: fixed, for an earlier audit's issue
     assert http_site.requests["/"] == 1  # the probe did ask over http, once
     assert https_site.requests["/"] == 1  # and followed the redirect to the https page
     assert [port for _, port in backend.dialed] == [80, 443]
@@ -114,8 +115,8 @@ def test_an_http_form_that_redirects_to_https_is_fine(ca, https_site, http_site)
 
 def test_an_http_form_that_serves_200_is_reported(ca, https_site, http_site):
     http_site.route("/", static(OK_HTML))
-    found, _ = probe(ca, https_site.port, http_site.port)
-    assert found is not None
+    found, _, unsure = probe(ca, https_site.port, http_site.port)
+    assert found is not None and unsure == ""
     assert (found.code, found.severity, found.target_url) == ("http_not_redirected", Severity.WARNING,
                                                              f"http://{HOST}/")
     assert found.message == f"http://{HOST}/ answers 200 over plain http instead of redirecting to https://"
@@ -125,7 +126,7 @@ def test_an_http_form_that_serves_200_is_reported(ca, https_site, http_site):
 def test_an_http_form_that_redirects_within_http_to_a_200_is_reported(ca, https_site, http_site):
     http_site.route("/", redirect_to(f"http://{HOST}/home", 301))
     http_site.route("/home", static(OK_HTML))
-    found, _ = probe(ca, https_site.port, http_site.port)
+    found, _, _ = probe(ca, https_site.port, http_site.port)
     assert found is not None and found.code == "http_not_redirected"
     assert found.message.startswith(f"http://{HOST}/ redirects to http://{HOST}/home, which answers 200")
 
@@ -133,38 +134,47 @@ def test_an_http_form_that_redirects_within_http_to_a_200_is_reported(ca, https_
 def test_an_http_chain_that_reaches_https_in_the_end_is_fine(ca, https_site, http_site):
     http_site.route("/", redirect_to(f"http://{HOST}/next", 301))
     http_site.route("/next", redirect_to(START, 301))
-    found, _ = probe(ca, https_site.port, http_site.port)
-    assert found is None
+    found, _, unsure = probe(ca, https_site.port, http_site.port)
+    assert found is None and unsure == ""
     assert http_site.requests["/next"] == 1 and https_site.requests["/"] == 1
 
 
-def test_a_refused_http_port_is_fine_since_nothing_is_served_over_http(ca, https_site):
+def test_a_refused_http_port_is_no_finding_and_no_verdict(ca, https_site):
+    """Nothing is served over http, but a refusal may pass: an earlier audit's issue is not called fixed."""
     refused = closed_port()
-    found, backend = probe(ca, https_site.port, refused)
+    found, backend, unsure = probe(ca, https_site.port, refused)
     assert found is None
+    assert unsure == f"http://{HOST}/: connection refused or reset"
     assert ("127.0.0.1", 80) in backend.dialed  # it was tried, and refused
     assert https_site.requests["/"] == 0
 
 
 def test_an_http_error_status_is_fine_since_no_page_is_served(ca, https_site, http_site):
     http_site.route("/", static(b"gone", status=404))
-    found, _ = probe(ca, https_site.port, http_site.port)
-    assert found is None and http_site.requests["/"] == 1
+    found, _, unsure = probe(ca, https_site.port, http_site.port)
+    assert found is None and unsure == "" and http_site.requests["/"] == 1
+
+
+def test_an_http_server_error_is_no_finding_and_no_verdict(ca, https_site, http_site):
+    http_site.route("/", static(b"down", status=503))
+    found, _, unsure = probe(ca, https_site.port, http_site.port)
+    assert found is None and unsure == f"http://{HOST}/ answered 503"
 
 
 def test_an_http_port_that_never_answers_ends_the_probe_at_its_budget(ca, https_site, http_site):
     http_site.route("/", BUILTIN_ROUTES["/hang"])
     began = time.monotonic()
-    found, _ = probe(ca, https_site.port, http_site.port, budget=0.5)
+    found, _, unsure = probe(ca, https_site.port, http_site.port, budget=0.5)
     took = time.monotonic() - began
     assert found is None and http_site.requests["/"] == 1
+    assert unsure == f"http://{HOST}/ gave no answer in time (0.5 s)"
     assert took < POLICY.deadline  # cut by the probe's budget, not the fetch deadline or its retries
 
 
 def test_a_start_url_already_on_http_is_not_probed_at_all(ca, https_site, http_site):
     http_site.route("/", static(OK_HTML))
-    found, backend = probe(ca, https_site.port, http_site.port, url=f"http://{HOST}/")
-    assert found is None
+    found, backend, unsure = probe(ca, https_site.port, http_site.port, url=f"http://{HOST}/")
+    assert found is None and "no http:// form" in unsure
     assert backend.dialed == [] and http_site.connections == 0 and https_site.connections == 0
 
 
