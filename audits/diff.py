@@ -49,6 +49,16 @@ SAME_LINK_SQL = f"""
                 AND a.url_hash = b.url_hash AND a.target_url = b.target_url)
 """
 
+# Whether %(audit)s holds the outer issue b ignored, matched as ``marked_in`` matches: by key, or a link issue
+# whose key it lacks by code, page and target (a link SAME_LINK_SQL calls the same, its anchor text changed).
+IGNORED_IN_SQL = f"""
+    (EXISTS (SELECT 1 FROM audits_issue i WHERE i.audit_id = %(audit)s AND i.key = b.key AND i.review = 'ignored')
+     OR (b.code IN ({_codes(ANCHORED_CODES)})
+         AND NOT EXISTS (SELECT 1 FROM audits_issue i WHERE i.audit_id = %(audit)s AND i.key = b.key)
+         AND EXISTS (SELECT 1 FROM audits_issue i WHERE i.audit_id = %(audit)s AND i.code = b.code
+                     AND i.url_hash = b.url_hash AND i.target_url = b.target_url AND i.review = 'ignored')))
+"""
+
 # A baseline issue the audit did not report: fixed when this audit could have
 # reported it and did not, unknown when it could not say.
 # - A broken external link, when the crawler was offline this time (the
@@ -240,6 +250,30 @@ def marked_in(audit_id: int, **mark) -> Q:
                              **mark)
     return Q(Exists(by_key.filter(**mark))) | (
         Q(code__in=ANCHORED_CODES) & ~Q(Exists(by_key)) & Q(Exists(same_link)))
+
+
+def marked_on_validations(source_id: int, **mark) -> Q:
+    """Whether a validation of ``source_id`` holds the outer issue (one of the source's) marked so, matched as
+    ``marked_in`` matches: by key, or a link issue whose key that validation lacks by code, page and target."""
+    marked = Issue.objects.filter(audit__source_id=source_id, audit__mode=Audit.Mode.VALIDATE, **mark)
+    # The validation holding the mark has no issue with the source issue's key (OuterRef of the OuterRef).
+    keyed_there = Issue.objects.filter(audit_id=OuterRef("audit_id"), key=OuterRef(OuterRef("key")))
+    by_link = marked.filter(code=OuterRef("code"), url_hash=OuterRef("url_hash"),
+                            target_url=OuterRef("target_url")).exclude(Exists(keyed_there))
+    return Q(key__in=marked.values("key")) | (Q(code__in=ANCHORED_CODES) & Q(Exists(by_link)))
+
+
+def link_echoes(audit: Audit, chosen):
+    """The issues a mark on ``chosen`` (issues of ``audit``) reaches by link beyond those by key (``Audit.set_review``):
+    on the audit a validation re-checked, or the validations of a whole audit, a link issue whose key ``audit``
+    lacks (its anchor text changed) with the code, page and target of one chosen, as ``marked_in`` matches."""
+    if audit.mode == Audit.Mode.VALIDATE:
+        others = Audit.objects.filter(pk=audit.source_id)
+    else:
+        others = Audit.objects.filter(source=audit, mode=Audit.Mode.VALIDATE)
+    same_link = chosen.filter(code=OuterRef("code"), url_hash=OuterRef("url_hash"), target_url=OuterRef("target_url"))
+    return Issue.objects.filter(audit__in=others.filter(deleting=False), code__in=ANCHORED_CODES).exclude(
+        Exists(Issue.objects.filter(audit_id=audit.pk, key=OuterRef("key")))).filter(Exists(same_link))
 
 
 # What a person's mark on an issue can be, as carried to the next audit: ignored, reviewed, or reopened.

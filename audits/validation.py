@@ -27,7 +27,7 @@ from crawler.catalogue import (
 from crawler.types import FetchError
 from crawler.urls import InvalidURL, normalize, origin_of, url_hash
 
-from .diff import SAME_LINK_SQL
+from .diff import IGNORED_IN_SQL, SAME_LINK_SQL
 from .models import Audit, IgnoreRule, Issue, Page
 
 # Hashes per IN (...) lookup, as the crawl's (audits.crawl.admission).
@@ -122,9 +122,7 @@ CHECKLIST_SQL = f"""
                                WHERE g.audit_id = %(audit)s AND g.key = b.key), 'unknown') END AS result,
            b.code, b.severity, b.url, b.target_url, b.message
     FROM audits_issue b
-    WHERE b.audit_id = %(source)s AND b.review <> 'ignored'
-      AND NOT EXISTS (SELECT 1 FROM audits_issue i WHERE i.audit_id = %(audit)s AND i.key = b.key
-                      AND i.review = 'ignored')
+    WHERE b.audit_id = %(source)s AND b.review <> 'ignored' AND NOT {IGNORED_IN_SQL}
 """
 # Once the source is deleted, the validation's own rows: what it reported again, and its stored
 # diff (fixed or unknown). Written at finalize, they keep the checklist whatever becomes of the source.

@@ -487,12 +487,17 @@ class Audit(models.Model):
     def adopt_validation_marks(self) -> int:
         """Mark this audit's open issues as a person marked them on a validation of it (ignored, else
         reviewed); how many changed. The caller rescores (``rescore``) when any did.
+
+        Matched as the validation's checklist matches them: a link whose anchor text changed is the same
+        link there (``audits.diff.marked_on_validations``).
         """
+        from ..diff import marked_on_validations  # which imports this module
+
         Review = self.issues.model.Review
         changed = 0
         for review in (Review.IGNORED, Review.REVIEWED):
-            marked = self.issues.model.objects.filter(audit__source=self, audit__mode=self.Mode.VALIDATE, review=review)
-            changed += self.issues.filter(review=Review.OPEN, key__in=marked.values("key")).update(review=review)
+            changed += self.issues.filter(review=Review.OPEN).filter(
+                marked_on_validations(self.pk, review=review)).update(review=review)
         return changed
 
     def set_review(self, issues, review: str) -> int:
@@ -504,11 +509,16 @@ class Audit(models.Model):
         validations: the next audit takes each issue's mark from the newest audit
         holding it (``audits.diff``), so the newest must hold the person's latest word.
         """
+        from ..diff import link_echoes  # which imports this module
+
         Issue = self.issues.model
         chosen = issues.filter(audit=self).exclude(review=review)
         first = self.source_id if self.mode == self.Mode.VALIDATE and self.source_id else self.pk
-        echoes = Issue.objects.filter(audit__site_id=self.site_id, audit_id__gte=first, audit__deleting=False,
-                                      key__in=chosen.values("key")).exclude(audit=self).exclude(review=review)
+        # And a link whose anchor text changed between the audit and its validation, as the checklist matches it.
+        echoes = Issue.objects.filter(Q(audit__site_id=self.site_id, audit_id__gte=first, audit__deleting=False,
+                                        key__in=chosen.values("key"))
+                                      | Q(pk__in=link_echoes(self, chosen).values("pk"))
+                                      ).exclude(audit=self).exclude(review=review)
         touched = set(echoes.values_list("audit_id", flat=True).distinct().order_by())
         # Reopened by a person, an issue stays open under the site's ignore rules (IgnoreRule.apply_to).
         mark = {"review": review, "reopened": review == Issue.Review.OPEN}

@@ -13,7 +13,7 @@ from tests.conftest import free_port
 from tests.factories import SITE, make_audit, make_issue, make_page
 from tests.scripted_site import Answer, ScriptedSite, listing
 
-from .test_validation import page, run, verdicts
+from .test_validation import link_verdicts, page, run, verdicts
 
 pytestmark = pytest.mark.django_db
 
@@ -331,3 +331,40 @@ def test_a_validation_reads_the_sitemaps_only_to_re_check_an_issue_of_theirs(own
         assert web.requests["/sitemap.xml"] == 1  # the full audit's read alone
         assert bare.requests["/sitemap.xml"] == 2
     assert verdicts(check)[("sitemap_missing", "sitemap.xml")] == "still"
+
+
+def test_a_re_anchored_broken_link_ignored_on_the_validation_is_ignored_as_the_issue_it_re_checked(owner, fast_settings):
+    """Still there by page and target (its anchor text, so its key, changed): ignored, it is so by the same match."""
+    with ScriptedSite() as web:
+        web.pages.update({"/": Answer(page("Home of the validation site", '<a href="/a">a</a>')),
+                          "/a": Answer(page("A page with a broken link", '<a href="/gone">Old words</a>'))})
+
+        def re_anchor():
+            web.pages["/a"] = Answer(page("A page with a broken link", '<a href="/gone">New words</a>'))
+
+        first, check = first_and_check(owner, web, re_anchor)
+        link = ("broken_link_internal", "a", "gone")
+        assert link_verdicts(check)[link] == "still"
+        check.set_review(Issue.objects.filter(audit=check, code="broken_link_internal"), Issue.Review.IGNORED)
+        assert link not in link_verdicts(check)  # off the checklist at once, as one ignored by key
+        assert Issue.objects.get(audit=first, code="broken_link_internal").review == Issue.Review.IGNORED
+        first.refresh_from_db()  # its totals follow
+        assert first.issues_critical == Issue.objects.filter(audit=first, severity="critical").exclude(
+            review=Issue.Review.IGNORED).count()
+        again = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False,
+                               **follow_up_fields(first, Audit.Mode.VALIDATE)))
+        assert link not in link_verdicts(again)  # not re-checked: ignored stays ignored
+        # Opened again on the audit it re-checked, it is back on the checklist, as one matched by key is.
+        first.set_review(Issue.objects.filter(audit=first, code="broken_link_internal"), Issue.Review.OPEN)
+        assert link_verdicts(check)[link] == "still"
+
+
+def test_a_re_anchored_link_ignored_on_a_validation_by_its_rows_alone_is_ignored_on_the_audit_it_re_checked(owner):
+    """However the mark got there (an older release's, an admin's update): carried back by page and target."""
+    source = make_audit(owner, start_url=f"{SITE}/", status=Audit.Status.COMPLETED)
+    make_issue(source, "broken_link_internal", f"{SITE}/a", target_url=f"{SITE}/gone", key="old-anchor")
+    check = make_audit(owner, start_url=f"{SITE}/", **follow_up_fields(source, Audit.Mode.VALIDATE))
+    make_issue(check, "broken_link_internal", f"{SITE}/a", target_url=f"{SITE}/gone", key="new-anchor",
+               review=Issue.Review.IGNORED)
+    assert validation.settle_ignores(source) == 1
+    assert Issue.objects.get(audit=source).review == Issue.Review.IGNORED
