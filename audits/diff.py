@@ -5,8 +5,9 @@ URL's hash. Everything here is a set-based statement over the two audits' rows,
 through the unique (audit, key) and (audit, url_hash) indexes: no per-issue
 Python, so it stays cheap at 100,000 issues (``benchmarks/bench_diff.py``).
 
-``record`` writes the diff of an audit against its baseline at finalize. The
-same SELECTs, unwritten, answer the compare view for any two audits of a site.
+``record`` writes the diff of an audit against its baseline at finalize, and a
+validation's verdict on each issue it re-checked. The same SELECTs, unwritten,
+answer the compare view for any two audits of a site.
 ``carry_triage`` gives an audit's issues a person's marks and the site's ignore
 rules: at finalize, and for an audit that failed or was cancelled when it ended.
 """
@@ -27,7 +28,17 @@ from crawler.catalogue import (
     START_CODES,
 )
 
-from .models import Audit, GoneIssue, IgnoreRule, Issue, Page, PageChange, Severity, Site
+from .models import (
+    Audit,
+    GoneIssue,
+    IgnoreRule,
+    Issue,
+    Page,
+    PageChange,
+    RecheckedIssue,
+    Severity,
+    Site,
+)
 
 
 def _codes(codes) -> str:
@@ -151,6 +162,22 @@ GONE_ISSUES_SQL = f"""
     WHERE b.audit_id = %(base)s AND b.review <> 'ignored'
       AND NOT EXISTS (SELECT 1 FROM audits_issue a WHERE a.audit_id = %(audit)s AND a.key = b.key)
       AND NOT ({SAME_LINK_SQL})
+"""
+
+# A validation's verdict on each issue of its source it re-checked (the ignored ones it did not): reported again
+# (still there, a link whose anchor text alone changed too), else what its gone issue says (fixed or unknown).
+# Copied in the source's words, so the checklist is what the validation judged whatever becomes of the source.
+RECHECKED_SQL = f"""
+    INSERT INTO audits_recheckedissue (audit_id, result, key, url_hash, url, code, severity, message, target_url)
+    SELECT %(audit)s,
+           CASE WHEN EXISTS (SELECT 1 FROM audits_issue a WHERE a.audit_id = %(audit)s AND a.key = b.key)
+                     OR ({SAME_LINK_SQL})
+                THEN 'still'
+                ELSE COALESCE((SELECT g.change FROM audits_goneissue g
+                               WHERE g.audit_id = %(audit)s AND g.key = b.key), 'unknown') END,
+           b.key, b.url_hash, b.url, b.code, b.severity, b.message, b.target_url
+    FROM audits_issue b
+    WHERE b.audit_id = %(base)s AND b.review <> 'ignored'
 """
 
 # Pages (kind 'page') that are new, gone or different. Removed: a page last time
@@ -333,6 +360,7 @@ def record(audit: Audit) -> dict | None:
     base = baseline_for(audit)
     GoneIssue.objects.filter(audit=audit).delete()
     PageChange.objects.filter(audit=audit).delete()
+    RecheckedIssue.objects.filter(audit=audit).delete()
     issues = Issue.objects.filter(audit=audit)
     if base is None:
         issues.exclude(change=Issue.Change.NONE).update(change=Issue.Change.NONE)
@@ -354,9 +382,21 @@ def record(audit: Audit) -> dict | None:
         cursor.execute(
             f"INSERT INTO audits_pagechange (audit_id, {_PAGE_COLUMNS}) "
             f"SELECT %(audit)s, {_PAGE_COLUMNS} FROM ({PAGE_CHANGES_SQL}) AS p", params)
+    if audit.mode == Audit.Mode.VALIDATE:
+        keep_rechecked(audit, base)
     counts = stored_counts(audit)
     audit.set_baseline(base, counts)
     return counts
+
+
+def keep_rechecked(audit: Audit, source: Audit) -> None:
+    """Copy each issue of ``source`` that the validation ``audit`` re-checked, with its verdict (RECHECKED_SQL).
+
+    After its gone issues, whose change is the verdict on those it did not report; idempotent.
+    """
+    RecheckedIssue.objects.filter(audit=audit).delete()
+    with connection.cursor() as cursor:
+        cursor.execute(RECHECKED_SQL, {"audit": audit.pk, "base": source.pk})
 
 
 # Codes whose severity the crawl's context sets, not the page: a noindex page is critical when the sitemap lists

@@ -14,13 +14,24 @@ from __future__ import annotations
 from django.db import connection, transaction
 
 from . import schedules
-from .models import Audit, FrontierURL, GoneIssue, Inlink, Issue, LinkEdge, Page, PageChange, Site
+from .models import (
+    Audit,
+    FrontierURL,
+    GoneIssue,
+    Inlink,
+    Issue,
+    LinkEdge,
+    Page,
+    PageChange,
+    RecheckedIssue,
+    Site,
+)
 from .services import enqueue
 
 # Rows a statement deletes: small enough that a crawl's writer waits well under a second for the lock.
 BATCH = 20_000
 # Children before what they point at (issues name their page); every table has an index led by audit.
-BY_ID = [Issue, LinkEdge, PageChange, GoneIssue, FrontierURL]
+BY_ID = [Issue, LinkEdge, PageChange, GoneIssue, RecheckedIssue, FrontierURL]
 
 
 class AuditInUse(Exception):

@@ -5,7 +5,9 @@ source audit's issues (ignored ones left out) and the targets of its link
 issues, follows no link beyond them, and runs the link checks again at
 finalize. Its baseline is the source, so the diff finalize stores is the
 verdict: an issue reported again is still there, one gone is fixed or unknown
-(``audits.diff.GONE_ISSUES_SQL``, with the site-wide checks unknown).
+(``audits.diff.GONE_ISSUES_SQL``, with the site-wide checks unknown). Finalize
+keeps each verdict with a copy of the issue (``RecheckedIssue``): the checklist
+reads only those, whatever becomes of the source afterwards.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from crawler.catalogue import (
 from crawler.types import FetchError
 from crawler.urls import InvalidURL, normalize, origin_of, url_hash
 
-from .diff import IGNORED_IN_SQL, SAME_LINK_SQL
+from .diff import IGNORED_IN_SQL
 from .models import Audit, IgnoreRule, Issue, Page
 
 # Hashes per IN (...) lookup, as the crawl's (audits.crawl.admission).
@@ -111,37 +113,14 @@ def page_count(source: Audit) -> int:
     return sum(1 for target in targets(source) if target.kind == Page.Kind.PAGE)
 
 
-# One row per re-checked issue of the source: reported again (still, a link
-# whose anchor text alone changed too), or what the stored diff says of it
-# (fixed or unknown); ignored issues are not re-checked.
+# One row per re-checked issue of the source, as finalize judged it (audits.diff.RECHECKED_SQL): read from the
+# validation's own rows, so it stays whatever becomes of the source. One ignored on the validation since leaves
+# at once, matched as its verdict was (a link whose anchor text changed by code, page and target).
 CHECKLIST_SQL = f"""
-    SELECT CASE WHEN EXISTS (SELECT 1 FROM audits_issue a WHERE a.audit_id = %(audit)s AND a.key = b.key)
-                     OR ({SAME_LINK_SQL})
-                THEN 'still'
-                ELSE COALESCE((SELECT g.change FROM audits_goneissue g
-                               WHERE g.audit_id = %(audit)s AND g.key = b.key), 'unknown') END AS result,
-           b.code, b.severity, b.url, b.target_url, b.message
-    FROM audits_issue b
-    WHERE b.audit_id = %(source)s AND b.review <> 'ignored' AND NOT {IGNORED_IN_SQL}
+    SELECT b.result, b.code, b.severity, b.url, b.target_url, b.message
+    FROM audits_recheckedissue b
+    WHERE b.audit_id = %(audit)s AND NOT {IGNORED_IN_SQL}
 """
-# Once the source is deleted, the validation's own rows: what it reported again, and its stored
-# diff (fixed or unknown). Written at finalize, they keep the checklist whatever becomes of the source.
-KEPT_CHECKLIST_SQL = """
-    SELECT 'still' AS result, a.code, a.severity, a.url, a.target_url, a.message
-    FROM audits_issue a
-    WHERE a.audit_id = %(audit)s AND a.change = 'persisting' AND a.review <> 'ignored'
-    UNION ALL
-    SELECT g.change AS result, g.code, g.severity, g.url, g.target_url, g.message
-    FROM audits_goneissue g
-    WHERE g.audit_id = %(audit)s
-"""
-
-
-def _checklist_sql(audit: Audit) -> str:
-    """The live checklist while the source is there; the kept one once it is deleted, or being deleted
-    (its issues go in batches, and the live one would shrink meanwhile)."""
-    there = audit.source_id is not None and Audit.objects.filter(pk=audit.source_id, deleting=False).exists()
-    return CHECKLIST_SQL if there else KEPT_CHECKLIST_SQL
 ORDER = " ORDER BY CASE result WHEN 'still' THEN 0 WHEN 'unknown' THEN 1 ELSE 2 END, " \
         "CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, code, url"
 
@@ -246,10 +225,10 @@ FETCH_BATCH = 2000
 
 def verdicts(audit: Audit, *, limit: int | None = None) -> Iterator[Verdict]:
     """``checklist``'s verdicts one at a time, for a report of any size."""
-    if audit.mode != Audit.Mode.VALIDATE or (audit.source_id is None and audit.status != Audit.Status.COMPLETED):
+    if audit.mode != Audit.Mode.VALIDATE:
         return
-    sql = f"SELECT * FROM ({_checklist_sql(audit)}) AS v" + ORDER
-    params = {"audit": audit.pk, "source": audit.source_id}
+    sql = f"SELECT * FROM ({CHECKLIST_SQL}) AS v" + ORDER
+    params = {"audit": audit.pk}
     if limit is not None:
         sql += " LIMIT %(limit)s"
         params["limit"] = limit
@@ -279,7 +258,6 @@ def counts(audit: Audit) -> dict[str, int] | None:
         return None
     found = {result: 0 for result in RESULTS}
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT result, COUNT(*) FROM ({_checklist_sql(audit)}) AS v GROUP BY result",
-                       {"audit": audit.pk, "source": audit.source_id})
+        cursor.execute(f"SELECT result, COUNT(*) FROM ({CHECKLIST_SQL}) AS v GROUP BY result", {"audit": audit.pk})
         found.update(dict(cursor.fetchall()))
     return found

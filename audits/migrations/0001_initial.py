@@ -354,6 +354,25 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.CreateModel(
+            name='RecheckedIssue',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('result', models.CharField(choices=[('still', 'Still there'), ('unknown', 'Unknown'), ('fixed', 'Fixed')], max_length=8)),
+                ('key', models.CharField(max_length=32)),
+                ('url_hash', models.CharField(max_length=32)),
+                ('url', models.TextField()),
+                ('code', models.CharField(max_length=40)),
+                ('severity', models.CharField(choices=[('critical', 'Critical'), ('warning', 'Warning'), ('notice', 'Notice')], max_length=10)),
+                ('message', models.TextField()),
+                ('target_url', models.TextField(blank=True)),
+                ('audit', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='rechecked_issues', to='audits.audit')),
+            ],
+            options={
+                'ordering': ['id'],
+                'constraints': [models.UniqueConstraint(fields=('audit', 'key'), name='recheckedissue_unique_key_per_audit')],
+            },
+        ),
+        migrations.CreateModel(
             name='LinkEdge',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),

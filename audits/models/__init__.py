@@ -1,7 +1,7 @@
 """Siteward's data: sites, their audits, what they found and what changed, and the crawl's lease tables."""
 
 from .audit import Audit, Severity
-from .changes import GoneIssue, PageChange
+from .changes import GoneIssue, PageChange, RecheckedIssue
 from .ignore_rule import IgnoreRule
 from .lease import ChunkLease, ChunkLeaseQuerySet, FrontierQuerySet, FrontierURL
 from .notification import Notification
@@ -12,5 +12,5 @@ from .site_access import AuditSession, SiteAccess
 __all__ = [
     "CRAWL_SETTINGS", "Audit", "AuditSession", "ChunkLease", "ChunkLeaseQuerySet", "FetchErrorCode", "FrontierQuerySet",
     "FrontierURL", "GoneIssue", "IgnoreRule", "Inlink", "Issue", "IssueCode", "LinkEdge", "Notification", "Page",
-    "PageChange", "Severity", "Site", "SiteAccess", "SkippedRun",
+    "PageChange", "RecheckedIssue", "Severity", "Site", "SiteAccess", "SkippedRun",
 ]

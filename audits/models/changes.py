@@ -44,6 +44,38 @@ class GoneIssue(models.Model):
         return f"{self.change}: {self.code} on {self.url}"
 
 
+class RecheckedIssue(models.Model):
+    """An issue of the audit a validation re-checked, with the validation's verdict on it (``audits.validation``).
+
+    Copied at the validation's finalize, in the re-checked audit's words, so its checklist stays what it
+    judged whatever becomes of that audit (deleted, its issues marked since).
+    """
+
+    class Result(models.TextChoices):
+        STILL = "still", "Still there"
+        UNKNOWN = "unknown", "Unknown"
+        FIXED = "fixed", "Fixed"
+
+    audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="rechecked_issues", db_index=False)
+    result = models.CharField(max_length=8, choices=Result.choices)
+    key = models.CharField(max_length=32)
+    url_hash = models.CharField(max_length=32)
+    url = models.TextField()
+    code = models.CharField(max_length=40)
+    severity = models.CharField(max_length=10, choices=Severity.choices)
+    message = models.TextField()
+    target_url = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["audit", "key"], name="recheckedissue_unique_key_per_audit"),
+        ]
+
+    def __str__(self):
+        return f"{self.result}: {self.code} on {self.url}"
+
+
 class PageChange(models.Model):
     """A crawled URL that appeared, disappeared or changed between the baseline and this audit.
 

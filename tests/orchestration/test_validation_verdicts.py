@@ -368,3 +368,36 @@ def test_a_re_anchored_link_ignored_on_a_validation_by_its_rows_alone_is_ignored
                review=Issue.Review.IGNORED)
     assert validation.settle_ignores(source) == 1
     assert Issue.objects.get(audit=source).review == Issue.Review.IGNORED
+
+
+def test_the_checklist_is_what_the_validation_judged_whatever_becomes_of_the_audit_it_re_checked(owner):
+    """Two links from /a to /gone then, one (its anchor text changed) now: both still there, in their words."""
+    source = make_audit(owner, start_url=f"{SITE}/", status=Audit.Status.COMPLETED)
+    a, gone = f"{SITE}/a", f"{SITE}/gone"
+    then = make_page(source, a)
+    for anchor in ("x", "y"):
+        make_issue(source, "broken_link_internal", a, page=then, target_url=gone, key=f"anchor-{anchor}",
+                   message=f"Link '{anchor}' to {gone} answers 404")
+    make_issue(source, "title_missing", a, page=then)
+    check = make_audit(owner, start_url=f"{SITE}/", **follow_up_fields(source, Audit.Mode.VALIDATE))
+    now = make_page(check, a, head_facts={})
+    make_issue(check, "broken_link_internal", a, page=now, target_url=gone, key="anchor-z",
+               message=f"Link 'z' to {gone} answers 404")
+    Audit.objects.filter(pk=check.pk).update(status=Audit.Status.COMPLETED)
+    check.refresh_from_db()
+    diff.record(check)
+
+    def judged():
+        return [(v.result, v.code, v.message) for v in validation.checklist(check)]
+
+    before = judged()
+    assert before == [("still", "broken_link_internal", f"Link '{anchor}' to {gone} answers 404") for anchor in "xy"
+                      ] + [("fixed", "title_missing", "Title missing")]
+    counted = validation.counts(check)
+    assert counted == {"still": 2, "unknown": 0, "fixed": 1}
+    purge.delete_soon(source)
+    assert judged() == before
+    purge.purge_rows(source.pk)
+    check.refresh_from_db()
+    assert check.source_id is None
+    assert judged() == before and validation.counts(check) == counted
