@@ -20,6 +20,7 @@ from config.client_ip import network_of
 
 from . import validation
 from .models import CRAWL_SETTINGS, Audit, Site
+from .thresholds import overrides_of
 
 
 def enqueue(func: str, *args, name: str, queue: str | None = None) -> None:
@@ -248,8 +249,10 @@ def follow_up_fields(source: Audit, mode: str) -> dict:
     fields = {"mode": mode, "source": source}
     if mode == Audit.Mode.VALIDATE:
         validation.settle_ignores(source)
-        # Judged by the source's thresholds: a verdict says whether its issue is still there.
-        fields["thresholds"] = source.thresholds
+        # Judged by the source's thresholds: a verdict says whether its issue is still there. By those it judged by,
+        # when it kept them: an upgrade since may have changed a default it did not set.
+        fields["thresholds"] = overrides_of(source.judged_by) if source.judged_by else source.thresholds
+        fields["judged_by"] = source.judged_by
         # Plus the start step's rows: two when the start URL redirects (the typed
         # URL and where it lands). A validation queues only its seeds, so a spare
         # row is never spent on anything else.

@@ -1,7 +1,10 @@
 """The check thresholds an audit may change (CHECKS.md: "defaults that an audit's settings can change").
 
 An audit and a site store only the values that differ from the defaults, so a
-default changed in a later release reaches every audit that never set it.
+default changed in a later release reaches every audit that never set it. Once
+an audit's crawl begins it also keeps every value it judges by (``judged``,
+``Audit.judged_by``): what it judged by stays so after an upgrade, and a
+validation of it judges by the same.
 """
 
 from __future__ import annotations
@@ -59,3 +62,17 @@ def described(overrides: dict | None) -> list[str]:
     """Each changed threshold for people: "Longest title 70 characters (default 60)"."""
     return [f"{BY_NAME[name].label} {value:,} {BY_NAME[name].unit} (default {BY_NAME[name].default:,})"
             for name, value in (overrides or {}).items() if name in BY_NAME]
+
+
+def judged(settings: CheckSettings) -> dict[str, int]:
+    """Every value ``settings`` judges by, defaults included: what an audit keeps (``Audit.judged_by``)."""
+    return dataclasses.asdict(settings)
+
+
+def settings_of(overrides: dict | None, judged_by: dict | None) -> CheckSettings:
+    """What an audit judges by: the values it kept (``judged``) once its crawl began, else the defaults with its
+    ``overrides``. A value CheckSettings has gained since it was kept takes its default."""
+    if not judged_by:
+        return check_settings(overrides)
+    names = {field.name for field in dataclasses.fields(CheckSettings)}
+    return dataclasses.replace(DEFAULTS, **{name: int(value) for name, value in judged_by.items() if name in names})

@@ -26,7 +26,7 @@ from crawler.urls import url_hash
 from ..models import Audit, FrontierURL, Issue, Page
 from ..secrets import SecretUnreadable
 from ..sql import placeholders
-from ..thresholds import check_settings
+from ..thresholds import settings_of
 from .admission import LOOKUP_BATCH
 from .session import site_access
 from .setup import CrawlSetup, internal_test
@@ -74,7 +74,7 @@ def refusal(audit: Audit) -> str | None:
     crawler (``crawler.reading``).
     """
     source = Audit.objects.filter(pk=audit.source_id, deleting=False).values(
-        "origin", "access_identity", "render", "user_agent", "reading", "thresholds").first()
+        "origin", "access_identity", "render", "user_agent", "reading", "thresholds", "judged_by").first()
     if source is None:
         return "the audit it would reuse is deleted."
     name = f"audit {audit.source_id}"
@@ -88,7 +88,7 @@ def refusal(audit: Audit) -> str | None:
         return f"{name} was crawled as another user agent."
     if source["reading"] != audit.reading:
         return f"{name} was read by another version of Siteward's crawler."
-    if check_settings(source["thresholds"]) != audit.check_settings():
+    if settings_of(source["thresholds"], source["judged_by"]) != audit.check_settings():
         return f"{name} judged pages by other thresholds."
     return None
 

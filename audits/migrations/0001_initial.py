@@ -38,6 +38,7 @@ class Migration(migrations.Migration):
                 ('allow_private', models.BooleanField(default=False, help_text='Allow private and loopback addresses')),
                 ('render', models.CharField(choices=[('none', 'HTML only'), ('all', 'Render every page'), ('auto', 'Render app shells')], default='none', help_text='Render pages in headless Chromium: none, all, or auto (app shells)', max_length=5)),
                 ('thresholds', models.JSONField(blank=True, default=dict, help_text='Check thresholds that differ from the defaults (audits.thresholds)')),
+                ('judged_by', models.JSONField(blank=True, editable=False, null=True)),
                 ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('finalizing', 'Finalizing'), ('completed', 'Completed'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], default='queued', max_length=16)),
                 ('phase', models.CharField(choices=[('queued', 'Waiting for a worker'), ('starting', 'Resolving the start URL, robots.txt and sitemaps'), ('crawling', 'Crawling'), ('finalizing', 'Cross-page checks'), ('done', 'Done')], default='queued', max_length=16)),
                 ('pages_crawled', models.PositiveIntegerField(default=0)),

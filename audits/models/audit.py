@@ -20,7 +20,7 @@ from crawler.checks import CheckSettings
 from crawler.reading import reading
 from crawler.types import Severity as CrawlSeverity
 
-from ..thresholds import check_settings, described
+from ..thresholds import described, judged, overrides_of, settings_of
 
 # How an audit treats JavaScript (crawler.render_rules): read the HTML only,
 # render every page, or render the pages whose HTML looks like an app shell.
@@ -132,6 +132,9 @@ class Audit(models.Model):
                               help_text="Render pages in headless Chromium: none, all, or auto (app shells)")
     thresholds = models.JSONField(default=dict, blank=True,
                                   help_text="Check thresholds that differ from the defaults (audits.thresholds)")
+    # Every threshold the checks judge by, defaults included, kept as the crawl begins (audits.thresholds.judged):
+    # a default an upgrade changes since changes neither what this audit judged by nor what a validation of it does.
+    judged_by = models.JSONField(null=True, blank=True, editable=False)
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.QUEUED)
@@ -268,7 +271,8 @@ class Audit(models.Model):
                     http_unsure: str = "") -> bool:
         return self._transition(
             [self.Status.RUNNING], phase=self.Phase.CRAWLING, origin=origin, access_identity=access_identity,
-            not_found_hash=not_found_hash, http_unsure=http_unsure[:300], reading=reading(), heartbeat_at=Now(),
+            not_found_hash=not_found_hash, http_unsure=http_unsure[:300], reading=reading(),
+            judged_by=judged(self.check_settings()), heartbeat_at=Now(),
         )
 
     def resume_crawl(self) -> bool:
@@ -541,11 +545,13 @@ class Audit(models.Model):
         return {name: getattr(self, name) for name in fields}
 
     def check_settings(self) -> CheckSettings:
-        """The thresholds this audit's checks judge by: the defaults and what it changed."""
-        return check_settings(self.thresholds)
+        """The thresholds this audit's checks judge by: those it kept as its crawl began, else the defaults and
+        what it changed."""
+        return settings_of(self.thresholds, self.judged_by)
 
     def thresholds_described(self) -> list[str]:
-        return described(self.thresholds)
+        """Those that differ from today's defaults: what it changed, or a default it judged by before an upgrade."""
+        return described(overrides_of(self.judged_by) if self.judged_by else self.thresholds)
 
     @classmethod
     def comparable(cls):

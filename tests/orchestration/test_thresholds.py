@@ -3,16 +3,18 @@ the command and the admin, kept by the site and re-runs, judged by every check t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 from django.urls import reverse
 
+from audits import thresholds, validation
 from audits.crawl.reuse import source_of
 from audits.forms import AuditForm
 from audits.inline import run_audit_inline
 from audits.models import Audit, Site
-from audits.services import follow_up, rerun_audit
+from audits.services import follow_up, follow_up_fields, rerun_audit
 from tests.audit_command import run_audit
 from tests.factories import make_audit
 from tests.scripted_site import Answer, ScriptedSite
@@ -115,6 +117,21 @@ def test_a_validation_judges_by_its_sources_thresholds_and_a_delta_by_its_own(ow
     other = make_audit(owner, mode=Audit.Mode.DELTA, source=source, origin="https://shop.example")
     assert source_of(same) == source.pk
     assert source_of(other) is None  # its page issues were judged by other limits: nothing is reused
+
+
+def test_a_validation_after_an_upgrade_that_changed_a_default_judges_by_what_its_source_judged_by(
+        owner, fast_settings, chain, monkeypatch):
+    first = crawled(owner, chain)  # the default longest title, 60: each 65-character title is too long
+    assert len(codes_on(first, "title_length")) == 4
+    # An upgrade raises the default to 70. The titles did not change: none of them is fixed.
+    monkeypatch.setattr(thresholds, "DEFAULTS", dataclasses.replace(thresholds.DEFAULTS, title_max=70))
+    check = crawled(owner, chain, **follow_up_fields(first, Audit.Mode.VALIDATE))
+    assert check.check_settings().title_max == 60
+    assert {v.result for v in validation.checklist(check) if v.code == "title_length"} == {"still"}
+    assert "Longest title 60 characters (default 70)" in check.thresholds_described()
+    # The first says what it judged by; a new audit, as one a person re-runs from it, judges by the new default.
+    assert "Longest title 60 characters (default 70)" in first.thresholds_described()
+    assert rerun_audit(first).check_settings().title_max == 70
 
 
 def test_the_command_takes_thresholds_and_reports_them(owner, fast_settings, chain, tmp_path):
