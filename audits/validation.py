@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import BooleanField, ExpressionWrapper, Q
 
 from crawler.catalogue import (
     CATALOGUE,
@@ -26,10 +26,12 @@ from crawler.catalogue import (
     SITE_WIDE_CODES,
     START_CODES,
 )
-from crawler.types import FetchError
+from crawler.robots import Robots
+from crawler.types import UNVERIFIED_STATUSES, FetchError
 from crawler.urls import InvalidURL, normalize, origin_of, url_hash
 
 from .diff import IGNORED_IN_SQL
+from .knobs import knob
 from .models import Audit, IgnoreRule, Issue, Page
 
 # Hashes per IN (...) lookup, as the crawl's (audits.crawl.admission).
@@ -134,6 +136,7 @@ class Verdict:
     target_url: str
     message: str
     start_why: str = ""  # a start code's unknown: what happened at the validation's start (``start_whys``)
+    url_why: str = ""  # a page's or a link's unknown: what the validation's fetch of its URL says (``url_whys``)
 
     @property
     def type(self):
@@ -146,7 +149,7 @@ class Verdict:
     @property
     def spans_site(self) -> bool:
         """A check across the whole site, which a validation never re-runs: its issue is unknown by design."""
-        return self.code in SITE_WIDE_CODES and not (self.code in PAGE_AND_CROSS_CODES and not self.target_url)
+        return site_wide(self.code, self.target_url)
 
     @property
     def why(self) -> str:
@@ -155,13 +158,61 @@ class Verdict:
             return ""
         if self.spans_site:
             return "A check across the whole site: a validation, which re-fetches a few URLs, cannot re-run it."
-        if self.start_why:
-            return self.start_why
+        if self.start_why or self.url_why:
+            return self.start_why or self.url_why
         if self.code in LINK_CODES:
             return ("The page or the link's target could not be fetched this time, or the page now redirects, "
                     "or the page was rendered last time and could not be this time.")
         return ("The URL could not be fetched this time, or was not checked as a page: it failed, now redirects, "
                 "is no longer read as HTML, its checks broke, or it was rendered last time and could not be this time.")
+
+
+def site_wide(code: str, target_url: str) -> bool:
+    """Whether an issue is a check across the whole site, which a validation cannot re-run (not a page's own tags)."""
+    return code in SITE_WIDE_CODES and not (code in PAGE_AND_CROSS_CODES and not target_url)
+
+
+def url_whys(audit: Audit, rows: list[tuple]) -> dict[tuple[str, str], str]:
+    """Why the unknown page and link verdicts among ``rows`` (CHECKLIST_SQL's) are unknown, by (url, target): what
+    ``audit`` stored of the URL, else of a link's target. A row that says nothing (the URL answered 2xx as a page:
+    its render or its checks failed) leaves ``Verdict.why``'s general words."""
+    asked = [(url, target if code in LINK_CODES else "") for result, code, _, url, target, _ in rows
+             if result == "unknown" and code not in START_CODES and not site_wide(code, target)]
+    hashes = sorted({url_hash(url) for pair in asked for url in pair if url})
+    pages = {}
+    for start in range(0, len(hashes), LOOKUP_BATCH):
+        found = Page.objects.filter(audit=audit, url_hash__in=hashes[start:start + LOOKUP_BATCH]).annotate(
+            parsed=ExpressionWrapper(Q(head_facts__isnull=False), output_field=BooleanField()))
+        pages.update((row[0], row[1:]) for row in found.values_list(
+            "url_hash", "fetch_error", "status_code", "redirect_count", "final_url", "parsed"))
+    # The robots.txt the validation crawled by (never read: a start that failed before it).
+    robots = (Robots.from_stored(audit.robots_status, audit.robots_http_status, audit.robots_body)
+              if audit.respect_robots and audit.robots_status == "ok" else None)
+    agent = audit.user_agent or knob("USER_AGENT")
+
+    def said(url: str, *, target: bool = False) -> str:
+        what, whom = ("The link's target", "the link's target") if target else ("It", "this URL")
+        page = pages.get(url_hash(url))
+        if page is None:
+            if robots is not None and not robots.allowed(url, agent):
+                return f"robots.txt now disallows {whom}: it was not fetched this time."
+            return (f"{what} was not fetched this time: it is outside the crawl's limits now (another origin, "
+                    "an excluded path, the logout URL), or the crawl stopped before it.")
+        error, status, redirects, final, parsed = page
+        if error:
+            return f"{what} gave no answer this time: {_failure(error)}."
+        if target:  # one that answered says nothing unless its answer does: the page's render or checks may be why
+            return (f"{what} answered {status} this time, as servers answer crawlers they refuse: it says nothing "
+                    "of the link." if status in UNVERIFIED_STATUSES else "")
+        if redirects:
+            return f"{what} now redirects to {final}: the URL itself was not checked as a page."
+        if status is None or not 200 <= status < 300:
+            return f"{what} answered {status} this time."
+        if not parsed:
+            return f"{what} was not read as an HTML page this time (served as another type, or cut at the size cap)."
+        return ""
+
+    return {(url, target): said(url) or (said(target, target=True) if target else "") for url, target in asked}
 
 
 _NOT_READ = "so the sitemaps and the http:// address were not read."
@@ -236,7 +287,9 @@ def verdicts(audit: Audit, *, limit: int | None = None) -> Iterator[Verdict]:
     with connection.chunked_cursor() as cursor:
         cursor.execute(sql, params)
         while rows := cursor.fetchmany(FETCH_BATCH):
-            yield from (Verdict(*row, start_why=whys.get(row[1], "") if row[0] == "unknown" else "")
+            answers = url_whys(audit, rows)
+            yield from (Verdict(*row, start_why=whys.get(row[1], "") if row[0] == "unknown" else "",
+                                url_why=answers.get((row[3], row[4] if row[1] in LINK_CODES else ""), ""))
                         for row in rows)
 
 

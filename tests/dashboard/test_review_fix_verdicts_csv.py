@@ -60,7 +60,7 @@ def test_the_csv_has_every_verdict_even_past_the_checklist_the_page_shows(owner_
     link = next(row for row in rows if row["code"] == "broken_link_internal")
     assert (link["severity"], link["target_url"], link["title"]) == ("critical", f"{SITE}/gone", "Broken internal link")
     unknown = next(row for row in rows if (row["code"], row["url"]) == ("title_length", f"{SITE}/about"))
-    assert unknown["why"].startswith("The URL could not be fetched this time")
+    assert unknown["why"] == "It was not read as an HTML page this time (served as another type, or cut at the size cap)."
     assert all(row["why"] == "" for row in rows if row["result"] != "unknown")
 
 

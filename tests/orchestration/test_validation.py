@@ -128,6 +128,8 @@ def test_a_broken_external_link_whose_host_now_refuses_crawlers_is_unknown_not_f
                                **follow_up_fields(first, Audit.Mode.VALIDATE)))
         assert other.requests["/moved"] == 2
     assert link_verdicts(check)[("broken_link_external", "", "moved")] == "unknown"
+    (verdict,) = [v for v in validation.checklist(check) if v.code == "broken_link_external"]
+    assert verdict.why.startswith("The link's target answered 403 this time, as servers answer crawlers they refuse")
 
 
 def test_every_issue_url_is_fetched_when_the_start_url_redirects(owner, fast_settings):

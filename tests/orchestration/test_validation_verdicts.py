@@ -202,6 +202,7 @@ def test_an_issue_of_a_page_rendered_then_but_not_now_is_unknown_not_fixed(owner
     make_issue(source, "broken_link_internal", app, page=source.pages.get(url=app), target_url=f"{SITE}/gone")
     check = make_audit(owner, start_url=f"{SITE}/", **follow_up_fields(source, Audit.Mode.VALIDATE))
     make_page(check, app, rendered=False, head_facts={})  # the raw page, kept when the render failed
+    make_page(check, f"{SITE}/gone", status_code=404)  # the link's target, fetched again
     make_page(check, fine, rendered=True, head_facts={})
     diff.record(check)
     found = {(v.code, v.url): v for v in validation.checklist(check)}
@@ -401,3 +402,26 @@ def test_the_checklist_is_what_the_validation_judged_whatever_becomes_of_the_aud
     check.refresh_from_db()
     assert check.source_id is None
     assert judged() == before and validation.counts(check) == counted
+
+
+def test_an_unknown_says_what_happened_to_its_url_this_time(owner, fast_settings):
+    """Not the list of what may have happened: what the validation's own fetch of the URL says."""
+    with ScriptedSite() as web:
+        paths = ("/private", "/down", "/moved", "/plain")
+        web.pages.update({"/": Answer(page("Home of the validation site", "".join(f'<a href="{p}">x</a>' for p in paths))),
+                          "/private": Answer(page(None)), "/down": Answer(page("Gone"), status=404),
+                          "/moved": Answer(page(None)), "/plain": Answer(page(None))})
+
+        def change():
+            web.pages["/robots.txt"] = Answer("User-agent: *\nDisallow: /private\n", ctype="text/plain")
+            web.pages["/down"] = Answer(page("Down"), status=503)
+            web.pages["/moved"] = Answer(status=301, headers={"Location": "/elsewhere"})
+            web.pages["/elsewhere"] = Answer(page(None))
+            web.pages["/plain"] = Answer(page(None), ctype="text/plain")
+
+        _, check = first_and_check(owner, web, change)
+    why = {(v.code, v.url.split("/", 3)[3]): v.why for v in validation.checklist(check) if v.result == "unknown"}
+    assert why[("title_missing", "private")] == "robots.txt now disallows this URL: it was not fetched this time."
+    assert why[("http_4xx", "down")] == "It answered 503 this time."
+    assert why[("title_missing", "moved")] == f"It now redirects to {web.url('/elsewhere')}: the URL itself was not checked as a page."
+    assert why[("title_missing", "plain")] == "It was not read as an HTML page this time (served as another type, or cut at the size cap)."
