@@ -8,8 +8,7 @@ import pytest
 from django.conf import settings
 from django.db.models import F
 
-from audits import diff
-from audits.crawl import setup as crawl_setup
+from audits import diff, thresholds
 from audits.inline import run_audit_inline
 from audits.models import Audit, GoneIssue, Issue, PageChange, Site
 from audits.services import follow_up_fields
@@ -45,7 +44,7 @@ def html(site: EditableSite, path: str, links: list[str], *, title: str | None =
 @pytest.fixture(autouse=True)
 def never_slow(monkeypatch):
     """slow_response depends on the machine's load, not the site: out of the exact sets below."""
-    monkeypatch.setattr(crawl_setup, "CheckSettings", lambda: CheckSettings(slow_ms=600_000))
+    monkeypatch.setattr(thresholds, "DEFAULTS", CheckSettings(slow_ms=600_000))
 
 
 @pytest.fixture

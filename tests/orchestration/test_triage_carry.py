@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from audits.crawl import setup as crawl_setup
+from audits import thresholds
 from audits.models import Audit, IgnoreRule, Issue
 from audits.services import follow_up_fields
 from crawler.checks import CheckSettings
@@ -27,7 +27,7 @@ SCHEDULED = {"trigger": Audit.Trigger.SCHEDULE}
 @pytest.fixture
 def site(monkeypatch):
     """The editable site of test_run_diff, with slow_response out of the way as there."""
-    monkeypatch.setattr(crawl_setup, "CheckSettings", lambda: CheckSettings(slow_ms=600_000))
+    monkeypatch.setattr(thresholds, "DEFAULTS", CheckSettings(slow_ms=600_000))
     with EditableSite(sitemap=True) as editable:
         yield editable
 

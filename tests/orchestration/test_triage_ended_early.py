@@ -7,8 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from audits import inlinks, tasks
-from audits.crawl import setup as crawl_setup
+from audits import inlinks, tasks, thresholds
 from audits.crawl import writer
 from audits.models import Audit, IgnoreRule, Issue, Severity
 from audits.services import cancel_audit
@@ -33,7 +32,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def site(monkeypatch):
     """The editable site of test_run_diff, with slow_response out of the way as there."""
-    monkeypatch.setattr(crawl_setup, "CheckSettings", lambda: CheckSettings(slow_ms=600_000))
+    monkeypatch.setattr(thresholds, "DEFAULTS", CheckSettings(slow_ms=600_000))
     with EditableSite(sitemap=True) as editable:
         yield editable
 
