@@ -64,7 +64,8 @@ def parse_args(argv=None):
 class Database:
     """Points Django at an empty database before ``django.setup()``, and removes it afterwards."""
 
-    def __init__(self):
+    def __init__(self, name: str = PG_DATABASE):
+        self.name = name  # the PostgreSQL database's, and the SQLite directory's prefix
         self.url = os.environ.get("DATABASE_URL", "")
         self.postgres = self.url.startswith(("postgres://", "postgresql://"))
         self.tmp: str | None = None
@@ -76,10 +77,10 @@ class Database:
             parts = urlsplit(self.url)
             self.server = {"host": parts.hostname or "127.0.0.1", "port": parts.port or 5432,
                            "user": parts.username or "postgres", "password": parts.password}
-            self._admin(f'DROP DATABASE IF EXISTS "{PG_DATABASE}" WITH (FORCE)', f'CREATE DATABASE "{PG_DATABASE}"')
-            os.environ["DATABASE_URL"] = parts._replace(path=f"/{PG_DATABASE}").geturl()
+            self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)', f'CREATE DATABASE "{self.name}"')
+            os.environ["DATABASE_URL"] = parts._replace(path=f"/{self.name}").geturl()
         else:
-            self.tmp = tempfile.mkdtemp(prefix="bench-diff-")
+            self.tmp = tempfile.mkdtemp(prefix=f"{self.name}-")
             os.environ.pop("DATABASE_URL", None)
             os.environ["SITEWARD_VAR_DIR"] = self.tmp  # settings put the SQLite file there
         return self
@@ -96,7 +97,7 @@ class Database:
 
         connections.close_all()
         if self.postgres:
-            self._admin(f'DROP DATABASE IF EXISTS "{PG_DATABASE}" WITH (FORCE)')
+            self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
         elif self.tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
