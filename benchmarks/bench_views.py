@@ -56,6 +56,7 @@ CODE_WEIGHTS = {
 }
 # Issues about a link name its target.
 LINK_CODES = {"broken_link_internal", "broken_link_external", "broken_resource", "redirect_internal_link"}
+STATEMENT_FLOOR = 0.005  # seconds: the statements listed under the table
 SECTIONS = ("docs", "blog", "shop", "help", "news", "about", "api", "forum")
 
 
@@ -249,11 +250,19 @@ def time_screens(owner, audit, args) -> list[dict]:
                 started = time.perf_counter()
                 client.get(path, query)
                 seconds.append(time.perf_counter() - started)
-        slowest = max(times.times)
         results.append({"screen": label, "median": statistics.median(seconds), "min": min(seconds),
                         "max": max(seconds), "queries": len(times.times), "db": sum(t for t, _ in times.times),
-                        "slowest": slowest})
+                        "slowest": max(times.times), "statements": times.times})
     return results
+
+
+def statements(results: list[dict], floor: float) -> str:
+    """Each screen's statements of its last repeat that took ``floor`` seconds or more, slowest first."""
+    lines = []
+    for r in results:
+        lines.append(f"{r['screen']}:")
+        lines += [f"  {spent:7.3f} s  {sql}" for spent, sql in sorted(r["statements"], reverse=True) if spent >= floor]
+    return "\n".join(lines)
 
 
 def table(results: list[dict]) -> str:
@@ -298,6 +307,8 @@ def main(argv=None) -> int:
         print(f"plan: {args.pages:,} page rows, {args.issues:,} issues, {args.repeats} timed requests a screen")
         owner, audit = build(plan)
         results = time_screens(owner, audit, args)
+        print(f"\nstatements of {STATEMENT_FLOOR * 1000:.0f} ms or more in the last repeat:")
+        print(statements(results, STATEMENT_FLOOR))
         print()
         print(table(results))
     return 0
