@@ -15,8 +15,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from crawler.catalogue import CATALOGUE
 
 from . import diff, exports
-from .issue_views import SEVERITY_RANK
-from .models import Audit, GoneIssue, Issue, PageChange
+from .models import SEVERITY_RANK, Audit, GoneIssue, Issue, PageChange
 from .tables import MAX_PAGE_NUMBER, PER_PAGE, Window, audit_view, wants_partial, window
 
 SHOWS = diff.ISSUE_CHANGES + diff.PAGE_CHANGES
@@ -92,7 +91,7 @@ def audit_compare(request, audit, other_id):
         # stored list does too; the live counts and list both keep them.
         issues = (Issue.objects.filter(audit=newer, change=show).exclude(review=Issue.Review.IGNORED) if stored
                   else (diff.new_issues if show == "new" else diff.persisting_issues)(newer, base))
-        page = window(issues.annotate(severity_rank=SEVERITY_RANK).order_by("severity_rank", "code", "id"), request)
+        page = window(issues.order_by("severity_rank", "code", "id"), request)
         context.update(page_obj=page, rows=_issue_rows(page.object_list), table="issues")
     elif show in ("fixed", "unknown"):
         if stored:

@@ -11,7 +11,7 @@ import copy
 import re
 from urllib.parse import urlsplit
 
-from django.db.models import Case, IntegerField, Q, Value, When
+from django.db.models import Q
 from django.shortcuts import render
 from django.urls import reverse
 
@@ -19,15 +19,18 @@ from crawler.catalogue import CATALOGUE
 from crawler.urls import compile_patterns, url_hash
 
 from .forms import IgnoreRuleForm
-from .models import Audit, GoneIssue, Issue, IssueCode, Page, Severity
+from .models import (
+    SEVERITY_RANK,
+    SEVERITY_RANKS,
+    Audit,
+    GoneIssue,
+    Issue,
+    IssueCode,
+    Page,
+    Severity,
+)
 from .sections import clean_section, under_section
 from .tables import audit_view, query_text, sort_choice, wants_partial, window
-
-SEVERITY_RANK = Case(
-    When(severity=Severity.CRITICAL, then=Value(0)),
-    When(severity=Severity.WARNING, then=Value(1)),
-    default=Value(2), output_field=IntegerField(),
-)
 
 ISSUE_SORTS = {
     "severity": ["severity_rank", "code", "id"],
@@ -77,7 +80,10 @@ def filtered_issues(audit: Audit, filters: dict):
         if filters["change"] in (Issue.Change.NEW, Issue.Change.PERSISTING):
             issues = issues.filter(change=filters["change"])
     if filters["severity"] in Severity.values:
-        issues = issues.filter(severity=filters["severity"])
+        # An issue by its stored rank, the same choice: the index of the table's order then
+        # serves the filter too (issue_audit_rank).
+        issues = (issues.filter(severity=filters["severity"]) if gone
+                  else issues.filter(severity_rank=SEVERITY_RANKS[filters["severity"]]))
     if filters["code"] in IssueCode.values:
         issues = issues.filter(code=filters["code"])
     if filters["review"] == ACTIVE and not gone:
@@ -131,8 +137,8 @@ def table_context(request, audit: Audit, query) -> dict:
     sort, order = sort_choice(request, ISSUE_SORTS, "severity")
     if gone and sort.lstrip("-") == "review":
         sort, order = "severity", ISSUE_SORTS["severity"]
-    if "severity_rank" in order[0]:
-        issues = issues.annotate(severity_rank=SEVERITY_RANK)
+    if gone and "severity_rank" in order[0]:
+        issues = issues.annotate(severity_rank=SEVERITY_RANK)  # an issue's own column (Issue.severity_rank)
     issues = issues.order_by(*order)
     if not gone:
         issues = issues.only(

@@ -156,6 +156,7 @@ class Migration(migrations.Migration):
                 ('url_hash', models.CharField(blank=True, max_length=32)),
                 ('code', models.CharField(choices=[('http_4xx', 'Page returns 4xx'), ('http_5xx', 'Page returns 5xx'), ('fetch_failed', 'Page could not be fetched'), ('broken_link_internal', 'Broken internal link'), ('broken_link_external', 'Broken external link'), ('external_links_unchecked', 'External links unchecked'), ('links_to_sibling_origin', 'Links go to another version of the site'), ('crawl_traps_skipped', 'URLs skipped as likely crawler traps'), ('broken_resource', 'Broken image, script or stylesheet'), ('redirect_internal_link', 'Internal link to a redirect'), ('redirect_chain', 'Redirect chain'), ('redirect_loop', 'Redirect loop'), ('redirect_broken_target', 'Redirect to a broken page'), ('redirect_temporary', 'Temporary redirect'), ('meta_refresh', 'Meta refresh'), ('http_not_redirected', 'HTTP version not redirected'), ('mixed_content_active', 'Active mixed content'), ('mixed_content_passive', 'Passive mixed content'), ('insecure_link_or_form', 'Link or form to http'), ('noindex', 'Page is noindex'), ('nofollow', 'Nofollow'), ('blocked_by_robots', 'Blocked by robots.txt'), ('robots_txt_unavailable', 'robots.txt unavailable'), ('robots_txt_missing', 'robots.txt missing'), ('crawl_delay_capped', 'Crawl-delay too long'), ('sitemap_missing', 'No sitemap'), ('sitemaps_partly_read', 'Sitemaps only partly read'), ('sitemap_invalid', 'Invalid sitemap'), ('sitemap_bad_url', 'Bad URL in sitemap'), ('orphan_page', 'Orphan page'), ('canonical_missing', 'Canonical missing'), ('canonical_conflict', 'Conflicting canonicals'), ('canonical_bad_target', 'Canonical points to a bad URL'), ('canonical_relative_or_invalid', 'Relative or invalid canonical'), ('title_missing', 'Title missing'), ('title_duplicate', 'Duplicate title'), ('title_length', 'Title too short or too long'), ('meta_description_missing', 'Meta description missing'), ('meta_description_duplicate', 'Duplicate meta description'), ('meta_description_length', 'Meta description too short or too long'), ('head_tags_multiple', 'Repeated or misplaced head tags'), ('h1_missing', 'H1 missing'), ('h1_multiple', 'Several H1 headings'), ('img_alt_missing', 'Image without alt text'), ('hreflang_error', 'hreflang problem'), ('duplicate_content', 'Duplicate content'), ('deep_page', 'Page is deep in the site'), ('slow_response', 'Slow response'), ('render_title_changed', 'Title set or changed by JavaScript'), ('render_canonical_changed', 'Canonical set or changed by JavaScript'), ('render_noindex_changed', 'noindex added or removed by JavaScript'), ('render_links_added', 'Links only present after rendering'), ('render_content_added', 'Content mostly added by JavaScript'), ('render_js_error', 'JavaScript error while rendering'), ('render_request_failed', 'A request the page made failed'), ('render_request_blocked', 'A request the page made was refused'), ('render_failed', 'The page could not be rendered'), ('render_timeout', 'Rendering never finished'), ('soft_404', 'Soft 404'), ('anchor_missing', 'Link to a missing anchor'), ('heading_order', 'Heading levels skipped'), ('html_lang_missing', 'Page language missing'), ('viewport_missing', 'Viewport missing'), ('structured_data_invalid', 'Invalid structured data'), ('near_duplicate', 'Near-duplicate content'), ('thin_content', 'Thin content'), ('large_html', 'Large HTML'), ('binary_html', 'Binary file served as HTML'), ('large_image', 'Large image'), ('dead_end', 'Page without links'), ('url_hygiene', 'Untidy URL'), ('security_headers_missing', 'Security headers missing')], max_length=40)),
                 ('severity', models.CharField(choices=[('critical', 'Critical'), ('warning', 'Warning'), ('notice', 'Notice')], max_length=10)),
+                ('severity_rank', models.GeneratedField(db_persist=True, expression=models.Case(models.When(severity='critical', then=models.Value(0)), models.When(severity='warning', then=models.Value(1)), default=models.Value(2), output_field=models.SmallIntegerField()), output_field=models.SmallIntegerField())),
                 ('message', models.TextField()),
                 ('target_url', models.TextField(blank=True)),
                 ('key', models.CharField(help_text='Stable hash of what makes the issue unique', max_length=32)),
@@ -421,6 +422,10 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='page',
+            index=models.Index(fields=['audit', 'depth', 'id'], name='page_audit_depth'),
+        ),
+        migrations.AddIndex(
+            model_name='page',
             index=models.Index(condition=models.Q(('kind', 'page')), fields=['audit', 'title'], name='page_audit_title'),
         ),
         migrations.AddIndex(
@@ -441,7 +446,11 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='issue',
-            index=models.Index(fields=['audit', 'severity', 'code'], name='issue_audit_severity_code'),
+            index=models.Index(fields=['audit', 'severity', 'code', 'review'], name='issue_audit_severity_code'),
+        ),
+        migrations.AddIndex(
+            model_name='issue',
+            index=models.Index(fields=['audit', 'severity_rank', 'code', 'id'], name='issue_audit_rank'),
         ),
         migrations.AddIndex(
             model_name='issue',

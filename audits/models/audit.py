@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Count, F, Min, Q
+from django.db.models import Case, Count, F, Min, Q, Value, When
 from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
@@ -40,6 +40,16 @@ class Severity(models.TextChoices):
     CRITICAL = CrawlSeverity.CRITICAL.value, "Critical"
     WARNING = CrawlSeverity.WARNING.value, "Warning"
     NOTICE = CrawlSeverity.NOTICE.value, "Notice"
+
+
+# The order the issue tables list severities in, critical first: Issue.severity_rank keeps it
+# on every issue row; a list of rows without that column (GoneIssue) annotates it.
+SEVERITY_RANK = Case(
+    When(severity=Severity.CRITICAL, then=Value(0)),
+    When(severity=Severity.WARNING, then=Value(1)),
+    default=Value(2), output_field=models.SmallIntegerField(),
+)
+SEVERITY_RANKS = {Severity.CRITICAL.value: 0, Severity.WARNING.value: 1, Severity.NOTICE.value: 2}
 
 
 class Audit(models.Model):

@@ -10,7 +10,7 @@ from django.utils import timezone
 from crawler.catalogue import CATALOGUE
 from crawler.types import FetchError as CrawlFetchError
 
-from .audit import Audit, Severity
+from .audit import SEVERITY_RANK, Audit, Severity
 
 # The issue vocabulary is the crawler's catalogue, so there is exactly one list.
 IssueCode = models.TextChoices("IssueCode", [(code.upper(), (code, t.title)) for code, t in CATALOGUE.items()])
@@ -85,6 +85,9 @@ class Page(models.Model):
             models.Index(fields=["audit", "kind", "status_code"], name="page_audit_kind_status"),
             # Depth filter, depth chart and the deep_page finalize check.
             models.Index(fields=["audit", "kind", "depth"], name="page_audit_kind_depth"),
+            # The pages table in its default order (Meta.ordering, audits.page_views.PAGE_SORTS["depth"]):
+            # read in that order, not sorted for every screen.
+            models.Index(fields=["audit", "depth", "id"], name="page_audit_depth"),
             # Duplicate title / content finalize checks group by these. HTML pages
             # only: the resource and external rows (most of an audit's rows) have
             # neither, and each would cost two index entries for nothing.
@@ -132,6 +135,10 @@ class Issue(models.Model):
     url_hash = models.CharField(max_length=32, blank=True)
     code = models.CharField(max_length=40, choices=IssueCode.choices)
     severity = models.CharField(max_length=10, choices=Severity.choices)
+    # The issues table's default order by severity (issue_audit_rank), kept by the database from
+    # ``severity``: every path that writes or re-grades an issue, SQL of our own included, keeps it right.
+    severity_rank = models.GeneratedField(expression=SEVERITY_RANK, output_field=models.SmallIntegerField(),
+                                          db_persist=True)
     message = models.TextField()
     target_url = models.TextField(blank=True)
     key = models.CharField(max_length=32, help_text="Stable hash of what makes the issue unique")
@@ -150,8 +157,12 @@ class Issue(models.Model):
             models.UniqueConstraint(fields=["audit", "key"], name="issue_unique_key_per_audit"),
         ]
         indexes = [
-            # Issue table filters and the summary by severity and code.
-            models.Index(fields=["audit", "severity", "code"], name="issue_audit_severity_code"),
+            # The summary by severity and code, and its ignored ones: review too, so counting them
+            # reads this index alone, not a row of the table for each issue.
+            models.Index(fields=["audit", "severity", "code", "review"], name="issue_audit_severity_code"),
+            # The issues table in its default order (audits.issue_views.ISSUE_SORTS["severity"]), and
+            # filtered by severity and type, read in that order: no sort of the whole audit.
+            models.Index(fields=["audit", "severity_rank", "code", "id"], name="issue_audit_rank"),
             # ... and a link issue matched across audits by code, page and target (audits.diff.same_issue):
             # with the page's hash in the index that is a few rows, not every issue of the code.
             models.Index(fields=["audit", "code", "url_hash"], name="issue_audit_code_url"),

@@ -7,6 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from audits.exports import link_rows
+from audits.summary import issue_summary
 from tests.factories import SITE, make_finished_audit, make_link
 
 pytestmark = pytest.mark.django_db
@@ -134,3 +135,48 @@ def test_the_admin_lists_leave_out_a_deleting_audits_rows_in_the_queries_they_ma
         assert plans
         for plan in plans:
             assert "TEMP B-TREE" not in plan, plan
+
+
+# The issues table as the audit page links to it (review=active), by a severity or a type's row, and
+# unfiltered: each in the default order (severity, type, found).
+DEFAULT_ORDER_QUERIES = [
+    {"review": "active"},
+    {},
+    {"review": "active", "severity": "critical"},
+    {"review": "active", "severity": "notice", "code": "title_length"},
+]
+
+
+@sqlite_plans
+@pytest.mark.parametrize("query", DEFAULT_ORDER_QUERIES)
+def test_the_issues_by_severity_come_from_an_index_not_a_sort(owner_client, owner, query):
+    audit = make_finished_audit(owner)
+    with CaptureQueriesContext(connection) as ctx:
+        assert owner_client.get(reverse("issue-list", args=[audit.pk]), query).status_code == 200
+    plans = _explained(ctx.captured_queries, "audits_issue")
+    assert plans
+    for plan in plans:
+        assert "TEMP B-TREE" not in plan and "issue_audit_rank" in plan, plan
+
+
+@sqlite_plans
+@pytest.mark.parametrize("sort", ["depth", "-depth"])
+def test_the_pages_by_depth_come_from_an_index_not_a_sort(owner_client, owner, sort):
+    audit = make_finished_audit(owner)
+    with CaptureQueriesContext(connection) as ctx:
+        assert owner_client.get(reverse("page-list", args=[audit.pk]), {"sort": sort}).status_code == 200
+    plans = _explained(ctx.captured_queries, "audits_page")
+    assert plans
+    for plan in plans:
+        assert "TEMP B-TREE" not in plan and "page_audit_depth" in plan, plan
+
+
+@sqlite_plans
+def test_the_issue_totals_are_counted_from_an_index_without_reading_the_issues(owner):
+    audit = make_finished_audit(owner)
+    with CaptureQueriesContext(connection) as ctx:
+        assert issue_summary(audit)["total"]
+    plans = [_plan(q["sql"], ()) for q in ctx.captured_queries if 'FROM "audits_issue"' in q["sql"]]
+    assert plans
+    for plan in plans:
+        assert "COVERING INDEX issue_audit_severity_code" in plan, plan
