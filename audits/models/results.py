@@ -158,7 +158,8 @@ class Issue(models.Model):
         ]
         indexes = [
             # The summary by severity and code, and its ignored ones: review too, so counting them
-            # reads this index alone, not a row of the table for each issue.
+            # reads this index alone, not a row of the table for each issue. Not issue_audit_rank:
+            # SQLite reads a generated column from the table even where an index holds it.
             models.Index(fields=["audit", "severity", "code", "review"], name="issue_audit_severity_code"),
             # The issues table in its default order (audits.issue_views.ISSUE_SORTS["severity"]), and
             # filtered by severity and type, read in that order: no sort of the whole audit.
