@@ -8,7 +8,10 @@ this process: nothing goes over a network, so the only connection is the
 database's (a file, or PostgreSQL on 127.0.0.1). Each screen is asked once
 untimed, then ``--repeats`` times; the table gives the median, fastest and
 slowest wall time of the whole request (view, queries, template), the number of
-queries, and the slowest statement of the last repeat::
+queries, the time spent in executing them and the slowest statement of the last
+repeat (on SQLite a statement's rows are computed as they are fetched, after
+that time: the aggregates of the audit page are also timed alone, each call
+fetching its rows, in a second table)::
 
     .venv/bin/python -m benchmarks.bench_views                                 # SQLite, temp file
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
@@ -16,8 +19,8 @@ queries, and the slowest statement of the last repeat::
 
 SQLite has no statistics (the product never runs ANALYZE there); on
 PostgreSQL the database is vacuumed and analysed once after loading, as
-autovacuum soon does after an audit this size is written. ``--explain`` prints the plans of the list
-queries. A script, never a timed test.
+autovacuum soon does after an audit this size is written. ``--explain``
+prints the plans of the list queries. A script, never a timed test.
 """
 
 from __future__ import annotations
@@ -265,6 +268,27 @@ def statements(results: list[dict], floor: float) -> str:
     return "\n".join(lines)
 
 
+def time_parts(audit, repeats: int) -> list[dict]:
+    """The audit page's aggregates called alone, rows fetched and all: SQLite computes a statement's
+    rows as they are fetched, after the execute that the statement times above measure."""
+    from audits import views
+    from audits.summary import issue_summary
+
+    parts = [("issue totals by severity and type (summary.issue_summary)", lambda: issue_summary(audit)),
+             ("issues by section (views._sections)", lambda: views._sections(audit)),
+             ("the three charts (views._charts)", lambda: views._charts(audit))]
+    results = []
+    for label, call in parts:
+        call()
+        seconds = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            call()
+            seconds.append(time.perf_counter() - started)
+        results.append({"part": label, "median": statistics.median(seconds), "min": min(seconds)})
+    return results
+
+
 def table(results: list[dict]) -> str:
     lines = ["| screen | median s | fastest s | slowest s | queries | in the database s | slowest statement (s) |",
              "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
@@ -311,6 +335,9 @@ def main(argv=None) -> int:
         print(statements(results, STATEMENT_FLOOR))
         print()
         print(table(results))
+        print("\n| part of the audit page | median s | fastest s |\n| --- | ---: | ---: |")
+        for part in time_parts(audit, args.repeats):
+            print(f"| {part['part']} | {part['median']:.3f} | {part['min']:.3f} |")
     return 0
 
 
