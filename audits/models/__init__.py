@@ -10,7 +10,7 @@ from .site import CRAWL_SETTINGS, Site, SkippedRun
 from .site_access import AuditSession, SiteAccess
 
 __all__ = [
-    "CRAWL_SETTINGS", "SEVERITY_RANK", "SEVERITY_RANKS", "Audit", "AuditSession", "ChunkLease", "ChunkLeaseQuerySet", "FetchErrorCode", "FrontierQuerySet",
-    "FrontierURL", "GoneIssue", "IgnoreRule", "Inlink", "Issue", "IssueCode", "LinkEdge", "Notification", "Page",
-    "PageChange", "RecheckedIssue", "Severity", "Site", "SiteAccess", "SkippedRun",
+    "CRAWL_SETTINGS", "SEVERITY_RANK", "SEVERITY_RANKS", "Audit", "AuditSession", "ChunkLease", "ChunkLeaseQuerySet",
+    "FetchErrorCode", "FrontierQuerySet", "FrontierURL", "GoneIssue", "IgnoreRule", "Inlink", "Issue", "IssueCode",
+    "LinkEdge", "Notification", "Page", "PageChange", "RecheckedIssue", "Severity", "Site", "SiteAccess", "SkippedRun",
 ]
