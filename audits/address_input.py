@@ -19,9 +19,10 @@ _USERINFO = re.compile(r"^(\s*(?:[A-Za-z][A-Za-z0-9+.\-]*:)?[/\\]{2})?(?!\s*mail
 
 # A password holding a raw "/", "?" or "#" ends the authority there (the URL standard: "https://ann:pa/ss@host/"
 # is host "ann", port "pa"), so _USERINFO finds no login. When the text after the ":" cannot be a port and an
-# "@" comes later, everything from the "//" to the last "@" is taken for the login.
-_CUT_PASSWORD = re.compile(r"^(\s*(?:[A-Za-z][A-Za-z0-9+.\-]*:)?[/\\]{2})[^/?#@:\[]*:[^/?#@]*[^0-9/?#@][^/?#@]*[/?#].*@",
-                           re.DOTALL)
+# "@" comes later, the login runs from the "//" to the "@" that ends the next run of "@"s without "/", "?" or
+# "#" between them: an "@" further on (an e-mail address in the query) is the rest of the address.
+_CUT_PASSWORD = re.compile(
+    r"^(\s*(?:[A-Za-z][A-Za-z0-9+.\-]*:)?[/\\]{2})[^/?#@:\[]*:[^/?#@]*[^0-9/?#@][^/?#@]*[/?#][^@]*@(?:[^/?#@]*@)*")
 
 
 def without_userinfo(text: str) -> str:

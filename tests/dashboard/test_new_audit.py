@@ -163,3 +163,12 @@ def test_a_password_with_a_raw_slash_question_mark_or_hash_is_not_shown_back_and
     assert "hunt" not in body and "er2" not in body
     assert 'value="https://www.example.com/"' in body
     assert not Audit.objects.exists()
+
+
+def test_a_password_cut_short_is_taken_out_up_to_its_own_at_sign_not_one_further_on(owner_client):
+    # An e-mail address in the query is part of the address, not of the login.
+    response = post(owner_client, start_url="https://ann:hunt/er2@www.example.com/?to=me@other.example/")
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "hunt" not in body and "er2" not in body
+    assert 'value="https://www.example.com/?to=me@other.example/"' in body
