@@ -33,8 +33,9 @@ CHANGES = ("new", "fixed", "persisting", "unknown")
 
 def out_in_argv(args: list[str]) -> str | None:
     """The file ``--out`` names in a command line the command's own parser has not read yet, if any."""
-    # argparse's own reading (both spellings, the last given wins, an abbreviation) of the one option.
-    only_out = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    # argparse's own reading (both spellings, the last given wins) of the one option, spelt out: an abbreviation
+    # such as "--o" may be another option ("--owner") to the command's parser, and what follows it no report.
+    only_out = argparse.ArgumentParser(add_help=False, exit_on_error=False, allow_abbrev=False)
     only_out.add_argument("--out")
     try:
         return only_out.parse_known_args(args)[0].out
@@ -49,12 +50,13 @@ def discard_earlier_report(path: str | None) -> None:
     audit's results as this run's: after a run given ``--out FILE``, FILE is this run's report or
     absent. Only a regular file is an earlier report (``--out /dev/null`` is left alone); through a
     symbolic link, the file it names, which this run's report then replaces. A file whose directory
-    forbids removing it is emptied instead, as writing the report would have.
+    forbids removing it is emptied instead, as writing the report would have. A path to this process's
+    own output (``/dev/stdout`` redirected to a file) names the file the report goes to, not an earlier one.
     """
     if not path or path == "-":
         return
     target = os.path.realpath(path)
-    if not os.path.isfile(target):
+    if not os.path.isfile(target) or _is_own_output(target):
         return
     try:
         os.remove(target)
@@ -65,6 +67,18 @@ def discard_earlier_report(path: str | None) -> None:
             open(target, "w").close()  # noqa: SIM115 - emptied, not kept open
         except OSError as exc:
             raise CommandError(f"Cannot remove the earlier report {path}: {exc}", returncode=2) from None
+
+
+def _is_own_output(path: str) -> bool:
+    """Whether ``path`` is the file this process's standard output or error already writes to."""
+    found = os.stat(path)
+    for fd in (1, 2):
+        try:
+            if os.path.samestat(found, os.fstat(fd)):
+                return True
+        except OSError:
+            continue  # that stream is closed
+    return False
 
 
 def change_totals(audit: Audit, include_ignored: bool) -> dict:
