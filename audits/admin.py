@@ -106,8 +106,9 @@ class PurgedDelete:
             return super().response_delete(request, obj_display, obj_id)
         self.message_user(request, f"The {self.opts.verbose_name} “{obj_display}” is queued for deletion "
                                    "in the background.", messages.SUCCESS)
-        # Where Django's goes: the list, filters kept, for who may see it; the admin's home for who may not.
-        if not self.has_change_permission(request, None):
+        # The list it was deleted from, filters kept, for who may see it (Django asks for change, which the
+        # audit admin never gives); the admin's home for who may not.
+        if not self.has_view_or_change_permission(request):
             return HttpResponseRedirect(reverse("admin:index", current_app=self.admin_site.name))
         post_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist",
                            current_app=self.admin_site.name)

@@ -233,6 +233,8 @@ def test_the_admin_delete_page_says_it_queued_the_object_rather_than_deleted_it(
     response = superuser_client.post(reverse(f"admin:audits_{model}_delete", args=[obj.pk]), {"post": "yes"},
                                      follow=True)
     assert _said(response) == [("success", f"The {model} “{obj}” is queued for deletion in the background.")]
+    # Back to the list it was deleted from, which the audit admin only shows (no change permission there).
+    assert response.redirect_chain[0][0] == reverse(f"admin:audits_{model}_changelist")
 
 
 @pytest.mark.parametrize("model", ["audit", "site"])
