@@ -528,16 +528,18 @@ class Audit(models.Model):
         Issue = self.issues.model
         chosen = issues.filter(audit=self).exclude(review=review)
         first = self.source_id if self.mode == self.Mode.VALIDATE and self.source_id else self.pk
+        by_key = Issue.objects.filter(audit__site_id=self.site_id, audit_id__gte=first, audit__deleting=False,
+                                      key__in=chosen.values("key"))
         # And a link whose anchor text changed between the audit and its validation, as the checklist matches it.
-        echoes = Issue.objects.filter(Q(audit__site_id=self.site_id, audit_id__gte=first, audit__deleting=False,
-                                        key__in=chosen.values("key"))
-                                      | Q(pk__in=link_echoes(self, chosen).values("pk"))
-                                      ).exclude(audit=self).exclude(review=review)
-        touched = set(echoes.values_list("audit_id", flat=True).distinct().order_by())
+        # A statement of its own: OR-ed with the key match, no index serves either and every issue row is read.
+        by_link = Issue.objects.filter(pk__in=link_echoes(self, chosen).values("pk"))
+        echoes = [found.exclude(audit=self).exclude(review=review) for found in (by_key, by_link)]
+        touched = {audit_id for found in echoes for audit_id in found.values_list("audit_id", flat=True).distinct().order_by()}
         # Reopened by a person, an issue stays open under the site's ignore rules (IgnoreRule.apply_to).
         mark = {"review": review, "reopened": review == Issue.Review.OPEN}
         if touched:
-            echoes.update(**mark)
+            for found in echoes:
+                found.update(**mark)
             for other in type(self).objects.filter(pk__in=touched):
                 other.rescore()
         changed = chosen.update(**mark)

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from audits.exports import link_rows
 from audits.summary import issue_summary
-from tests.factories import SITE, make_finished_audit, make_link
+from tests.factories import SITE, make_audit, make_finished_audit, make_issue, make_link
 
 pytestmark = pytest.mark.django_db
 
@@ -180,3 +180,28 @@ def test_the_issue_totals_are_counted_from_an_index_without_reading_the_issues(o
     assert plans
     for plan in plans:
         assert "COVERING INDEX issue_audit_severity_code" in plan, plan
+
+
+@sqlite_plans
+def test_a_mark_on_a_validation_reaches_the_audit_it_re_checked_through_indexes_alone(owner):
+    """Audit.set_review finds the same issues on the site's other audits by key, and a re-anchored link by page and
+    target: each by an index. OR-ed into one statement, SQLite read every issue row of every audit to find them."""
+    from audits.models import Audit, Issue
+    from audits.services import follow_up_fields
+
+    source = make_finished_audit(owner)
+    make_issue(source, "broken_link_internal", f"{SITE}/a", target_url=f"{SITE}/gone", key="old-anchor")
+    check = make_audit(owner, **follow_up_fields(source, Audit.Mode.VALIDATE))
+    make_issue(check, "broken_link_internal", f"{SITE}/a", target_url=f"{SITE}/gone", key="new-anchor")
+    same = source.issues.get(code="meta_description_missing")
+    make_issue(check, same.code, same.url, key=same.key)
+    with CaptureQueriesContext(connection) as ctx:
+        assert check.set_review(check.issues.all(), Issue.Review.IGNORED) == 2
+    assert set(source.issues.filter(review=Issue.Review.IGNORED).values_list("key", flat=True)) == {
+        "old-anchor", same.key}
+    reads = [q["sql"] for q in ctx.captured_queries
+             if q["sql"].startswith(("SELECT", "UPDATE")) and '"audits_issue"' in q["sql"]]
+    assert reads
+    for sql in reads:
+        plan = _plan(sql, ())
+        assert "SCAN" not in plan, (sql, plan)
