@@ -7,11 +7,14 @@ probe follows redirects like any fetch and judges where it ends:
 - ends on an ``https://`` URL: the http form redirects, as it should;
 - ends with a 2xx on an ``http://`` URL (at once, or after redirects that never
   reach https): the site serves pages over plain http, which is the finding;
-- a 4xx: no page is served over http, which is fine;
-- no answer (refused, unresolvable, timed out, cut short by the caller's time)
-  or a 5xx or 429: no finding, but no verdict either. A site need not listen on
-  port 80 at all, yet a probe that got no answer cannot say the http form now
-  redirects: an earlier audit's issue stays unknown, not fixed (``HttpProbe.unsure``).
+- a 4xx, or the connection refused: no page is served over http, which is
+  fine (a site need not listen on port 80 at all);
+- no answer (unresolvable, unreachable, timed out, cut short by the caller's
+  time), a 5xx, or a status that refuses crawlers rather than says whether a
+  page is there (401, 403, 429, 999: ``UNVERIFIED_STATUSES``, as link checks
+  read them): no finding, but no verdict either. A bot wall may answer our HEAD
+  403 while browsers still get the page over http, so an earlier audit's issue
+  stays unknown, not fixed (``HttpProbe.unsure``).
 
 Following the redirects rather than looking at the first answer alone means a
 chain such as ``http://a`` -> ``http://www.a`` -> ``https://www.a`` is not
@@ -29,7 +32,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from crawler.catalogue import finding
-from crawler.types import Finding
+from crawler.transport_errors import CONNECTION_REFUSED
+from crawler.types import UNVERIFIED_STATUSES, FetchError, Finding
 
 if TYPE_CHECKING:
     from crawler.fetch import Fetcher
@@ -84,10 +88,15 @@ async def probe_http_form(fetcher: Fetcher, url: str, *, budget: float = PROBE_S
     final = result.final_url or plain
     if any(urlsplit(hop.location).scheme == "https" for hop in result.redirects) or urlsplit(final).scheme == "https":
         return HttpProbe()  # it redirects to https, whatever the https page then answered
+    if result.error is FetchError.CONNECT_FAILED and result.error_detail == CONNECTION_REFUSED:
+        return HttpProbe()  # the host answered: nothing listens for http there
     if result.status is None:
-        detail = result.error.label.lower() if result.error is not None else "no answer"
+        detail = result.error_detail or (result.error.label if result.error is not None else "no answer")
         return HttpProbe(unsure=f"{plain}: {detail}")
-    if result.status >= 500 or result.status == 429:
+    if result.status in UNVERIFIED_STATUSES:  # 999 among them: LinkedIn's wall, no server error
+        return HttpProbe(unsure=f"{plain} answered {result.status}, which refuses crawlers rather than says "
+                                "whether a page is served")
+    if result.status >= 500:
         return HttpProbe(unsure=f"{plain} answered {result.status}")
     if result.error is not None or not 200 <= result.status < 300:
         return HttpProbe()  # a 4xx, or a redirect that went nowhere: no page served over http

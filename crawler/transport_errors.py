@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import ssl
@@ -21,6 +22,10 @@ from .errors import (
 )
 
 _E = TypeVar("_E", bound=BaseException)
+
+# The detail of a connect the host refused outright (it answered, with a reset): an answer, unlike a
+# timeout or an unreachable network. crawler.http_probe reads a refused http:// port as "nothing served".
+CONNECTION_REFUSED = f"Could not connect: {os.strerror(errno.ECONNREFUSED)}"
 
 # Everything httpcore raises for a request (connection, timeout, HTTP framing).
 HTTPCORE_ERRORS = (
@@ -53,6 +58,8 @@ def translate(exc: Exception, *, in_body: bool, at_eof: bool = False) -> CrawlEr
         # anyio wraps the socket error ("All connection attempts failed");
         # the errno underneath says what actually happened.
         os_error = _cause(exc, OSError, with_errno=True)
+        if os_error is not None and os_error.errno == errno.ECONNREFUSED:
+            return ConnectFailed(CONNECTION_REFUSED)
         if os_error is not None:
             return ConnectFailed(f"Could not connect: {os.strerror(os_error.errno)}")
         return ConnectFailed(f"Could not connect: {message}")

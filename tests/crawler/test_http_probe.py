@@ -10,6 +10,8 @@ the guard, the Fetcher, TLS verification and the probe, is the production code p
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import socket
 import ssl
 import time
@@ -37,9 +39,10 @@ POLICY = FetchPolicy(connect_timeout=1.0, read_timeout=1.0, deadline=3.0)
 
 
 class PortMap(httpcore.AsyncNetworkBackend):
-    """Dials ``ports[port]`` on loopback instead of ``port``; records every dial."""
+    """Dials ``ports[port]`` on loopback instead of ``port``; records every dial. A port mapped to None
+    cannot be reached, as when a firewall drops it and a router says so."""
 
-    def __init__(self, ports: dict[int, int]) -> None:
+    def __init__(self, ports: dict[int, int | None]) -> None:
         self.ports = ports
         self.dialed: list[tuple[str, int]] = []
         self.inner = httpcore.AnyIOBackend()
@@ -48,6 +51,13 @@ class PortMap(httpcore.AsyncNetworkBackend):
         self.dialed.append((host, port))
         if not host.startswith("127.") or port not in self.ports:
             raise httpcore.ConnectError(f"test backend: not dialling {host}:{port}")
+        if self.ports[port] is None:
+            # Raised while handling the socket's error, as anyio does: the pool re-raises "from None",
+            # so the errno is found through the context.
+            try:
+                raise OSError(errno.EHOSTUNREACH, os.strerror(errno.EHOSTUNREACH))
+            except OSError as exc:
+                raise httpcore.ConnectError("All connection attempts failed") from exc
         return await self.inner.connect_tcp(host, self.ports[port], timeout=timeout,
                                             local_address=local_address, socket_options=socket_options)
 
@@ -89,7 +99,7 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def probe(ca, https_port: int, http_port: int, url: str = START, **kwargs):
+def probe(ca, https_port: int, http_port: int | None, url: str = START, **kwargs):
     backend = PortMap({443: https_port, 80: http_port})
     guard = AddressGuard(resolver=StubResolver({HOST: [["127.0.0.1"]]}),
                          allowed_targets=[("127.0.0.1", 443), ("127.0.0.1", 80)])
@@ -139,14 +149,30 @@ def test_an_http_chain_that_reaches_https_in_the_end_is_fine(ca, https_site, htt
     assert http_site.requests["/next"] == 1 and https_site.requests["/"] == 1
 
 
-def test_a_refused_http_port_is_no_finding_and_no_verdict(ca, https_site):
-    """Nothing is served over http, but a refusal may pass: an earlier audit's issue is not called fixed."""
+def test_a_refused_http_port_is_fine_since_no_page_is_served(ca, https_site):
+    """The host answered that nothing listens for http: a verdict, so an earlier audit's issue is fixed."""
     refused = closed_port()
     found, backend, unsure = probe(ca, https_site.port, refused)
-    assert found is None
-    assert unsure == f"http://{HOST}/: connection refused or reset"
+    assert found is None and unsure == ""
     assert ("127.0.0.1", 80) in backend.dialed  # it was tried, and refused
     assert https_site.requests["/"] == 0
+
+
+def test_an_http_port_that_cannot_be_reached_is_no_finding_and_no_verdict(ca, https_site):
+    """Not refused by the host: the connection failed on the way, which may pass."""
+    found, backend, unsure = probe(ca, https_site.port, None)
+    assert found is None
+    assert unsure == f"http://{HOST}/: Could not connect: {os.strerror(errno.EHOSTUNREACH)}"
+    assert ("127.0.0.1", 80) in backend.dialed
+
+
+@pytest.mark.parametrize("status", [401, 403, 429, 999])
+def test_an_http_status_that_refuses_crawlers_is_no_finding_and_no_verdict(ca, https_site, http_site, status):
+    """A bot wall answering the probe says nothing of what browsers get over http: an earlier issue stays unknown."""
+    http_site.route("/", static(b"go away", status=status))
+    found, _, unsure = probe(ca, https_site.port, http_site.port)
+    assert found is None
+    assert unsure.startswith(f"http://{HOST}/ answered {status}, which refuses crawlers")
 
 
 def test_an_http_error_status_is_fine_since_no_page_is_served(ca, https_site, http_site):

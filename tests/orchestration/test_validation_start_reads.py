@@ -29,10 +29,15 @@ def run(audit: Audit) -> Audit:
 
 
 def http_verdict(owner, http_site, then, now) -> validation.Verdict:  # noqa: F811
+    """The verdict on http_not_redirected when the http:// form answered ``then``, and ``now`` (None: its port
+    closed, every connection to it refused)."""
     http_site.route("/", then)
     first = run(make_audit(owner, start_url=START, max_pages=5, respect_robots=False))
     assert Issue.objects.filter(audit=first, code="http_not_redirected").exists()
-    http_site.route("/", now)
+    if now is None:
+        http_site.stop()
+    else:
+        http_site.route("/", now)
     check = run(make_audit(owner, start_url=START, respect_robots=False,
                            **follow_up_fields(first, Audit.Mode.VALIDATE)))
     (verdict,) = [v for v in validation.checklist(check) if v.code == "http_not_redirected"]
@@ -46,6 +51,21 @@ def test_a_probe_cut_short_by_the_start_steps_time_is_unknown_not_fixed(owner, f
     verdict = http_verdict(owner, http_site, static(OK_HTML), BUILTIN_ROUTES["/hang"])
     assert verdict.result == "unknown", verdict
     assert "http://" in verdict.why and "in time" in verdict.why, verdict.why
+
+
+@pytest.mark.usefixtures("start_https_audit")
+def test_an_http_form_behind_a_bot_wall_is_unknown_not_fixed(owner, fast_settings, http_site):  # noqa: F811
+    """A 403 to our HEAD says nothing of what browsers get over http."""
+    verdict = http_verdict(owner, http_site, static(OK_HTML), static(b"no robots", status=403))
+    assert verdict.result == "unknown", verdict
+    assert "answered 403, which refuses crawlers" in verdict.why, verdict.why
+
+
+@pytest.mark.usefixtures("start_https_audit")
+def test_an_http_port_closed_since_is_fixed(owner, fast_settings, http_site):  # noqa: F811
+    """Refused, the connection is an answer: nothing is served over http any more."""
+    verdict = http_verdict(owner, http_site, static(OK_HTML), None)
+    assert verdict.result == "fixed", verdict
 
 
 @pytest.mark.usefixtures("start_https_audit")
