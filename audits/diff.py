@@ -97,6 +97,10 @@ IGNORED_IN_SQL = f"""
 #   time was not crawled this time or failed (a 5xx, a timeout, a limit): the
 #   duplicate may still be there. One that now answers 4xx or redirects is gone.
 # Ignored issues are left out, as from every total.
+# Whether the outer issue b is a check across the whole site, which a partial audit never re-runs: a page's own
+# tags (PAGE_AND_CROSS_CODES with no target) are its page check's (audits.validation.site_wide).
+SPANS_SITE_SQL = f"""(b.code IN ({_codes(SITE_WIDE_CODES)})
+     AND NOT (b.code IN ({_codes(PAGE_AND_CROSS_CODES)}) AND b.target_url = ''))"""
 # Start codes left unjudged by a read that came short: by sitemaps_partly_read (sitemap_invalid), else
 # by robots_txt_unavailable.
 START_UNREAD = frozenset({"sitemap_invalid", "robots_txt_missing"})
@@ -118,8 +122,7 @@ GONE_ISSUES_SQL = f"""
                      AND EXISTS (SELECT 1 FROM audits_issue n WHERE n.audit_id = %(audit)s
                                  AND n.code = 'external_links_unchecked')
                 THEN 'unknown'
-                WHEN %(partial)s AND b.code IN ({_codes(SITE_WIDE_CODES)})
-                     AND NOT (b.code IN ({_codes(PAGE_AND_CROSS_CODES)}) AND b.target_url = '') THEN 'unknown'
+                WHEN %(partial)s AND {SPANS_SITE_SQL} THEN 'unknown'
                 WHEN b.code IN ({_codes(SITE_READ_CODES)}) AND NOT %(site_read)s THEN 'unknown'
                 WHEN b.code = 'http_not_redirected' AND %(http_unsure)s THEN 'unknown'
                 WHEN b.code IN ({_codes(START_UNREAD)})

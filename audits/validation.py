@@ -30,7 +30,7 @@ from crawler.robots import Robots
 from crawler.types import UNVERIFIED_STATUSES, FetchError
 from crawler.urls import InvalidURL, normalize, origin_of, url_hash
 
-from .diff import IGNORED_IN_SQL
+from .diff import IGNORED_IN_SQL, SPANS_SITE_SQL
 from .knobs import knob
 from .models import Audit, IgnoreRule, Issue, Page
 
@@ -123,6 +123,11 @@ CHECKLIST_SQL = f"""
     FROM audits_recheckedissue b
     WHERE b.audit_id = %(audit)s AND NOT {IGNORED_IN_SQL}
 """
+# The unknown verdicts a validation could have settled (``unsettled``): the checklist's, less the site-wide checks.
+UNSETTLED_SQL = f"""
+    SELECT COUNT(*) FROM audits_recheckedissue b
+    WHERE b.audit_id = %(audit)s AND b.result = 'unknown' AND NOT {SPANS_SITE_SQL} AND NOT {IGNORED_IN_SQL}
+"""
 ORDER = " ORDER BY CASE result WHEN 'still' THEN 0 WHEN 'unknown' THEN 1 ELSE 2 END, " \
         "CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, code, url"
 
@@ -172,10 +177,18 @@ def site_wide(code: str, target_url: str) -> bool:
     return code in SITE_WIDE_CODES and not (code in PAGE_AND_CROSS_CODES and not target_url)
 
 
-def url_whys(audit: Audit, rows: list[tuple]) -> dict[tuple[str, str], str]:
+def crawled_by(audit: Audit) -> Robots | None:
+    """The robots.txt the validation crawled by; None when it did not (its start failed before reading it)."""
+    if not audit.respect_robots or audit.robots_status != "ok":
+        return None
+    return Robots.from_stored(audit.robots_status, audit.robots_http_status, audit.robots_body)
+
+
+def url_whys(audit: Audit, rows: list[tuple], robots: Robots | None) -> dict[tuple[str, str], str]:
     """Why the unknown page and link verdicts among ``rows`` (CHECKLIST_SQL's) are unknown, by (url, target): what
-    ``audit`` stored of the URL, else of a link's target. A row that says nothing (the URL answered 2xx as a page:
-    its render or its checks failed) leaves ``Verdict.why``'s general words."""
+    ``audit`` stored of the URL, else of a link's target; ``robots`` is what it crawled by (``crawled_by``). A row
+    that says nothing (the URL answered 2xx as a page: its render or its checks failed) leaves ``Verdict.why``'s
+    general words."""
     asked = [(url, target if code in LINK_CODES else "") for result, code, _, url, target, _ in rows
              if result == "unknown" and code not in START_CODES and not site_wide(code, target)]
     hashes = sorted({url_hash(url) for pair in asked for url in pair if url})
@@ -185,9 +198,6 @@ def url_whys(audit: Audit, rows: list[tuple]) -> dict[tuple[str, str], str]:
             parsed=ExpressionWrapper(Q(head_facts__isnull=False), output_field=BooleanField()))
         pages.update((row[0], row[1:]) for row in found.values_list(
             "url_hash", "fetch_error", "status_code", "redirect_count", "final_url", "parsed"))
-    # The robots.txt the validation crawled by (never read: a start that failed before it).
-    robots = (Robots.from_stored(audit.robots_status, audit.robots_http_status, audit.robots_body)
-              if audit.respect_robots and audit.robots_status == "ok" else None)
     agent = audit.user_agent or knob("USER_AGENT")
 
     def said(url: str, *, target: bool = False) -> str:
@@ -284,10 +294,11 @@ def verdicts(audit: Audit, *, limit: int | None = None) -> Iterator[Verdict]:
         sql += " LIMIT %(limit)s"
         params["limit"] = limit
     whys = start_whys(audit)
+    robots = crawled_by(audit)  # once: a body of up to 512 KB, parsed again for every batch otherwise
     with connection.chunked_cursor() as cursor:
         cursor.execute(sql, params)
         while rows := cursor.fetchmany(FETCH_BATCH):
-            answers = url_whys(audit, rows)
+            answers = url_whys(audit, rows, robots)
             yield from (Verdict(*row, start_why=whys.get(row[1], "") if row[0] == "unknown" else "",
                                 url_why=answers.get((row[3], row[4] if row[1] in LINK_CODES else ""), ""))
                         for row in rows)
@@ -300,9 +311,17 @@ def unsettled(audit: Audit, severities) -> int:
     robots.txt now refuses it, the start page gave no answer. The checks across
     the whole site (``Verdict.spans_site``) are left out: no validation ever
     settles them, and counting them would fail every re-check of such an issue.
+
+    Counted in SQL over the stored verdicts, as the checklist reads them: never a pass over their whys.
     """
-    return sum(1 for v in verdicts(audit)
-               if v.result == "unknown" and v.severity in severities and not v.spans_site)
+    chosen = sorted(set(severities))
+    if audit.mode != Audit.Mode.VALIDATE or not chosen:
+        return 0
+    params = {"audit": audit.pk, **{f"severity_{n}": severity for n, severity in enumerate(chosen)}}
+    listed = ", ".join(f"%(severity_{n})s" for n in range(len(chosen)))
+    with connection.cursor() as cursor:
+        cursor.execute(f"{UNSETTLED_SQL} AND b.severity IN ({listed})", params)
+        return cursor.fetchone()[0]
 
 
 def counts(audit: Audit) -> dict[str, int] | None:
