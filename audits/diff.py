@@ -395,9 +395,9 @@ def record(audit: Audit) -> dict | None:
 def keep_rechecked(audit: Audit, source: Audit) -> None:
     """Copy each issue of ``source`` that the validation ``audit`` re-checked, with its verdict (RECHECKED_SQL).
 
-    After its gone issues, whose change is the verdict on those it did not report; idempotent.
+    After its gone issues, whose change is the verdict on those it did not report; ``record`` has cleared the
+    copies an earlier finalize wrote, with the rest of the diff.
     """
-    RecheckedIssue.objects.filter(audit=audit).delete()
     with connection.cursor() as cursor:
         cursor.execute(RECHECKED_SQL, {"audit": audit.pk, "base": source.pk})
 

@@ -425,3 +425,26 @@ def test_an_unknown_says_what_happened_to_its_url_this_time(owner, fast_settings
     assert why[("http_4xx", "down")] == "It answered 503 this time."
     assert why[("title_missing", "moved")] == f"It now redirects to {web.url('/elsewhere')}: the URL itself was not checked as a page."
     assert why[("title_missing", "plain")] == "It was not read as an HTML page this time (served as another type, or cut at the size cap)."
+
+
+def test_a_second_record_of_a_validation_replaces_its_verdicts_in_one_delete(owner):
+    """record clears the copies an earlier finalize wrote with the rest of the diff; keep_rechecked only writes."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    source = make_audit(owner, start_url=f"{SITE}/", status=Audit.Status.COMPLETED)
+    make_issue(source, "title_missing", f"{SITE}/a")
+    make_issue(source, "http_4xx", f"{SITE}/gone")
+    check = make_audit(owner, start_url=f"{SITE}/", **follow_up_fields(source, Audit.Mode.VALIDATE))
+    make_issue(check, "http_4xx", f"{SITE}/gone")
+    Audit.objects.filter(pk=check.pk).update(status=Audit.Status.COMPLETED)
+    check.refresh_from_db()
+    diff.record(check)
+    first = sorted(check.rechecked_issues.values_list("code", "result"))
+    with CaptureQueriesContext(connection) as ctx:
+        diff.record(check)
+    deletes = [q["sql"] for q in ctx.captured_queries
+               if q["sql"].startswith("DELETE") and "audits_recheckedissue" in q["sql"]]
+    assert len(deletes) == 1, deletes
+    assert sorted(check.rechecked_issues.values_list("code", "result")) == first == [
+        ("http_4xx", "still"), ("title_missing", "unknown")]
