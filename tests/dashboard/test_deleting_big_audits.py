@@ -17,7 +17,7 @@ from audits import admin as admin_module
 from audits import purge, tasks
 from audits.crawl.reuse import source_of
 from audits.inlinks import ended_unindexed
-from audits.models import Audit, Inlink, Issue, LinkEdge, Notification, Page, Site
+from audits.models import Audit, Inlink, Issue, LinkEdge, Notification, Page, RecheckedIssue, Site
 from audits.services import SourceGone, enqueue, follow_up, make_follow_up
 from audits.watchdog import queued_task_names
 from tests.factories import SITE, make_finished_audit, make_issue, make_link, make_page
@@ -74,6 +74,25 @@ def test_deleting_an_audit_removes_its_rows_in_batches_and_leaves_other_audits_a
     assert_batched(ctx.captured_queries, "audits_linkedge", at_least=3)
     for table in BIG_TABLES:
         assert_batched(ctx.captured_queries, table)
+
+
+def test_deleting_a_validation_removes_its_verdicts_in_batches(owner_client, owner, small_batches):
+    """A validation of 100,000 issues holds as many verdict copies (RecheckedIssue): batched like the issues."""
+    source = make_finished_audit(owner)
+    doomed, kept = (make_finished_audit(owner, mode=Audit.Mode.VALIDATE, source=source, baseline=source)
+                    for _ in range(2))
+    for check in (doomed, kept):
+        RecheckedIssue.objects.bulk_create(
+            RecheckedIssue(audit=check, result="fixed", key=f"k{n}", url_hash=f"h{n}", url=f"{SITE}/p/{n}",
+                           code="title_missing", severity="warning", message="Title missing") for n in range(12))
+    with CaptureQueriesContext(connection) as ctx:
+        assert owner_client.post(reverse("audit-delete", args=[doomed.pk])).status_code == 302
+    assert not Audit.objects.filter(pk=doomed.pk).exists()
+    assert not RecheckedIssue.objects.filter(audit_id=doomed.pk).exists()
+    assert RecheckedIssue.objects.filter(audit=kept).count() == 12
+    assert Audit.objects.filter(pk=source.pk).exists()
+    # 12 verdicts in batches of 5: three bounded statements.
+    assert_batched(ctx.captured_queries, "audits_recheckedissue", at_least=3)
 
 
 def test_deleting_a_running_audit_cancels_it_first(owner_client, owner):
