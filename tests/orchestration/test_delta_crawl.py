@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import crawler.page
+from audits import thresholds
 from audits.crawl import reuse
 from audits.inline import run_audit_inline
 from audits.models import Audit, Issue, LinkEdge, Page
@@ -142,3 +145,27 @@ def test_a_delta_audit_whose_source_another_crawler_version_read_crawls_everythi
     body = owner_client.get(delta.get_absolute_url()).content.decode()
     assert f"Every page was fetched in full: audit {first.pk} was read by another version" in body
     assert 'id="reuse-refusal"' not in owner_client.get(again.get_absolute_url()).content.decode()
+
+
+def test_a_delta_audit_after_an_upgrade_that_changed_a_default_threshold_crawls_everything_in_full(
+        owner, fast_settings, owner_client, monkeypatch):
+    """Neither audit set the threshold: the source judged by the old default (Audit.judged_by), the delta by the
+    new one, so a reused page's issues would be the old default's. Compared by what each judges by, not by the
+    overrides each stored (none)."""
+    with VersionedSite(10) as site:
+        first = audit_of(owner, site)
+        assert first.thresholds == {} and first.judged_by["title_max"] == 60
+        monkeypatch.setattr(thresholds, "DEFAULTS", dataclasses.replace(thresholds.DEFAULTS, title_max=70))
+        site.reset_counts()
+        delta = audit_of(owner, site, mode=Audit.Mode.DELTA, source=first)
+        assert not site.not_modified and sum(site.full.values()) == 10
+        again = audit_of(owner, site, mode=Audit.Mode.DELTA, source=delta)
+    assert delta.thresholds == {} and delta.check_settings().title_max == 70
+    assert reuse.refusal(delta) == f"audit {first.pk} judged pages by other thresholds."
+    assert reuse.source_of(delta) is None
+    assert not Page.objects.filter(audit=delta).exclude(unchanged_since=None).exists()
+    # Both judged by the new default: the next delta reuses what did not change.
+    assert reuse.refusal(again) is None
+    assert Page.objects.filter(audit=again).exclude(unchanged_since=None).count() == 9
+    body = owner_client.get(delta.get_absolute_url()).content.decode()
+    assert f"Every page was fetched in full: audit {first.pk} judged pages by other thresholds." in body
