@@ -310,9 +310,10 @@ CATALOGUE: dict[str, IssueType] = {
 LINK_CODES = frozenset({"broken_link_internal", "broken_link_external", "broken_resource",
                         "redirect_internal_link", "redirect_broken_target"})
 # Of those, the ones only the whole site's crawl can judge: duplicates, orphans,
-# depth, hreflang return links, and the crawl's own notices (external links left
-# unchecked, sibling origins, traps). A validation, which re-fetches a few URLs,
-# carries them as unknown.
+# depth, soft 404s, large images, linked URLs robots.txt kept out, hreflang return
+# links and targets, sitemap and canonical targets, and the crawl's own notices
+# (external links left unchecked, sibling origins, traps). A validation, which
+# re-fetches a few URLs, carries them as unknown. The README lists them by code.
 SITE_WIDE_CODES = frozenset({"title_duplicate", "meta_description_duplicate", "duplicate_content",
                              "orphan_page", "deep_page", "hreflang_error", "sitemap_bad_url",
                              "canonical_bad_target", "blocked_by_robots", "soft_404", "large_image",
