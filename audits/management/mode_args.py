@@ -25,8 +25,8 @@ def add_mode_arguments(parser) -> None:
         "--allow-unknown", action="store_true",
         help="With --mode validate: pass the issues whose re-check could not run (unknown verdicts: the URL "
              "not fetched or not read as a page, robots.txt now refusing it, ...). Without it --fail-on counts "
-             "them as not fixed, but for the checks across the whole site (duplicates, orphans, depth, ...), "
-             "which a validation never re-runs")
+             "them as not fixed, but for the checks across the whole site, which a validation never re-runs "
+             "(the README lists them)")
 
 
 def source_from_options(opts, owner, start_url: str) -> Audit | None:
