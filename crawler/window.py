@@ -268,7 +268,13 @@ async def run_window(
        lane go on, and past the soft deadline what it held comes back in
        ``unfinished``. ``paused_until`` (host: ``time.monotonic()`` value)
        holds hosts from the first start the same way: a pause an earlier run
-       was asked for (for the audit, its previous chunk's Retry-After).
+       was asked for (for the audit, its previous chunk's Retry-After). It is
+       read again before each round of starts, so another thread may raise a
+       host's value while the run goes on (for the audit, a pause a chunk
+       running beside this one was given). A host paused until the soft
+       deadline or later can start nothing more: its waiting items come back in
+       ``unfinished`` at once, whatever it is given later goes the same way, and
+       ``refill`` is not asked again (what it brings would mostly wait too).
 
     ``work`` is expected not to raise for anything the site does (the fetcher
     turns faults into results). If it, ``refill`` or the sink raises, work in
@@ -310,8 +316,13 @@ async def run_window(
         if policy.spaced_from_start else 0.0
     if opening and soft_deadline is not None:  # a chunk shorter than a spacing still starts one item
         opening = min(opening, began + 0.9 * (soft_deadline - began))
-    # Unlike the opening spacing, a pause the site asked for is never cut short by the deadline.
-    host_next_start.update((host, max(opening, resume)) for host, resume in (paused_until or {}).items())
+    # When each host's pause ends (point 7). Unlike the opening spacing, it is never cut short by the deadline.
+    paused: dict[str, float] = {}
+
+    def pause(host: str, resume: float) -> None:
+        if resume > paused.get(host, 0.0):
+            paused[host] = resume
+            host_next_start[host] = max(host_next_start.get(host, opening), resume)
 
     wake = asyncio.Event()
     alarm = Alarm(wake)
@@ -418,10 +429,9 @@ async def run_window(
                     window.record(health, epoch)
                     # A 429 asks the host to be left alone, not just that URL: the rest of
                     # its items would each earn a 429 of their own while it waits.
-                    pause = pause_of(result) if pause_of is not None else 0.0
-                    if pause > 0:
-                        resume = time.monotonic() + pause
-                        host_next_start[host] = max(host_next_start.get(host, opening), resume)
+                    asked = pause_of(result) if pause_of is not None else 0.0
+                    if asked > 0:
+                        pause(host, time.monotonic() + asked)
                 if not batch:
                     batch_started = time.monotonic()
                 batch.append(result)
@@ -458,9 +468,16 @@ async def run_window(
             if not pressured:
                 flush(False)
 
-            # 3. Start what the window, hosts, spacing and deadline allow.
+            # 3. Start what the window, hosts, spacing, pauses and deadline allow.
+            for host, resume in list((paused_until or {}).items()):  # a copy: another thread may write it
+                pause(host, resume)
             now = time.monotonic()
             past_deadline = soft_deadline is not None and now >= soft_deadline
+            if soft_deadline is not None and not past_deadline:
+                # Held past the deadline: sleeping until it would only keep the worker idle.
+                for host in [host for host in waiting if paused.get(host, 0.0) >= soft_deadline]:
+                    unfinished_indexed.extend(waiting.pop(host))
+                    refilled_all = True
             next_timer: float | None = None
             size, spacing = window.size, policy.spacing
             if share is not None:

@@ -10,6 +10,7 @@ audit's does), so the test sees what the throttled site would.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -92,17 +93,79 @@ def test_a_retry_after_pauses_the_host_then_its_pages_are_fetched_while_another_
     assert all(told < t < told + WAIT for t in other.times)
 
 
-def test_a_pause_past_the_soft_deadline_hands_the_hosts_unstarted_items_back_at_the_deadline():
+def test_a_pause_past_the_soft_deadline_hands_the_hosts_unstarted_items_back_at_once():
+    # Nothing could start on the site before the deadline: a run that slept until it would hold its
+    # worker for nothing (for the audit, the next chunk waits the pause out without one).
     throttle = Throttle(allow=2, wait=30)
     with HostileServer() as site:
         pages = serve(site, throttle, 8)
         began = time.monotonic()
-        seen = crawl(pages, [site], WindowPolicy(floor=1, start=1, cap=1, per_host=1), soft_deadline=began + 1.0)
-    took = time.monotonic() - began
+        seen = crawl(pages, [site], WindowPolicy(floor=1, start=1, cap=1, per_host=1), soft_deadline=began + 3.0)
     assert len(throttle.arrivals) == 3  # two pages, then the one that was told to wait
     assert seen.report.unfinished == pages[3:]
     assert seen.results[pages[2]].retry_after == 30.0
-    assert 1.0 <= took < 2.0  # at the deadline, not at the pause's end nor at once
+    assert time.monotonic() - began < 1.5  # as the pause was read, not at the deadline
+
+
+def test_a_host_paused_past_the_deadline_from_the_start_is_handed_back_while_another_host_goes_on():
+    site_times, other_times = Arrivals(), Arrivals(delay=0.2)
+    refills: list[int] = []
+
+    async def refill() -> list[str]:
+        refills.append(1)
+        return []
+
+    with HostileServer() as site, HostileServer() as elsewhere:
+        pages, others = serve(site, site_times, 3), serve(elsewhere, other_times, 2)
+        began = time.monotonic()
+        seen = crawl(pages + others, [site, elsewhere], WindowPolicy(floor=1, start=2, cap=2, per_host=1),
+                     soft_deadline=began + 5.0, paused_until={pages[0].split("/")[2]: began + 30.0},
+                     refill=refill)
+    assert seen.report.unfinished == pages and site_times.times == []
+    assert sorted(seen.results) == others  # the other host's items all ran, one after the other
+    assert time.monotonic() - began < 2.0 and refills == []
+
+
+def test_a_pause_raised_while_the_run_goes_on_holds_the_host_from_the_next_start():
+    # Another thread learns of a pause (for the audit, a chunk beside this one was given a Retry-After)
+    # and writes it into the mapping the window was given: no start on the host until it ends.
+    site_times = Arrivals(delay=0.1)
+    with HostileServer() as site:
+        pages = serve(site, site_times, 12)
+        host = pages[0].split("/")[2]
+        began = time.monotonic()
+        resume = {host: 0.0}
+        raise_at = threading.Timer(0.35, lambda: resume.update({host: time.monotonic() + 1.0}))
+        raise_at.start()
+        try:
+            seen = crawl(pages, [site], WindowPolicy(floor=1, start=1, cap=1, per_host=1),
+                         soft_deadline=began + 10.0, paused_until=resume)
+        finally:
+            raise_at.cancel()
+    assert seen.report.unfinished == [] and len(seen.results) == 12
+    raised = resume[host] - 1.0
+    # The fetch in flight when it was raised may end, but none starts in the pause.
+    assert [t for t in site_times.times if raised + 0.15 < t < resume[host]] == []
+    assert len([t for t in site_times.times if t < raised]) >= 2  # it ran before the pause ...
+    assert len([t for t in site_times.times if t >= resume[host]]) >= 2  # ... and after it
+
+
+def test_a_pause_raised_past_the_deadline_hands_the_hosts_items_back_at_the_next_round():
+    site_times = Arrivals(delay=0.2)
+    with HostileServer() as site:
+        pages = serve(site, site_times, 12)
+        host = pages[0].split("/")[2]
+        began = time.monotonic()
+        resume = {host: 0.0}
+        raise_at = threading.Timer(0.5, lambda: resume.update({host: time.monotonic() + 60.0}))
+        raise_at.start()
+        try:
+            seen = crawl(pages, [site], WindowPolicy(floor=1, start=1, cap=1, per_host=1),
+                         soft_deadline=began + 10.0, paused_until=resume)
+        finally:
+            raise_at.cancel()
+    assert 1 <= len(seen.results) <= 4 and seen.report.unfinished == pages[len(seen.results):]
+    assert time.monotonic() - began < 2.0
 
 
 def test_the_scheduler_sleeps_through_a_pause_without_spinning(window_wakes):
