@@ -36,10 +36,11 @@ class Dispatcher:
         return settings.SITEWARD["CHUNKS_PER_AUDIT"]
 
     def wait(self, audit_id: int, after: int, seconds: float) -> None:
-        """Only rate-limited URLs are left, the first due in ``seconds``: schedule nothing yet.
+        """Nothing can start for ``seconds`` (the rate-limited URLs left are not due yet, or the site's
+        Retry-After pause runs): schedule nothing yet.
 
         django-q2 cannot delay a task, and a chunk that slept would hold a worker,
-        so the watchdog (every 30 s) advances the audit once one is due.
+        so the watchdog (every 30 s) advances the audit once the wait is over.
         """
         log.info("audit %s: waiting %.0f s for a Retry-After before chunk %s", audit_id, seconds, after + 1)
 

@@ -17,7 +17,7 @@ from .finalize import run_finalize
 from .models import Audit
 
 STEP_LIMIT = 1_000_000  # every loop has a cap; a real crawl never comes near it
-# A wait for rate-limited URLs sleeps in slices this long, checking in between
+# A wait for rate-limited URLs (or the site's pause) sleeps in slices this long, checking in between
 # that the audit is still running, so a cancel from the dashboard is seen soon.
 WAIT_SLICE = 5.0
 
@@ -37,7 +37,7 @@ def run_steps(dispatcher: InlineDispatcher, *, on_batch=None,
 
 
 def _wait_then_advance(dispatcher: InlineDispatcher, audit_id: int, after: int) -> None:
-    """Sleep until the first rate-limited URL is due, then schedule the next step."""
+    """Sleep until the first rate-limited URL is due, or the site's pause ends, then schedule the next step."""
     remaining = dispatcher.pauses.pop((audit_id, after + 1), 0.0)
     dispatcher.on_wait(remaining)
     while remaining > 0:
@@ -56,7 +56,8 @@ def run_audit_inline(audit_id: int, *, on_batch=None, finalize: Callable[[int], 
                      on_wait: Callable[[float], object] = lambda seconds: None) -> None:
     """Start, crawl and finalize one audit on this thread.
 
-    When only rate-limited URLs are left, ``on_wait`` is told how long the wait
+    When only rate-limited URLs are left, or the site asked to be left alone
+    for a while (Retry-After), ``on_wait`` is told how long the wait
     is and ``sleep`` waits it out in slices.
     """
     dispatcher = InlineDispatcher(sleep=sleep, on_wait=on_wait)

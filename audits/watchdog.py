@@ -20,7 +20,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from . import inlinks, notify, schedules
-from .crawl.progress import abandon_chunk, advance, has_work, retry_wait
+from .crawl.progress import abandon_chunk, advance, has_work, retry_wait, site_pause
 from .dispatch import Dispatcher
 from .models import Audit, ChunkLease, Site
 from .services import crawl_queue, enqueue
@@ -174,15 +174,18 @@ def _waiting_for_worker(audit: Audit, names: set[str]) -> bool:
 
 
 def _waiting_on_retry_after(audit: Audit) -> bool:
-    """Crawling, no chunk open, and rate-limited URLs pending: quiet because the site asked.
+    """Crawling, no chunk open, and rate-limited URLs pending or the site's pause running: quiet because
+    the site asked.
 
     Nothing can be stuck (no chunk runs) and this watchdog starts the next
-    chunk once a URL is due, so the quiet is not a stall, however long the
-    heartbeat is. It is bounded: each wait is at most the reschedule cap and
-    each URL waits at most MAX_RESCHEDULES times.
+    chunk once a URL is due or the pause is over, so the quiet is not a stall,
+    however long the heartbeat is. It is bounded: each wait is at most the
+    reschedule cap, each URL waits at most MAX_RESCHEDULES times, and a pause
+    is only stored for an answer the site gave a request.
     """
     return (audit.status == Audit.Status.RUNNING and audit.phase == Audit.Phase.CRAWLING
-            and not ChunkLease.objects.open_for(audit.pk).exists() and retry_wait(audit) is not None)
+            and not ChunkLease.objects.open_for(audit.pk).exists()
+            and (retry_wait(audit) is not None or site_pause(audit) > 0))
 
 
 def _reconcile_chunks(audit: Audit, names: set[str], orphaned: set[str], now, grace,
@@ -218,17 +221,20 @@ def _reconcile_chunks(audit: Audit, names: set[str], orphaned: set[str], now, gr
                 dispatcher.chunk(audit.pk, lease.number, crawl_queue(audit))
                 actions.append(f"re-enqueued lost chunk {lease.number} of {audit.pk}")
     # 3. Every chunk finished but nothing scheduled the next step: advance now.
-    #    Either rate-limited URLs waited for their Retry-After (the last chunk
-    #    could not schedule a task for later) and one is due, which needs no
-    #    grace; or a crash came between the commit and the enqueue.
+    #    Either rate-limited URLs waited for their Retry-After, or everything
+    #    waited for the site's pause to end (the last chunk could not schedule
+    #    a task for later), and that is over, which needs no grace; or a crash
+    #    came between the commit and the enqueue.
     if ChunkLease.objects.open_for(audit.pk).exists():
         return actions
     with transaction.atomic():  # near max_pages has_work locks the audit's row, which needs a transaction
         wait = retry_wait(audit)
-        if wait is not None and wait > 0 and not has_work(audit):
+        if (wait is not None and wait > 0 and not has_work(audit)) or site_pause(audit) > 0:
             return actions  # still waiting as the site asked
     last_beat = audit.heartbeat_at or audit.created_at
-    if (wait is not None or now - last_beat > grace) and audit.claim_for_watchdog():
+    # A pause that ended since the last beat is what the audit was quiet for.
+    paused = audit.site_paused_until is not None and audit.site_paused_until > last_beat
+    if (wait is not None or paused or now - last_beat > grace) and audit.claim_for_watchdog():
         last = audit.chunks.aggregate(n=Max("number"))["n"] or 0
         with transaction.atomic():
             advance(audit, last, dispatcher)

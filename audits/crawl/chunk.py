@@ -22,7 +22,7 @@ from crawler.side_lane import SideLane
 from crawler.types import Link
 from crawler.window import fetch_health, fetch_pause, run_window
 
-from ..dispatch import RETRY_AFTER_RESCHEDULE_CAP, Dispatcher
+from ..dispatch import Dispatcher
 from ..knobs import knob
 from ..models import Audit, ChunkLease, FrontierURL, Issue, Page
 from .bridge import run_with_db_here
@@ -34,7 +34,7 @@ from .db_retry import (
     db_fault,
     with_db_retry,
 )
-from .progress import abandon_chunk, advance, page_budget
+from .progress import abandon_chunk, advance, page_budget, site_pause
 from .rendering import browser, render_if_needed
 from .robots_refresh import refresh_robots, refuse_disallowed, stale
 from .session import SessionKeeper, SessionLost
@@ -369,13 +369,6 @@ def is_external(item: Item) -> bool:
 def host_of(item: Item) -> str:
     """The host an item's per-host limit counts against: the site's pages and resources share one."""
     return urlsplit(item.url).netloc if item.kind == EXTERNAL else SITE_HOST
-
-
-def site_pause(audit: Audit) -> float:
-    """Seconds left of the site's stored Retry-After pause (``Audit.pause_site``), never more than the
-    longest wait a Retry-After may ask of the audit: a row written under another cap, or by a clock
-    that jumped, cannot hold the crawl for longer."""
-    return min(audit.site_pause_left(), RETRY_AFTER_RESCHEDULE_CAP)
 
 
 def weight(outcome: PageOutcome) -> int:

@@ -13,7 +13,7 @@ from django.db.models.functions import Now
 
 from crawler.types import FetchError
 
-from ..dispatch import Dispatcher
+from ..dispatch import RETRY_AFTER_RESCHEDULE_CAP, Dispatcher
 from ..knobs import knob
 from ..models import Audit, ChunkLease, FrontierURL, Page
 from ..services import crawl_queue
@@ -34,8 +34,13 @@ def advance(audit: Audit, after: int, dispatcher: Dispatcher) -> None:
         # has_work, never missed by both (which would finalize without it).
         wait = retry_wait(audit)
         if has_work(audit):
-            fill_slots(audit, dispatcher)
-            return
+            # While the site's pause runs a chunk could start nothing on it: it waits, as a URL not yet due does.
+            wait = site_pause(audit) or None
+            if wait is None:
+                fill_slots(audit, dispatcher)
+                return
+        elif wait is not None:
+            wait = max(wait, site_pause(audit))  # once due, the URL waits for the site's pause too
         if ChunkLease.objects.open_for(audit.pk).exists():
             return  # the last chunk to end decides what comes next
         if wait is not None:
@@ -55,11 +60,12 @@ def fill_slots(audit: Audit, dispatcher: Dispatcher) -> int:
     """Schedule chunks while pending URLs and free chunk slots remain; how many. The caller holds the audit lock.
 
     Never more chunks than requests the audit may have in flight, nor than
-    the pending URLs would fill, and none when a chunk would lease nothing.
+    the pending URLs would fill, and none when a chunk would lease nothing or
+    the site's pause runs (a chunk would sit idle in it, holding a worker).
     """
     slots = min(dispatcher.chunks_per_audit(), max(1, audit.concurrency))
     running = ChunkLease.objects.open_for(audit.pk).count()
-    if running >= slots:
+    if running >= slots or site_pause(audit):
         return 0
     size = knob("CHUNK_SIZE")
     pending = FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.PENDING)[:(slots - running) * size]
@@ -102,6 +108,13 @@ def retry_wait(audit: Audit) -> float | None:
         return None
     not_before, now = first
     return max(0.0, (not_before - now).total_seconds())
+
+
+def site_pause(audit: Audit) -> float:
+    """Seconds left of the site's stored Retry-After pause (``Audit.pause_site``), never more than the
+    longest wait a Retry-After may ask of the audit: a row written under another cap, or by a clock
+    that jumped, cannot hold the crawl for longer."""
+    return min(audit.site_pause_left(), RETRY_AFTER_RESCHEDULE_CAP)
 
 
 def page_budget(audit: Audit) -> int:

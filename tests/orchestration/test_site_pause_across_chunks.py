@@ -14,13 +14,17 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from django_q.models import OrmQ
 
 from audits.crawl.chunk import run_chunk, site_pause
-from audits.dispatch import RETRY_AFTER_RESCHEDULE_CAP
-from audits.models import Audit, Page
+from audits.crawl.setup import MAX_RESCHEDULES
+from audits.dispatch import RETRY_AFTER_RESCHEDULE_CAP, Dispatcher
+from audits.inline import run_steps
+from audits.models import Audit, ChunkLease, FrontierURL, Page
+from audits.watchdog import queued_task_names, run_watchdog
 from tests.crawler.hostile_server import HostileServer, Throttle, static
 from tests.factories import make_audit
-from tests.orchestration.test_rate_limit_reschedule import page, started
+from tests.orchestration.test_rate_limit_reschedule import PLAIN, page, serve, started, stored
 
 PAGES = [f"/p{n}" for n in range(6)]
 
@@ -47,21 +51,112 @@ def throttled_site(server: HostileServer, allow: int, wait: int) -> Throttle:
 @pytest.mark.django_db
 def test_the_next_chunk_waits_out_the_retry_after_the_last_chunk_was_given(
         owner, site, fast_settings, short_in_task_wait):
-    # Chunk 1 ends (its soft deadline, 1 s) during the site's two-second pause: the pages it held back
-    # go to chunk 2, which has time enough to wait the pause out.
-    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "CHUNK_SOFT_DEADLINE": 1.0}
-    throttle = throttled_site(site, allow=1, wait=2)
+    # The site's three-second pause outlasts chunk 1's soft deadline (2 s): chunk 1 hands its pages back
+    # as it reads the pause, and the next chunk is scheduled once the pause is over, not before.
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "CHUNK_SOFT_DEADLINE": 2.0}
+    throttle = throttled_site(site, allow=1, wait=3)
     audit, dispatcher, _ = started(owner, site, concurrency=1, check_external=False)
+    began = time.monotonic()
     assert run_chunk(audit.pk, 1, dispatcher) == "done"
+    assert time.monotonic() - began < 1.5  # at once, not at its deadline
     assert throttle.paused_at is not None and len(throttle.arrivals) == 2  # a page, then the 429
-    assert dispatcher.steps[-1] == ("chunk", audit.pk, 2)  # pages are due: no wait, the next chunk
-    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "CHUNK_SOFT_DEADLINE": 5.0}
-    assert run_chunk(audit.pk, 2, dispatcher) == "done"
+    assert dispatcher.steps[-1] == ("wait", audit.pk, 1) and 2.0 < dispatcher.pauses[(audit.pk, 2)] <= 3.0
+    assert not ChunkLease.objects.filter(audit=audit, number=2).exists()
+    dispatcher.sleep = time.sleep  # the site's clock is the real one
+    run_steps(dispatcher)
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
     # Chunk 2 sent nothing while the site's pause ran, and crawled the pages after it.
     assert throttle.during_pause() == [throttle.paused_at]
     assert len(throttle.arrivals) > 2 and throttle.arrivals[2] >= throttle.paused_at + throttle.wait
-    done = Page.objects.filter(audit=audit, url__in=[site.url(path) for path in PAGES[2:]])
-    assert sorted(done.values_list("status_code", flat=True)) == [200] * 4
+    done = Page.objects.filter(audit=audit, url__in=[site.url(path) for path in PAGES])
+    assert sorted(done.values_list("status_code", flat=True)) == [200] * len(PAGES)
+    assert ChunkLease.objects.filter(audit=audit, number__gt=0).count() == 2  # no chunk sat in the pause
+
+
+def slow_first(server: HostileServer, *answers: str) -> None:
+    """"/" links to /slow (429 with each Retry-After in ``answers``, then the page) before three plain pages:
+    one request at a time, those are still to come when the site asks to be left alone."""
+    serve(server, {"/slow": answers}, plain=())
+    server.route("/", static(page("/slow", *PLAIN)))
+    for path in PLAIN:
+        server.route(path, static(page()))
+
+
+@pytest.mark.django_db
+def test_a_long_pause_holds_no_worker_while_pages_wait_and_one_chunk_crawls_them_after_it(
+        owner, site, fast_settings):
+    # Five minutes: no chunk runs in them, where before each sat idle until its soft deadline,
+    # sending nothing, and scheduled the next to do the same.
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "CHUNK_SOFT_DEADLINE": 3.0}
+    slow_first(site, "300")
+    audit, dispatcher, clock = started(owner, site, concurrency=1, check_external=False)
+    began = time.monotonic()
+    assert run_chunk(audit.pk, 1, dispatcher) == "done"
+    assert time.monotonic() - began < 2.0
+    assert site.requests["/slow"] == 1 and all(site.requests[path] == 0 for path in PLAIN)
+    assert dispatcher.steps[-1] == ("wait", audit.pk, 1) and 295 < dispatcher.pauses[(audit.pk, 2)] <= 300
+    assert not ChunkLease.objects.filter(audit=audit, number=2).exists()
+    run_steps(dispatcher)
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    assert 295 < sum(clock.calls) <= 300  # one wait, in the loop's slices
+    assert ChunkLease.objects.filter(audit=audit, number__gt=0).count() == 2  # no chunk sat in the pause
+    assert site.requests["/slow"] == 2 and all(site.requests[path] == 1 for path in PLAIN)
+    assert all(stored(audit, site, path).status_code == 200 for path in ("/slow", *PLAIN))
+
+
+@pytest.mark.django_db
+def test_a_chunk_that_starts_inside_a_pause_outlasting_its_deadline_hands_its_urls_back_at_once(
+        owner, site, fast_settings):
+    # A chunk queued before the pause was stored, taken by a worker after: it sends nothing and holds nothing.
+    throttle = throttled_site(site, allow=100, wait=2)
+    audit, dispatcher, _ = started(owner, site, concurrency=1, check_external=False)
+    audit.pause_site(30)
+    began = time.monotonic()
+    assert run_chunk(audit.pk, 1, dispatcher) == "done"
+    assert time.monotonic() - began < 2.0 and throttle.arrivals == []
+    assert not FrontierURL.objects.filter(audit=audit, state=FrontierURL.State.LEASED).exists()
+    assert dispatcher.steps[-1] == ("wait", audit.pk, 1) and 25 < dispatcher.pauses[(audit.pk, 2)] <= 30
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_watchdog_counts_a_site_pause_as_a_wait_and_starts_the_next_chunk_as_it_ends(
+        owner, site, fast_settings):
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "STALL_SECONDS": 60}
+    slow_first(site, "300")
+    audit, _, _ = started(owner, site, concurrency=1, check_external=False)
+    # /slow is on its last reschedule: the 429 stores it rate_limited, and no URL is left waiting for a
+    # Retry-After of its own; the site's pause is all that holds the pages still to come.
+    FrontierURL.objects.filter(audit=audit, url=site.url("/slow")).update(reschedules=MAX_RESCHEDULES)
+    OrmQ.objects.all().delete()
+    # The worker's dispatcher cannot enqueue a task for later: chunk 1 schedules nothing.
+    assert run_chunk(audit.pk, 1, Dispatcher()) == "done"
+    assert stored(audit, site, "/slow").fetch_error == "rate_limited"
+    assert not ChunkLease.objects.filter(audit=audit, number=2).exists() and not OrmQ.objects.exists()
+    # Quiet for longer than the stall limit, but waiting as the site asked: not stalled, and no chunk yet.
+    Audit.objects.filter(pk=audit.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=61))
+    assert run_watchdog() == "nothing to do"
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.RUNNING and not OrmQ.objects.exists()
+    # The pause ends: the next chunk starts at the next pass, with no grace (nothing else would start it).
+    Audit.objects.filter(pk=audit.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=1.5),
+                                             site_paused_until=timezone.now() - timedelta(seconds=1))
+    assert run_watchdog() == f"advanced {audit.pk} after chunk 1"
+    assert queued_task_names() == {f"audit-{audit.pk}-chunk-2"}
+    assert run_chunk(audit.pk, 2, Dispatcher()) == "done"
+    assert all(stored(audit, site, path).status_code == 200 for path in PLAIN)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_watchdog_starts_no_chunk_in_a_site_pause_while_pages_are_due(owner, site, fast_settings):
+    slow_first(site, "300")
+    audit, _, _ = started(owner, site, concurrency=1, check_external=False)
+    OrmQ.objects.all().delete()
+    assert run_chunk(audit.pk, 1, Dispatcher()) == "done"
+    Audit.objects.filter(pk=audit.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=10))
+    assert run_watchdog() == "nothing to do"
+    assert not ChunkLease.objects.filter(audit=audit, number=2).exists() and not OrmQ.objects.exists()
 
 
 @pytest.mark.django_db
