@@ -186,6 +186,10 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
     writer.hold(items)
     lease_seconds = knob("LEASE_SECONDS")
     next_fence = time.monotonic()
+    # When the site's stored pause ends (``time.monotonic()``), for the window: read as the chunk starts, and
+    # at every rebalance when chunks run side by side, so a Retry-After one of them is given holds the rest.
+    # Only this thread writes it, only ever later; the window reads it before it starts anything.
+    site_resume = {SITE_HOST: 0.0}
 
     def heartbeat() -> None:
         # A missed beat is not fatal (the lease lasts three): a busy or lost
@@ -196,6 +200,8 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
                 split = lease.rebalance(setup.window.cap, share.in_flight)
                 if split is not None:
                     share.limit, share.parts = split
+                if left := site_pause(audit):
+                    site_resume[SITE_HOST] = max(site_resume[SITE_HOST], time.monotonic() + left)
             if time.monotonic() < next_fence:
                 return
             next_fence = time.monotonic() + lease_seconds / 3
@@ -212,12 +218,12 @@ def _crawl_claimed(audit: Audit, lease: ChunkLease, dispatcher: Dispatcher,
         if share is not None:
             heartbeat()  # the first share, before anything starts
         # What is left of a pause the site asked an earlier chunk for: nothing starts on the site before it ends.
-        resume_at = time.monotonic() + with_db_retry(site_pause, audit, what=f"{what} site pause")
+        site_resume[SITE_HOST] = time.monotonic() + with_db_retry(site_pause, audit, what=f"{what} site pause")
         # The lease lasts three heartbeats: a worker that dies is found after
         # that, not after a long lease (writes also extend it). A shared
         # budget is rebalanced every SHARE_SECONDS between them.
         report = run_with_db_here(lambda db: crawl_items(items, setup, writer, db, serial=serial, share=share,
-                                                         site_resume_at=resume_at),
+                                                         paused_until=site_resume),
                                   idle=heartbeat,
                                   idle_every=min(SHARE_SECONDS, lease_seconds / 3) if share else lease_seconds / 3)
     except LeaseLost:
@@ -289,11 +295,12 @@ def lease_items(audit: Audit, lease: ChunkLease) -> list[Item]:
 
 
 async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter, db, *, serial: bool,
-                      share: Share | None = None, site_resume_at: float = 0.0):
+                      share: Share | None = None, paused_until: dict[str, float] | None = None):
     """Fetch, parse and check ``items`` through the rolling window; sub-batches go to ``writer`` via ``db``.
 
-    Nothing starts on the audited site before ``site_resume_at`` (a ``time.monotonic()`` value: the end of
-    its stored Retry-After pause); the external checks go on meanwhile.
+    Nothing starts on the audited site before ``paused_until[SITE_HOST]`` (a ``time.monotonic()`` value:
+    the end of its stored Retry-After pause, which the caller may move later as the crawl goes on); the
+    external checks go on meanwhile.
     """
     deadline = time.monotonic() + knob("CHUNK_SOFT_DEADLINE")
     context = PageContext(setup.checks, is_internal=internal_test(setup.scope))
@@ -341,7 +348,7 @@ async def crawl_items(items: list[Item], setup: CrawlSetup, writer: ChunkWriter,
             health_of=lambda outcome: fetch_health(outcome.result, window),
             # A Retry-After holds the site's next requests, not only its URL (the writer reschedules that).
             pause_of=lambda outcome: fetch_pause(outcome.result),
-            paused_until={SITE_HOST: site_resume_at},
+            paused_until=paused_until,
             soft_deadline=deadline, max_batch_wait=1.0,
             batch_size=1 if serial else SUB_BATCH * PAGE_WEIGHT, weight_of=None if serial else weight,
             # A serial retry runs exactly the URLs the chunk held, to find a poison one.

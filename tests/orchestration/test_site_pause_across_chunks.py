@@ -18,11 +18,12 @@ from django_q.models import OrmQ
 
 from audits.crawl.chunk import run_chunk, site_pause
 from audits.crawl.setup import MAX_RESCHEDULES
-from audits.dispatch import RETRY_AFTER_RESCHEDULE_CAP, Dispatcher
+from audits.crawl.start import run_start
+from audits.dispatch import RETRY_AFTER_RESCHEDULE_CAP, Dispatcher, InlineDispatcher
 from audits.inline import run_steps
 from audits.models import Audit, ChunkLease, FrontierURL, Page
 from audits.watchdog import queued_task_names, run_watchdog
-from tests.crawler.hostile_server import HostileServer, Throttle, static
+from tests.crawler.hostile_server import Arrivals, HostileServer, Throttle, static
 from tests.factories import make_audit
 from tests.orchestration.test_rate_limit_reschedule import PLAIN, page, serve, started, stored
 
@@ -178,3 +179,40 @@ def test_the_stored_pause_only_grows_and_a_chunk_waits_no_longer_than_the_resche
     assert 19 < site_pause(audit) <= 20
     Audit.objects.filter(pk=audit.pk).update(site_paused_until=timezone.now() + timedelta(days=3))
     assert site_pause(audit) == RETRY_AFTER_RESCHEDULE_CAP
+
+
+class SideBySide(InlineDispatcher):
+    """The inline dispatcher, with room for chunks beside the one running: it shares the audit's budget
+    with them, and rebalances (and rereads the site's pause) every SHARE_SECONDS, as on PostgreSQL."""
+
+    def chunks_per_audit(self) -> int:
+        return 2
+
+
+@pytest.mark.django_db
+def test_a_pause_a_chunk_beside_this_one_was_given_holds_this_ones_requests_too(owner, site, fast_settings):
+    # This chunk's site answers it at once, but a chunk beside it, on another worker, was just told
+    # Retry-After: 3 (stored as that chunk's write does, once this one's first sub-batch is in). This one
+    # learns of it at its next rebalance, a second at most, and starts nothing on the site until it ends.
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "CHUNK_SIZE": 30, "CHUNK_SOFT_DEADLINE": 12.0}
+    arrivals = Arrivals(delay=0.25)
+    pages = [f"/q{n}" for n in range(16)]
+    site.route("/", static(page(*pages)))
+    for path in pages:
+        site.route(path, arrivals)
+    audit = make_audit(owner, start_url=site.url("/"), allow_private=True, concurrency=1, check_external=False)
+    dispatcher = SideBySide()
+    run_start(audit.pk, dispatcher)
+    stored_at: list[float] = []
+
+    def beside(outcomes, issues, kinds) -> None:
+        if not stored_at:
+            stored_at.append(time.monotonic())
+            Audit.objects.get(pk=audit.pk).pause_site(3.0)
+
+    assert run_chunk(audit.pk, 1, dispatcher, on_batch=beside) == "done"
+    paused_at = stored_at[0]
+    # A second to the next rebalance, and a little for a loaded machine.
+    assert [t for t in arrivals.times if paused_at + 1.4 < t < paused_at + 3.0] == []
+    assert [t for t in arrivals.times if t >= paused_at + 3.0]  # and it went on after the pause
+    assert len(arrivals.times) == len(pages)
