@@ -1,14 +1,19 @@
 """A Retry-After pauses the audited site for the audit, not for one chunk: the pause is stored on
-the audit's row and the next chunk (on any worker) starts nothing on the site before it ends.
+the audit's row, no chunk is scheduled before it ends (the audit waits, in the `audit` command's loop
+or for the watchdog, as for a rate-limited URL), and a chunk that runs meanwhile (one beside the chunk
+the site answered, or one taken from the queue late) starts nothing on the site before it ends.
 
-The site is a loopback server that throttles after a few pages (429, Retry-After: 2, to every
-request for the next two seconds) and records when each request came. The in-task Retry-After cap
-is lowered to half a second, so a two-second wait is the window's pause, as a longer one is in
-production, and the test stays short.
+The sites are loopback servers that record the requests they get; one throttles after a page (429,
+Retry-After: 3, to every request for the next three seconds). The in-task Retry-After cap is lowered
+to half a second there, so a three-second wait is the window's pause, as a longer one is in
+production, and the test stays short; the longer pauses elsewhere pass on the database clock
+(``DatabaseTimePasses``), with no real wait.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from datetime import timedelta
 
@@ -25,7 +30,14 @@ from audits.models import Audit, ChunkLease, FrontierURL, Page
 from audits.watchdog import queued_task_names, run_watchdog
 from tests.crawler.hostile_server import Arrivals, HostileServer, Throttle, static
 from tests.factories import make_audit
-from tests.orchestration.test_rate_limit_reschedule import PLAIN, page, serve, started, stored
+from tests.orchestration.test_rate_limit_reschedule import (
+    PLAIN,
+    DatabaseTimePasses,
+    page,
+    serve,
+    started,
+    stored,
+)
 
 PAGES = [f"/p{n}" for n in range(6)]
 
@@ -216,3 +228,26 @@ def test_a_pause_a_chunk_beside_this_one_was_given_holds_this_ones_requests_too(
     assert [t for t in arrivals.times if paused_at + 1.4 < t < paused_at + 3.0] == []
     assert [t for t in arrivals.times if t >= paused_at + 3.0]  # and it went on after the pause
     assert len(arrivals.times) == len(pages)
+
+
+@pytest.mark.django_db
+def test_the_audit_command_says_it_waits_out_the_sites_pause_while_pages_are_still_to_crawl(
+        site, fast_settings, tmp_path, capsys, monkeypatch):
+    from django.core.management import call_command
+
+    from audits.management.commands.audit import Command
+
+    fast_settings.SITEWARD = {**fast_settings.SITEWARD, "CHUNK_SOFT_DEADLINE": 2.0}
+    slow_first(site, "8")
+    clock = DatabaseTimePasses()
+    monkeypatch.setattr(Command, "sleep", staticmethod(clock))
+    out = tmp_path / "report.jsonl"
+    call_command("audit", site.url("/"), "--allow-private", "--concurrency", "1", "--out", str(out))
+    printed = capsys.readouterr().out
+    # One wait, said once: the pages behind /slow wait for the site's pause, not for chunks to run empty.
+    assert re.search(r"Waiting [78] s: the site asked us to come back later \(Retry-After\)", printed), printed
+    assert printed.count("Waiting") == 1 and 7.0 < sum(clock.calls) <= 8.0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    statuses = {r["url"]: r["status"] for r in records if r["type"] == "page"}
+    assert all(statuses[site.url(path)] == 200 for path in ("/", "/slow", *PLAIN))
+    assert site.requests["/slow"] == 2 and all(site.requests[path] == 1 for path in PLAIN)
