@@ -33,8 +33,8 @@ CHANGES = ("new", "fixed", "persisting", "unknown")
 
 def out_in_argv(args: list[str]) -> str | None:
     """The file ``--out`` names in a command line the command's own parser has not read yet, if any."""
-    # argparse's own reading (both spellings, the last given wins) of the one option, spelt out: an abbreviation
-    # such as "--o" may be another option ("--owner") to the command's parser, and what follows it no report.
+    # argparse's own reading (both spellings, the last given wins) of the one option, spelt out as the
+    # command's parser requires (Command.create_parser): "--o FILE" is refused there, and FILE no report.
     only_out = argparse.ArgumentParser(add_help=False, exit_on_error=False, allow_abbrev=False)
     only_out.add_argument("--out")
     try:

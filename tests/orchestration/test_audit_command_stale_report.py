@@ -116,13 +116,14 @@ def test_a_report_its_directory_forbids_removing_is_emptied_instead(earlier, fas
     assert earlier.read_text() == ""
 
 
-def test_a_file_after_an_abbreviation_argparse_refuses_as_ambiguous_is_left_alone(tmp_path, capsys):
-    """"--o" may be --owner as well as --out: what follows it is no report of ours."""
+@pytest.mark.parametrize("abbreviation", ["--o", "--ou"])
+def test_an_abbreviated_option_is_refused_and_the_file_after_it_left_alone(abbreviation, tmp_path, capsys):
+    """Options are spelt out: "--o" may be --owner as well as --out, and what follows it no report of ours."""
     notes = tmp_path / "notes.txt"
     notes.write_text("kept")
     with pytest.raises(SystemExit) as raised:
-        Command().run_from_argv(["manage.py", "audit", START, "--o", str(notes)])
-    assert raised.value.code == 2 and "ambiguous option" in capsys.readouterr().err
+        Command().run_from_argv(["manage.py", "audit", START, abbreviation, str(notes)])
+    assert raised.value.code == 2 and f"unrecognized arguments: {abbreviation}" in capsys.readouterr().err
     assert notes.read_text() == "kept"
 
 

@@ -193,6 +193,12 @@ class Command(BaseCommand):
         add_access_arguments(parser)
         add_mode_arguments(parser)
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        # Options spelt out only: an abbreviation a pipeline relies on turns ambiguous, or into another
+        # option, when an option is added ("--o" was --out until --owner came), and the run would quietly
+        # differ, or leave the earlier report (out_in_argv reads "--out" as spelt).
+        return super().create_parser(prog_name, subcommand, allow_abbrev=False, **kwargs)
+
     def run_from_argv(self, argv):
         # A bad option is refused while the arguments are parsed, before execute(): the earlier report goes first.
         try:
