@@ -28,7 +28,10 @@ _CUT_PASSWORD = re.compile(
 def without_userinfo(text: str) -> str:
     """``text`` with the user name and password of its address taken out, the rest as typed."""
     text = _USERINFO.sub(lambda match: match.group(1) or "", text, count=1)
-    return _CUT_PASSWORD.sub(lambda match: match.group(1), text, count=1)
+    text, cut = _CUT_PASSWORD.subn(lambda match: match.group(1), text, count=1)
+    # An "@" still before the query after a cut password ("ann:p/w@x/y@host"): which "@" ended the login is
+    # anyone's guess, so none of it is shown.
+    return "" if cut and "@" in re.split(r"[?#]", text, maxsplit=1)[0] else text
 
 
 class AddressInput(forms.TextInput):

@@ -172,3 +172,11 @@ def test_a_password_cut_short_is_taken_out_up_to_its_own_at_sign_not_one_further
     body = response.content.decode()
     assert "hunt" not in body and "er2" not in body
     assert 'value="https://www.example.com/?to=me@other.example/"' in body
+
+
+def test_a_cut_short_password_holding_an_at_sign_and_a_slash_is_not_shown_back_at_all(owner_client):
+    # Which "@" ended the login cannot be told: nothing of the field is shown rather than part of the password.
+    response = post(owner_client, start_url="https://ann:p/w@x/yz@www.example.com/")
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "x/yz" not in body and "p/w" not in body
