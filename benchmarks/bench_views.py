@@ -200,6 +200,10 @@ def screens(audit, later: int) -> list[tuple[str, str, dict]]:
         (f"issues, page {later}", issues, {"review": "active", "page": later}),
         ("issues of one type, page 1", issues, {"code": "img_alt_missing", "severity": "warning",
                                                 "review": "active"}),
+        # A search or a section keeps part of the audit: few issues, most of them, or one section in eight.
+        ("issues found by a search, few", issues, {"q": "/item-4242", "review": "active"}),
+        ("issues found by a search, most", issues, {"q": "item-", "review": "active"}),
+        ("issues of a section, page 1", issues, {"section": f"/{SECTIONS[0]}/", "review": "active"}),
         ("pages, page 1", pages, {}),
         (f"pages, page {later}", pages, {"page": later}),
     ]
