@@ -214,14 +214,16 @@ class Report:
                 self.out.flush()
         self.out.flush()
 
-    def summary(self, audit: Audit, code: int, *, compared: bool = False, include_ignored: bool = False) -> None:
+    def summary(self, audit: Audit, code: int, *, compared: bool = False, include_ignored: bool = False,
+                unknown_gated: int = 0) -> None:
         """The closing record; with ``compared``, also the baseline and the counts of each change.
 
         "issues" counts by severity without ignored issues (with them under
         ``include_ignored``); "ignored" says how many were left out or included.
 
         "changes" is null, not zeros, when there was nothing to compare with (or
-        the audit did not complete): zeros would claim nothing changed.
+        the audit did not complete): zeros would claim nothing changed. A validation's
+        "unknown_gated" is how many unknown verdicts the gate counted (``validation.unsettled``).
         """
         if self.out is None:
             return
@@ -241,6 +243,7 @@ class Report:
         verdicts = validation.counts(audit)
         if verdicts is not None:
             record["validation"] = verdicts
+            record["unknown_gated"] = unknown_gated
         record["exit_code"] = code
         self._write([record])
         self.out.flush()

@@ -113,15 +113,17 @@ def test_a_validation_whose_rechecks_could_not_run_fails_its_gate_unless_unknown
         code = run_audit(web.url("/"), "--allow-private", "--no-external", "--mode", "validate", "--from",
                          str(first.pk), "--out", str(out))
         console = capsys.readouterr().out
+        allowed_out = tmp_path / "allowed.jsonl"
         allowed = run_audit(web.url("/"), "--allow-private", "--no-external", "--mode", "validate", "--from",
-                            str(first.pk), "--allow-unknown")
+                            str(first.pk), "--allow-unknown", "--out", str(allowed_out))
     lines = records(out)
     critical = {(r["code"], r["url"].removeprefix(web.base)): r["result"] for r in lines
                 if r["type"] == "validation" and r["severity"] == "critical"}
     assert critical == {("broken_link_internal", "/b"): "unknown", ("http_4xx", "/gone"): "unknown"}
-    assert code == 1 and lines[-1]["exit_code"] == 1
+    assert code == 1 and lines[-1]["exit_code"] == 1 and lines[-1]["unknown_gated"] == 2
     assert "2 unknown at the --fail-on level fail the gate" in console and "exit code 1" in console
     assert allowed == 0  # what a person who accepts unknown verdicts asks for
+    assert records(allowed_out)[-1]["unknown_gated"] == 0
 
 
 def test_an_unknown_verdict_of_a_check_across_the_whole_site_does_not_fail_a_validations_gate(

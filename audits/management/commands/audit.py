@@ -318,7 +318,8 @@ class Command(BaseCommand):
                     # gone): the audit failed, so exit 3, never the 1 that tells CI issues were found.
                     code = self._interrupted(audit) if interrupts.seen else self._stopped(audit, exc)
                 audit.refresh_from_db()
-                report.summary(audit, code, compared=bool(compare_to), include_ignored=include_ignored)
+                report.summary(audit, code, compared=bool(compare_to), include_ignored=include_ignored,
+                               unknown_gated=self.unsettled)
             finally:
                 # Lines are flushed a batch at a time: whatever ends the run, none stays in the buffer.
                 if out is not None:
