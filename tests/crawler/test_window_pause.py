@@ -126,44 +126,39 @@ def test_a_host_paused_past_the_deadline_from_the_start_is_handed_back_while_ano
     assert time.monotonic() - began < 2.0 and refills == []
 
 
-def test_a_pause_raised_while_the_run_goes_on_holds_the_host_from_the_next_start():
-    # Another thread learns of a pause (for the audit, a chunk beside this one was given a Retry-After)
-    # and writes it into the mapping the window was given: no start on the host until it ends.
-    site_times = Arrivals(delay=0.1)
+def crawl_raising_a_pause(delay: float, at: float, pause: float):
+    """Twelve pages of one host, one at a time; ``at`` seconds in, another thread pauses the host for ``pause``
+    seconds through the mapping the window was given (for the audit, a chunk beside this one's Retry-After).
+
+    Returns what was seen, the pages, their arrival times, when the pause ends and when the run began."""
+    site_times = Arrivals(delay=delay)
     with HostileServer() as site:
         pages = serve(site, site_times, 12)
         host = pages[0].split("/")[2]
         began = time.monotonic()
         resume = {host: 0.0}
-        raise_at = threading.Timer(0.35, lambda: resume.update({host: time.monotonic() + 1.0}))
+        raise_at = threading.Timer(at, lambda: resume.update({host: time.monotonic() + pause}))
         raise_at.start()
         try:
             seen = crawl(pages, [site], WindowPolicy(floor=1, start=1, cap=1, per_host=1),
                          soft_deadline=began + 10.0, paused_until=resume)
         finally:
             raise_at.cancel()
+    return seen, pages, site_times.times, resume[host], began
+
+
+def test_a_pause_raised_while_the_run_goes_on_holds_the_host_from_the_next_start():
+    seen, _, times, resume, _ = crawl_raising_a_pause(delay=0.1, at=0.35, pause=1.0)
     assert seen.report.unfinished == [] and len(seen.results) == 12
-    raised = resume[host] - 1.0
+    raised = resume - 1.0
     # The fetch in flight when it was raised may end, but none starts in the pause.
-    assert [t for t in site_times.times if raised + 0.15 < t < resume[host]] == []
-    assert len([t for t in site_times.times if t < raised]) >= 2  # it ran before the pause ...
-    assert len([t for t in site_times.times if t >= resume[host]]) >= 2  # ... and after it
+    assert [t for t in times if raised + 0.15 < t < resume] == []
+    assert len([t for t in times if t < raised]) >= 2  # it ran before the pause ...
+    assert len([t for t in times if t >= resume]) >= 2  # ... and after it
 
 
 def test_a_pause_raised_past_the_deadline_hands_the_hosts_items_back_at_the_next_round():
-    site_times = Arrivals(delay=0.2)
-    with HostileServer() as site:
-        pages = serve(site, site_times, 12)
-        host = pages[0].split("/")[2]
-        began = time.monotonic()
-        resume = {host: 0.0}
-        raise_at = threading.Timer(0.5, lambda: resume.update({host: time.monotonic() + 60.0}))
-        raise_at.start()
-        try:
-            seen = crawl(pages, [site], WindowPolicy(floor=1, start=1, cap=1, per_host=1),
-                         soft_deadline=began + 10.0, paused_until=resume)
-        finally:
-            raise_at.cancel()
+    seen, pages, _, _, began = crawl_raising_a_pause(delay=0.2, at=0.5, pause=60.0)
     assert 1 <= len(seen.results) <= 4 and seen.report.unfinished == pages[len(seen.results):]
     assert time.monotonic() - began < 2.0
 
