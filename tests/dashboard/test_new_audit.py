@@ -180,3 +180,11 @@ def test_a_cut_short_password_holding_an_at_sign_and_a_slash_is_not_shown_back_a
     assert response.status_code == 400
     body = response.content.decode()
     assert "x/yz" not in body and "p/w" not in body
+
+
+def test_a_cut_short_password_whose_digits_make_no_port_is_not_shown_back(owner_client):
+    # 271828 is past the last port: the text after "ann:" is a password cut at its "/", not a port.
+    response = post(owner_client, start_url="https://ann:271828/18@www.example.com/")
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "271828" not in body and 'value="https://www.example.com/"' in body
