@@ -80,8 +80,8 @@ IGNORED_IN_SQL = f"""
 #   sitemaps and probes http:// only when robots.txt lets it crawl the start page; a
 #   validation goes on without them, and their issues are unknown. So is a one-a-site
 #   code (all but a sitemap's) reported under another key: the start page lands on another origin.
-#   Unknown too when the start read them but could not judge: the http:// probe got no answer
-#   (Audit.http_unsure), the sitemaps were read in part (an invalid file may be among the unread),
+#   Unknown too when the start read them but could not judge: the http:// probe gave no verdict
+#   (Audit.http_unsure: no answer, a 5xx, a status refusing crawlers), the sitemaps were read in part (an invalid file may be among the unread),
 #   robots.txt could not be read (whether it is missing is not known).
 # - A link's: fixed when its source page answered, was parsed (and rendered) if it was then, and either no longer links
 #   the target or the target answered without error below 400 (and without a

@@ -307,8 +307,9 @@ def verdicts(audit: Audit, *, limit: int | None = None) -> Iterator[Verdict]:
 def unsettled(audit: Audit, severities) -> int:
     """How many unknown verdicts at ``severities`` this validation could have settled and did not.
 
-    Its re-check did not run: the URL was not fetched or not read as a page,
-    robots.txt now refuses it, the start page gave no answer. The checks across
+    Its re-check did not run or came short: the URL was not fetched, not read as
+    a page or broken another way, robots.txt now refuses it, the start page gave
+    no answer, the http:// probe, sitemaps or robots.txt read short. The checks across
     the whole site (``Verdict.spans_site``) are left out: no validation ever
     settles them, and counting them would fail every re-check of such an issue.
 

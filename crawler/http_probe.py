@@ -7,7 +7,7 @@ probe follows redirects like any fetch and judges where it ends:
 - ends on an ``https://`` URL: the http form redirects, as it should;
 - ends with a 2xx on an ``http://`` URL (at once, or after redirects that never
   reach https): the site serves pages over plain http, which is the finding;
-- a 4xx, or the connection refused: no page is served over http, which is
+- any other 4xx, or the connection refused: no page is served over http, which is
   fine (a site need not listen on port 80 at all);
 - no answer (unresolvable, unreachable, timed out, cut short by the caller's
   time), a 5xx, or a status that refuses crawlers rather than says whether a

@@ -179,7 +179,8 @@ class Audit(models.Model):
     # When robots.txt was read: a chunk reads it again once it is a day old (audits.crawl.robots_refresh).
     robots_fetched_at = models.DateTimeField(null=True, blank=True)
     sitemap_found = models.BooleanField(null=True)
-    # Why the start's probe of the http:// form gave no verdict (no answer, out of time); empty when it gave one.
+    # Why the start's probe of the http:// form gave no verdict (no answer, out of time, a 5xx or a status that
+    # refuses crawlers, no http:// form to probe); empty when it gave one.
     # An earlier audit's http_not_redirected is then unknown, not fixed (audits.diff).
     http_unsure = models.CharField(max_length=300, blank=True)
     # Whether the audit's link edges are in Inlink (built after the audit ends; a resume clears it).

@@ -136,9 +136,10 @@ class Interrupts:
 
 class Command(BaseCommand):
     help = ("Crawl and audit a site in-process; exit 1 when issues at the --fail-on level are found "
-            "(or, with --fail-on-new, new issues at that level since an earlier audit), 2 on a usage or "
+            "(or, with --fail-on-new, new issues at that level since an earlier audit; in a validation, "
+            "also issues at that level it could not re-check), 2 on a usage or "
             "configuration error, 3 when the audit failed or could not start, 130 when interrupted.")
-    # How the run waits out a Retry-After once only rate-limited URLs are left.
+    # How the run waits out a Retry-After: the site's pause, or once only rate-limited URLs are left.
     sleep = staticmethod(time.sleep)
 
     def add_arguments(self, parser):
@@ -162,8 +163,8 @@ class Command(BaseCommand):
             "--threshold", action="append", default=[], metavar="NAME=VALUE",
             help="Change a check's threshold (repeatable): " + ", ".join(
                 f"{t.name} ({t.unit}, default {t.default})" for t in THRESHOLDS))
-        parser.add_argument("--out", help="Write a JSON Lines report here ('-' for standard output); a report an "
-                                          "earlier run left there is removed first, even if this run is refused")
+        parser.add_argument("--out", help="Write a JSON Lines report here ('-' for standard output); a file "
+                                          "already there is removed first, even if this run is refused")
         parser.add_argument(
             "--fail-on", choices=list(SEVERITY_RANK), default=None,
             help="Exit 1 when any issue at or above this severity is found (default: critical, "
@@ -188,7 +189,8 @@ class Command(BaseCommand):
                  "acknowledged, not dismissed")
         parser.add_argument("--enqueue", action="store_true",
                             help="Hand the audit to the worker cluster, print its id and return "
-                                 "(not with --fail-on, --fail-on-new or --out: nothing waits for the audit)")
+                                 "(not with --fail-on, --fail-on-new, --out or --allow-unknown: nothing waits for "
+                                 "the audit)")
         parser.add_argument("--owner", help="Username that owns the audit (default: admin, else a 'cli' user)")
         add_access_arguments(parser)
         add_mode_arguments(parser)
