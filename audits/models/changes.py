@@ -13,7 +13,21 @@ from django.db import models
 from .audit import Audit, Severity
 
 
-class GoneIssue(models.Model):
+class IssueCopy(models.Model):
+    """An issue of another audit as it was, copied so it outlives that audit: its key and its own words."""
+
+    key = models.CharField(max_length=32)
+    url = models.TextField()
+    code = models.CharField(max_length=40)
+    severity = models.CharField(max_length=10, choices=Severity.choices)
+    message = models.TextField()
+    target_url = models.TextField(blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class GoneIssue(IssueCopy):
     """An issue of the baseline audit that this audit did not report.
 
     Fixed when the URL it was on was crawled this time; unknown when it was not
@@ -26,12 +40,6 @@ class GoneIssue(models.Model):
 
     audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="gone_issues", db_index=False)
     change = models.CharField(max_length=8, choices=Change.choices)
-    key = models.CharField(max_length=32)
-    url = models.TextField()
-    code = models.CharField(max_length=40)
-    severity = models.CharField(max_length=10, choices=Severity.choices)
-    message = models.TextField()
-    target_url = models.TextField(blank=True)
 
     class Meta:
         ordering = ["id"]
@@ -44,7 +52,7 @@ class GoneIssue(models.Model):
         return f"{self.change}: {self.code} on {self.url}"
 
 
-class RecheckedIssue(models.Model):
+class RecheckedIssue(IssueCopy):
     """An issue of the audit a validation re-checked, with the validation's verdict on it (``audits.validation``).
 
     Copied at the validation's finalize, in the re-checked audit's words, so its checklist stays what it
@@ -58,13 +66,7 @@ class RecheckedIssue(models.Model):
 
     audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="rechecked_issues", db_index=False)
     result = models.CharField(max_length=8, choices=Result.choices)
-    key = models.CharField(max_length=32)
     url_hash = models.CharField(max_length=32)
-    url = models.TextField()
-    code = models.CharField(max_length=40)
-    severity = models.CharField(max_length=10, choices=Severity.choices)
-    message = models.TextField()
-    target_url = models.TextField(blank=True)
 
     class Meta:
         ordering = ["id"]
