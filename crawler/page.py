@@ -14,6 +14,12 @@ from dataclasses import dataclass, replace
 from itertools import chain
 from typing import TYPE_CHECKING
 
+from crawler.anchors import (
+    FRAGMENT_TAGS,
+    MAX_FRAGMENTS_PER_PAGE,
+    MAX_FRAGMENTS_PER_TARGET,
+    judged_fragment,
+)
 from crawler.checks import PageContext, binary_html, large_unread_html, run_page_checks
 from crawler.css import CSS_TYPE, MAX_CSS_LINKS, css_links, decode_css
 from crawler.parse import parse_html
@@ -100,11 +106,14 @@ def outlinks_of(facts: PageFacts, page_url: str) -> tuple[tuple[Link, ...], int]
 
     The hreflang alternates come last, one per URL: a URL listed for two
     languages (``en`` and ``x-default`` often share one) keeps the first code.
+    A link's ``fragments`` are those its page's links to that URL name (``crawler.anchors``).
     """
     base = facts.base_url or page_url
     seen: set[tuple[str, str]] = set()
     links: list[Link] = []
     invalid = 0
+    fragments: dict[tuple[str, str], list[str]] = {}
+    kept = 0
     alternates = (Link(url, HREFLANG_TAG, lang.strip(), ("alternate",)) for lang, url in facts.hreflang)
     for link in chain(facts.links, alternates):
         try:
@@ -113,12 +122,21 @@ def outlinks_of(facts: PageFacts, page_url: str) -> tuple[tuple[Link, ...], int]
             invalid += 1
             continue
         key = (url, link.tag)
+        if "#" in link.url and link.tag in FRAGMENT_TAGS and kept < MAX_FRAGMENTS_PER_PAGE \
+                and (fragment := judged_fragment(link.url)) is not None:
+            named = fragments.setdefault(key, [])
+            if fragment not in named and len(named) < MAX_FRAGMENTS_PER_TARGET:
+                named.append(fragment)
+                kept += 1
         if key in seen:
             continue
         seen.add(key)
         links.append(
             link if url == link.url else Link(url, link.tag, link.text, link.rel, link.nofollow)
         )
+    if fragments:
+        links = [replace(link, fragments=tuple(fragments[key])) if (key := (link.url, link.tag)) in fragments
+                 else link for link in links]
     return tuple(links), invalid
 
 

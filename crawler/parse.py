@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from lxml import etree
 
+from .anchors import AnchorSet
 from .charset import decode_html, utf8_source
 from .content_hash import content_hash
 from .directives import robots_directives
@@ -120,12 +121,17 @@ class _Collector:
         self.viewport = False
         self.jsonld: list[str] = []  # JSON-LD blocks' text, in page order (structured_data caps them)
         self.jsonld_buf: list[str] | None = None  # the event path's open JSON-LD <script>
+        self.ids = AnchorSet()  # what a fragment may name (crawler.anchors)
 
     # -- events -------------------------------------------------------------
 
     def start(self, tag: str, attrib) -> None:
         self.stack.append(tag)
         self.sep = True
+        if attrib:
+            self.ids.add(attrib.get("id"))
+            if tag == "a":
+                self.ids.add(attrib.get("name"))
         handler = _START.get(tag)
         if handler is not None:
             handler(self, tag, attrib)
@@ -166,14 +172,10 @@ class _Collector:
             for flag in self.h1_open:
                 flag[0] = True
 
-    def comment(self, text: str) -> None:
+    def _boundary(self, *args) -> None:
         self.sep = True
 
-    def pi(self, target: str, data: str | None = None) -> None:
-        self.sep = True
-
-    def doctype(self, *args) -> None:
-        self.sep = True
+    comment = pi = doctype = _boundary
 
     def close(self) -> None:
         # Elements still open at the end of input get their end handling.
@@ -461,6 +463,7 @@ class _Collector:
             viewport=self.viewport,
             base_url=base,
             structured_data=judged(self.jsonld),
+            anchors=self.ids.value(),
         )
 
 
@@ -593,4 +596,5 @@ def parse_html(
     tops = tree_tops(root)
     for top in tops:
         _walk_top(collector, top)
+        collector.ids.add_tree(top)
     return collector.facts(max_links, charset, tops)

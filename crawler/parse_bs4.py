@@ -14,6 +14,7 @@ import warnings
 from bs4 import BeautifulSoup, XMLParsedAsHTMLWarning
 from bs4.element import NavigableString, PreformattedString, Tag
 
+from .anchors import AnchorSet
 from .charset import decode_html
 from .content_hash import content_hash
 from .directives import robots_directives
@@ -202,6 +203,11 @@ def parse_html_bs4(
     text = " ".join(visible)
     words = text.split()
 
+    anchors = AnchorSet()
+    for tag in tags:
+        anchors.add(tag.get("id"))
+        if tag.name == "a":
+            anchors.add(tag.get("name"))
     return PageFacts(
         title=clip(_text(titles[0]), TITLE_MAX) if titles else None,
         title_count=len(titles),
@@ -227,4 +233,5 @@ def parse_html_bs4(
         viewport=any(_meta_name(m) == "viewport" for m in metas),
         base_url=base,
         structured_data=judged([t.get_text() for t in soup.find_all("script") if is_jsonld(t.get("type"))]),
+        anchors=anchors.value(),
     )

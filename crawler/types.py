@@ -171,6 +171,8 @@ class Link:
     text: str = ""
     rel: tuple[str, ...] = ()
     nofollow: bool = False
+    # The fragments links to this URL name (``crawler.anchors``): set on outlinks, which carry no fragment.
+    fragments: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +211,7 @@ class PageFacts:
     viewport: bool = False
     base_url: str = ""  # the URL links were resolved against (<base href> aware)
     structured_data: tuple[str, ...] = ()  # each invalid JSON-LD block's problem (crawler.structured_data)
+    anchors: tuple[str, ...] | None = None  # ids and <a name>s, sorted; None: not read, or past the cap (crawler.anchors)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,91 @@
+"""Fragments and the anchors they point at: what ``anchor_missing`` compares.
+
+A page's anchors are the ``id`` of any element and the ``name`` of an ``<a>``
+(the HTML standard's "indicated part of the document"). A link's fragment
+names one of them, unless it means the top of the page (empty, ``top``), is a
+text directive (``:~:text=``) or an application's route (``#!/path``,
+``#/path``), which no element need carry: those are never judged.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from lxml import etree
+
+# Anchors kept per page. A page with more is stored without them (None), and
+# links into it are not judged: a missing anchor is then a guess, not a finding.
+MAX_ANCHORS = 5000
+# Longer ids are not kept, and longer fragments not judged (nothing to compare them with).
+ANCHOR_MAX = 512
+# Fragments kept per link target, and per page: a page of "#" links to every
+# paragraph of another stays a bounded row.
+MAX_FRAGMENTS_PER_TARGET = 50
+MAX_FRAGMENTS_PER_PAGE = 1000
+# Tags whose fragments a visitor follows.
+FRAGMENT_TAGS = frozenset({"a", "area"})
+# The fragment directive's delimiter (text fragments): what follows is no anchor.
+DIRECTIVE = ":~:"
+
+_IDS = etree.XPath("descendant-or-self::*/@id | descendant-or-self::a/@name", smart_strings=False)
+
+
+class AnchorSet:
+    """A page's anchors as a parse collects them: capped, and None once past the cap."""
+
+    __slots__ = ("found", "over")
+
+    def __init__(self) -> None:
+        self.found: set[str] = set()
+        self.over = False
+
+    def add(self, value: str | None) -> None:
+        if not value or self.over or len(value) > ANCHOR_MAX or "\n" in value or "\x00" in value:
+            return
+        self.found.add(value)
+        if len(self.found) > MAX_ANCHORS:
+            self.over = True
+            self.found = set()
+
+    def add_tree(self, top) -> None:
+        """Every anchor below one top of a parsed tree, read in C."""
+        for value in _IDS(top):
+            self.add(value)
+
+    def value(self) -> tuple[str, ...] | None:
+        return None if self.over else tuple(sorted(self.found))
+
+
+def judged_fragment(url: str) -> str | None:
+    """The fragment of ``url`` a target page must carry, or None when there is none to judge."""
+    _, hashed, fragment = url.partition("#")
+    if not hashed:
+        return None
+    fragment = fragment.split(DIRECTIVE, 1)[0]
+    if not fragment or fragment.lower() == "top" or fragment[0] in "!/" or len(fragment) > ANCHOR_MAX \
+            or "\n" in fragment or "\x00" in fragment:
+        return None
+    return fragment
+
+
+def indicated(fragment: str, anchors: frozenset[str] | set[str]) -> bool:
+    """Whether ``fragment`` names an anchor, as a browser finds it: as written, then percent-decoded."""
+    if fragment in anchors:
+        return True
+    if "%" not in fragment:
+        return False
+    try:
+        decoded = unquote(fragment, errors="strict")
+    except UnicodeDecodeError:
+        return False
+    return decoded in anchors or decoded.lower() == "top"
+
+
+def stored(anchors: tuple[str, ...] | None) -> str | None:
+    """A page's anchors as its row keeps them: one per line, None when not known."""
+    return None if anchors is None else "\n".join(anchors)
+
+
+def loaded(text: str | None) -> tuple[str, ...] | None:
+    """The anchors of a stored row (``stored``)."""
+    return None if text is None else tuple(filter(None, text.split("\n")))

@@ -1,0 +1,71 @@
+"""What a fragment must find on its target page, as a browser looks for it, and what a parse keeps of a page's anchors."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawler.anchors import MAX_ANCHORS, MAX_FRAGMENTS_PER_TARGET, indicated, judged_fragment
+from crawler.page import outlinks_of
+from crawler.parse import parse_html
+from crawler.parse_bs4 import parse_html_bs4
+
+
+@pytest.mark.parametrize("url, fragment", [
+    ("https://h/p#install", "install"),
+    ("https://h/p#caf%C3%A9", "caf%C3%A9"),
+    ("https://h/p#section:~:text=words", "section"),
+    ("https://h/p", None),
+    ("https://h/p#", None),
+    ("https://h/p#TOP", None),
+    ("https://h/p#:~:text=words", None),
+    ("https://h/p#!/inbox", None),
+    ("https://h/p#/settings", None),
+    ("https://h/p#" + "x" * 513, None),
+])
+def test_only_fragments_that_name_an_element_are_judged(url, fragment):
+    assert judged_fragment(url) == fragment
+
+
+@pytest.mark.parametrize("fragment, found", [
+    ("install", True),
+    ("Install", False),  # ids match case-sensitively
+    ("caf%C3%A9", True),  # percent-decoded as UTF-8, as browsers do
+    ("caf%E9", False),  # not UTF-8: compared as written only
+    ("%74op", True),  # "top" once decoded
+    ("gone", False),
+])
+def test_a_fragment_is_found_as_written_or_percent_decoded(fragment, found):
+    assert indicated(fragment, frozenset({"install", "café"})) is found
+
+
+def page(body: str) -> bytes:
+    return f"<!doctype html><html><head><title>t</title></head><body>{body}</body></html>".encode()
+
+
+def test_ids_and_anchor_names_are_kept_but_not_other_elements_names():
+    body = '<h2 id="a">x</h2><a name="b"></a><input name="c"><p id="">empty</p><div id="a">again</div>'
+    assert parse_html(page(body), "https://h/").anchors == ("a", "b")
+
+
+def test_a_page_nested_past_the_tree_builders_depth_keeps_its_anchors_too():
+    # libxml2's tree stops at 256 levels: the event parser reads the page, and must find the same anchors.
+    body = "<span>" * 300 + '<b id="deep">x</b>' + "</span>" * 300 + '<a name="end"></a>'
+    assert parse_html(page(body), "https://h/").anchors == ("deep", "end")
+    assert parse_html_bs4(page(body), "https://h/").anchors == ("deep", "end")
+
+
+def test_a_page_past_the_anchor_cap_keeps_none_so_no_link_into_it_is_judged():
+    ids = [f'<p id="p{i}">x</p>' for i in range(MAX_ANCHORS + 1)]
+    assert parse_html(page("".join(ids)), "https://h/").anchors is None
+    assert len(parse_html(page("".join(ids[:-1])), "https://h/").anchors) == MAX_ANCHORS
+
+
+def test_outlinks_carry_each_targets_fragments_once_and_capped():
+    links = "".join(f'<a href="/guide#s{i}">s{i}</a><a href="/guide#s{i}">again</a>'
+                    for i in range(MAX_FRAGMENTS_PER_TARGET + 5))
+    facts = parse_html(page(links + '<a href="/other">no fragment</a><img src="/i.png#x">'), "https://h/")
+    outlinks, _ = outlinks_of(facts, "https://h/")
+    by_url = {(link.url, link.tag): link.fragments for link in outlinks}
+    assert by_url[("https://h/guide", "a")] == tuple(f"s{i}" for i in range(MAX_FRAGMENTS_PER_TARGET))
+    assert by_url[("https://h/other", "a")] == ()
+    assert by_url[("https://h/i.png", "img")] == ()  # a resource's fragment is no anchor a visitor jumps to
