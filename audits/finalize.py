@@ -26,8 +26,9 @@ from crawler.urls import InvalidURL, normalize, url_hash
 
 from . import depths, diff, notices
 from .issue_rows import insert_issues, issue_for, issue_key
+from .missing_anchors import missing_anchors
 from .models import Audit, FrontierURL, Issue, Page, Severity
-from .sql import placeholders
+from .sql import placeholders, stream_rows
 
 log = logging.getLogger(__name__)
 
@@ -171,18 +172,6 @@ def _insert(issues: Iterable[Issue]) -> None:
         insert_issues(batch)
 
 
-def _rows(sql: str, params: list) -> Iterator[tuple]:
-    # A server-side cursor on PostgreSQL (psycopg otherwise fetches the whole
-    # result before fetchmany returns), a plain one on SQLite: memory stays flat.
-    with connection.chunked_cursor() as cursor:
-        cursor.execute(sql, params)
-        while True:
-            chunk = cursor.fetchmany(BATCH)
-            if not chunk:
-                return
-            yield from chunk
-
-
 def _update_page_columns(audit: Audit) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -223,7 +212,7 @@ def escalate_linked_noindex(audit: Audit) -> int:
                   .values_list("id", "page__url_hash", "page__inlinks"))
     if not warned:
         return 0
-    via = dict(_rows(VIA_REDIRECTS_SQL, [audit.pk])) if any(n < NOINDEX_MANY_INLINKS for *_, n in warned) else {}
+    via = dict(stream_rows(VIA_REDIRECTS_SQL, [audit.pk])) if any(n < NOINDEX_MANY_INLINKS for *_, n in warned) else {}
     by_count: dict[int, list[int]] = {}
     for pk, digest, inlinks in warned:
         if (n := (inlinks or 0) + (via.get(digest) or 0)) >= NOINDEX_MANY_INLINKS:
@@ -281,7 +270,7 @@ def link_targets(audit_id: int) -> Iterator[Issue]:
     """
     params = [audit_id, *sorted(NOT_SITE_FAULTS)]
     offline = notices.external_reach(audit_id).offline
-    for source, source_id, target, tag, anchor, internal, status, error, redirects, final in _rows(
+    for source, source_id, target, tag, anchor, internal, status, error, redirects, final in stream_rows(
             LINK_TARGETS_SQL, params):
         if offline and not internal and error in notices.UNREACHABLE:
             continue
@@ -314,7 +303,7 @@ def redirects_to_broken(audit_id: int) -> Iterator[Issue]:
         WHERE audit_id = %s AND redirect_count > 0 AND kind <> 'external'
           AND (status_code >= 400 OR fetch_error <> '') AND fetch_error NOT IN (%s, %s)
     """
-    for page_id, url, final, status, error in _rows(sql, [audit_id, *ENDLESS_REDIRECTS]):
+    for page_id, url, final, status, error in stream_rows(sql, [audit_id, *ENDLESS_REDIRECTS]):
         yield issue_for(audit_id, page_id, url,
                         finding("redirect_broken_target", f"Redirects to {final}, which {_why_broken(status, error)}"))
 
@@ -327,7 +316,7 @@ def bad_canonicals(audit_id: int) -> Iterator[Issue]:
         LEFT JOIN audits_frontierurl f ON f.audit_id = p.audit_id AND f.url_hash = p.canonical_hash
         WHERE p.audit_id = %s AND p.kind = 'page' AND p.canonical_hash <> '' AND p.canonical_hash <> p.url_hash
     """
-    for page_id, url, canonical, status, redirects, error, indexable, kind, skip in _rows(sql, [audit_id]):
+    for page_id, url, canonical, status, redirects, error, indexable, kind, skip in stream_rows(sql, [audit_id]):
         if skip == FetchError.BLOCKED_BY_ROBOTS.value:
             why = "is blocked by robots.txt"
         elif status is None and not error:
@@ -364,7 +353,7 @@ def hreflang_targets(audit_id: int) -> Iterator[Issue]:
     robots = FetchError.BLOCKED_BY_ROBOTS.value
     params = [audit_id, robots, *HTML_TYPES]
     for (source, source_hash, source_id, target, lang, kind, status, redirects, final, error, ctype, indexable,
-         canonical, canonical_hash, digest, skip) in _rows(HREFLANG_TARGETS_SQL, params):
+         canonical, canonical_hash, digest, skip) in stream_rows(HREFLANG_TARGETS_SQL, params):
         if kind is None:
             if skip != robots:
                 continue
@@ -407,7 +396,7 @@ def hreflang_return_links(audit_id: int) -> Iterator[Issue]:
     only B's own alternates; both page ends go through the unique (audit,
     url_hash) on pages.
     """
-    for source, source_id, target, lang in _rows(HREFLANG_RETURN_SQL, [audit_id, *HTML_TYPES]):
+    for source, source_id, target, lang in stream_rows(HREFLANG_RETURN_SQL, [audit_id, *HTML_TYPES]):
         yield issue_for(audit_id, source_id, source, finding(
             "hreflang_error", f"hreflang “{lang}” alternate {target} does not link back to this page", target),
             key=issue_key("hreflang_error", source, target, "return"))
@@ -424,7 +413,7 @@ REDIRECTED_TO_SQL = """
 def _reached_by_redirect(audit_id: int) -> set[str]:
     """Hashes of the pages a linked URL redirects to: links reach them through the redirect."""
     found = set()
-    for (final,) in _rows(REDIRECTED_TO_SQL, [audit_id]):
+    for (final,) in stream_rows(REDIRECTED_TO_SQL, [audit_id]):
         try:
             found.add(url_hash(normalize(final)))
         except InvalidURL:
@@ -450,7 +439,7 @@ def sitemap_problems(audit_id: int) -> Iterator[Issue]:
         JOIN audits_page p ON p.audit_id = f.audit_id AND p.url_hash = f.url_hash
         WHERE f.audit_id = %s AND f.in_sitemap
     """
-    for page_id, url, linked, status, redirects, error, indexable, canonical_hash, digest, ctype in _rows(sql, [audit_id]):
+    for page_id, url, linked, status, redirects, error, indexable, canonical_hash, digest, ctype in stream_rows(sql, [audit_id]):
         if not linked and digest not in via_redirect:
             yield issue_for(audit_id, page_id, url, orphan)
         problem = None
@@ -470,7 +459,7 @@ def sitemap_problems(audit_id: int) -> Iterator[Issue]:
     blocked = """
         SELECT url, linked FROM audits_frontierurl WHERE audit_id = %s AND in_sitemap AND skip_reason = %s
     """
-    for url, linked in _rows(blocked, [audit_id, FetchError.BLOCKED_BY_ROBOTS.value]):
+    for url, linked in stream_rows(blocked, [audit_id, FetchError.BLOCKED_BY_ROBOTS.value]):
         if not linked:
             yield issue_for(audit_id, None, url, orphan)
         yield issue_for(audit_id, None, url, finding(
@@ -502,7 +491,7 @@ def _duplicates(audit_id: int, column: str, code: str, label: str, shown: str | 
               GROUP BY {column} HAVING COUNT(*) > 1) g ON g.value = p.{column}
         WHERE p.audit_id = %s AND {_INDEXED}
     """
-    for page_id, url, value, count in _rows(sql, [audit_id, audit_id]):
+    for page_id, url, value, count in stream_rows(sql, [audit_id, audit_id]):
         quoted = value if column != "content_hash" else "identical body text"
         yield issue_for(audit_id, page_id, url, finding(
             code, f"{label} shared with {count - 1} other page{'s' if count > 2 else ''}: {quoted[:120]}"))
@@ -527,7 +516,7 @@ def deep_pages(audit_id: int) -> Iterator[Issue]:
         JOIN audits_frontierurl f ON f.audit_id = p.audit_id AND f.url_hash = p.url_hash
         WHERE p.audit_id = %s AND p.kind = 'page' AND f.linked AND p.depth > %s
     """
-    for page_id, url, depth in _rows(sql, [audit_id, deepest]):
+    for page_id, url, depth in stream_rows(sql, [audit_id, deepest]):
         yield issue_for(audit_id, page_id, url, finding(
             "deep_page", f"{depth} clicks from the start page (more than {deepest})"))
 
@@ -540,7 +529,7 @@ def large_images(audit_id: int) -> Iterator[Issue]:
         WHERE audit_id = %s AND kind = 'resource' AND status_code = 200 AND content_type LIKE 'image/%%'
           AND size_bytes > %s
     """
-    for page_id, url, size in _rows(sql, [audit_id, largest]):
+    for page_id, url, size in stream_rows(sql, [audit_id, largest]):
         yield issue_for(audit_id, page_id, url, finding(
             "large_image", f"Image is {size / 1000:,.0f} KB (more than {largest / 1000:,.0f} KB)"))
 
@@ -560,7 +549,7 @@ def soft_404s(audit_id: int) -> Iterator[Issue]:
         SELECT id, url, title, content_hash FROM audits_page
         WHERE audit_id = %s AND kind = 'page' AND status_code = 200 AND (content_hash = %s OR title != '')
     """
-    for page_id, url, title, content in _rows(sql, [audit_id, probe or None]):
+    for page_id, url, title, content in stream_rows(sql, [audit_id, probe or None]):
         if probe and content == probe:
             why = "Same text as the page this site answers, with 200, for a URL that does not exist"
         elif says_not_found(title):
@@ -574,14 +563,14 @@ CHECKS = [
     link_targets, redirects_to_broken, bad_canonicals, hreflang_targets,
     hreflang_return_links, sitemap_problems, duplicate_titles, duplicate_descriptions, duplicate_content,
     deep_pages, soft_404s, large_images, notices.external_links_unchecked, notices.links_to_sibling_origin,
-    notices.crawl_traps_skipped,
+    notices.crawl_traps_skipped, missing_anchors,
 ]
 # A validation fetched only some URLs: the checks of links between them run
 # again, the site-wide ones cannot (their issues end unknown: audits.diff).
 VALIDATION_CHECKS = [link_targets, redirects_to_broken, notices.external_links_unchecked]
 # What an audit that stopped early (failed, cancelled) can still say: links among the pages it fetched.
 # The site-wide checks (duplicates, orphans, canonicals...) would judge a part as if it were the whole.
-STOPPED_CHECKS = [link_targets, redirects_to_broken]
+STOPPED_CHECKS = [link_targets, redirects_to_broken, missing_anchors]
 
 
 def check_stopped_links(audit: Audit) -> None:

@@ -8,7 +8,7 @@ makes writing a row twice harmless.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from django.db import connection
 
@@ -39,3 +39,12 @@ def insert_rows(model, columns: Sequence[str], rows: Sequence[tuple], *, conflic
 def db_datetime(value):
     """A datetime as the database driver takes it in a plain statement."""
     return connection.ops.adapt_datetimefield_value(value)
+
+
+def stream_rows(sql: str, params: list, batch: int = 1000) -> Iterator[tuple]:
+    """The rows of ``sql``, ``batch`` at a time: a server-side cursor on PostgreSQL (psycopg otherwise
+    fetches the whole result before fetchmany returns), a plain one on SQLite. Memory stays flat."""
+    with connection.chunked_cursor() as cursor:
+        cursor.execute(sql, params)
+        while chunk := cursor.fetchmany(batch):
+            yield from chunk

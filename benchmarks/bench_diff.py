@@ -184,7 +184,7 @@ class Plan:
             targets[0] = next(linked, targets[0])
             for target in targets:
                 yield (audit_id, digest(url(i)), url(i), digest(url(target)), url(target), "a",
-                       f"to {target}", False, True)
+                       f"to {target}", False, True, "")
 
     def expected(self) -> dict:
         """The counts ``record`` should store, from the same rules the generator used."""

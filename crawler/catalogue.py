@@ -257,8 +257,10 @@ _ROWS: dict[str, list[tuple[str, Severity, str, str, str]]] = {
          "Answer 404 (or 410 for content removed for good) for URLs that do not exist, keeping the helpful "
          "page as the 404's body; redirect a moved page to where it went."),
         ("anchor_missing", N, "Link to a missing anchor",
-         "The link jumps nowhere because the #fragment is not on the target page.",
-         "Fix the fragment or add the matching id."),
+         "The link promises a section (its #fragment), but no element on the target page has that id or "
+         "<a name>: visitors land at the top of the page and must look for it. It often follows a renamed heading.",
+         "Point the link at an id the page has, or give the section that id again (keep an old id beside a "
+         "new one when a heading is renamed)."),
         ("heading_order", N, "Heading levels skipped",
          "Skipped heading levels confuse screen-reader navigation and the page outline.",
          "Use heading levels in order (h2 after h1, h3 after h2)."),
@@ -311,13 +313,14 @@ LINK_CODES = frozenset({"broken_link_internal", "broken_link_external", "broken_
                         "redirect_internal_link", "redirect_broken_target"})
 # Of those, the ones only the whole site's crawl can judge: duplicates, orphans,
 # depth, soft 404s, large images, linked URLs robots.txt kept out, hreflang return
-# links and targets, sitemap and canonical targets, and the crawl's own notices
+# links and targets, sitemap and canonical targets, anchors on target pages, and the crawl's own notices
 # (external links left unchecked, sibling origins, traps). A validation, which
 # re-fetches a few URLs, carries them as unknown. The README lists them by code.
 SITE_WIDE_CODES = frozenset({"title_duplicate", "meta_description_duplicate", "duplicate_content",
                              "orphan_page", "deep_page", "hreflang_error", "sitemap_bad_url",
                              "canonical_bad_target", "blocked_by_robots", "soft_404", "large_image",
-                             "external_links_unchecked", "links_to_sibling_origin", "crawl_traps_skipped"})
+                             "external_links_unchecked", "links_to_sibling_origin", "crawl_traps_skipped",
+                             "anchor_missing"})
 CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES
 # Codes both: a page check's finding about the page's own tags (no target), and a
 # cross-page one about a target (its answer, its return link). Delta carries and

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from crawler.anchors import loaded
 from crawler.catalogue import CROSS_PAGE_CODES, PAGE_AND_CROSS_CODES, START_CODES
 from crawler.checks import RESPONSE_CODES, PageContext, run_response_checks
 from crawler.fetch import HTML_TYPES
@@ -42,7 +43,7 @@ RENDER_FAILURES = ("render_failed", "render_timeout")
 # What a reused page's row takes from the source row, beside what PageFacts carries.
 _PAGE_FIELDS = ["id", "url_hash", "status_code", "content_type", "size_bytes", "title", "description", "canonical",
                 "h1_count", "word_count", "robots", "content_hash", "body_hash", "etag", "last_modified",
-                "unchanged_since", "rendered", "raw_facts", "outlinks", "head_facts"]
+                "unchanged_since", "rendered", "raw_facts", "outlinks", "head_facts", "anchors"]
 
 
 def source_of(audit: Audit) -> int | None:
@@ -206,8 +207,8 @@ SOURCE_EDGES_SQL = """
 # The reused pages' edges, copied in the database as they were.
 COPY_EDGES_SQL = """
     INSERT INTO audits_linkedge (audit_id, source_hash, source_url, target_hash, target_url, tag, anchor_text,
-                                 nofollow, internal)
-    SELECT %s, source_hash, source_url, target_hash, target_url, tag, anchor_text, nofollow, internal
+                                 nofollow, internal, fragments)
+    SELECT %s, source_hash, source_url, target_hash, target_url, tag, anchor_text, nofollow, internal, fragments
     FROM audits_linkedge WHERE audit_id = %s AND source_hash IN ({sources})
 """
 
@@ -258,7 +259,7 @@ def _revived(o: PageOutcome, row: dict, outlinks: tuple[Link, ...]) -> PageOutco
             robots=frozenset(head.get("robots", ())),
             canonicals=tuple(Canonical(url, in_head) for url, in_head in head.get("canonicals", ())),
             h1_count=row["h1_count"], word_count=row["word_count"], content_hash=row["content_hash"],
-            base_url=head.get("base", ""),
+            base_url=head.get("base", ""), anchors=loaded(row["anchors"]),
         )
     # The page is what it was: its status, type, charset and size; the validators of
     # this answer when it sent new ones (a 304 may), else the stored ones.

@@ -6,6 +6,7 @@ import json
 
 from django.utils import timezone
 
+from crawler.anchors import stored
 from crawler.directives import canonical_from_link_header, header_robots_directives
 from crawler.page import PageOutcome
 from crawler.revalidate import KEPT_HEADERS
@@ -21,7 +22,7 @@ PAGE_UPDATE_FIELDS = [
     "final_url", "status_code", "redirect_chain", "redirect_count", "content_type", "size_bytes", "ttfb_ms",
     "total_ms", "title", "description", "description_hash", "canonical", "canonical_hash", "h1_count", "word_count",
     "robots", "indexable", "content_hash", "outlinks", "fetch_error", "fetch_error_detail", "crawled_at",
-    "etag", "last_modified", "body_hash", "unchanged_since", "rendered", "raw_facts", "head_facts",
+    "etag", "last_modified", "body_hash", "unchanged_since", "rendered", "raw_facts", "head_facts", "anchors",
 ]
 PAGE_COLUMNS = ["audit_id", "url_hash", "url", "kind", "depth", "in_sitemap", "inlinks", *PAGE_UPDATE_FIELDS]
 
@@ -87,6 +88,7 @@ def page_values(audit_id: int, outcome: PageOutcome, kind: str, carried: Carried
                               kept=[name for name in KEPT_HEADERS if name in result.headers]))
         # A page whose checks broke keeps none: a validation or delta must not take it for checked.
         if facts is not None and not outcome.problem else None,
+        stored(facts.anchors) if facts is not None and not outcome.problem else None,
     )
 
 

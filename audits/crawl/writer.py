@@ -29,7 +29,7 @@ from .setup import MAX_RESCHEDULES, CrawlSetup
 log = logging.getLogger(__name__)
 
 EDGE_COLUMNS = ["audit_id", "source_hash", "source_url", "target_hash", "target_url", "tag", "anchor_text",
-                "nofollow", "internal"]
+                "nofollow", "internal", "fragments"]
 # A top-up may lease this many URLs per page it may lease, the rest checks: a
 # HEAD check costs a small part of a page's fetch, parse and rows.
 TOP_UP_URLS_PER_PAGE = 4
@@ -375,7 +375,8 @@ class ChunkWriter:
         parsed = [(url_hash(o.url), o) for o in outcomes if o.facts is not None or o.outlinks]
         edges = [
             (self.audit.pk, source, o.url, url_hash(link.url), link.url, link.tag,
-             clean(link.text, 200), link.nofollow, inside is not None and link.url.startswith(inside))
+             clean(link.text, 200), link.nofollow, inside is not None and link.url.startswith(inside),
+             clean("\n".join(link.fragments), 100_000))
             for source, o in parsed if source not in carried for link in o.outlinks
         ]
         # A retried page replaces the edges an earlier try wrote; the fence makes

@@ -128,6 +128,7 @@ class Migration(migrations.Migration):
                 ('word_count', models.PositiveIntegerField(default=0)),
                 ('robots', models.CharField(blank=True, max_length=200)),
                 ('head_facts', models.JSONField(blank=True, null=True)),
+                ('anchors', models.TextField(blank=True, null=True)),
                 ('indexable', models.BooleanField(default=False)),
                 ('in_sitemap', models.BooleanField(default=False)),
                 ('content_hash', models.CharField(blank=True, max_length=32)),
@@ -386,6 +387,7 @@ class Migration(migrations.Migration):
                 ('anchor_text', models.CharField(blank=True, max_length=200)),
                 ('nofollow', models.BooleanField(default=False)),
                 ('internal', models.BooleanField(default=True)),
+                ('fragments', models.TextField(blank=True, default='')),
                 ('audit', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='links', to='audits.audit')),
             ],
             options={

@@ -53,6 +53,9 @@ class Page(models.Model):
     # crawl rebuilds a reused page from these and the headers of its new answer.
     # NULL when the page was not parsed or its checks broke: nobody checked its content.
     head_facts = models.JSONField(null=True, blank=True)
+    # The ids and <a name>s a fragment may name, one per line (crawler.anchors). NULL (not parsed, or past
+    # the cap: no link into the page is judged anchor_missing) differs from "" (a page without anchors).
+    anchors = models.TextField(null=True, blank=True)  # noqa: DJ001
     indexable = models.BooleanField(default=False)
     in_sitemap = models.BooleanField(default=False)
     content_hash = models.CharField(max_length=32, blank=True)
@@ -196,6 +199,8 @@ class LinkEdge(models.Model):
     anchor_text = models.CharField(max_length=200, blank=True)
     nofollow = models.BooleanField(default=False)
     internal = models.BooleanField(default=True)
+    # The fragments the source's links to the target name, one per line (crawler.anchors): most are "".
+    fragments = models.TextField(blank=True, default="")
 
     class Meta:
         # No index by target: edges arrive with random target hashes, so one would

@@ -1,0 +1,97 @@
+"""anchor_missing: a link's #fragment that names no id or <a name> on the page it points at, found by a real
+crawl of a loopback site, in a full audit, a delta that reuses the pages, and an audit that stopped early."""
+
+from __future__ import annotations
+
+import pytest
+
+from audits.finalize import check_stopped_links
+from audits.inline import run_audit_inline
+from audits.models import Audit, Issue, LinkEdge, Page
+from tests.factories import make_audit
+from tests.scripted_site import Answer, ScriptedSite
+
+pytestmark = pytest.mark.django_db
+
+
+def html(title: str, body: str) -> Answer:
+    return Answer(f"<!doctype html><html lang='en'><head><title>{title}</title></head>"
+                  f"<body><h1>{title}</h1>{body}</body></html>")
+
+
+def site_pages(web: ScriptedSite) -> dict[str, Answer]:
+    return {
+        "/": html("Home", (
+            '<a href="/guide#install">ok by id</a> <a href="/guide#legacy">ok by a name</a> '
+            '<a href="/guide#instal">typo</a> <a href="/guide#caf%C3%A9">ok encoded</a> '
+            '<a href="/guide#top">top</a> <a href="/guide#">empty</a> <a href="/guide#:~:text=words">text</a> '
+            '<a href="/app#!/route">a route</a> <a href="#here">ok here</a> <a href="#gone">missing here</a> '
+            '<a href="/moved#install">through a redirect</a> <a href="/file.pdf#page=2">a file</a> '
+            '<a href="/big#nowhere">past the cap</a> '
+            f'<a href="{web.url("/guide")}#usage">absolute, missing</a> '
+            '<a href="http://203.0.113.9/x#y">external</a> <span id="here"></span>')),
+        "/guide": html("Guide", (
+            '<h2 id="install">Install</h2><a name="legacy"></a><h2 id="café">Café</h2><a href="/">home</a>')),
+        "/app": html("App", '<div id="root"></div>'),
+        "/moved": Answer(status=301, headers={"Location": "/guide"}),
+        "/file.pdf": Answer(b"%PDF-1.4", ctype="application/pdf"),
+        "/big": html("Big", "".join(f'<p id="p{i}">x</p>' for i in range(5001))),
+    }
+
+
+def missing(audit: Audit) -> set[tuple[str, str]]:
+    return set(Issue.objects.filter(audit=audit, code="anchor_missing").values_list("url", "target_url"))
+
+
+def audit_of(owner, web: ScriptedSite, **fields) -> Audit:
+    audit = make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False, max_pages=50,
+                       **fields)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    return audit
+
+
+def expected(web: ScriptedSite) -> set[tuple[str, str]]:
+    return {(web.url("/"), web.url("/guide#instal")), (web.url("/"), web.url("/#gone")),
+            (web.url("/"), web.url("/guide#usage"))}
+
+
+def test_a_fragment_no_id_or_name_carries_is_reported_and_nothing_else(owner, fast_settings):
+    with ScriptedSite() as web:
+        web.pages.update(site_pages(web))
+        audit = audit_of(owner, web)
+    assert missing(audit) == expected(web)
+    messages = set(Issue.objects.filter(audit=audit, code="anchor_missing").values_list("message", flat=True))
+    assert "A link to #gone, which no id or <a name> on this page carries" in messages
+    assert f"A link to #instal, which no id or <a name> on {web.url('/guide')} carries" in messages
+    # What the check read: the guide's anchors, the home page's fragments by target, none kept past the cap.
+    assert set(Page.objects.get(audit=audit, url=web.url("/guide")).anchors.split("\n")) == {
+        "install", "legacy", "café"}
+    assert Page.objects.get(audit=audit, url=web.url("/big")).anchors is None
+    edge = LinkEdge.objects.get(audit=audit, source_url=web.url("/"), target_url=web.url("/guide"))
+    assert set(edge.fragments.split("\n")) == {"install", "legacy", "instal", "caf%C3%A9", "usage"}
+
+
+def test_a_delta_that_reuses_every_page_reports_the_same_missing_anchors(owner, fast_settings):
+    with ScriptedSite() as web:
+        web.pages.update(site_pages(web))
+        first = audit_of(owner, web)
+        delta = audit_of(owner, web, mode=Audit.Mode.DELTA, source=first)
+        # The pages were reused, not parsed again: their anchors and fragments came from the first audit's rows.
+        assert Page.objects.filter(audit=delta, url=web.url("/guide"), unchanged_since=first.pk).exists()
+        assert missing(delta) == expected(web)
+        # A fix on the target shows in the next delta: the guide changed, so it is parsed and its new id counts.
+        web.pages["/guide"] = html("Guide", '<h2 id="install">Install</h2><h2 id="instal">Typo kept</h2>'
+                                            '<a name="legacy"></a><h2 id="café">Café</h2><a href="/">home</a>')
+        fixed = audit_of(owner, web, mode=Audit.Mode.DELTA, source=delta)
+    assert missing(fixed) == expected(web) - {(web.url("/"), web.url("/guide#instal"))}
+
+
+def test_an_audit_that_stopped_early_still_reports_missing_anchors_among_what_it_fetched(owner, fast_settings):
+    with ScriptedSite() as web:
+        web.pages.update(site_pages(web))
+        audit = audit_of(owner, web)
+    Issue.objects.filter(audit=audit, code="anchor_missing").delete()
+    check_stopped_links(audit)
+    assert missing(audit) == expected(web)
