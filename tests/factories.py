@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from audits.inline import run_audit_inline
 from audits.models import Audit, Issue, LinkEdge, Page
 from audits.services import new_audit
 from crawler.catalogue import CATALOGUE
@@ -18,6 +19,15 @@ def make_audit(owner, **fields) -> Audit:
     """An audit row on the owner's site for its start URL, as the form would make it (nothing enqueued)."""
     fields.setdefault("start_url", f"{SITE}/")
     return new_audit(owner, **fields)
+
+
+def completed_audit(owner, **fields) -> Audit:
+    """``make_audit``, crawled here and now (``run_audit_inline``); it must complete."""
+    audit = make_audit(owner, **fields)
+    run_audit_inline(audit.pk)
+    audit.refresh_from_db()
+    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
+    return audit
 
 
 def make_page(audit, url=f"{SITE}/", **fields) -> Page:

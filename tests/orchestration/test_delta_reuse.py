@@ -10,12 +10,11 @@ from audits.crawl.setup import crawl_setup
 from audits.crawl.start import run_start
 from audits.crawl.writer import ChunkWriter
 from audits.dispatch import InlineDispatcher
-from audits.inline import run_audit_inline
 from audits.models import Audit, FrontierURL, Issue, Page, PageChange, SiteAccess
 from crawler.page import PageOutcome
 from crawler.types import FetchResult
 from crawler.urls import url_hash
-from tests.factories import make_audit
+from tests.factories import completed_audit, make_audit
 from tests.scripted_site import Answer, ScriptedSite
 
 from .outcomes import parsed_page
@@ -31,12 +30,8 @@ def html(title: str, body: str = "", *, head: str = "") -> str:
 
 
 def audit_of(owner, site: ScriptedSite, **fields) -> Audit:
-    audit = make_audit(owner, start_url=site.url("/"), allow_private=True, check_external=False, max_pages=100,
-                       **fields)
-    run_audit_inline(audit.pk)
-    audit.refresh_from_db()
-    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
-    return audit
+    return completed_audit(owner, start_url=site.url("/"), allow_private=True, check_external=False, max_pages=100,
+                           **fields)
 
 
 def first_delta_full(owner, site: ScriptedSite, change) -> tuple[Audit, Audit, Audit]:

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from audits.finalize import check_stopped_links
-from audits.inline import run_audit_inline
 from audits.models import Audit, Issue, LinkEdge, Page
-from tests.factories import make_audit
+from tests.factories import completed_audit
 from tests.scripted_site import Answer, ScriptedSite
 
 pytestmark = pytest.mark.django_db
@@ -44,12 +43,8 @@ def missing(audit: Audit) -> set[tuple[str, str]]:
 
 
 def audit_of(owner, web: ScriptedSite, **fields) -> Audit:
-    audit = make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False, max_pages=50,
-                       **fields)
-    run_audit_inline(audit.pk)
-    audit.refresh_from_db()
-    assert audit.status == Audit.Status.COMPLETED, (audit.error_code, audit.error_detail)
-    return audit
+    return completed_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False, max_pages=50,
+                           **fields)
 
 
 def expected(web: ScriptedSite) -> set[tuple[str, str]]:
