@@ -28,8 +28,9 @@ FRAGMENT_EDGES_SQL = """
     WHERE e.audit_id = %s AND e.fragments <> '' AND e.tag IN ('a', 'area')
     ORDER BY e.target_hash
 """
-# Targets whose anchors one read fetches, and edges held while they are gathered.
-TARGETS_PER_READ = 200
+# Targets whose anchors one read fetches (each at most ANCHOR_CHARS_MAX characters), and edges held
+# while they are gathered.
+TARGETS_PER_READ = 50
 EDGES_HELD = 2000
 
 

@@ -18,6 +18,8 @@ from lxml import etree
 MAX_ANCHORS = 5000
 # Longer ids are not kept, and longer fragments not judged (nothing to compare them with).
 ANCHOR_MAX = 512
+# Characters of anchors kept per page (a row, and what finalize holds of a target at once); past it, none.
+ANCHOR_CHARS_MAX = 100_000
 # Fragments kept per link target, and per page: a page of "#" links to every
 # paragraph of another stays a bounded row.
 MAX_FRAGMENTS_PER_TARGET = 50
@@ -27,33 +29,49 @@ FRAGMENT_TAGS = frozenset({"a", "area"})
 # The fragment directive's delimiter (text fragments): what follows is no anchor.
 DIRECTIVE = ":~:"
 
-_IDS = etree.XPath("descendant-or-self::*/@id | descendant-or-self::a/@name", smart_strings=False)
+# At most this many attribute values leave libxml2 per top: a page of a million ids costs a list of
+# pointers in C, not a million Python strings. Past it, the page keeps no anchors.
+READ_MAX = 2 * MAX_ANCHORS
+_IDS = etree.XPath(f"(descendant-or-self::*/@id | descendant-or-self::a/@name)[position() <= {READ_MAX}]",
+                   smart_strings=False)
 
 
 class AnchorSet:
     """A page's anchors as a parse collects them: capped, and None once past the cap."""
 
-    __slots__ = ("found", "over")
+    __slots__ = ("found", "over", "read")
 
     def __init__(self) -> None:
         self.found: set[str] = set()
         self.over = False
+        self.read = 0  # attribute values seen, repeats and unusable ones included (READ_MAX)
 
     def add(self, value: str | None) -> None:
-        if not value or self.over or len(value) > ANCHOR_MAX or "\n" in value or "\x00" in value:
+        if value is None or self.over:
             return
-        self.found.add(value)
-        if len(self.found) > MAX_ANCHORS:
+        self.read += 1
+        if value and len(value) <= ANCHOR_MAX and "\n" not in value and "\x00" not in value:
+            self.found.add(value)
+        self._settle()
+
+    def _settle(self) -> None:
+        if self.read >= READ_MAX or len(self.found) > MAX_ANCHORS:
             self.over = True
             self.found = set()
 
     def add_tree(self, top) -> None:
         """Every anchor below one top of a parsed tree, read in C."""
-        for value in _IDS(top):
-            self.add(value)
+        if self.over:
+            return
+        values = _IDS(top)
+        self.read += len(values)
+        self.found.update(v for v in values if v and len(v) <= ANCHOR_MAX and "\n" not in v and "\x00" not in v)
+        self._settle()
 
     def value(self) -> tuple[str, ...] | None:
-        return None if self.over else tuple(sorted(self.found))
+        if self.over or sum(map(len, self.found)) + len(self.found) > ANCHOR_CHARS_MAX:
+            return None
+        return tuple(sorted(self.found))
 
 
 def judged_fragment(url: str) -> str | None:

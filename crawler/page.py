@@ -109,7 +109,7 @@ def outlinks_of(facts: PageFacts, page_url: str) -> tuple[tuple[Link, ...], int]
     A link's ``fragments`` are those its page's links to that URL name (``crawler.anchors``).
     """
     base = facts.base_url or page_url
-    seen: set[tuple[str, str]] = set()
+    seen: dict[tuple[str, str], int] = {}  # each kept link's place in ``links``
     links: list[Link] = []
     invalid = 0
     fragments: dict[tuple[str, str], list[str]] = {}
@@ -122,7 +122,7 @@ def outlinks_of(facts: PageFacts, page_url: str) -> tuple[tuple[Link, ...], int]
             invalid += 1
             continue
         key = (url, link.tag)
-        if "#" in link.url and link.tag in FRAGMENT_TAGS and kept < MAX_FRAGMENTS_PER_PAGE \
+        if "#" in link.url and kept < MAX_FRAGMENTS_PER_PAGE and link.tag in FRAGMENT_TAGS \
                 and (fragment := judged_fragment(link.url)) is not None:
             named = fragments.setdefault(key, [])
             if fragment not in named and len(named) < MAX_FRAGMENTS_PER_TARGET:
@@ -130,13 +130,14 @@ def outlinks_of(facts: PageFacts, page_url: str) -> tuple[tuple[Link, ...], int]
                 kept += 1
         if key in seen:
             continue
-        seen.add(key)
+        seen[key] = len(links)
         links.append(
             link if url == link.url else Link(url, link.tag, link.text, link.rel, link.nofollow)
         )
-    if fragments:
-        links = [replace(link, fragments=tuple(fragments[key])) if (key := (link.url, link.tag)) in fragments
-                 else link for link in links]
+    for key, named in fragments.items():
+        if named:
+            link = links[seen[key]]
+            links[seen[key]] = Link(link.url, link.tag, link.text, link.rel, link.nofollow, tuple(named))
     return tuple(links), invalid
 
 

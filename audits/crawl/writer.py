@@ -376,7 +376,7 @@ class ChunkWriter:
         edges = [
             (self.audit.pk, source, o.url, url_hash(link.url), link.url, link.tag,
              clean(link.text, 200), link.nofollow, inside is not None and link.url.startswith(inside),
-             clean("\n".join(link.fragments), 100_000))
+             "\n".join(link.fragments))  # capped, and without NULs or newlines (crawler.anchors)
             for source, o in parsed if source not in carried for link in o.outlinks
         ]
         # A retried page replaces the edges an earlier try wrote; the fence makes

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from crawler.anchors import MAX_ANCHORS, MAX_FRAGMENTS_PER_TARGET, indicated, judged_fragment
+from crawler.anchors import (
+    ANCHOR_CHARS_MAX,
+    MAX_ANCHORS,
+    MAX_FRAGMENTS_PER_TARGET,
+    READ_MAX,
+    indicated,
+    judged_fragment,
+)
 from crawler.page import outlinks_of
 from crawler.parse import parse_html
 from crawler.parse_bs4 import parse_html_bs4
@@ -69,3 +76,17 @@ def test_outlinks_carry_each_targets_fragments_once_and_capped():
     assert by_url[("https://h/guide", "a")] == tuple(f"s{i}" for i in range(MAX_FRAGMENTS_PER_TARGET))
     assert by_url[("https://h/other", "a")] == ()
     assert by_url[("https://h/i.png", "img")] == ()  # a resource's fragment is no anchor a visitor jumps to
+
+
+def test_a_page_repeating_ids_past_the_read_cap_keeps_none_on_either_parse_path():
+    # A hostile page's million ids must not all become Python strings: reading stops at READ_MAX values.
+    body = '<p id="same">x</p>' * READ_MAX
+    assert parse_html(page(body), "https://h/").anchors is None
+    deep = "<span>" * 300 + body + "</span>" * 300  # past libxml2's tree depth: the event parser's count
+    assert parse_html(page(deep), "https://h/").anchors is None
+    assert parse_html(page('<p id="same">x</p>' * (READ_MAX - 1)), "https://h/").anchors == ("same",)
+
+
+def test_a_page_whose_anchors_run_past_the_character_cap_keeps_none():
+    long_ids = "".join(f'<p id="{i:0500d}">x</p>' for i in range(ANCHOR_CHARS_MAX // 500 + 1))
+    assert parse_html(page(long_ids), "https://h/").anchors is None
