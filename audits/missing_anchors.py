@@ -2,9 +2,11 @@
 
 A cross-page check, run by finalize: the link's fragments are on its edge
 (``LinkEdge.fragments``), the target's anchors on its page row
-(``Page.anchors``). Only a target that answered 200 itself and was parsed with
-all its anchors kept is judged; a redirect, a file that is not HTML, or a page
-past the anchor cap (``crawler.anchors``) never gives the issue.
+(``Page.anchors``). A target is judged when it answered 200 itself and was
+parsed with all its anchors kept (``crawler.anchors``), or when it redirects
+and the page it lands on is (browsers carry the fragment across a redirect
+whose Location names none). A file that is not HTML, a page past the anchor
+caps, or a target that failed never gives the issue.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ from crawler.anchors import indicated, loaded
 from crawler.catalogue import finding
 
 from .issue_rows import issue_for
-from .models import Issue, Page
+from .models import Issue, LinkEdge, Page
 from .sql import stream_rows
 
 # Edges that name fragments, by target so each target's anchors are read once.
 # A scan of the audit's edges (no index by target: LinkEdge.Meta) and a sort of
-# the few that carry fragments.
+# the ones that carry fragments.
 FRAGMENT_EDGES_SQL = """
     SELECT e.target_hash, e.source_url, s.id, e.target_url, e.fragments
     FROM audits_linkedge e
@@ -29,9 +31,12 @@ FRAGMENT_EDGES_SQL = """
     ORDER BY e.target_hash
 """
 # Targets whose anchors one read fetches (each at most ANCHOR_CHARS_MAX characters), and edges held
-# while they are gathered.
+# while they are gathered: past either, what is held is judged, in the middle of a target if need be.
 TARGETS_PER_READ = 50
 EDGES_HELD = 2000
+# A page whose anchors are judged: answered 200 itself, parsed, anchors kept.
+JUDGED = {"kind": Page.Kind.PAGE, "status_code": 200, "redirect_count": 0, "fetch_error": "",
+          "anchors__isnull": False}
 
 
 def missing_anchors(audit_id: int) -> Iterator[Issue]:
@@ -39,7 +44,7 @@ def missing_anchors(audit_id: int) -> Iterator[Issue]:
     held: list[tuple] = []
     targets: set[str] = set()
     for row in stream_rows(FRAGMENT_EDGES_SQL, [audit_id]):
-        if row[0] not in targets and (len(targets) >= TARGETS_PER_READ or len(held) >= EDGES_HELD):
+        if len(held) >= EDGES_HELD or (row[0] not in targets and len(targets) >= TARGETS_PER_READ):
             yield from _judged(audit_id, held, targets)
             held, targets = [], set()
         held.append(row)
@@ -48,11 +53,24 @@ def missing_anchors(audit_id: int) -> Iterator[Issue]:
         yield from _judged(audit_id, held, targets)
 
 
+def anchors_of(audit_id: int, hashes: list[str]) -> dict[str, frozenset[str]]:
+    """The anchors of the targets among ``hashes`` that are judged, by target hash: a target that redirects
+    (without a fragment of its own) takes those of the page its redirect edge lands on."""
+    found = {digest: frozenset(loaded(text)) for digest, text in Page.objects.filter(
+        audit_id=audit_id, url_hash__in=hashes, **JUDGED).values_list("url_hash", "anchors")}
+    redirects = Page.objects.filter(audit_id=audit_id, url_hash__in=hashes, redirect_count__gt=0, fetch_error="",
+                                    status_code__lt=300).exclude(final_url__contains="#").values("url_hash")
+    lands = dict(LinkEdge.objects.filter(audit_id=audit_id, tag="redirect", source_hash__in=redirects)
+                 .values_list("source_hash", "target_hash"))
+    if lands:
+        landed = {digest: frozenset(loaded(text)) for digest, text in Page.objects.filter(
+            audit_id=audit_id, url_hash__in=set(lands.values()), **JUDGED).values_list("url_hash", "anchors")}
+        found.update((source, landed[target]) for source, target in lands.items() if target in landed)
+    return found
+
+
 def _judged(audit_id: int, edges: list[tuple], targets: set[str]) -> Iterator[Issue]:
-    hashes = sorted(targets)
-    anchors = {digest: frozenset(loaded(text)) for digest, text in Page.objects.filter(
-        audit_id=audit_id, url_hash__in=hashes, kind=Page.Kind.PAGE, status_code=200, redirect_count=0,
-        fetch_error="", anchors__isnull=False).values_list("url_hash", "anchors")}
+    anchors = anchors_of(audit_id, sorted(targets))
     for digest, source, source_id, target, fragments in edges:
         found = anchors.get(digest)
         if found is None:
@@ -64,4 +82,3 @@ def _judged(audit_id: int, edges: list[tuple], targets: set[str]) -> Iterator[Is
                 f = finding("anchor_missing", f"A link to #{fragment}, which no id or <a name> on {where} carries",
                             f"{target}#{fragment}")
                 yield issue_for(audit_id, source_id, source, f)
-
