@@ -574,6 +574,7 @@ STOPPED_CHECKS = [link_targets, redirects_to_broken, missing_anchors]
 
 
 def check_stopped_links(audit: Audit) -> None:
-    """A stopped audit's broken links and resources, among what it fetched; its keys make a second run harmless."""
+    """A stopped audit's broken links and resources and missing anchors, among what it fetched; its keys make
+    a second run harmless."""
     for check in STOPPED_CHECKS:
         _insert(check(audit.pk))

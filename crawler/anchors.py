@@ -3,8 +3,8 @@
 A page's anchors are the ``id`` of any element and the ``name`` of an ``<a>``
 (the HTML standard's "indicated part of the document"). A link's fragment
 names one of them, unless it means the top of the page (empty, ``top``), is a
-text directive (``:~:text=``) or an application's route (``#!/path``,
-``#/path``), which no element need carry: those are never judged.
+text directive (``:~:text=``), an application's route (``#!/path``,
+``#/path``) or a template's placeholder (``#{{slug}}``), which no element need carry: those are never judged.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ MAX_FRAGMENTS_PER_PAGE = 1000
 FRAGMENT_TAGS = frozenset({"a", "area"})
 # The fragment directive's delimiter (text fragments): what follows is no anchor.
 DIRECTIVE = ":~:"
+# A template's placeholders (Mustache, Jinja, JavaScript, ERB), as written or percent-encoded: a link
+# in a <template> or a page's unrendered markup, which nobody follows as it stands.
+PLACEHOLDERS = ("{{", "{%", "${", "<%", "%7B%7B", "%7b%7b", "%7B%25", "%7b%25", "$%7B", "$%7b", "%3C%25", "%3c%25")
 
 # At most this many attribute values leave libxml2 per top: a page of a million ids costs a list of
 # pointers in C, not a million Python strings. Past it, the page keeps no anchors.
@@ -81,7 +84,7 @@ def judged_fragment(url: str) -> str | None:
         return None
     fragment = fragment.split(DIRECTIVE, 1)[0]
     if not fragment or fragment.lower() == "top" or fragment[0] in "!/" or len(fragment) > ANCHOR_MAX \
-            or "\n" in fragment or "\x00" in fragment:
+            or "\n" in fragment or "\x00" in fragment or any(mark in fragment for mark in PLACEHOLDERS):
         return None
     return fragment
 

@@ -28,6 +28,9 @@ from crawler.parse_bs4 import parse_html_bs4
     ("https://h/p#!/inbox", None),
     ("https://h/p#/settings", None),
     ("https://h/p#" + "x" * 513, None),
+    ("https://h/p#{{ section.slug }}", None),
+    ("https://h/p#%7B%7Bslug%7D%7D", None),
+    ("https://h/p#${id}", None),
 ])
 def test_only_fragments_that_name_an_element_are_judged(url, fragment):
     assert judged_fragment(url) == fragment
