@@ -23,8 +23,14 @@ _RESOURCE_NOISE = "Failed to load resource"
 
 
 def rendered_outcome(raw: PageOutcome, rendered: Rendered, ctx: PageContext, origin: str) -> PageOutcome:
-    """``raw`` as a browser saw it; if rendering failed, ``raw`` with a finding that says why."""
+    """``raw`` as a browser saw it; if rendering failed, ``raw`` with a finding that says why.
+
+    A page whose render failed keeps its HTML's facts but no anchors: it was rendered for what its
+    scripts add, and ids they add are missing from the HTML (no link into it is judged anchor_missing).
+    """
     extra = request_findings(rendered)
+    if raw.facts is not None:
+        raw = dataclasses.replace(raw, facts=dataclasses.replace(raw.facts, anchors=None))
     if rendered.problem or rendered.html is None:
         problem = finding(rendered.problem or "render_failed", rendered.detail or "No DOM came back")
         return dataclasses.replace(raw, findings=(*raw.findings, problem, *extra))

@@ -12,9 +12,13 @@ from crawler.anchors import (
     indicated,
     judged_fragment,
 )
-from crawler.page import outlinks_of
+from crawler.checks import CheckSettings, PageContext
+from crawler.page import PageOutcome, outlinks_of
 from crawler.parse import parse_html
 from crawler.parse_bs4 import parse_html_bs4
+from crawler.render import Rendered
+from crawler.rendered_page import rendered_outcome
+from crawler.types import FetchResult
 
 
 @pytest.mark.parametrize("url, fragment", [
@@ -93,3 +97,18 @@ def test_a_page_repeating_ids_past_the_read_cap_keeps_none_on_either_parse_path(
 def test_a_page_whose_anchors_run_past_the_character_cap_keeps_none():
     long_ids = "".join(f'<p id="{i:0500d}">x</p>' for i in range(ANCHOR_CHARS_MAX // 500 + 1))
     assert parse_html(page(long_ids), "https://h/").anchors is None
+
+
+def rendered(problem: str = "", html: bytes | None = None) -> PageOutcome:
+    raw_html = page('<div id="app"></div><h2 id="from-html">x</h2>')
+    result = FetchResult("https://h/", "https://h/", status=200, content_type="text/html", body=raw_html)
+    raw = PageOutcome("https://h/", 0, result, parse_html(raw_html, "https://h/"), (), ())
+    ctx = PageContext(CheckSettings(), lambda url: url.startswith("https://h/"))
+    return rendered_outcome(raw, Rendered("https://h/", html=html, problem=problem), ctx, "https://h")
+
+
+def test_a_rendered_page_keeps_the_anchors_its_scripts_added_and_a_failed_render_keeps_none():
+    # It was rendered for what its scripts add: its HTML's anchors alone would report their ids missing.
+    assert rendered(html=page('<div id="app"><h2 id="from-script">x</h2></div>')).facts.anchors == (
+        "app", "from-script")
+    assert rendered(problem="render_failed").facts.anchors is None
