@@ -567,7 +567,7 @@ CHECKS = [
 ]
 # A validation fetched only some URLs: the checks of links between them run
 # again, the site-wide ones cannot (their issues end unknown: audits.diff).
-VALIDATION_CHECKS = [link_targets, redirects_to_broken, notices.external_links_unchecked]
+VALIDATION_CHECKS = [link_targets, redirects_to_broken, notices.external_links_unchecked, missing_anchors]
 # What an audit that stopped early (failed, cancelled) can still say: links among the pages it fetched.
 # The site-wide checks (duplicates, orphans, canonicals...) would judge a part as if it were the whole.
 STOPPED_CHECKS = [link_targets, redirects_to_broken, missing_anchors]

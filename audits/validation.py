@@ -20,6 +20,7 @@ from django.db.models import BooleanField, ExpressionWrapper, Q
 
 from crawler.catalogue import (
     CATALOGUE,
+    FRAGMENT_CODES,
     LINK_CODES,
     PAGE_AND_CROSS_CODES,
     SITE_READ_CODES,
@@ -94,6 +95,9 @@ def targets(source: Audit) -> Iterator[Target]:
     issues = checked(source).exclude(Q(code__in=SITE_WIDE_CODES) & ~Q(code__in=PAGE_AND_CROSS_CODES, target_url=""))
     hashes = set(issues.exclude(page=None).values_list("url_hash", flat=True))
     linked = set(issues.filter(code__in=LINK_CODES).exclude(target_url="").values_list("target_url", flat=True))
+    # A missing anchor's target is "URL#fragment": the page is fetched, to read its anchors again.
+    linked |= {target.split("#", 1)[0] for target in issues.filter(code__in=FRAGMENT_CODES).values_list(
+        "target_url", flat=True)}
     hashes |= {url_hash(url) for url in linked}
     ordered = sorted(hashes)
     seen = set()
@@ -168,6 +172,9 @@ class Verdict:
         if self.code in LINK_CODES:
             return ("The page or the link's target could not be fetched this time, or the page now redirects, "
                     "or the page was rendered last time and could not be this time.")
+        if self.code in FRAGMENT_CODES:
+            return ("The page, or the page its link points at, could not be read this time: it failed, redirects "
+                    "(a validation follows no link), is not HTML, or has more anchors than are kept.")
         return ("The URL could not be fetched this time, or was not checked as a page: it failed, now redirects, "
                 "is no longer read as HTML, its checks broke, or it was rendered last time and could not be this time.")
 

@@ -313,15 +313,17 @@ LINK_CODES = frozenset({"broken_link_internal", "broken_link_external", "broken_
                         "redirect_internal_link", "redirect_broken_target"})
 # Of those, the ones only the whole site's crawl can judge: duplicates, orphans,
 # depth, soft 404s, large images, linked URLs robots.txt kept out, hreflang return
-# links and targets, sitemap and canonical targets, anchors on target pages, and the crawl's own notices
+# links and targets, sitemap and canonical targets, and the crawl's own notices
 # (external links left unchecked, sibling origins, traps). A validation, which
 # re-fetches a few URLs, carries them as unknown. The README lists them by code.
 SITE_WIDE_CODES = frozenset({"title_duplicate", "meta_description_duplicate", "duplicate_content",
                              "orphan_page", "deep_page", "hreflang_error", "sitemap_bad_url",
                              "canonical_bad_target", "blocked_by_robots", "soft_404", "large_image",
-                             "external_links_unchecked", "links_to_sibling_origin", "crawl_traps_skipped",
-                             "anchor_missing"})
-CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES
+                             "external_links_unchecked", "links_to_sibling_origin", "crawl_traps_skipped"})
+# Judged across two pages, the link's and its target's (audits.missing_anchors): a validation fetches
+# both and judges them again.
+FRAGMENT_CODES = frozenset({"anchor_missing"})
+CROSS_PAGE_CODES = LINK_CODES | SITE_WIDE_CODES | FRAGMENT_CODES
 # Codes both: a page check's finding about the page's own tags (no target), and a
 # cross-page one about a target (its answer, its return link). Delta carries and
 # validation re-checks the first kind as any page check's.

@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from audits import missing_anchors as check
+from audits import validation
 from audits.finalize import check_stopped_links
 from audits.models import Audit, GoneIssue, Issue, LinkEdge, Page
+from audits.services import follow_up_fields
 from tests.factories import completed_audit
 from tests.scripted_site import Answer, ScriptedSite
 
@@ -49,8 +51,8 @@ def missing(audit: Audit) -> set[tuple[str, str]]:
 
 
 def audit_of(owner, web: ScriptedSite, **fields) -> Audit:
-    return completed_audit(owner, start_url=web.url("/"), allow_private=True, check_external=False, max_pages=50,
-                           **fields)
+    fields = {"allow_private": True, "check_external": False, "max_pages": 50, **fields}
+    return completed_audit(owner, start_url=web.url("/"), **fields)
 
 
 def expected(web: ScriptedSite) -> set[tuple[str, str]]:
@@ -126,3 +128,23 @@ def test_the_next_audit_calls_a_missing_anchor_fixed_only_when_it_judged_the_tar
         second = audit_of(owner, web)
     gone = GoneIssue.objects.get(audit=second, code="anchor_missing", target_url=web.url("/guide#instal"))
     assert gone.change == verdict
+
+
+@pytest.mark.parametrize("guide, verdicts", [
+    (html("Guide", GUIDE + '<h2 id="instal">Now there</h2><h2 id="usage">And this</h2>'),
+     {"guide#instal": "fixed", "guide#usage": "fixed", "guide#area-gone": "still"}),
+    (html("Guide", GUIDE), {"guide#instal": "still", "guide#usage": "still", "guide#area-gone": "still"}),
+    (Answer("down", status=500), {"guide#instal": "unknown", "guide#usage": "unknown", "guide#area-gone": "unknown"}),
+], ids=["ids-added", "unchanged", "target-down"])
+def test_a_validation_fetches_the_page_and_its_target_again_and_judges_the_anchor(owner, fast_settings, guide,
+                                                                                   verdicts):
+    with ScriptedSite() as web:
+        web.pages.update(site_pages(web))
+        first = audit_of(owner, web)
+        # The guide's own issues ignored: it is fetched again only for the anchors the links page names.
+        Issue.objects.filter(audit=first, url=web.url("/guide")).update(review=Issue.Review.IGNORED)
+        web.pages["/guide"] = guide
+        check = audit_of(owner, web, **follow_up_fields(first, Audit.Mode.VALIDATE))
+    found = {v.target_url.split("/", 3)[3]: v.result for v in validation.checklist(check) if v.code == "anchor_missing"}
+    assert {target: found[target] for target in verdicts} == verdicts
+    assert Page.objects.filter(audit=check, url=web.url("/guide"), anchors__isnull=guide.status != 200).exists()
