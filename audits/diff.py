@@ -28,6 +28,7 @@ from crawler.catalogue import (
     START_CODES,
 )
 
+from .missing_anchors import TARGET_ANCHORS, TARGET_ANCHORS_FROM
 from .models import (
     Audit,
     GoneIssue,
@@ -117,24 +118,15 @@ _TWIN_GONE_SQL = """
 # Rendered too if rendered then: a failed render leaves the raw HTML, which lacks what scripts add.
 _PARSED_SQL = """NOT EXISTS (SELECT 1 FROM audits_page p WHERE p.id = b.page_id
      AND ((p.head_facts IS NOT NULL AND {alias}.head_facts IS NULL) OR (p.rendered AND NOT {alias}.rendered)))"""
-# A page whose anchors this audit judged (audits.missing_anchors): directly, or as where a redirect landed.
-_ANCHORS_JUDGED = """({a}.kind = 'page' AND {a}.status_code = 200 AND {a}.redirect_count = 0
-                      AND {a}.fetch_error = '' AND {a}.anchors IS NOT NULL)"""
 # An anchor_missing issue not reported again is fixed when its page was parsed and none of its links that name
-# fragments of the target (b.target_url is the target and "#fragment") reached a target left unjudged:
-# one that failed, moved past a redirect to an unjudged page, or kept no anchors.
+# fragments of the target (b.target_url is the target and "#fragment") reached a target left unjudged
+# (missing_anchors.TARGET_ANCHORS): one that failed, moved past a redirect to an unjudged page, or kept no anchors.
 _ANCHOR_GONE_SQL = f"""NOT EXISTS (
     SELECT 1 FROM audits_linkedge e
-    LEFT JOIN audits_page t ON t.audit_id = e.audit_id AND t.url_hash = e.target_hash
     WHERE e.audit_id = %(audit)s AND e.source_hash = b.url_hash AND e.fragments <> '' AND e.tag IN ('a', 'area')
       AND substr(b.target_url, 1, length(e.target_url) + 1) = e.target_url || '#'
-      AND (t.id IS NULL OR NOT ({_ANCHORS_JUDGED.format(a="t")}
-                                OR (t.redirect_count > 0 AND t.fetch_error = '' AND t.final_url NOT LIKE '%%#%%'
-                                    AND EXISTS (
-                                    SELECT 1 FROM audits_linkedge r
-                                    JOIN audits_page l ON l.audit_id = r.audit_id AND l.url_hash = r.target_hash
-                                    WHERE r.audit_id = e.audit_id AND r.source_hash = e.target_hash
-                                      AND r.tag = 'redirect' AND {_ANCHORS_JUDGED.format(a="l")})))))"""
+      AND NOT EXISTS (SELECT 1 FROM {TARGET_ANCHORS_FROM}
+                      WHERE t.audit_id = e.audit_id AND t.url_hash = e.target_hash AND {TARGET_ANCHORS} IS NOT NULL))"""
 GONE_ISSUES_SQL = f"""
     SELECT CASE WHEN b.code = 'broken_link_external'
                      AND EXISTS (SELECT 1 FROM audits_issue n WHERE n.audit_id = %(audit)s

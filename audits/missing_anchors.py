@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from django.db import connection
+
 from crawler.anchors import indicated, loaded
 from crawler.catalogue import finding
 
 from .issue_rows import issue_for
-from .models import Issue, LinkEdge, Page
-from .sql import stream_rows
+from .models import Issue
+from .sql import placeholders, stream_rows
 
 # Edges that name fragments, by target so each target's anchors are read once.
 # A scan of the audit's edges (no index by target: LinkEdge.Meta) and a sort of
@@ -34,9 +36,18 @@ FRAGMENT_EDGES_SQL = """
 # while they are gathered: past either, what is held is judged, in the middle of a target if need be.
 TARGETS_PER_READ = 50
 EDGES_HELD = 2000
-# A page whose anchors are judged: answered 200 itself, parsed, anchors kept.
-JUDGED = {"kind": Page.Kind.PAGE, "status_code": 200, "redirect_count": 0, "fetch_error": "",
-          "anchors__isnull": False}
+# Each target's anchors as judged, from ``audits_page t``: its own when it answered 200 itself and kept
+# them all, else those of the page its redirect lands on (a redirect whose Location names no fragment: the
+# browser carries the link's), else NULL. The diff's verdicts (audits.diff) judge by the same rule.
+_JUDGED = """{a}.kind = 'page' AND {a}.status_code = 200 AND {a}.redirect_count = 0 AND {a}.fetch_error = ''
+             AND {a}.anchors IS NOT NULL"""
+TARGET_ANCHORS_FROM = f"""audits_page t
+    LEFT JOIN audits_linkedge r ON r.audit_id = t.audit_id AND r.source_hash = t.url_hash AND r.tag = 'redirect'
+          AND t.redirect_count > 0 AND t.fetch_error = '' AND t.status_code < 300 AND t.final_url NOT LIKE '%%#%%'
+    LEFT JOIN audits_page l ON l.audit_id = r.audit_id AND l.url_hash = r.target_hash AND {_JUDGED.format(a="l")}"""
+TARGET_ANCHORS = f"CASE WHEN {_JUDGED.format(a='t')} THEN t.anchors ELSE l.anchors END"
+ANCHORS_SQL = f"""SELECT t.url_hash, {TARGET_ANCHORS} FROM {TARGET_ANCHORS_FROM}
+    WHERE t.audit_id = %s AND t.url_hash IN ({{targets}})"""
 
 
 def missing_anchors(audit_id: int) -> Iterator[Issue]:
@@ -54,19 +65,10 @@ def missing_anchors(audit_id: int) -> Iterator[Issue]:
 
 
 def anchors_of(audit_id: int, hashes: list[str]) -> dict[str, frozenset[str]]:
-    """The anchors of the targets among ``hashes`` that are judged, by target hash: a target that redirects
-    (without a fragment of its own) takes those of the page its redirect edge lands on."""
-    found = {digest: frozenset(loaded(text)) for digest, text in Page.objects.filter(
-        audit_id=audit_id, url_hash__in=hashes, **JUDGED).values_list("url_hash", "anchors")}
-    redirects = Page.objects.filter(audit_id=audit_id, url_hash__in=hashes, redirect_count__gt=0, fetch_error="",
-                                    status_code__lt=300).exclude(final_url__contains="#").values("url_hash")
-    lands = dict(LinkEdge.objects.filter(audit_id=audit_id, tag="redirect", source_hash__in=redirects)
-                 .values_list("source_hash", "target_hash"))
-    if lands:
-        landed = {digest: frozenset(loaded(text)) for digest, text in Page.objects.filter(
-            audit_id=audit_id, url_hash__in=set(lands.values()), **JUDGED).values_list("url_hash", "anchors")}
-        found.update((source, landed[target]) for source, target in lands.items() if target in landed)
-    return found
+    """The anchors of the targets among ``hashes`` that are judged (TARGET_ANCHORS), by target hash."""
+    with connection.cursor() as cursor:
+        cursor.execute(ANCHORS_SQL.format(targets=placeholders(len(hashes))), [audit_id, *hashes])
+        return {digest: frozenset(loaded(text)) for digest, text in cursor.fetchall() if text is not None}
 
 
 def _judged(audit_id: int, edges: list[tuple], targets: set[str]) -> Iterator[Issue]:
