@@ -53,7 +53,7 @@ class AnchorSet:
         if value is None or self.over:
             return
         self.read += 1
-        if value and len(value) <= ANCHOR_MAX and "\n" not in value and "\x00" not in value:
+        if _usable(value):
             self.found.add(value)
         self._settle()
 
@@ -68,13 +68,19 @@ class AnchorSet:
             return
         values = _IDS(top)
         self.read += len(values)
-        self.found.update(v for v in values if v and len(v) <= ANCHOR_MAX and "\n" not in v and "\x00" not in v)
+        self.found.update(filter(_usable, values))
         self._settle()
 
     def value(self) -> tuple[str, ...] | None:
         if self.over or sum(map(len, self.found)) + len(self.found) > ANCHOR_CHARS_MAX:
             return None
         return tuple(sorted(self.found))
+
+
+def _usable(value: str) -> bool:
+    """An id a fragment can name and a row can keep: not empty, not too long, no newline (the row's separator)
+    or NUL (PostgreSQL refuses it)."""
+    return bool(value) and len(value) <= ANCHOR_MAX and "\n" not in value and "\x00" not in value
 
 
 def judged_fragment(url: str) -> str | None:

@@ -29,11 +29,9 @@ def rendered_outcome(raw: PageOutcome, rendered: Rendered, ctx: PageContext, ori
     scripts add, and ids they add are missing from the HTML (no link into it is judged anchor_missing).
     """
     extra = request_findings(rendered)
-    if raw.facts is not None:
-        raw = dataclasses.replace(raw, facts=dataclasses.replace(raw.facts, anchors=None))
     if rendered.problem or rendered.html is None:
         problem = finding(rendered.problem or "render_failed", rendered.detail or "No DOM came back")
-        return dataclasses.replace(raw, findings=(*raw.findings, problem, *extra))
+        return _unrendered(raw, problem, *extra)
     result = raw.result
     try:
         facts = parse_html(rendered.html, result.final_url or raw.url, http_charset="utf-8")
@@ -41,13 +39,19 @@ def rendered_outcome(raw: PageOutcome, rendered: Rendered, ctx: PageContext, ori
     except Exception as exc:  # as for raw HTML: a parser or check bug must not end the crawl
         log.exception("reading the rendered %s failed", raw.url)
         failed = finding("render_failed", f"The rendered page could not be read: {type(exc).__name__}: {exc}"[:300])
-        return dataclasses.replace(raw, findings=(*raw.findings, failed, *extra))
+        return _unrendered(raw, failed, *extra)
     if not rendered.idle:
         findings.append(finding("render_timeout", "The network never went quiet: the page was read at the "
                                                   "render deadline", variant="idle"))
     outlinks, invalid = outlinks_of(facts, result.final_url or raw.url)
     return dataclasses.replace(raw, facts=facts, findings=(*findings, *extra), outlinks=outlinks,
                                invalid_links=invalid, rendered=True, raw_facts=raw.facts)
+
+
+def _unrendered(raw: PageOutcome, *findings: Finding) -> PageOutcome:
+    """``raw`` with ``findings`` added and, its render having failed, no anchors (``rendered_outcome``)."""
+    facts = dataclasses.replace(raw.facts, anchors=None) if raw.facts is not None else None
+    return dataclasses.replace(raw, facts=facts, findings=(*raw.findings, *findings))
 
 
 def request_findings(rendered: Rendered) -> list[Finding]:
