@@ -26,6 +26,11 @@ class Job:
     fail: bool = False
 
 
+# The window spaces its decisions to start; the probe sees a start when the
+# loop first runs the task, which on a loaded machine lags by milliseconds.
+SCHEDULING_SLACK = 0.015
+
+
 class Probe:
     """Records what the work function sees: concurrency overall and per host, start times."""
 
@@ -203,7 +208,7 @@ def test_rate_spaces_starts_per_host():
         times = [at for at, job, _ in probe.starts if job.host == host]
         gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
         assert len(times) == 5
-        assert min(gaps) >= 0.045
+        assert min(gaps) >= 0.05 - SCHEDULING_SLACK
     # The hosts are spaced independently: b does not wait for a's schedule.
     first_b = min(at for at, job, _ in probe.starts if job.host == "b")
     assert first_b - probe.starts[0][0] < 0.03
@@ -214,7 +219,7 @@ def test_crawl_delay_spaces_starts_when_larger_than_the_rate():
     jobs = [Job(i, delay=0.0) for i in range(4)]
     run(jobs, probe, sink, WindowPolicy(start=8, cap=8, rate=100.0, crawl_delay=0.08))
     times = [at for at, _, _ in probe.starts]
-    assert min(b - a for a, b in zip(times, times[1:], strict=False)) >= 0.075
+    assert min(b - a for a, b in zip(times, times[1:], strict=False)) >= 0.08 - SCHEDULING_SLACK
 
 
 def test_sink_gets_batches_in_arrival_order_serialised_and_the_last_partial_one():
