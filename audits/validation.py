@@ -27,13 +27,14 @@ from crawler.catalogue import (
     SITE_WIDE_CODES,
     START_CODES,
 )
+from crawler.page import REDIRECT_TAG
 from crawler.robots import Robots
 from crawler.types import UNVERIFIED_STATUSES, FetchError
 from crawler.urls import InvalidURL, normalize, origin_of, url_hash
 
 from .diff import IGNORED_IN_SQL, SPANS_SITE_SQL
 from .knobs import knob
-from .models import Audit, IgnoreRule, Issue, Page
+from .models import Audit, IgnoreRule, Issue, LinkEdge, Page
 
 # Hashes per IN (...) lookup, as the crawl's (audits.crawl.admission).
 LOOKUP_BATCH = 500
@@ -95,10 +96,12 @@ def targets(source: Audit) -> Iterator[Target]:
     issues = checked(source).exclude(Q(code__in=SITE_WIDE_CODES) & ~Q(code__in=PAGE_AND_CROSS_CODES, target_url=""))
     hashes = set(issues.exclude(page=None).values_list("url_hash", flat=True))
     linked = set(issues.filter(code__in=LINK_CODES).exclude(target_url="").values_list("target_url", flat=True))
-    # A missing anchor's target is "URL#fragment": the page is fetched, to read its anchors again.
-    linked |= {target.split("#", 1)[0] for target in issues.filter(code__in=FRAGMENT_CODES).values_list(
+    # A missing anchor's target is "URL#fragment": the page is fetched, to read its anchors again, and so
+    # is where it redirected to in the source (the check judges a redirect by the page it lands on).
+    pointed = {target.split("#", 1)[0] for target in issues.filter(code__in=FRAGMENT_CODES).values_list(
         "target_url", flat=True)}
-    hashes |= {url_hash(url) for url in linked}
+    linked |= pointed
+    hashes |= {url_hash(url) for url in linked} | _landings(source, sorted(url_hash(url) for url in pointed))
     ordered = sorted(hashes)
     seen = set()
     for start in range(0, len(ordered), LOOKUP_BATCH):
@@ -112,6 +115,15 @@ def targets(source: Audit) -> Iterator[Target]:
         except InvalidURL:
             continue
         yield Target(url, Page.Kind.PAGE if internal else Page.Kind.EXTERNAL, 1)
+
+
+def _landings(source: Audit, hashes: list[str]) -> set[str]:
+    """Where the pages among ``hashes`` redirected to in ``source`` (its pages' one outlink), by URL hash."""
+    landed: set[str] = set()
+    for start in range(0, len(hashes), LOOKUP_BATCH):
+        landed.update(LinkEdge.objects.filter(audit=source, tag=REDIRECT_TAG, source_hash__in=hashes[
+            start:start + LOOKUP_BATCH]).values_list("target_hash", flat=True))
+    return landed
 
 
 def page_count(source: Audit) -> int:
@@ -174,7 +186,8 @@ class Verdict:
                     "or the page was rendered last time and could not be this time.")
         if self.code in FRAGMENT_CODES:
             return ("The page, or the page its link points at, could not be read this time: it failed, redirects "
-                    "(a validation follows no link), is not HTML, or has more anchors than are kept.")
+                    "somewhere it did not before (a validation follows no new link), is not HTML, or has more "
+                    "anchors than are kept.")
         return ("The URL could not be fetched this time, or was not checked as a page: it failed, now redirects, "
                 "is no longer read as HTML, its checks broke, or it was rendered last time and could not be this time.")
 

@@ -148,3 +148,30 @@ def test_a_validation_fetches_the_page_and_its_target_again_and_judges_the_ancho
     found = {v.target_url.split("/", 3)[3]: v.result for v in validation.checklist(check) if v.code == "anchor_missing"}
     assert {target: found[target] for target in verdicts} == verdicts
     assert Page.objects.filter(audit=check, url=web.url("/guide"), anchors__isnull=guide.status != 200).exists()
+
+
+@pytest.mark.parametrize("moved, added, verdict", [
+    ("/new", '<h2 id="usage">Usage</h2>', "fixed"),
+    ("/new", "", "still"),
+    ("/elsewhere", '<h2 id="usage">Usage</h2>', "unknown"),
+], ids=["same-landing-fixed", "same-landing-still", "new-landing"])
+def test_a_validation_judges_a_redirecting_target_by_the_page_it_landed_on_before(owner, fast_settings, moved,
+                                                                                   added, verdict):
+    with ScriptedSite() as web:
+        web.pages.update({
+            "/": html("Home", '<a href="/links">links</a>'),
+            "/links": html("Links", '<a href="/old#install">ok</a> <a href="/old#usage">missing</a>'),
+            "/old": Answer(status=301, headers={"Location": "/new"}),
+            "/new": html("New", '<h2 id="install">Install</h2>'),
+            "/elsewhere": html("Elsewhere", '<h2 id="usage">Usage</h2>'),
+        })
+        first = audit_of(owner, web)
+        assert missing(first) == {(web.url("/links"), web.url("/old#usage"))}
+        # Only the anchor's issue is re-checked: the landing page carries none of its own.
+        Issue.objects.filter(audit=first).exclude(code="anchor_missing").update(review=Issue.Review.IGNORED)
+        web.pages["/new"] = html("New", '<h2 id="install">Install</h2>' + added)
+        web.pages["/old"] = Answer(status=301, headers={"Location": moved})
+        check = audit_of(owner, web, **follow_up_fields(first, Audit.Mode.VALIDATE))
+    assert [(v.code, v.result) for v in validation.checklist(check)] == [("anchor_missing", verdict)]
+    assert Page.objects.filter(audit=check, url=web.url("/new")).exists()
+    assert not Page.objects.filter(audit=check, url=web.url("/elsewhere")).exists()  # it follows no new link
