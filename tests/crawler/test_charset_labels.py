@@ -41,7 +41,7 @@ def test_a_punycode_declaration_costs_linear_time():
     body = b"<html><head><title>t</title></head><body><a href='/x'>x</a>-" + b"a" * 200_000
     started = time.perf_counter()
     facts = parse_html(body, PAGE, http_charset="punycode")
-    assert time.perf_counter() - started < 0.3
+    assert time.perf_counter() - started < 1.0  # well under the 1.7 s of a quadratic decode, on a loaded machine too
     assert facts.charset == "utf-8"
 
 

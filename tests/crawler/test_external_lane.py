@@ -103,7 +103,7 @@ def test_hung_external_lookups_leave_the_sites_lookups_their_threads(monkeypatch
         raise socket.gaierror(socket.EAI_NONAME, "stub: unknown")
 
     monkeypatch.setattr(socket, "getaddrinfo", stub)
-    site = AddressGuard(dns_timeout=0.3)
+    site = AddressGuard(dns_timeout=1.0)
 
     async def crawl():
         external = site.in_lane(LookupLane())
@@ -119,6 +119,6 @@ def test_hung_external_lookups_leave_the_sites_lookups_their_threads(monkeypatch
         address, took, outcomes = asyncio.run(crawl())
     finally:
         release.set()
-    assert address == "93.184.216.34" and took < 0.25
+    assert address == "93.184.216.34" and took < 0.5  # behind a hung lookup: its 1 s timeout
     assert all(isinstance(outcome, DnsFailure) for outcome in outcomes)
     assert len(lane_threads) <= LANE_DNS_THREADS

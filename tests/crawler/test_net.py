@@ -399,7 +399,7 @@ def test_hung_lookups_on_the_crawl_loop_do_not_starve_the_others(monkeypatch):
         return real(host, port, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", stub)
-    guard = AddressGuard(dns_timeout=0.3)
+    guard = AddressGuard(dns_timeout=1.0)
 
     async def crawl() -> tuple[list, str, float]:
         hung = [asyncio.ensure_future(guard.resolve(f"hang{n}.test", 80)) for n in range(6)]
@@ -414,7 +414,7 @@ def test_hung_lookups_on_the_crawl_loop_do_not_starve_the_others(monkeypatch):
         outcomes, address, took = crawl_loop.run(crawl())
     finally:
         release.set()
-    assert address == "93.184.216.34" and took < 0.25
+    assert address == "93.184.216.34" and took < 0.5  # behind a hung lookup: its 1 s timeout
     assert all(isinstance(o, DnsFailure) and "timed out" in str(o) for o in outcomes)
     assert threads and all(name.startswith("crawl-dns") for name in threads)
     assert net.DNS_THREADS > 6

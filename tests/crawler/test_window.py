@@ -211,7 +211,7 @@ def test_rate_spaces_starts_per_host():
         assert min(gaps) >= 0.05 - SCHEDULING_SLACK
     # The hosts are spaced independently: b does not wait for a's schedule.
     first_b = min(at for at, job, _ in probe.starts if job.host == "b")
-    assert first_b - probe.starts[0][0] < 0.03
+    assert first_b - probe.starts[0][0] < 0.05 - SCHEDULING_SLACK
 
 
 def test_crawl_delay_spaces_starts_when_larger_than_the_rate():
@@ -605,4 +605,4 @@ def test_a_chunk_shorter_than_the_spacing_waits_most_of_it_and_still_starts_one_
     report = run([Job(0), Job(1)], probe, sink, WindowPolicy(crawl_delay=5.0, spaced_from_start=True),
                  soft_deadline=began + 0.4)
     assert [job.name for _, job, _ in probe.starts] == [0] and len(report.unfinished) == 1
-    assert 0.3 <= probe.starts[0][0] - began < 0.4
+    assert 0.3 <= probe.starts[0][0] - began < 0.4 + SCHEDULING_SLACK
