@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 
 from django.contrib import messages
-from django.db.models import OuterRef, Subquery
+from django.db.models import Count, DateTimeField, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
@@ -22,7 +22,7 @@ from .charts import Line, line_chart
 from .diff import totals
 from .forms import IgnoreRuleForm, SiteScheduleForm
 from .issue_views import codes_present
-from .models import Audit, IgnoreRule, Notification, Site
+from .models import Audit, IgnoreRule, Notification, Site, SkippedRun
 from .purge import delete_site_soon
 from .services import PrivateTargetsRefused, QuotaExceeded, SiteBusy, run_site_now
 from .tables import owned_view, window
@@ -47,6 +47,7 @@ def site_list(request):
     sites = (Site.objects.filter(owner=request.user, deleting=False)
              .annotate(latest_id=Coalesce(Subquery(audits.exclude(mode=Audit.Mode.VALIDATE)[:1]),
                                           Subquery(audits[:1])))
+             .annotate(**_skipped_since_last_run())
              .order_by("start_url", "id"))
     page = window(sites, request, per_page=25)
     audit_rows = Audit.objects.defer("robots_body")  # a row shows none of robots.txt, up to 512 KB an audit
@@ -56,9 +57,29 @@ def site_list(request):
     for site in page.object_list:
         audit = latest.get(site.latest_id)
         base = baselines.get(audit.baseline_id) if audit else None
+        skipped = site.skipped_since if site.is_scheduled else 0
         rows.append({"site": site, "audit": audit, "changes": totals(audit.change_counts) if audit else {},
-                     "delta": _delta(audit, base)})
+                     "delta": _delta(audit, base), "skipped": skipped,
+                     "skip_reason": SkippedRun.Reason(site.last_skip).label if skipped else ""})
     return render(request, "audits/site_list.html", {"page_obj": page, "rows": rows})
+
+
+def _skipped_since_last_run() -> dict:
+    """Annotations: how many scheduled runs started no audit since the site's latest scheduled audit began
+    (or since the site was made), and the newest one's reason.
+
+    Without them a site whose runs keep being skipped lists its last audit, however old, as if all were well.
+    """
+    last_run = Audit.objects.filter(site=OuterRef("pk"), trigger=Audit.Trigger.SCHEDULE).order_by("-pk")
+    since = Coalesce(OuterRef("last_scheduled_at"), OuterRef("created_at"), output_field=DateTimeField())
+    skips = SkippedRun.objects.filter(site=OuterRef("pk"), created_at__gt=since).exclude(
+        reason=SkippedRun.Reason.STARTED_LATE)
+    return {
+        "last_scheduled_at": Subquery(last_run.values("created_at")[:1]),
+        "skipped_since": Coalesce(Subquery(skips.order_by().values("site").annotate(n=Count("pk")).values("n")),
+                                  0),
+        "last_skip": Subquery(skips.order_by("-created_at", "-id").values("reason")[:1]),
+    }
 
 
 def _delta(audit: Audit | None, base: Audit | None) -> dict:

@@ -343,3 +343,37 @@ def test_the_lists_never_read_an_audits_robots_txt(owner_client, owner, listing)
         assert owner_client.get(reverse(listing)).status_code == 200
     assert [q["sql"] for q in ctx.captured_queries if "audits_audit" in q["sql"]]
     assert not [q["sql"] for q in ctx.captured_queries if "robots_body" in q["sql"]]
+
+
+def test_the_site_list_says_how_many_scheduled_runs_were_skipped_since_the_latest_and_why(owner_client, owner):
+    from audits.models import SkippedRun
+
+    quiet = make_finished_audit(owner, start_url="https://quiet.example/")
+    Site.objects.filter(pk=quiet.site_id).update(cadence=Site.Cadence.DAILY)
+    audit = make_finished_audit(owner, trigger=Audit.Trigger.SCHEDULE)
+    site = Site.objects.get(pk=audit.site_id)
+    Site.objects.filter(pk=site.pk).update(cadence=Site.Cadence.DAILY)
+    earlier, later = audit.created_at - timedelta(days=1), audit.created_at + timedelta(days=1)
+
+    def skip(at, reason):
+        run = SkippedRun.objects.create(site=site, due_at=at, reason=reason)
+        SkippedRun.objects.filter(pk=run.pk).update(created_at=at)  # auto_now_add
+
+    skip(earlier, SkippedRun.Reason.MISSED)  # before the latest scheduled audit: not news
+    skip(later, SkippedRun.Reason.STARTED_LATE)  # it did run
+    skip(later + timedelta(days=1), SkippedRun.Reason.MISSED)
+    skip(later + timedelta(days=2), SkippedRun.Reason.STILL_RUNNING)
+    body = owner_client.get(reverse("site-list")).content.decode()
+    rows = {row.split('data-site="')[1].split('"')[0]: row for row in body.split('<tr class="site"')[1:]}
+    assert "2 runs skipped since the latest" in rows[str(site.pk)]
+    assert f'href="{site.get_absolute_url()}#skipped-runs"' in rows[str(site.pk)]
+    assert SkippedRun.Reason.STILL_RUNNING.label in rows[str(site.pk)]  # the newest one's reason
+    assert "skipped" not in rows[str(quiet.site_id)]
+    # A site with no scheduled audit yet counts from when it was made.
+    SkippedRun.objects.create(site_id=quiet.site_id, due_at=later, reason=SkippedRun.Reason.PRIVATE_REFUSED)
+    body = owner_client.get(reverse("site-list")).content.decode()
+    assert "1 run skipped since the latest" in body.split(f'data-site="{quiet.site_id}"')[1].split("</tr>")[0]
+    # A paused schedule's old skips are history, not a warning.
+    Site.objects.filter(pk=site.pk).update(paused=True)
+    body = owner_client.get(reverse("site-list")).content.decode()
+    assert "skipped since" not in body.split(f'data-site="{site.pk}"')[1].split("</tr>")[0]
