@@ -9,8 +9,8 @@ from __future__ import annotations
 import copy
 
 from django.contrib import messages
-from django.db.models import Count, DateTimeField, OuterRef, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count, DateTimeField, F, OuterRef, Subquery
+from django.db.models.functions import Coalesce, Greatest
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
@@ -39,7 +39,8 @@ def site_view(*methods):
 
 @require_GET
 def site_list(request):
-    """Each site with its latest full audit and the previous completed one, in three queries a screen."""
+    """Each site with its latest full audit and the previous completed one, and its skipped runs: four queries
+    a screen."""
     # A validation re-fetches only the URLs with issues, so its counts are not the
     # site's: the figures and the delta are the latest audit that crawled the site,
     # or a validation when that is all the site has left.
@@ -47,39 +48,45 @@ def site_list(request):
     sites = (Site.objects.filter(owner=request.user, deleting=False)
              .annotate(latest_id=Coalesce(Subquery(audits.exclude(mode=Audit.Mode.VALIDATE)[:1]),
                                           Subquery(audits[:1])))
-             .annotate(**_skipped_since_last_run())
              .order_by("start_url", "id"))
     page = window(sites, request, per_page=25)
     audit_rows = Audit.objects.defer("robots_body")  # a row shows none of robots.txt, up to 512 KB an audit
     latest = audit_rows.in_bulk([site.latest_id for site in page.object_list if site.latest_id])
     baselines = audit_rows.in_bulk([a.baseline_id for a in latest.values() if a.baseline_id])
+    skips = _skips_in_a_row(page.object_list)
     rows = []
     for site in page.object_list:
         audit = latest.get(site.latest_id)
         base = baselines.get(audit.baseline_id) if audit else None
-        skipped = site.skipped_since if site.is_scheduled else 0
+        skipped, reason = skips.get(site.pk, (0, ""))
         rows.append({"site": site, "audit": audit, "changes": totals(audit.change_counts) if audit else {},
-                     "delta": _delta(audit, base), "skipped": skipped,
-                     "skip_reason": SkippedRun.Reason(site.last_skip).label if skipped else ""})
+                     "delta": _delta(audit, base), "skipped": skipped, "skip_reason": reason})
     return render(request, "audits/site_list.html", {"page_obj": page, "rows": rows})
 
 
-def _skipped_since_last_run() -> dict:
-    """Annotations: how many scheduled runs started no audit since the site's latest scheduled audit began
-    (or since the site was made), and the newest one's reason.
+def _skips_in_a_row(sites: list[Site]) -> dict[int, tuple[int, str]]:
+    """(How many runs in a row started no audit, the newest one's reason) by site, for the scheduled ``sites``.
 
-    Without them a site whose runs keep being skipped lists its last audit, however old, as if all were well.
+    Without it a site whose runs keep being skipped lists its last audit, however old, as if all were well.
+    The row counts skips since the latest of: its latest scheduled audit began, its schedule went live (set
+    or resumed: older skips were another schedule's), the site was made. A run held back by the owner's
+    running-audit limit that may still start (its site's latest run time) is waiting, not skipped. An audit
+    deleted (or being deleted) no longer ends a series: the skips before it count again.
     """
-    last_run = Audit.objects.filter(site=OuterRef("pk"), trigger=Audit.Trigger.SCHEDULE).order_by("-pk")
-    since = Coalesce(OuterRef("last_scheduled_at"), OuterRef("created_at"), output_field=DateTimeField())
-    skips = SkippedRun.objects.filter(site=OuterRef("pk"), created_at__gt=since).exclude(
-        reason=SkippedRun.Reason.STARTED_LATE)
-    return {
-        "last_scheduled_at": Subquery(last_run.values("created_at")[:1]),
-        "skipped_since": Coalesce(Subquery(skips.order_by().values("site").annotate(n=Count("pk")).values("n")),
-                                  0),
-        "last_skip": Subquery(skips.order_by("-created_at", "-id").values("reason")[:1]),
-    }
+    scheduled = [site.pk for site in sites if site.is_scheduled]
+    if not scheduled:
+        return {}
+    last_run = Audit.objects.filter(site=OuterRef("pk"), trigger=Audit.Trigger.SCHEDULE, deleting=False)
+    since = Greatest(Coalesce(Subquery(last_run.order_by("-pk").values("created_at")[:1]), F("created_at")),
+                     Coalesce(F("schedule_set_at"), F("created_at")), output_field=DateTimeField())
+    skips = (SkippedRun.objects.filter(site=OuterRef("pk"), created_at__gt=OuterRef("since"))
+             .exclude(reason=SkippedRun.Reason.STARTED_LATE)
+             .exclude(reason=SkippedRun.Reason.QUOTA, due_at=OuterRef("last_due_at")))
+    rows = Site.objects.filter(pk__in=scheduled).annotate(since=since).annotate(
+        skipped=Subquery(skips.order_by().values("site").annotate(n=Count("pk")).values("n")),
+        newest=Subquery(skips.order_by("-created_at", "-id").values("reason")[:1]),
+    ).values_list("pk", "skipped", "newest")
+    return {pk: (skipped, SkippedRun.Reason(newest).label) for pk, skipped, newest in rows if skipped}
 
 
 def _delta(audit: Audit | None, base: Audit | None) -> dict:

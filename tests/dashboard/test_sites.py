@@ -345,35 +345,51 @@ def test_the_lists_never_read_an_audits_robots_txt(owner_client, owner, listing)
     assert not [q["sql"] for q in ctx.captured_queries if "robots_body" in q["sql"]]
 
 
-def test_the_site_list_says_how_many_scheduled_runs_were_skipped_since_the_latest_and_why(owner_client, owner):
+def test_the_site_list_says_how_many_scheduled_runs_in_a_row_were_skipped_and_why(owner_client, owner):
     from audits.models import SkippedRun
 
     quiet = make_finished_audit(owner, start_url="https://quiet.example/")
-    Site.objects.filter(pk=quiet.site_id).update(cadence=Site.Cadence.DAILY)
     audit = make_finished_audit(owner, trigger=Audit.Trigger.SCHEDULE)
+    Site.objects.filter(pk__in=[quiet.site_id, audit.site_id]).update(cadence=Site.Cadence.DAILY)
     site = Site.objects.get(pk=audit.site_id)
-    Site.objects.filter(pk=site.pk).update(cadence=Site.Cadence.DAILY)
     earlier, later = audit.created_at - timedelta(days=1), audit.created_at + timedelta(days=1)
 
-    def skip(at, reason):
-        run = SkippedRun.objects.create(site=site, due_at=at, reason=reason)
+    def skip(at, reason, on=site):
+        run = SkippedRun.objects.create(site=on, due_at=at, reason=reason)
         SkippedRun.objects.filter(pk=run.pk).update(created_at=at)  # auto_now_add
+
+    def row_of(some_site) -> str:
+        body = owner_client.get(reverse("site-list")).content.decode()
+        return body.split(f'data-site="{some_site.pk}"')[1].split("</tr>")[0]
 
     skip(earlier, SkippedRun.Reason.MISSED)  # before the latest scheduled audit: not news
     skip(later, SkippedRun.Reason.STARTED_LATE)  # it did run
     skip(later + timedelta(days=1), SkippedRun.Reason.MISSED)
     skip(later + timedelta(days=2), SkippedRun.Reason.STILL_RUNNING)
-    body = owner_client.get(reverse("site-list")).content.decode()
-    rows = {row.split('data-site="')[1].split('"')[0]: row for row in body.split('<tr class="site"')[1:]}
-    assert "2 runs skipped since the latest" in rows[str(site.pk)]
-    assert f'href="{site.get_absolute_url()}#skipped-runs"' in rows[str(site.pk)]
-    assert SkippedRun.Reason.STILL_RUNNING.label in rows[str(site.pk)]  # the newest one's reason
-    assert "skipped" not in rows[str(quiet.site_id)]
-    # A site with no scheduled audit yet counts from when it was made.
-    SkippedRun.objects.create(site_id=quiet.site_id, due_at=later, reason=SkippedRun.Reason.PRIVATE_REFUSED)
-    body = owner_client.get(reverse("site-list")).content.decode()
-    assert "1 run skipped since the latest" in body.split(f'data-site="{quiet.site_id}"')[1].split("</tr>")[0]
-    # A paused schedule's old skips are history, not a warning.
+    row = row_of(site)
+    assert "2 runs in a row skipped" in row
+    assert f'href="{site.get_absolute_url()}#skipped-runs"' in row
+    assert SkippedRun.Reason.STILL_RUNNING.label in row  # the newest one's reason
+    assert "skipped" not in row_of(quiet.site)
+    # A run held back by the running-audit limit that may still start is waiting, not skipped; once the
+    # schedule has fired again without starting it, it was skipped.
+    held = later + timedelta(days=3)
+    skip(held, SkippedRun.Reason.QUOTA)
+    Site.objects.filter(pk=site.pk).update(last_due_at=held)
+    assert "2 runs in a row skipped" in row_of(site)
+    Site.objects.filter(pk=site.pk).update(last_due_at=held + timedelta(days=1))
+    assert "3 runs in a row skipped" in row_of(site)
+    # A scheduled run that started after them ends the series; one being deleted is gone from the list already.
+    newer = make_finished_audit(owner, trigger=Audit.Trigger.SCHEDULE)
+    Audit.objects.filter(pk=newer.pk).update(created_at=held + timedelta(days=2))
+    assert "skipped" not in row_of(site)
+    Audit.objects.filter(pk=newer.pk).update(deleting=True)
+    assert "3 runs in a row skipped" in row_of(site)
+    # A paused schedule's skips are history, not a warning; resumed, they were another schedule's.
     Site.objects.filter(pk=site.pk).update(paused=True)
-    body = owner_client.get(reverse("site-list")).content.decode()
-    assert "skipped since" not in body.split(f'data-site="{site.pk}"')[1].split("</tr>")[0]
+    assert "skipped" not in row_of(site)
+    Site.objects.filter(pk=site.pk).update(paused=False, schedule_set_at=held + timedelta(days=3))
+    assert "skipped" not in row_of(site)
+    # A site with no scheduled audit yet counts from when its schedule went live.
+    skip(later, SkippedRun.Reason.PRIVATE_REFUSED, on=quiet.site)
+    assert "1 run in a row skipped" in row_of(quiet.site)
