@@ -9,9 +9,12 @@ text directive (``:~:text=``), an application's route (``#!/path``,
 
 from __future__ import annotations
 
+from collections import Counter
 from urllib.parse import unquote
 
 from lxml import etree
+
+from .html_tree import SHADOW_ROOT_TAG
 
 # Anchors kept per page. A page with more is stored without them (None), and
 # links into it are not judged: a missing anchor is then a guess, not a finding.
@@ -37,6 +40,16 @@ PLACEHOLDERS = ("{{", "{%", "${", "<%", "%7B%7B", "%7b%7b", "%7B%25", "%7b%25", 
 READ_MAX = 2 * MAX_ANCHORS
 _IDS = etree.XPath(f"(descendant-or-self::*/@id | descendant-or-self::a/@name)[position() <= {READ_MAX}]",
                    smart_strings=False)
+# Elements whose content is outside the document a fragment searches: a <template>'s (a shadow root's
+# too: fragments do not reach into shadow trees), and a <noscript>'s, which is text where scripts run.
+# The parse's INERT_TAGS (crawler.html_rules); in a built tree a shadow root's template is renamed.
+UNSEARCHED_TAGS = ("noscript", "template")
+TREE_UNSEARCHED_TAGS = (*UNSEARCHED_TAGS, SHADOW_ROOT_TAG)
+_UNSEARCHED = etree.XPath("descendant-or-self::*[{}][not({})]".format(
+    " or ".join(f"self::{tag}" for tag in TREE_UNSEARCHED_TAGS),
+    " or ".join(f"ancestor::{tag}" for tag in TREE_UNSEARCHED_TAGS)))
+_IDS_BELOW = etree.XPath(f"(descendant::*/@id | descendant::a/@name)[position() <= {READ_MAX}]",
+                         smart_strings=False)
 
 
 class AnchorSet:
@@ -62,12 +75,18 @@ class AnchorSet:
             self.over = True
             self.found = set()
 
-    def add_tree(self, top) -> None:
-        """Every anchor below one top of a parsed tree, read in C."""
+    def add_tree(self, top, unsearched: bool = True) -> None:
+        """Every anchor below one top of a parsed tree, read in C. ``unsearched``: whether the top may hold
+        TREE_UNSEARCHED_TAGS (False when the caller knows it holds none), whose content's anchors do not count."""
         if self.over:
             return
         values = _IDS(top)
         self.read += len(values)
+        if unsearched and (hidden := Counter(v for el in _UNSEARCHED(top) for v in _IDS_BELOW(el))):
+            # An id inside and again outside is still the page's: one occurrence taken off per hidden one.
+            counts = Counter(values)
+            counts.subtract(hidden)
+            values = [value for value, left in counts.items() if left > 0]
         self.found.update(filter(_usable, values))
         self._settle()
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from lxml import etree
 
-from .anchors import AnchorSet
+from .anchors import TREE_UNSEARCHED_TAGS, AnchorSet
 from .charset import decode_html, utf8_source
 from .content_hash import content_hash
 from .directives import robots_directives
@@ -128,7 +128,7 @@ class _Collector:
     def start(self, tag: str, attrib) -> None:
         self.stack.append(tag)
         self.sep = True
-        if attrib:
+        if attrib and not self.inert and not self.templates:  # UNSEARCHED_TAGS' content (a shadow root's too)
             self.ids.add(attrib.get("id"))
             if tag == "a":
                 self.ids.add(attrib.get("name"))
@@ -523,11 +523,10 @@ _WANTED = tuple(
 _STRING = etree.XPath("string()", smart_strings=False)
 
 
-def _walk_top(c: _Collector, top) -> None:
-    """Fill the collector from one top of the tree: one C-level pass over the wanted elements."""
+def _walk_top(c: _Collector, top, inert: bool) -> None:
+    """Fill the collector from one top of the tree: one C-level pass over the wanted elements.
+    ``inert``: whether the top holds INERT_TAGS (most hold none: then no element's ancestors are looked at)."""
     refs = c.refs
-    # Most pages hold no INERT_TAGS: then no element needs its ancestors looked at.
-    inert = next(top.iter(*INERT_TAGS), None) is not None
     for el in top.iter(_WANTED):
         tag = el.tag
         if tag == "a":
@@ -595,6 +594,7 @@ def parse_html(
         return collector.facts(max_links, charset)
     tops = tree_tops(root)
     for top in tops:
-        _walk_top(collector, top)
-        collector.ids.add_tree(top)
+        held = {el.tag for el in top.iter(*TREE_UNSEARCHED_TAGS)}  # INERT_TAGS, and renamed shadow roots
+        _walk_top(collector, top, not held.isdisjoint(INERT_TAGS))
+        collector.ids.add_tree(top, bool(held))
     return collector.facts(max_links, charset, tops)

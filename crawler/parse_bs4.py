@@ -14,7 +14,7 @@ import warnings
 from bs4 import BeautifulSoup, XMLParsedAsHTMLWarning
 from bs4.element import NavigableString, PreformattedString, Tag
 
-from .anchors import AnchorSet
+from .anchors import UNSEARCHED_TAGS, AnchorSet
 from .charset import decode_html
 from .content_hash import content_hash
 from .directives import robots_directives
@@ -205,6 +205,8 @@ def parse_html_bs4(
 
     anchors = AnchorSet()
     for tag in tags:
+        if any(parent.name in UNSEARCHED_TAGS for parent in tag.parents):
+            continue
         anchors.add(tag.get("id"))
         if tag.name == "a":
             anchors.add(tag.get("name"))

@@ -9,10 +9,12 @@ from crawler.anchors import (
     MAX_ANCHORS,
     MAX_FRAGMENTS_PER_TARGET,
     READ_MAX,
+    UNSEARCHED_TAGS,
     indicated,
     judged_fragment,
 )
 from crawler.checks import CheckSettings, PageContext
+from crawler.html_rules import INERT_TAGS
 from crawler.page import PageOutcome, outlinks_of
 from crawler.parse import parse_html
 from crawler.parse_bs4 import parse_html_bs4
@@ -112,3 +114,18 @@ def test_a_rendered_page_keeps_the_anchors_its_scripts_added_and_a_failed_render
     assert rendered(html=page('<div id="app"><h2 id="from-script">x</h2></div>')).facts.anchors == (
         "app", "from-script")
     assert rendered(problem="render_failed").facts.anchors is None
+
+
+def test_ids_inside_a_template_or_noscript_are_not_anchors_on_either_parse_path():
+    # A fragment searches the document: a template's content (a shadow root's too) is outside it, and a
+    # noscript's is text where scripts run. The elements' own ids, and an id also outside, still count.
+    body = ('<template id="tpl"><h2 id="in-template">x</h2><p id="both">x</p></template>'
+            '<noscript id="ns"><p id="in-noscript">x</p><a name="named-in-noscript"></a></noscript>'
+            '<div><template shadowrootmode="open"><p id="in-shadow">x</p></template></div>'
+            '<template><noscript><p id="nested">x</p></noscript></template><p id="both">x</p><h2 id="out">x</h2>')
+    kept = ("both", "ns", "out", "tpl")
+    assert parse_html(page(body), "https://h/").anchors == kept
+    assert parse_html_bs4(page(body), "https://h/").anchors == kept
+    deep = "<span>" * 300 + body + "</span>" * 300  # past libxml2's tree depth: the event parser
+    assert parse_html(page(deep), "https://h/").anchors == kept
+    assert set(UNSEARCHED_TAGS) == set(INERT_TAGS)  # the parse tells the anchors whether a top holds any
