@@ -60,13 +60,14 @@ class AnchorSet:
     def __init__(self) -> None:
         self.found: set[str] = set()
         self.over = False
-        self.read = 0  # attribute values seen, repeats and unusable ones included (READ_MAX)
+        self.read = 0  # attribute values seen, repeats, unusable and unsearched ones included (READ_MAX)
 
-    def add(self, value: str | None) -> None:
+    def add(self, value: str | None, searched: bool = True) -> None:
+        """One id or <a name> value; ``searched``: False inside UNSEARCHED_TAGS (read, counted, not kept)."""
         if value is None or self.over:
             return
         self.read += 1
-        if _usable(value):
+        if searched and _usable(value):
             self.found.add(value)
         self._settle()
 
@@ -82,7 +83,8 @@ class AnchorSet:
             return
         values = _IDS(top)
         self.read += len(values)
-        if unsearched and (hidden := Counter(v for el in _UNSEARCHED(top) for v in _IDS_BELOW(el))):
+        if unsearched and self.read < READ_MAX and (
+                hidden := Counter(v for el in _UNSEARCHED(top) for v in _IDS_BELOW(el))):
             # An id inside and again outside is still the page's: one occurrence taken off per hidden one.
             counts = Counter(values)
             counts.subtract(hidden)

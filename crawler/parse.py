@@ -128,10 +128,11 @@ class _Collector:
     def start(self, tag: str, attrib) -> None:
         self.stack.append(tag)
         self.sep = True
-        if attrib and not self.inert and not self.templates:  # UNSEARCHED_TAGS' content (a shadow root's too)
-            self.ids.add(attrib.get("id"))
+        if attrib:
+            searched = not self.inert and not self.templates  # UNSEARCHED_TAGS' content (a shadow root's too)
+            self.ids.add(attrib.get("id"), searched)
             if tag == "a":
-                self.ids.add(attrib.get("name"))
+                self.ids.add(attrib.get("name"), searched)
         handler = _START.get(tag)
         if handler is not None:
             handler(self, tag, attrib)
@@ -524,8 +525,7 @@ _STRING = etree.XPath("string()", smart_strings=False)
 
 
 def _walk_top(c: _Collector, top, inert: bool) -> None:
-    """Fill the collector from one top of the tree: one C-level pass over the wanted elements.
-    ``inert``: whether the top holds INERT_TAGS (most hold none: then no element's ancestors are looked at)."""
+    """Fill the collector from one top: one C-level pass. ``inert``: whether it holds INERT_TAGS (most don't)."""
     refs = c.refs
     for el in top.iter(_WANTED):
         tag = el.tag

@@ -205,11 +205,10 @@ def parse_html_bs4(
 
     anchors = AnchorSet()
     for tag in tags:
-        if any(parent.name in UNSEARCHED_TAGS for parent in tag.parents):
-            continue
-        anchors.add(tag.get("id"))
+        searched = not any(parent.name in UNSEARCHED_TAGS for parent in tag.parents)
+        anchors.add(tag.get("id"), searched)
         if tag.name == "a":
-            anchors.add(tag.get("name"))
+            anchors.add(tag.get("name"), searched)
     return PageFacts(
         title=clip(_text(titles[0]), TITLE_MAX) if titles else None,
         title_count=len(titles),

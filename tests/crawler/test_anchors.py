@@ -129,3 +129,15 @@ def test_ids_inside_a_template_or_noscript_are_not_anchors_on_either_parse_path(
     deep = "<span>" * 300 + body + "</span>" * 300  # past libxml2's tree depth: the event parser
     assert parse_html(page(deep), "https://h/").anchors == kept
     assert set(UNSEARCHED_TAGS) == set(INERT_TAGS)  # the parse tells the anchors whether a top holds any
+
+
+def test_ids_read_inside_a_noscript_count_towards_the_read_cap_on_every_parse_path():
+    # The cap bounds what a parse reads, kept or not: a page past it keeps no anchors, whichever path read it.
+    body = "<noscript>" + "".join(f'<p id="r{i}">x</p>' for i in range(READ_MAX - 10)) + "</noscript>" + "".join(
+        f'<h2 id="s{i}">x</h2>' for i in range(20))
+    deep = "<span>" * 300 + body + "</span>" * 300
+    assert [parse_html(page(body), "https://h/").anchors, parse_html(page(deep), "https://h/").anchors,
+            parse_html_bs4(page(body), "https://h/").anchors] == [None, None, None]
+    fewer = "<noscript>" + '<p id="r">x</p>' * 10 + "</noscript>" + '<h2 id="s">x</h2>'
+    assert {parse_html(page(fewer), "https://h/").anchors, parse_html(page("<span>" * 300 + fewer), "https://h/").anchors,
+            parse_html_bs4(page(fewer), "https://h/").anchors} == {("s",)}
