@@ -249,7 +249,8 @@ def test_dead_domains_among_the_links_re_checked_are_still_broken_not_a_crawler_
     that the crawler lost the internet, and the ones that answer now are fixed."""
     with ScriptedSite() as web, ScriptedSite() as other:
         other.pages.update({f"/fine-{n}": Answer(page(f"Fine {n}")) for n in range(30)})
-        dead = [f"http://127.0.0.1:{free_port()}/dead" for _ in range(notices.MIN_CHECKS + 2)]
+        # Each its own path: two calls of free_port can give back the same closed port.
+        dead = [f"http://127.0.0.1:{free_port()}/dead-{n}" for n in range(notices.MIN_CHECKS + 2)]
         links = [*dead, other.url("/back"), *(other.url(f"/fine-{n}") for n in range(30))]
         web.pages["/"] = Answer(page("Home of the validation site", "".join(f'<a href="{u}">x</a>' for u in links)))
         first = run(make_audit(owner, start_url=web.url("/"), allow_private=True, check_external=True))
