@@ -14,7 +14,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from audits import diff
-from audits.models import Audit, Issue, LinkEdge, Site
+from audits.models import Audit, Issue, LinkEdge, Site, SkippedRun
 from tests.factories import SITE, make_audit, make_finished_audit, make_issue
 
 pytestmark = pytest.mark.django_db
@@ -346,8 +346,6 @@ def test_the_lists_never_read_an_audits_robots_txt(owner_client, owner, listing)
 
 
 def test_the_site_list_says_how_many_scheduled_runs_in_a_row_were_skipped_and_why(owner_client, owner):
-    from audits.models import SkippedRun
-
     quiet = make_finished_audit(owner, start_url="https://quiet.example/")
     audit = make_finished_audit(owner, trigger=Audit.Trigger.SCHEDULE)
     Site.objects.filter(pk__in=[quiet.site_id, audit.site_id]).update(cadence=Site.Cadence.DAILY)
