@@ -10,10 +10,12 @@ text directive (``:~:text=``), an application's route (``#!/path``,
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from urllib.parse import unquote
 
 from lxml import etree
 
+from .html_rules import INERT_TAGS
 from .html_tree import SHADOW_ROOT_TAG
 
 # Anchors kept per page. A page with more is stored without them (None), and
@@ -42,12 +44,9 @@ _IDS = etree.XPath(f"(descendant-or-self::*/@id | descendant-or-self::a/@name)[p
                    smart_strings=False)
 # Elements whose content is outside the document a fragment searches: a <template>'s (a shadow root's
 # too: fragments do not reach into shadow trees), and a <noscript>'s, which is text where scripts run.
-# The parse's INERT_TAGS (crawler.html_rules); in a built tree a shadow root's template is renamed.
-UNSEARCHED_TAGS = ("noscript", "template")
-TREE_UNSEARCHED_TAGS = (*UNSEARCHED_TAGS, SHADOW_ROOT_TAG)
-_UNSEARCHED = etree.XPath("descendant-or-self::*[{}][not({})]".format(
-    " or ".join(f"self::{tag}" for tag in TREE_UNSEARCHED_TAGS),
-    " or ".join(f"ancestor::{tag}" for tag in TREE_UNSEARCHED_TAGS)))
+# In a built tree a shadow root's template is renamed.
+UNSEARCHED_TAGS = INERT_TAGS
+TREE_UNSEARCHED_TAGS = (*INERT_TAGS, SHADOW_ROOT_TAG)
 _IDS_BELOW = etree.XPath(f"(descendant::*/@id | descendant::a/@name)[position() <= {READ_MAX}]",
                          smart_strings=False)
 
@@ -76,15 +75,16 @@ class AnchorSet:
             self.over = True
             self.found = set()
 
-    def add_tree(self, top, unsearched: bool = True) -> None:
-        """Every anchor below one top of a parsed tree, read in C. ``unsearched``: whether the top may hold
-        TREE_UNSEARCHED_TAGS (False when the caller knows it holds none), whose content's anchors do not count."""
+    def add_tree(self, top, unsearched: Sequence = ()) -> None:
+        """Every anchor below one top of a parsed tree, read in C, but those inside ``unsearched``: the top's
+        TREE_UNSEARCHED_TAGS elements, as the parse found them (nested ones included)."""
         if self.over:
             return
         values = _IDS(top)
         self.read += len(values)
-        if unsearched and self.read < READ_MAX and (
-                hidden := Counter(v for el in _UNSEARCHED(top) for v in _IDS_BELOW(el))):
+        outermost = [el for el in unsearched if next(el.iterancestors(*TREE_UNSEARCHED_TAGS), None) is None]
+        if outermost and self.read < READ_MAX and (
+                hidden := Counter(v for el in outermost for v in _IDS_BELOW(el))):
             # An id inside and again outside is still the page's: one occurrence taken off per hidden one.
             counts = Counter(values)
             counts.subtract(hidden)

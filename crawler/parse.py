@@ -594,7 +594,7 @@ def parse_html(
         return collector.facts(max_links, charset)
     tops = tree_tops(root)
     for top in tops:
-        held = {el.tag for el in top.iter(*TREE_UNSEARCHED_TAGS)}  # INERT_TAGS, and renamed shadow roots
-        _walk_top(collector, top, not held.isdisjoint(INERT_TAGS))
-        collector.ids.add_tree(top, bool(held))
+        unsearched = list(top.iter(*TREE_UNSEARCHED_TAGS))  # INERT_TAGS, and renamed shadow roots
+        _walk_top(collector, top, any(el.tag in INERT_TAGS for el in unsearched))
+        collector.ids.add_tree(top, unsearched)
     return collector.facts(max_links, charset, tops)
