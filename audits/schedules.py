@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Exists, F, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef, Q
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
@@ -226,8 +226,7 @@ def _startable():
     active = Audit.objects.filter(status__in=Audit.ACTIVE)
     at_limit = (active.values("owner").annotate(running=Count("pk"))
                 .filter(running__gte=settings.SITEWARD["MAX_RUNNING_AUDITS_PER_USER"]).values("owner"))
-    held = (SkippedRun.objects.filter(reason=SkippedRun.Reason.QUOTA, site__in=Site.objects.scheduled(),
-                                      site__last_due_at=F("due_at"), site__owner__is_active=True)
+    held = (SkippedRun.objects.waiting().filter(site__in=Site.objects.scheduled(), site__owner__is_active=True)
             .exclude(site__owner__in=at_limit).exclude(Exists(active.filter(site=OuterRef("site")))))
     if not settings.SITEWARD["ALLOW_PRIVATE_TARGETS"]:
         held = held.filter(site__allow_private=False)  # as private_targets_allowed

@@ -80,8 +80,7 @@ def _skips_in_a_row(sites: list[Site]) -> dict[int, tuple[int, str]]:
     since = Greatest(Coalesce(Subquery(last_run.order_by("-pk").values("created_at")[:1]), F("created_at")),
                      Coalesce(F("schedule_set_at"), F("created_at")), output_field=DateTimeField())
     skips = (SkippedRun.objects.filter(site=OuterRef("pk"), created_at__gt=OuterRef("since"))
-             .exclude(reason=SkippedRun.Reason.STARTED_LATE)
-             .exclude(reason=SkippedRun.Reason.QUOTA, due_at=OuterRef("last_due_at")))
+             .exclude(reason=SkippedRun.Reason.STARTED_LATE).exclude(pk__in=SkippedRun.objects.waiting().values("pk")))
     rows = Site.objects.filter(pk__in=scheduled).annotate(since=since).annotate(
         skipped=Subquery(skips.order_by().values("site").annotate(n=Count("pk")).values("n")),
         newest=Subquery(skips.order_by("-created_at", "-id").values("reason")[:1]),

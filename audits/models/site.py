@@ -17,7 +17,7 @@ from croniter import croniter
 from django.conf import settings
 from django.core.validators import URLValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
@@ -239,6 +239,12 @@ class Site(models.Model):
             reason=SkippedRun.Reason.DROPPED, detail=f"Not started: the schedule was paused or unset at {when}.")
 
 
+class SkippedRunQuerySet(models.QuerySet):
+    def waiting(self):
+        """Runs held back by the owner's running-audit limit that may still start: their site's latest run time."""
+        return self.filter(reason=SkippedRun.Reason.QUOTA, site__last_due_at=F("due_at"))
+
+
 class SkippedRun(models.Model):
     """A scheduled run that did not start an audit, and why: a person can see every one."""
 
@@ -255,6 +261,8 @@ class SkippedRun(models.Model):
     reason = models.CharField(max_length=20, choices=Reason.choices)
     detail = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = SkippedRunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
